@@ -1,0 +1,39 @@
+// Minimal TensorFlow-style logging: `I file.cc:123] message` lines on stderr.
+//
+// AF_LOG(INFO) << "text";  Levels: INFO, WARNING, ERROR. Each statement writes one
+// whole line atomically (one write call), so lines from several threads never interleave.
+// Thread-safe. The minimum level comes from env AF_MIN_LOG_LEVEL (0 INFO, 1 WARNING, 2 ERROR),
+// or set_min_log_level().
+#pragma once
+
+#include <sstream>
+#include <string>
+
+namespace actorflow {
+
+enum class LogLevel : int { INFO = 0, WARNING = 1, ERROR = 2 };
+
+// Sets the minimum level that is written. Thread-safe.
+void set_min_log_level(LogLevel level);
+// Returns the current minimum level.
+LogLevel min_log_level();
+
+namespace detail {
+class LogMessage {
+ public:
+  LogMessage(LogLevel level, const char* file, int line);
+  ~LogMessage();  // writes the line
+  std::ostringstream& stream() { return os_; }
+
+ private:
+  LogLevel level_;
+  std::ostringstream os_;
+};
+}  // namespace detail
+
+}  // namespace actorflow
+
+#define AF_LOG(level)                                                                    \
+  if (::actorflow::LogLevel::level < ::actorflow::min_log_level()) {                     \
+  } else                                                                                 \
+    ::actorflow::detail::LogMessage(::actorflow::LogLevel::level, __FILE__, __LINE__).stream()

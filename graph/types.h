@@ -1,0 +1,92 @@
+// DType and Shape: the element type and dimensions of a Tensor.
+// Both are plain value types; thread-safe for concurrent const use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace actorflow {
+
+// Element types. The numeric values are part of the GraphDef and checkpoint formats.
+enum class DType : uint8_t {
+  kInvalid = 0,
+  kFloat32 = 1,
+  kFloat64 = 2,
+  kInt32 = 3,
+  kInt64 = 4,
+  kUInt8 = 5,
+  kBool = 6,
+};
+
+// Size in bytes of one element; 0 for kInvalid.
+size_t dtype_size(DType t);
+// TensorFlow-style name: "float32", "float64", "int32", "int64", "uint8", "bool", "invalid".
+const char* dtype_name(DType t);
+// Parses a dtype_name() string; error names the bad string.
+Result<DType> dtype_from_name(const std::string& name);
+// True for float32 and float64.
+bool dtype_is_floating(DType t);
+
+// Maps a C++ element type to its DType: DTypeOf<float>::value == DType::kFloat32.
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+
+// Calls f(T{}) with T the C++ type for `t` (bool for kBool). Returns f's result.
+// Precondition: t != kInvalid.
+template <typename F>
+auto dispatch_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat64: return f(double{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kUInt8: return f(uint8_t{});
+    case DType::kBool: return f(bool{});
+    case DType::kFloat32:
+    default: return f(float{});
+  }
+}
+
+// A tensor shape. A dimension of -1 means "unknown" (e.g. a placeholder's batch dimension);
+// an unknown rank is represented by `Shape::unknown()`.
+class Shape {
+ public:
+  // Scalar shape (rank 0, one element).
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  // A shape whose rank is not known.
+  static Shape unknown() { Shape s; s.unknown_rank_ = true; return s; }
+
+  bool unknown_rank() const { return unknown_rank_; }
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
+  void set_dim(int i, int64_t v) { dims_[static_cast<size_t>(i)] = v; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  // True when the rank and every dimension are known.
+  bool fully_defined() const;
+  // Product of the dims; -1 when not fully defined. 1 for scalars.
+  int64_t num_elements() const;
+  // "[2,3]", "[?,784]", "[]" for scalars, "<unknown>" for unknown rank.
+  std::string to_string() const;
+  // True when the two shapes could describe the same tensor (unknowns match anything).
+  bool compatible_with(const Shape& other) const;
+
+  bool operator==(const Shape& o) const { return unknown_rank_ == o.unknown_rank_ && dims_ == o.dims_; }
+  bool operator!=(const Shape& o) const { return !(*this == o); }
+
+ private:
+  std::vector<int64_t> dims_;
+  bool unknown_rank_ = false;
+};
+
+}  // namespace actorflow
