@@ -99,6 +99,9 @@ class Tensor {
 
   // Element-wise equality of dtype, shape and bytes (host tensors only).
   bool equals(const Tensor& o) const;
+  // Same as equals(): value comparison (so Tensor can live in std::variant attribute values).
+  bool operator==(const Tensor& o) const { return equals(o); }
+  bool operator!=(const Tensor& o) const { return !equals(o); }
 
  private:
   DType dtype_ = DType::kInvalid;

@@ -1,0 +1,35 @@
+#include "device/device.h"
+
+#ifdef AF_WITH_CUDA
+#include "device/cuda/cuda_device.h"
+#endif
+
+namespace actorflow {
+namespace {
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(const std::string& name, int index)
+      : Device(DeviceAttributes{name, "CPU", index, 0, "host CPU"}) {}
+  Allocator* allocator() override { return cpu_allocator(); }
+};
+}  // namespace
+
+std::unique_ptr<Device> make_cpu_device(const std::string& full_name, int index) {
+  return std::make_unique<CpuDevice>(full_name, index);
+}
+
+Result<std::vector<std::unique_ptr<Device>>> create_devices(const std::string& task_prefix,
+                                                              const DeviceEnumerationOptions& opts) {
+  if (opts.cpu_devices < 1)
+    return InvalidArgument("cpu_devices must be at least 1, got " + std::to_string(opts.cpu_devices));
+  std::vector<std::unique_ptr<Device>> out;
+  for (int i = 0; i < opts.cpu_devices; ++i)
+    out.push_back(make_cpu_device(task_prefix + "/device:CPU:" + std::to_string(i), i));
+#ifdef AF_WITH_CUDA
+  AF_ASSIGN_OR_RETURN(auto gpus, create_cuda_devices(task_prefix, opts));
+  for (auto& g : gpus) out.push_back(std::move(g));
+#endif
+  return out;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,134 @@
+// The non-blocking dataflow executor of one graph partition on one device.
+//
+// An Executor is built once per registered partition: it creates every node's kernel and
+// precomputes the edges. A StepExecution runs one step of it: run() executes every ready
+// node in this thread and returns as soon as nothing more is ready — when the step is
+// done, failed, or waiting for a _Recv tensor (or an asynchronous kernel) that has not
+// arrived. It never blocks. The owner (a device actor) calls deliver() when a tensor
+// arrives and then run() again, so a scheduler thread is never held while waiting.
+//
+// Thread-safety: an Executor is immutable after create() and may be shared by concurrent
+// steps. A StepExecution is single-threaded (its actor's thread).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "device/device.h"
+#include "device/kernel.h"
+#include "graph/graph.h"
+
+namespace actorflow {
+
+// A kernel that finishes later: compute_async() starts the work and calls done(status)
+// exactly once, on the thread that owns the step (the device actor routes replies so).
+class AsyncOpKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  using DoneCallback = std::function<void(Status)>;
+  Status compute(OpKernelContext&) final { return Internal("AsyncOpKernel::compute called"); }
+  virtual void compute_async(std::shared_ptr<OpKernelContext> ctx, DoneCallback done) = 0;
+};
+
+class Executor {
+ public:
+  // Builds kernels for every node of `graph` on `device` (device->type() picks the kernels).
+  // Errors name the node: "no CPU kernel for MatMul 'c'". `graph` must be acyclic.
+  // `kernel_factory` overrides kernel creation for some ops (used by the runtime for
+  // _Send/_Recv-like ops it implements); return nullptr to fall back to the registry.
+  using KernelOverride = std::function<Result<std::unique_ptr<OpKernel>>(const Node&)>;
+  static Result<std::shared_ptr<const Executor>> create(std::shared_ptr<const Graph> graph, Device* device,
+                                                          KernelOverride override_fn = nullptr);
+
+  const Graph& graph() const { return *graph_; }
+  Device* device() const { return device_; }
+  int num_args() const { return num_args_; }
+  int num_retvals() const { return num_retvals_; }
+  // Expected dtype/shape of _Arg i, for validating feeds.
+  DType arg_dtype(int i) const { return arg_types_[static_cast<size_t>(i)]; }
+  const Shape& arg_shape(int i) const { return arg_shapes_[static_cast<size_t>(i)]; }
+  const std::string& arg_name(int i) const { return arg_names_[static_cast<size_t>(i)]; }
+
+ private:
+  friend class StepExecution;
+  struct OutEdge { int dst; int slot; };  // slot -1 = control edge
+  struct NodeInfo {
+    std::unique_ptr<OpKernel> kernel;
+    int num_inputs = 0;
+    int initial_pending = 0;
+    std::vector<std::vector<OutEdge>> out_edges;  // per output
+    std::vector<int> control_out;
+    int arg_index = -1, retval_index = -1;
+    std::string send_key, recv_key;  // for _Send / _Recv
+  };
+  Executor() = default;
+  std::shared_ptr<const Graph> graph_;
+  Device* device_ = nullptr;
+  std::vector<NodeInfo> nodes_;
+  std::vector<int> roots_;
+  int num_args_ = 0, num_retvals_ = 0;
+  std::vector<DType> arg_types_;
+  std::vector<Shape> arg_shapes_;
+  std::vector<std::string> arg_names_;
+};
+
+class StepExecution {
+ public:
+  // Called when a _Send node runs with its tensor and the edge key (attr tensor_name).
+  // Must not block; an error fails the step.
+  using SendFn = std::function<Status(const std::string& key, const Tensor& t)>;
+
+  // `args` must hold num_args() tensors (already validated by the caller).
+  StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args, SendFn send);
+
+  // Runs every ready node; returns when done, failed or blocked. Safe to call repeatedly.
+  void run();
+  // Supplies the tensor for _Recv key `key`; it may arrive before the _Recv is reached.
+  void deliver(const std::string& key, Tensor t);
+  // Fails the step with `s` (e.g. a peer task died). Pending work is dropped.
+  void abort(const Status& s);
+
+  bool done() const { return finished_ || !status_.ok(); }
+  const Status& status() const { return status_; }
+  int64_t step_id() const { return step_id_; }
+  // The fetched tensors, by _Retval index. Valid once done() with an OK status.
+  std::vector<Tensor>& retvals() { return retvals_; }
+  // The _Recv keys this step still waits for (diagnostics for timeouts).
+  std::vector<std::string> waiting_for() const;
+
+ private:
+  void process(int node_id);
+  void finish_node(int node_id, std::vector<Tensor> outputs);
+  void activate(int node_id);
+
+  std::shared_ptr<const Executor> ex_;
+  int64_t step_id_;
+  SendFn send_;
+  std::vector<Tensor> args_;
+  std::vector<std::vector<Tensor>> inputs_;
+  std::vector<int> pending_;
+  std::vector<int> ready_;
+  std::unordered_map<std::string, Tensor> inbox_;
+  std::unordered_map<std::string, int> waiting_recv_;  // key -> node
+  int outstanding_ = 0;  // nodes not yet completed
+  int async_in_flight_ = 0;
+  std::vector<Tensor> retvals_;
+  Status status_;
+  bool finished_ = false;
+  bool running_ = false;
+  std::shared_ptr<bool> alive_;
+};
+
+// Runs `graph` once on `device` in this thread, for tests and tools: rewrites it for the
+// given feeds and fetches (see graph/subgraph.h), then executes every node on `device`.
+// Errors name the node that failed. Precondition: the graph has no _Send/_Recv.
+Result<std::vector<Tensor>> run_local(const Graph& graph, const std::vector<std::string>& fetches,
+                                      const std::map<std::string, Tensor>& feeds, Device* device,
+                                      const std::vector<std::string>& targets = {});
+
+}  // namespace actorflow

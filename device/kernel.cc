@@ -1,0 +1,90 @@
+#include "device/kernel.h"
+
+namespace actorflow {
+
+Result<Tensor*> OpKernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
+  auto t = Tensor::allocate(allocator(), dtype, shape);
+  if (!t.ok()) return error(t.status().code(), t.status().message());
+  outputs_[static_cast<size_t>(i)] = std::move(*t);
+  return &outputs_[static_cast<size_t>(i)];
+}
+
+Status OpKernelContext::error(Code code, const std::string& msg) const {
+  return Status(code, node_.op + " '" + node_.name + "': " + msg);
+}
+
+KernelRegistry& KernelRegistry::global() {
+  static KernelRegistry* r = [] {
+    auto* reg = new KernelRegistry();
+    register_all_kernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void KernelRegistry::add(const std::string& op, const std::string& device_type, KernelFactory factory) {
+  factories_[{op, device_type}] = std::move(factory);
+}
+
+bool KernelRegistry::has(const std::string& op, const std::string& device_type) const {
+  return factories_.count({op, device_type}) != 0;
+}
+
+Result<std::unique_ptr<OpKernel>> KernelRegistry::create(const Node& node, const std::string& device_type) const {
+  auto it = factories_.find({node.op, device_type});
+  if (it == factories_.end())
+    return NotFound("no " + device_type + " kernel for " + node.op + " '" + node.name + "'");
+  return it->second(node);
+}
+
+namespace {
+
+class ConstKernel : public OpKernel {
+ public:
+  explicit ConstKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    auto v = ctx.attrs().get<Tensor>("value");
+    if (!v.ok()) return ctx.invalid_argument(v.status().message());
+    if (ctx.device()->type() == "CPU") {
+      ctx.set_output(0, *v);  // shares the graph's buffer; consumers never write inputs
+      return Status::OK();
+    }
+    auto d = ctx.device()->copy_from_host(*v);
+    if (!d.ok()) return ctx.error(d.status().code(), d.status().message());
+    ctx.set_output(0, *d);
+    return Status::OK();
+  }
+};
+
+class IdentityKernel : public OpKernel {
+ public:
+  explicit IdentityKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    ctx.set_output(0, ctx.release_input(0));
+    return Status::OK();
+  }
+};
+
+class NoOpKernel : public OpKernel {
+ public:
+  explicit NoOpKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext&) override { return Status::OK(); }
+};
+
+}  // namespace
+
+void register_core_kernels(KernelRegistry& r) {
+  for (const char* dev : {"CPU", "GPU"}) {
+    r.add("Const", dev, simple_factory<ConstKernel>());
+    r.add("Identity", dev, simple_factory<IdentityKernel>());
+    r.add("NoOp", dev, simple_factory<NoOpKernel>());
+    r.add("StopGradient", dev, simple_factory<IdentityKernel>());
+  }
+}
+
+// Every kernel family. Families added later append their hook here.
+void register_all_kernels(KernelRegistry& r) {
+  register_core_kernels(r);
+}
+
+}  // namespace actorflow

@@ -1,0 +1,99 @@
+// OpKernel, OpKernelContext and the kernel registry.
+//
+// A kernel is created once per node when a partition is registered (so attribute errors
+// surface early) and then computes once per step. compute() may be called from any thread
+// but never concurrently for the same kernel instance unless the kernel says it is
+// stateless (all built-in kernels are: they keep no per-call state in members).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "device/device.h"
+#include "graph/graph.h"
+
+namespace actorflow {
+
+class StepResources;  // per-process resources (variables) a kernel may use; defined by runtime
+
+class OpKernelContext {
+ public:
+  OpKernelContext(const Node& node, Device* device, std::vector<Tensor> inputs, int64_t step_id)
+      : node_(node), device_(device), inputs_(std::move(inputs)), step_id_(step_id),
+        outputs_(static_cast<size_t>(node.num_outputs())) {}
+
+  const Node& node() const { return node_; }
+  const AttrMap& attrs() const { return node_.attrs; }
+  Device* device() const { return device_; }
+  Allocator* allocator() const { return device_->allocator(); }
+  int64_t step_id() const { return step_id_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor& input(int i) const { return inputs_[static_cast<size_t>(i)]; }
+  // Moves input i out (for kernels that forward their input's buffer).
+  Tensor release_input(int i) { return std::move(inputs_[static_cast<size_t>(i)]); }
+
+  // Allocates output i from the device allocator and returns a pointer to it (owned by the
+  // context). ResourceExhausted names the op, the request and the allocator on failure.
+  Result<Tensor*> allocate_output(int i, DType dtype, const Shape& shape);
+  // Sets output i to `t` (e.g. forwarding an input buffer without copying).
+  void set_output(int i, Tensor t) { outputs_[static_cast<size_t>(i)] = std::move(t); }
+  std::vector<Tensor>& outputs() { return outputs_; }
+
+  // An error Status with the node named: "<Op> '<name>': <msg>".
+  Status error(Code code, const std::string& msg) const;
+  Status invalid_argument(const std::string& msg) const { return error(Code::kInvalidArgument, msg); }
+
+ private:
+  const Node& node_;
+  Device* device_;
+  std::vector<Tensor> inputs_;
+  int64_t step_id_;
+  std::vector<Tensor> outputs_;
+};
+
+class OpKernel {
+ public:
+  explicit OpKernel(const Node& node) : node_(node) {}
+  virtual ~OpKernel() = default;
+  // Computes the outputs from ctx's inputs. Returns an error naming the node on failure.
+  virtual Status compute(OpKernelContext& ctx) = 0;
+  const Node& node() const { return node_; }
+
+ private:
+  const Node& node_;  // owned by the partition graph, which outlives the kernel
+};
+
+// Creates a kernel for `node` (validating attrs) or returns an error naming the node.
+using KernelFactory = std::function<Result<std::unique_ptr<OpKernel>>(const Node& node)>;
+
+class KernelRegistry {
+ public:
+  // The process-wide registry with all built-in kernels. Thread-safe after first use.
+  static KernelRegistry& global();
+  // Registers a factory for (op, device_type). Start-up only.
+  void add(const std::string& op, const std::string& device_type, KernelFactory factory);
+  bool has(const std::string& op, const std::string& device_type) const;
+  // Creates the kernel of `node` for `device_type`; NotFound "no GPU kernel for MatMul 'c'"
+  // when missing.
+  Result<std::unique_ptr<OpKernel>> create(const Node& node, const std::string& device_type) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, KernelFactory> factories_;
+};
+
+// Helper for the common case: a kernel class with constructor (const Node&).
+template <typename K>
+KernelFactory simple_factory() {
+  return [](const Node& n) -> Result<std::unique_ptr<OpKernel>> { return std::unique_ptr<OpKernel>(new K(n)); };
+}
+
+// Registration hooks, one per family, called by KernelRegistry::global().
+void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp (device-independent)
+void register_all_kernels(KernelRegistry& r);
+
+}  // namespace actorflow

@@ -1,0 +1,82 @@
+// ops:: builder functions, after TensorFlow's C++ `ops::` namespace.
+//
+// Each adds one node to the scope's graph, infers its output shape at once and returns its
+// Output. On a construction error (bad shapes, dtypes or attributes) the error
+// "<Op> '<name>': <why>" is recorded in the scope and an invalid Output is returned; later
+// builders on the same graph then do nothing. Name a node with scope.with_op_name("c").
+// Not thread-safe (graph construction is single-threaded).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/scope.h"
+
+namespace actorflow {
+namespace ops {
+
+// ---- core (graph/ops_core.cc + graph/ops_builders_core.cc) -------------------------------
+// A constant of `shape` holding `values` (row-major; a single value is broadcast to the shape).
+Output constant(const Scope& s, const std::vector<float>& values, const Shape& shape, const std::string& name = "");
+Output constant(const Scope& s, const Tensor& value, const std::string& name = "");
+// A value fed at run time. `shape` may have -1 dims or be Shape::unknown().
+Output placeholder(const Scope& s, DType dtype, const Shape& shape = Shape::unknown(), const std::string& name = "");
+Output identity(const Scope& s, Input x);
+Output stop_gradient(const Scope& s, Input x);
+// A node that does nothing; with control dependencies it groups ops (tf.group).
+Output no_op(const Scope& s, const std::vector<Output>& control_deps = {}, const std::string& name = "");
+
+// ---- elementwise math (graph/ops_math.cc); binary ops broadcast NumPy-style -------------
+Output add(const Scope& s, Input x, Input y);
+Output sub(const Scope& s, Input x, Input y);
+Output mul(const Scope& s, Input x, Input y);
+Output div(const Scope& s, Input x, Input y);
+Output maximum(const Scope& s, Input x, Input y);
+Output neg(const Scope& s, Input x);
+Output log(const Scope& s, Input x);
+Output exp(const Scope& s, Input x);
+Output square(const Scope& s, Input x);
+Output sqrt(const Scope& s, Input x);
+Output add_n(const Scope& s, const std::vector<Output>& xs);
+Output equal(const Scope& s, Input x, Input y);      // bool result
+Output greater(const Scope& s, Input x, Input y);    // bool result
+Output cast(const Scope& s, Input x, DType to);
+Output select(const Scope& s, Input cond, Input x, Input y);  // where(cond, x, y), same shapes
+
+// ---- reductions and index ops (graph/ops_math.cc) ---------------------------------------
+// Reduce over `axes` (negative counts from the end; empty = all axes).
+Output reduce_sum(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
+Output reduce_mean(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
+Output reduce_max(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
+// Index of the largest value along `axis` (int64 result).
+Output arg_max(const Scope& s, Input x, int64_t axis);
+
+// ---- array ops (graph/ops_array.cc) -----------------------------------------------------
+// `shape` may contain one -1.
+Output reshape(const Scope& s, Input x, const std::vector<int64_t>& shape);
+// Output with x's shape as an int64 1-D tensor (needs a fully known shape at run time).
+Output shape_of(const Scope& s, Input x);
+Output zeros_like(const Scope& s, Input x);
+Output ones_like(const Scope& s, Input x);
+Output transpose(const Scope& s, Input x, const std::vector<int64_t>& perm);
+// Sums `x` down to the shape of `like` (used by broadcasting gradients).
+Output sum_to_shape_of(const Scope& s, Input x, Input like);
+Output one_hot(const Scope& s, Input indices, int64_t depth, float on = 1.f, float off = 0.f);
+
+// ---- neural-network ops (graph/ops_nn.cc) -----------------------------------------------
+struct MatMulAttrs { bool transpose_a = false; bool transpose_b = false; };
+Output matmul(const Scope& s, Input a, Input b, MatMulAttrs attrs = {});
+Output relu(const Scope& s, Input x);
+Output bias_add(const Scope& s, Input value, Input bias);  // bias over the last dim
+// NHWC input, HWIO filter ([fh, fw, in, out]), strides {1, sh, sw, 1}, padding "SAME"/"VALID".
+Output conv2d(const Scope& s, Input input, Input filter, const std::vector<int64_t>& strides,
+              const std::string& padding);
+// NHWC; ksize and strides are 4-vectors {1, kh, kw, 1}.
+Output max_pool(const Scope& s, Input input, const std::vector<int64_t>& ksize,
+                const std::vector<int64_t>& strides, const std::string& padding);
+Output softmax(const Scope& s, Input logits);  // over the last dim
+// Returns {loss [batch], backprop [batch, classes]} as TensorFlow's op does.
+std::vector<Output> softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels);
+
+}  // namespace ops
+}  // namespace actorflow
