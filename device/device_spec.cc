@@ -56,13 +56,19 @@ Result<DeviceSpec> DeviceSpec::parse(const std::string& s) {
       if (field) return bad(what + " given twice");
       return Status::OK();
     }
-    if (!is_number(v)) return bad(what + " index '" + v + "' is not a number");
+    if (!is_number(v)) {
+      const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return bad(what + " index '" + v + (digits ? "' is out of range" : "' is not a number"));
+    }
     int val = std::stoi(v);
     if (field && *field != val) return bad(what + " given twice with different values");
     field = val;
     return Status::OK();
   };
   auto set_device = [&](const std::string& type, const std::string& idx, bool has_idx) -> Status {
+    if (type == "*") {  // "/device:*:1": any type (what to_string() prints for an index alone)
+      return has_idx ? set_int(spec.index, "device", idx) : Status::OK();
+    }
     if (!valid_type(type)) return bad("device type '" + type + "' is not a name");
     std::string t = upper(type);
     if (spec.type && *spec.type != t) return bad("device type given twice ('" + *spec.type + "' and '" + t + "')");
@@ -77,8 +83,12 @@ Result<DeviceSpec> DeviceSpec::parse(const std::string& s) {
     const std::string lkey = upper(key);
     if (key == "job") {
       if (f.size() != 2) return bad("component '" + p + "' should be job:NAME");
+      if (f[1] == "*") {
+        if (spec.job) return bad("job given twice");
+        continue;
+      }
       if (!valid_job_name(f[1])) return bad("job name '" + f[1] + "' must start with a letter and use [A-Za-z0-9_-]");
-      if (spec.job && *spec.job != f[1]) return bad("job given twice");
+      if (spec.job && *spec.job != f[1]) return bad("job given twice ('" + *spec.job + "' and '" + f[1] + "')");
       spec.job = f[1];
     } else if (key == "replica") {
       if (f.size() != 2) return bad("component '" + p + "' should be replica:N");
@@ -94,7 +104,7 @@ Result<DeviceSpec> DeviceSpec::parse(const std::string& s) {
     } else if (lkey == "CPU" || lkey == "GPU" || (f.size() == 2 && valid_type(key) && key != "device")) {
       // legacy /cpu:0, /gpu:1, /GPU:*, /xla_cpu:0
       if (f.size() != 2) return bad("component '" + p + "' should be " + key + ":N");
-      if (lkey != "CPU" && lkey != "GPU") return bad("unknown component '" + key + "' (expected job, replica, task, device, cpu or gpu)");
+      if (lkey != "CPU" && lkey != "GPU") return bad("unknown component '" + p + "' (expected job:, replica:, task:, device:, cpu: or gpu:)");
       AF_RETURN_IF_ERROR(set_device(key, f[1], true));
     } else {
       return bad("unknown component '" + p + "' (expected job:, replica:, task:, device:, cpu: or gpu:)");
@@ -134,7 +144,7 @@ void DeviceSpec::merge_from(const DeviceSpec& o) {
   if (o.replica) replica = o.replica;
   if (o.task) task = o.task;
   if (o.type) {
-    if (type != o.type) index.reset();
+    if (type && *type != *o.type) index.reset();  // GPU:1 merged with /device:CPU is CPU:*, not CPU:1
     type = o.type;
   }
   if (o.index) index = o.index;
@@ -147,6 +157,8 @@ void DeviceSpec::fill_from(const DeviceSpec& d) {
   if (!type) {
     type = d.type;
     if (!index) index = d.index;
+  } else if (!index && d.type == type) {
+    index = d.index;  // "/device:GPU" filled from ".../GPU:1" is GPU:1; from CPU:0 it stays GPU:*
   }
 }
 

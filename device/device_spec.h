@@ -1,6 +1,7 @@
 // DeviceSpec: TensorFlow device names, parsed, merged and printed.
 //
-// Accepts every TensorFlow form: "/cpu:0", "/GPU:1", "/device:GPU:1", "/gpu:*",
+// Accepts every TensorFlow form: "/cpu:0", "/GPU:1", "/device:GPU:1", "/gpu:*", "/job:*",
+// "/device:*:1",
 // "/job:worker/replica:0/task:1/device:CPU:0", partial specs ("/job:ps", "/task:2"),
 // components in any order, and the empty string (matches every device). Device types are
 // normalised to upper case ("CPU", "GPU"). Value type; thread-safe for const use.
@@ -32,9 +33,12 @@ struct DeviceSpec {
   // Short legacy form "/cpu:0" of the device part (TensorFlow's old names).
   std::string legacy_device_name() const;
 
-  // Sets every field that `other` sets (other wins).
+  // Sets every field that `other` sets (other wins, as TensorFlow's nested tf.device). When
+  // `other` changes an already set device type, the index is reset unless `other` sets one:
+  // "/gpu:1" merged with "/device:CPU" is "/device:CPU:*".
   void merge_from(const DeviceSpec& other);
-  // Sets fields of `defaults` that this spec leaves unset.
+  // Sets fields of `defaults` that this spec leaves unset. The device index is taken from
+  // `defaults` only when the type is unset here or equal to the default's type.
   void fill_from(const DeviceSpec& defaults);
   // True when every field set here equals the same field of `device` (a concrete name).
   bool matches(const DeviceSpec& device) const;
