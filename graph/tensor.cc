@@ -1,5 +1,6 @@
 #include "graph/tensor.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <new>
@@ -81,19 +82,31 @@ std::vector<std::string> format_elements(const Tensor& t) {
       if (std::isnan(x)) { ip[i] = "nan"; }
       else if (std::isinf(x)) { ip[i] = x < 0 ? "-inf" : "inf"; }
       else if (sci) {
-        std::snprintf(b, sizeof b, "%.*e", prec, x);
-        // trim mantissa zeros: 1.50000000e+00 -> 1.5e+00
-        std::string s = b;
+        // Shortest round-trip mantissa, NumPy style: 1e-05 -> "1.e-05".
+        char* end = t.dtype() == DType::kFloat32
+                        ? std::to_chars(b, b + sizeof b, static_cast<float>(x), std::chars_format::scientific).ptr
+                        : std::to_chars(b, b + sizeof b, x, std::chars_format::scientific).ptr;
+        std::string s(b, end);
         auto e = s.find('e');
         std::string mant = s.substr(0, e), ex = s.substr(e);
-        while (!mant.empty() && mant.back() == '0') mant.pop_back();
+        if (mant.find('.') == std::string::npos) mant += ".";
         ip[i] = mant + ex;
       } else if (all_int) {
         std::snprintf(b, sizeof b, "%.0f.", x);
         ip[i] = b;
       } else {
-        std::snprintf(b, sizeof b, "%.*f", prec, x);
-        std::string s = b;
+        // Shortest digits that round-trip in the tensor's own precision (NumPy's unique
+        // repr), at most `prec` digits after the point.
+        char* end = t.dtype() == DType::kFloat32
+                        ? std::to_chars(b, b + sizeof b, static_cast<float>(x), std::chars_format::fixed).ptr
+                        : std::to_chars(b, b + sizeof b, x, std::chars_format::fixed).ptr;
+        std::string s(b, end);
+        auto dot0 = s.find('.');
+        if (dot0 == std::string::npos) s += ".";
+        else if (s.size() - dot0 - 1 > static_cast<size_t>(prec)) {
+          std::snprintf(b, sizeof b, "%.*f", prec, x);
+          s = b;
+        }
         while (!s.empty() && s.back() == '0') s.pop_back();
         auto dot = s.find('.');
         ip[i] = s.substr(0, dot + 1);

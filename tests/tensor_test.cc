@@ -66,3 +66,19 @@ TEST(TensorTest, BufferReturnsToAllocator) {
 
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+TEST(TensorTest, PrintsShortestRoundTripDigits) {
+  // Expected strings are what NumPy 1.x prints for the same arrays.
+  EXPECT_EQ(Tensor::from_vector<float>({26.80403f, 0.1f, 1.f / 3}, {3}).to_string(),
+            "[26.80403     0.1         0.33333334]");
+  // Seed 000's result, as NumPy prints it.
+  EXPECT_EQ(Tensor::from_vector<float>({26.80402f, 32.85203f, 54.003944f, 69.09987f}, {2, 2}).to_string(),
+            "[[26.80402  32.85203 ]\n [54.003944 69.09987 ]]");
+  EXPECT_EQ(Tensor::from_vector<float>({1e-5f, 1.f}, {2}).to_string(), "[1.e-05 1.e+00]");
+  EXPECT_EQ(Tensor::from_vector<float>({1.5f, -2.25f}, {2}).to_string(), "[ 1.5  -2.25]");
+  EXPECT_EQ(Tensor::from_vector<double>({0.5, 0.25}, {2}).to_string(), "[0.5  0.25]");
+}
+}  // namespace
+}  // namespace actorflow
