@@ -30,8 +30,10 @@ namespace actorflow {
 inline constexpr const char* kGraphDefFormat = "actorflow.GraphDef";
 inline constexpr int kGraphDefVersion = 1;
 
-// Serialises every node field of `g`. Precondition: tensor attributes hold host tensors
-// (Const values always do).
+// Serialises every node field of `g`. Preconditions: `g` is well formed (every input and
+// control input names a node of `g`, as Graph/NodeBuilder guarantee), tensor attributes
+// hold host tensors (Const values always do) of less than 4 GiB. Doubles are always
+// written as msgpack float64 (so 2.0 and -0.0 stay doubles).
 std::string serialize_graph(const Graph& g);
 
 // Parses bytes written by serialize_graph into an equal Graph. Never crashes on bad input:
