@@ -65,6 +65,17 @@ class IdentityKernel : public OpKernel {
   }
 };
 
+class PlaceholderKernel : public OpKernel {
+ public:
+  explicit PlaceholderKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    const DType t = ctx.attrs().get_or<DType>("dtype", DType::kInvalid);
+    const Shape s = ctx.attrs().get_or<Shape>("shape", Shape::unknown());
+    return ctx.invalid_argument(std::string("you must feed a value for placeholder tensor '") + ctx.node().name +
+                                "' with dtype " + dtype_name(t) + " and shape " + s.to_string());
+  }
+};
+
 class NoOpKernel : public OpKernel {
  public:
   explicit NoOpKernel(const Node& n) : OpKernel(n) {}
@@ -78,6 +89,7 @@ void register_core_kernels(KernelRegistry& r) {
     r.add("Const", dev, simple_factory<ConstKernel>());
     r.add("Identity", dev, simple_factory<IdentityKernel>());
     r.add("NoOp", dev, simple_factory<NoOpKernel>());
+    r.add("Placeholder", dev, simple_factory<PlaceholderKernel>());
     r.add("StopGradient", dev, simple_factory<IdentityKernel>());
   }
 }
