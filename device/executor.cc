@@ -67,8 +67,8 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
 }
 
 StepExecution::StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args,
-                             SendFn send)
-    : ex_(std::move(ex)), step_id_(step_id), send_(std::move(send)), args_(std::move(args)),
+                             SendFn send, ResourceEnv* resources)
+    : ex_(std::move(ex)), step_id_(step_id), resources_(resources), send_(std::move(send)), args_(std::move(args)),
       alive_(std::make_shared<bool>(true)) {
   const size_t n = ex_->nodes_.size();
   inputs_.resize(n);
@@ -189,7 +189,7 @@ void StepExecution::process(int id) {
     return;
   }
   auto* async = dynamic_cast<AsyncOpKernel*>(info.kernel.get());
-  auto ctx = std::make_shared<OpKernelContext>(*node, dev, std::move(in), step_id_);
+  auto ctx = std::make_shared<OpKernelContext>(*node, dev, std::move(in), step_id_, resources_);
   in.clear();
   if (async) {
     ++async_in_flight_;
@@ -224,7 +224,7 @@ void StepExecution::process(int id) {
 
 Result<std::vector<Tensor>> run_local(const Graph& graph, const std::vector<std::string>& fetches,
                                       const std::map<std::string, Tensor>& feeds, Device* device,
-                                      const std::vector<std::string>& targets) {
+                                      const std::vector<std::string>& targets, ResourceEnv* resources) {
   RunSignature sig;
   std::vector<Tensor> args;
   for (const auto& [name, t] : feeds) {
@@ -245,10 +245,10 @@ Result<std::vector<Tensor>> run_local(const Graph& graph, const std::vector<std:
       return InvalidArgument("feed '" + ex->arg_name(i) + "': expected shape " + ex->arg_shape(i).to_string() +
                              ", got " + t.shape().to_string());
   }
-  StepExecution step(ex, 1, std::move(args), nullptr);
+  StepExecution step(ex, 1, std::move(args), nullptr, resources);
   step.run();
   if (!step.status().ok()) return step.status();
-  if (!step.done()) return Internal("run_local: step blocked (graph has _Recv or async ops)");
+  if (!step.done()) return Internal("run_local: step blocked (graph has _Recv or unfinished async ops)");
   return std::move(step.retvals());
 }
 

@@ -84,7 +84,9 @@ class StepExecution {
   using SendFn = std::function<Status(const std::string& key, const Tensor& t)>;
 
   // `args` must hold num_args() tensors (already validated by the caller).
-  StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args, SendFn send);
+  // `resources` (may be null) is handed to kernels; it must outlive the step.
+  StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args, SendFn send,
+                ResourceEnv* resources = nullptr);
 
   // Runs every ready node; returns when done, failed or blocked. Safe to call repeatedly.
   void run();
@@ -108,6 +110,7 @@ class StepExecution {
 
   std::shared_ptr<const Executor> ex_;
   int64_t step_id_;
+  ResourceEnv* resources_ = nullptr;
   SendFn send_;
   std::vector<Tensor> args_;
   std::vector<std::vector<Tensor>> inputs_;
@@ -129,6 +132,7 @@ class StepExecution {
 // Errors name the node that failed. Precondition: the graph has no _Send/_Recv.
 Result<std::vector<Tensor>> run_local(const Graph& graph, const std::vector<std::string>& fetches,
                                       const std::map<std::string, Tensor>& feeds, Device* device,
-                                      const std::vector<std::string>& targets = {});
+                                      const std::vector<std::string>& targets = {},
+                                      ResourceEnv* resources = nullptr);
 
 }  // namespace actorflow

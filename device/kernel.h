@@ -18,13 +18,35 @@
 
 namespace actorflow {
 
-class StepResources;  // per-process resources (variables) a kernel may use; defined by runtime
+// A call on a named resource of this task (a variable actor): method "read", "assign",
+// "apply_sgd", ... with tensor arguments. Implemented by the runtime (actors/), so kernels
+// stay free of CAF.
+struct ResourceCall {
+  std::string resource;          // the variable's shared name
+  std::string method;
+  std::vector<Tensor> args;
+  AttrMap attrs;                 // e.g. dtype/shape for creation, optimizer hyper-parameters
+  int64_t step_id = 0;
+};
+using ResourceDone = std::function<void(Result<std::vector<Tensor>>)>;
+
+class ResourceEnv {
+ public:
+  virtual ~ResourceEnv() = default;
+  // Starts `call`; `done` runs exactly once, later, on the thread that owns the step (the
+  // device actor), never inside call().
+  virtual void call(ResourceCall call, ResourceDone done) = 0;
+};
 
 class OpKernelContext {
  public:
-  OpKernelContext(const Node& node, Device* device, std::vector<Tensor> inputs, int64_t step_id)
+  OpKernelContext(const Node& node, Device* device, std::vector<Tensor> inputs, int64_t step_id,
+                  ResourceEnv* resources = nullptr)
       : node_(node), device_(device), inputs_(std::move(inputs)), step_id_(step_id),
-        outputs_(static_cast<size_t>(node.num_outputs())) {}
+        outputs_(static_cast<size_t>(node.num_outputs())), resources_(resources) {}
+
+  // The task's resources (variables); null where the runtime provides none (run_local).
+  ResourceEnv* resources() const { return resources_; }
 
   const Node& node() const { return node_; }
   const AttrMap& attrs() const { return node_.attrs; }
@@ -54,6 +76,7 @@ class OpKernelContext {
   std::vector<Tensor> inputs_;
   int64_t step_id_;
   std::vector<Tensor> outputs_;
+  ResourceEnv* resources_;
 };
 
 class OpKernel {
