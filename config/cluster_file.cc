@@ -1,0 +1,766 @@
+// Reading cluster files (TOML, via toml++) and job maps into a validated ClusterSpec.
+//
+// Every mistake found is collected with its file position and key path; the resulting
+// InvalidArgument lists them in file order. toml++ is used header-only and only in this file; its
+// parse exceptions are caught here and never cross the API.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <toml++/toml.h>
+
+#include "config/cluster_spec.h"
+#include "core/logging.h"
+
+namespace actorflow {
+
+namespace {
+
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+constexpr size_t kMaxReportedErrors = 20;
+constexpr int kMaxTaskIndex = 999999;
+
+struct Pos {
+  int line = 0;
+  int column = 0;
+};
+
+Pos pos_of(const toml::source_region& r) {
+  return Pos{static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "nothing";
+  }
+}
+
+// A number for messages, locale-independent.
+std::string num(double d) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), d);
+  return std::string(buf, r.ptr);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                                                std::tolower(static_cast<unsigned char>(b[j - 1]))
+                                            ? 0
+                                            : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The known key closest to `key`, or "" if none is plausibly meant.
+std::string closest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const std::string& k : known) {
+    const size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  if (best_d <= 2 || best_d <= key.size() / 3) return best;
+  return std::string();
+}
+
+bool is_bare_key(const std::string& k) {
+  if (k.empty()) return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// "prefix.key", quoting the key as TOML would when it is not a bare key.
+std::string key_path(const std::string& prefix, const std::string& key) {
+  const std::string k = is_bare_key(key) ? key : "\"" + key + "\"";
+  return prefix.empty() ? k : prefix + "." + k;
+}
+
+// A sparse-form task key: "0" or [1-9][0-9]* up to kMaxTaskIndex.
+bool parse_task_index_key(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 6) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  if (s.size() > 1 && s[0] == '0') return false;
+  *out = std::stoi(s);
+  return *out <= kMaxTaskIndex;
+}
+
+// Checks a visible_devices list: "" or comma-separated distinct non-negative integers.
+std::string check_device_list(const std::string& s) {
+  if (s.empty()) return std::string();
+  std::set<std::string> seen;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty() || item.size() > 6 ||
+        !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return "'" + s + "' is not a comma-separated list of GPU indices such as \"0,1\" (\"\" = all GPUs)";
+    if (!seen.insert(item).second) return "GPU " + item + " is listed twice in '" + s + "'";
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return std::string();
+}
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return std::string();
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Closes a file descriptor on scope exit.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Reads a whole regular file into `out`; on failure returns the reason (errno text or "is a
+// directory"/"larger than N bytes") and sets *err to the errno (0 if none), on success "".
+std::string read_whole_file(const std::string& path, size_t max_bytes, std::string* out, mode_t* mode,
+                            int* err) {
+  *err = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return std::strerror(*err);
+  }
+  FdCloser closer(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    *err = errno;
+    return std::strerror(*err);
+  }
+  if (S_ISDIR(st.st_mode)) return "is a directory";
+  if (mode) *mode = st.st_mode;
+  out->clear();
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return std::strerror(*err);
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > max_bytes) return "larger than " + std::to_string(max_bytes) + " bytes";
+  }
+  return std::string();
+}
+
+const std::vector<std::string> kTopKeys = {"cluster", "jobs", "server", "tasks", "supervisor"};
+const std::vector<std::string> kClusterKeys = {"name", "secret_file"};
+const std::vector<std::string> kServerKeys = {
+    "log_device_placement", "allow_soft_placement", "gpu_memory_fraction",
+    "allow_growth",         "visible_devices",      "cpu_devices",
+    "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms"};
+const std::vector<std::string> kSupervisorKeys = {
+    "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
+    "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs"};
+
+}  // namespace
+
+// Builds one ClusterSpec, collecting every mistake. Single use; not thread-safe.
+class ClusterFileReader {
+ public:
+  ClusterFileReader(const std::string& source, std::string base_dir) : base_dir_(std::move(base_dir)) {
+    spec_.source_ = source;
+  }
+
+  Result<ClusterSpec> read_toml(const std::string& text) {
+    toml::table root;
+    try {
+      root = toml::parse(std::string_view(text), std::string_view(spec_.source_));
+    } catch (const toml::parse_error& e) {
+      error(pos_of(e.source()), "", "TOML syntax error: " + std::string(e.description()));
+      return finish();
+    }
+    for (auto&& [k, v] : root) {
+      const std::string key(k.str());
+      if (std::find(kTopKeys.begin(), kTopKeys.end(), key) == kTopKeys.end()) {
+        unknown_key(k, "", kTopKeys, "unknown table");
+      } else if (!v.is_table()) {
+        error(pos_of(v.source()), key, std::string("expected a table, got ") + type_name(v));
+      }
+    }
+    auto table_at = [&](const char* name) -> const toml::table* {
+      const toml::node* n = root.get(name);
+      return n ? n->as_table() : nullptr;
+    };
+    if (const toml::table* j = table_at("jobs")) {
+      read_jobs(*j);
+    } else if (!root.get("jobs")) {
+      error(Pos{1, 1}, "jobs", "missing required table [jobs] (e.g. [jobs] worker = [\"localhost:2222\"])");
+    }
+    spec_.choose_default_chief();
+    if (const toml::table* c = table_at("cluster")) read_cluster(*c);
+    if (const toml::table* s = table_at("server")) read_server(*s, "server", &spec_.server_defaults_);
+    if (const toml::table* t = table_at("tasks")) read_tasks(*t);
+    if (const toml::table* s = table_at("supervisor")) read_supervisor(*s);
+    load_secret();
+    check_secret_required();
+    return finish();
+  }
+
+  Result<ClusterSpec> read_map(const std::map<std::string, std::map<int, std::string>>& jobs, bool list_form) {
+    if (jobs.empty()) error(Pos{}, "jobs", "no jobs");
+    for (const auto& [job, tasks] : jobs) {
+      const std::string path = key_path("jobs", job);
+      if (!is_valid_job_name(job)) {
+        error(Pos{}, path, "bad job name '" + job + "': must match [A-Za-z][A-Za-z0-9_]*");
+        continue;
+      }
+      if (tasks.empty()) error(Pos{}, path, "job '" + job + "' has no tasks");
+      for (const auto& [index, addr] : tasks) {
+        const std::string ipath = list_form ? path + "[" + std::to_string(index) + "]"
+                                            : path + "." + std::to_string(index);
+        if (index < 0 || index > kMaxTaskIndex) {
+          error(Pos{}, ipath, "task index " + std::to_string(index) + " out of range 0.." +
+                                  std::to_string(kMaxTaskIndex));
+          continue;
+        }
+        add_task(job, index, addr, Pos{}, ipath);
+      }
+    }
+    spec_.choose_default_chief();
+    load_secret();
+    check_secret_required();
+    return finish();
+  }
+
+ private:
+  struct Error {
+    Pos pos;
+    std::string text;
+  };
+  struct Endpoint {
+    TaskId task;
+    Pos pos;
+    std::string addr;
+  };
+
+  void error(Pos p, const std::string& key, const std::string& msg) {
+    std::string text = spec_.where(ClusterSpec::Position{p.line, p.column});
+    if (!key.empty()) text += key + ": ";
+    errors_.push_back(Error{p, text + msg});
+  }
+
+  Result<ClusterSpec> finish() {
+    if (errors_.empty()) return std::move(spec_);
+    std::stable_sort(errors_.begin(), errors_.end(), [](const Error& a, const Error& b) {
+      const int la = a.pos.line > 0 ? a.pos.line : INT_MAX, lb = b.pos.line > 0 ? b.pos.line : INT_MAX;
+      return la != lb ? la < lb : a.pos.column < b.pos.column;
+    });
+    std::string msg;
+    for (size_t i = 0; i < errors_.size() && i < kMaxReportedErrors; ++i) msg += (i ? "\n" : "") + errors_[i].text;
+    if (errors_.size() > kMaxReportedErrors)
+      msg += "\n... and " + std::to_string(errors_.size() - kMaxReportedErrors) + " more errors";
+    return InvalidArgument(msg);
+  }
+
+  void unknown_key(const toml::key& k, const std::string& prefix, const std::vector<std::string>& known,
+                   const char* what = "unknown key") {
+    const std::string key(k.str());
+    std::string msg = what;
+    const std::string best = closest(key, known);
+    if (!best.empty()) {
+      msg += " (did you mean '" + best + "'?)";
+    } else {
+      msg += " (known: " + join(known) + ")";
+    }
+    error(pos_of(k.source()), key_path(prefix, key), msg);
+  }
+
+  // ---- typed values ----------------------------------------------------------------------
+
+  bool get_bool(const toml::node& v, const std::string& path, bool* out) {
+    if (const auto* b = v.as_boolean()) {
+      *out = b->get();
+      return true;
+    }
+    error(pos_of(v.source()), path, std::string("expected a boolean (true or false), got ") + type_name(v));
+    return false;
+  }
+
+  bool get_string(const toml::node& v, const std::string& path, std::string* out) {
+    if (const auto* s = v.as_string()) {
+      *out = s->get();
+      return true;
+    }
+    error(pos_of(v.source()), path, std::string("expected a string, got ") + type_name(v));
+    return false;
+  }
+
+  bool get_int(const toml::node& v, const std::string& path, int64_t lo, int64_t hi, int* out) {
+    const auto* i = v.as_integer();
+    if (!i) {
+      error(pos_of(v.source()), path, std::string("expected an integer, got ") + type_name(v));
+      return false;
+    }
+    const int64_t x = i->get();
+    if (x < lo || x > hi) {
+      const std::string range = hi >= INT_MAX ? "must be >= " + std::to_string(lo)
+                                              : "must be in " + std::to_string(lo) + ".." + std::to_string(hi);
+      error(pos_of(v.source()), path, range + ", got " + std::to_string(x));
+      return false;
+    }
+    *out = static_cast<int>(x);
+    return true;
+  }
+
+  // A number (integer or float) in [lo, hi] (or (lo, hi] when !lo_inclusive); hi may be infinity.
+  bool get_double(const toml::node& v, const std::string& path, double lo, bool lo_inclusive, double hi,
+                  double* out) {
+    double x = 0;
+    if (const auto* f = v.as_floating_point()) {
+      x = f->get();
+    } else if (const auto* i = v.as_integer()) {
+      x = static_cast<double>(i->get());
+    } else {
+      error(pos_of(v.source()), path, std::string("expected a number, got ") + type_name(v));
+      return false;
+    }
+    if (!std::isfinite(x)) {
+      error(pos_of(v.source()), path, "must be a finite number, got " + num(x));
+      return false;
+    }
+    if (x < lo || (!lo_inclusive && x == lo) || x > hi) {
+      std::string range;
+      if (std::isfinite(hi)) {
+        range = "must be in " + std::string(lo_inclusive ? "[" : "(") + num(lo) + ", " + num(hi) + "]";
+      } else {
+        range = std::string("must be ") + (lo_inclusive ? ">= " : "> ") + num(lo);
+      }
+      error(pos_of(v.source()), path, range + ", got " + num(x));
+      return false;
+    }
+    *out = x;
+    return true;
+  }
+
+  // ---- tables ----------------------------------------------------------------------------
+
+  void read_cluster(const toml::table& t) {
+    for (auto&& [k, v] : t) {
+      const std::string key(k.str()), path = key_path("cluster", key);
+      if (key == "name") {
+        std::string s;
+        if (get_string(v, path, &s)) {
+          if (s.empty()) {
+            error(pos_of(v.source()), path, "must not be empty");
+          } else {
+            spec_.name_ = s;
+          }
+        }
+      } else if (key == "secret_file") {
+        std::string s;
+        if (get_string(v, path, &s)) {
+          if (s.empty()) {
+            error(pos_of(v.source()), path,
+                  std::string("must not be empty (omit it to take the secret from ") + kSecretEnvVar + ")");
+          } else {
+            secret_file_ = s;
+            secret_file_pos_ = pos_of(v.source());
+          }
+        }
+      } else if (key == "secret") {
+        // Never echo the value: it is probably a real secret.
+        error(pos_of(k.source()), path,
+              std::string("inline secrets are not allowed (files get shared and logged); put the secret in a "
+                          "file named by secret_file, or in the ") +
+                  kSecretEnvVar + " environment variable");
+      } else {
+        unknown_key(k, "cluster", kClusterKeys);
+      }
+    }
+  }
+
+  void read_jobs(const toml::table& t) {
+    struct Pending {
+      Pos pos;
+      std::string job;
+      int index;
+      std::string addr, path;
+    };
+    std::vector<Pending> pending;  // added in file order so duplicates are reported where they recur
+    const Pos tp = pos_of(t.source());
+    spec_.jobs_position_ = ClusterSpec::Position{tp.line, tp.column};
+    if (t.empty()) error(pos_of(t.source()), "jobs", "no jobs (e.g. worker = [\"localhost:2222\"])");
+    for (auto&& [k, v] : t) {
+      const std::string job(k.str()), path = key_path("jobs", job);
+      const Pos kp = pos_of(k.source());
+      if (!is_valid_job_name(job)) {
+        error(kp, path, "bad job name '" + job + "': must match [A-Za-z][A-Za-z0-9_]*");
+        continue;
+      }
+      spec_.job_positions_[job] = ClusterSpec::Position{kp.line, kp.column};
+      if (const toml::array* arr = v.as_array()) {
+        if (arr->empty()) error(pos_of(v.source()), path, "job '" + job + "' has no tasks");
+        for (size_t i = 0; i < arr->size(); ++i) {
+          const toml::node& e = *arr->get(i);
+          const std::string epath = path + "[" + std::to_string(i) + "]";
+          if (const auto* s = e.as_string()) {
+            pending.push_back(Pending{pos_of(e.source()), job, static_cast<int>(i), s->get(), epath});
+          } else {
+            error(pos_of(e.source()), epath, std::string("expected a \"host:port\" string, got ") + type_name(e));
+          }
+        }
+      } else if (const toml::table* tbl = v.as_table()) {
+        if (tbl->empty()) error(pos_of(v.source()), path, "job '" + job + "' has no tasks");
+        for (auto&& [ik, iv] : *tbl) {
+          const std::string ks(ik.str()), epath = key_path(path, ks);
+          int index = 0;
+          if (!parse_task_index_key(ks, &index)) {
+            error(pos_of(ik.source()), epath,
+                  "bad task index '" + ks + "': sparse-form keys are task indices 0.." +
+                      std::to_string(kMaxTaskIndex) + " without leading zeros, e.g. { 0 = \"host:2222\" }");
+            continue;
+          }
+          if (const auto* s = iv.as_string()) {
+            pending.push_back(Pending{pos_of(iv.source()), job, index, s->get(), epath});
+          } else {
+            error(pos_of(iv.source()), epath, std::string("expected a \"host:port\" string, got ") + type_name(iv));
+          }
+        }
+      } else {
+        error(pos_of(v.source()), path,
+              std::string("expected an array of \"host:port\" strings or a table { 0 = \"host:port\" }, got ") +
+                  type_name(v));
+      }
+    }
+    std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+      return a.pos.line != b.pos.line ? a.pos.line < b.pos.line : a.pos.column < b.pos.column;
+    });
+    for (const Pending& p : pending) add_task(p.job, p.index, p.addr, p.pos, p.path);
+  }
+
+  void add_task(const std::string& job, int index, const std::string& addr, Pos p, const std::string& path) {
+    auto hp = parse_address(addr);
+    if (!hp.ok()) {
+      error(p, path, hp.status().message());
+      return;
+    }
+    const std::string& host = hp->first;
+    const std::string canon = format_address(host, hp->second);
+    const TaskId task{job, index};
+    // localhost, 127.0.0.1 and ::1 name the same machine: the same port on them collides.
+    const bool loopback_alias = host == "localhost" || host == "127.0.0.1" || host == "::1";
+    const std::string endpoint = loopback_alias ? "loopback:" + std::to_string(hp->second) : canon;
+    auto it = endpoints_.find(endpoint);
+    if (it != endpoints_.end()) {
+      const Endpoint& other = it->second;
+      const std::string who =
+          other.task.to_string() + (other.pos.line > 0 ? " (line " + std::to_string(other.pos.line) + ")" : "");
+      if (other.addr == canon) {
+        error(p, path, "duplicate address '" + addr + "': already used by " + who);
+      } else {
+        error(p, path, "address '" + addr + "' is the same endpoint as '" + other.addr + "' of " + who);
+      }
+      return;
+    }
+    endpoints_[endpoint] = Endpoint{task, p, canon};
+    spec_.jobs_[job][index] = canon;
+    address_where_[task] = std::make_pair(p, path);
+  }
+
+  // Reads [server] or a [tasks."job/N"] table into `o` (which holds the inherited values).
+  void read_server(const toml::table& t, const std::string& prefix, ServerOptions* o) {
+    bool timing_set = false;
+    Pos timing_pos;
+    std::string timing_key;
+    for (auto&& [k, v] : t) {
+      const std::string key(k.str()), path = key_path(prefix, key);
+      if (key == "log_device_placement") {
+        get_bool(v, path, &o->log_device_placement);
+      } else if (key == "allow_soft_placement") {
+        get_bool(v, path, &o->allow_soft_placement);
+      } else if (key == "gpu_memory_fraction") {
+        get_double(v, path, 0.0, true, 1.0, &o->gpu_memory_fraction);
+      } else if (key == "allow_growth") {
+        get_bool(v, path, &o->allow_growth);
+      } else if (key == "visible_devices") {
+        std::string s;
+        if (v.is_integer()) {
+          error(pos_of(v.source()), path, "expected a string such as \"0,1\", got integer (write \"" +
+                                              std::to_string(v.as_integer()->get()) + "\")");
+        } else if (get_string(v, path, &s)) {
+          const std::string why = check_device_list(s);
+          if (!why.empty()) {
+            error(pos_of(v.source()), path, why);
+          } else {
+            o->visible_devices = s;
+          }
+        }
+      } else if (key == "cpu_devices") {
+        get_int(v, path, 1, 4096, &o->cpu_devices);
+      } else if (key == "connect_timeout_ms") {
+        get_int(v, path, 0, INT_MAX, &o->connect_timeout_ms);
+      } else if (key == "heartbeat_interval_ms" || key == "peer_timeout_ms") {
+        int* field = key == "heartbeat_interval_ms" ? &o->heartbeat_interval_ms : &o->peer_timeout_ms;
+        if (get_int(v, path, 1, INT_MAX, field) && (!timing_set || key == "peer_timeout_ms")) {
+          timing_set = true;
+          timing_pos = pos_of(v.source());
+          timing_key = path;
+        }
+      } else {
+        unknown_key(k, prefix, kServerKeys);
+      }
+    }
+    if (timing_set && o->peer_timeout_ms <= o->heartbeat_interval_ms) {
+      error(timing_pos, timing_key,
+            "peer_timeout_ms (" + std::to_string(o->peer_timeout_ms) + ") must be greater than heartbeat_interval_ms (" +
+                std::to_string(o->heartbeat_interval_ms) + ")");
+    }
+  }
+
+  // Checks that `t` is a task of the cluster; else reports why at (p, path) and returns false.
+  bool check_task_exists(const TaskId& t, Pos p, const std::string& path, const std::string& what) {
+    auto it = spec_.jobs_.find(t.job);
+    if (it == spec_.jobs_.end()) {
+      error(p, path, what + " '" + t.to_string() + "' names job '" + t.job + "', which is not in [jobs] (jobs: " +
+                         (spec_.jobs_.empty() ? std::string("none") : join(spec_.jobs())) + ")");
+      return false;
+    }
+    if (!it->second.count(t.index)) {
+      std::vector<std::string> idx;
+      for (int i : spec_.task_indices(t.job)) idx.push_back(std::to_string(i));
+      error(p, path, what + " '" + t.to_string() + "' is not in [jobs] (job '" + t.job + "' has task indices " +
+                         join(idx) + ")");
+      return false;
+    }
+    return true;
+  }
+
+  void read_tasks(const toml::table& t) {
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;  // in file order
+    for (auto&& [k, v] : t) entries.emplace_back(&k, &v);
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      const Pos pa = pos_of(a.first->source()), pb = pos_of(b.first->source());
+      return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
+    });
+    std::map<TaskId, Pos> seen;
+    for (const auto& [kptr, vptr] : entries) {
+      const toml::key& k = *kptr;
+      const toml::node& v = *vptr;
+      const std::string key(k.str()), path = key_path("tasks", key);
+      const Pos kp = pos_of(k.source());
+      auto task = TaskId::parse(key);
+      if (!task.ok()) {
+        error(kp, path, task.status().message() + "; write the header as [tasks.\"worker/1\"]");
+        continue;
+      }
+      if (!check_task_exists(*task, kp, path, "task")) continue;
+      auto prev = seen.find(*task);
+      if (prev != seen.end()) {
+        error(kp, path, "task " + task->to_string() + " already has overrides (line " +
+                            std::to_string(prev->second.line) + ")");
+        continue;
+      }
+      seen[*task] = kp;
+      const toml::table* tbl = v.as_table();
+      if (!tbl) {
+        error(pos_of(v.source()), path, std::string("expected a table of [server] keys, got ") + type_name(v));
+        continue;
+      }
+      ServerOptions o = spec_.server_defaults_;
+      read_server(*tbl, path, &o);
+      spec_.task_options_[*task] = o;
+    }
+  }
+
+  void read_supervisor(const toml::table& t) {
+    SupervisorOptions& s = spec_.supervisor_;
+    for (auto&& [k, v] : t) {
+      const std::string key(k.str()), path = key_path("supervisor", key);
+      if (key == "chief") {
+        std::string str;
+        if (!get_string(v, path, &str)) continue;
+        auto task = TaskId::parse(str);
+        if (!task.ok()) {
+          error(pos_of(v.source()), path, task.status().message());
+        } else if (check_task_exists(*task, pos_of(v.source()), path, "chief")) {
+          s.chief = *task;
+        }
+      } else if (key == "logdir") {
+        std::string str;
+        if (get_string(v, path, &str)) {
+          if (str.empty()) {
+            error(pos_of(v.source()), path, "must not be empty");
+          } else {
+            s.logdir = str;
+          }
+        }
+      } else if (key == "save_checkpoint_secs") {
+        get_double(v, path, 0.0, true, HUGE_VAL, &s.save_checkpoint_secs);
+      } else if (key == "keep_checkpoints") {
+        get_int(v, path, 0, INT_MAX, &s.keep_checkpoints);
+      } else if (key == "max_restarts") {
+        get_int(v, path, 0, INT_MAX, &s.max_restarts);
+      } else if (key == "restart_window_secs") {
+        get_double(v, path, 0.0, false, HUGE_VAL, &s.restart_window_secs);
+      } else if (key == "ready_timeout_secs") {
+        get_double(v, path, 0.0, false, HUGE_VAL, &s.ready_timeout_secs);
+      } else if (key == "save_summaries_secs") {
+        get_double(v, path, 0.0, true, HUGE_VAL, &s.save_summaries_secs);
+      } else {
+        unknown_key(k, "supervisor", kSupervisorKeys);
+      }
+    }
+  }
+
+  // ---- the secret ------------------------------------------------------------------------
+
+  // [cluster] secret_file when the file names one (it must then be readable and non-empty), else
+  // ACTORFLOW_SECRET when set and non-empty. The bytes never reach a message or a log line.
+  void load_secret() {
+    if (!secret_file_.empty()) {
+      const std::string path =
+          (secret_file_[0] == '/' || base_dir_.empty()) ? secret_file_ : base_dir_ + "/" + secret_file_;
+      std::string bytes;
+      mode_t mode = 0;
+      int err = 0;
+      const std::string why = read_whole_file(path, kMaxSecretBytes, &bytes, &mode, &err);
+      if (!why.empty()) {
+        secret_failed_ = true;
+        error(secret_file_pos_, "cluster.secret_file", "cannot read secret file '" + path + "': " + why);
+        return;
+      }
+      while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r' || bytes.back() == ' ' ||
+                                bytes.back() == '\t'))
+        bytes.pop_back();
+      if (bytes.empty()) {
+        secret_failed_ = true;
+        error(secret_file_pos_, "cluster.secret_file", "secret file '" + path + "' is empty");
+        return;
+      }
+      if ((mode & 077) != 0) {
+        AF_LOG(WARNING) << spec_.source_ << ": secret file " << path
+                        << " is accessible by group or others; chmod 600 it";
+      }
+      spec_.secret_ = std::move(bytes);
+      spec_.secret_origin_ = path;
+      return;
+    }
+    const char* env = std::getenv(kSecretEnvVar);
+    if (env && *env) {
+      spec_.secret_ = env;
+      spec_.secret_origin_ = kSecretEnvVar;
+    }
+  }
+
+  void check_secret_required() {
+    if (!spec_.secret_.empty() || secret_failed_) return;
+    const std::pair<Pos, std::string>* first = nullptr;
+    std::string first_addr;
+    for (const auto& [task, where] : address_where_) {
+      const std::string& addr = spec_.jobs_.at(task.job).at(task.index);
+      auto hp = parse_address(addr);
+      if (hp.ok() && is_loopback_host(hp->first)) continue;
+      const bool earlier = !first || (where.first.line > 0 && (first->first.line == 0 ||
+                                                               where.first.line < first->first.line ||
+                                                               (where.first.line == first->first.line &&
+                                                                where.first.column < first->first.column)));
+      if (earlier) {
+        first = &where;
+        first_addr = addr;
+      }
+    }
+    if (first) {
+      error(first->first, first->second,
+            "address '" + first_addr + "' is not loopback, so the cluster needs a secret: set [cluster] "
+            "secret_file or the " + std::string(kSecretEnvVar) + " environment variable");
+    }
+  }
+
+  ClusterSpec spec_;
+  std::string base_dir_;
+  std::vector<Error> errors_;
+  std::map<std::string, Endpoint> endpoints_;                      // endpoint key -> first task using it
+  std::map<TaskId, std::pair<Pos, std::string>> address_where_;  // task -> position and key path
+  std::string secret_file_;
+  Pos secret_file_pos_;
+  bool secret_failed_ = false;
+};
+
+Result<ClusterSpec> ClusterSpec::from_string(const std::string& toml, const std::string& source_name) {
+  ClusterFileReader reader(source_name, dir_of(source_name));
+  return reader.read_toml(toml);
+}
+
+Result<ClusterSpec> ClusterSpec::from_file(const std::string& path) {
+  std::string text;
+  int err = 0;
+  const std::string why = read_whole_file(path, std::numeric_limits<size_t>::max(), &text, nullptr, &err);
+  if (!why.empty()) {
+    const std::string msg = "cannot open cluster file '" + path + "': " + why;
+    if (err == ENOENT || err == ENOTDIR) return NotFound(msg);
+    if (err == EACCES) return PermissionDenied(msg);
+    return InvalidArgument(msg);
+  }
+  return from_string(text, path);
+}
+
+Result<ClusterSpec> ClusterSpec::from_jobs(const std::map<std::string, std::vector<std::string>>& jobs) {
+  std::map<std::string, std::map<int, std::string>> sparse;
+  for (const auto& [job, addrs] : jobs) {
+    auto& tasks = sparse[job];
+    for (size_t i = 0; i < addrs.size(); ++i) tasks[static_cast<int>(i)] = addrs[i];
+  }
+  ClusterFileReader reader("<jobs>", std::string());
+  return reader.read_map(sparse, /*list_form=*/true);
+}
+
+Result<ClusterSpec> ClusterSpec::from_sparse_jobs(const std::map<std::string, std::map<int, std::string>>& jobs) {
+  ClusterFileReader reader("<jobs>", std::string());
+  return reader.read_map(jobs, /*list_form=*/false);
+}
+
+}  // namespace actorflow
