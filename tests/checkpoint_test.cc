@@ -1,0 +1,344 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/checkpoint.h"
+#include "data/crc32c.h"
+
+namespace actorflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "af_ckpt_test_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::string> dir_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A small model whose values depend on the step, so a restore can be checked exactly.
+CheckpointData model_at(int64_t step) {
+  CheckpointData d;
+  d.global_step = step;
+  std::vector<float> w(12);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(step) + 0.25f * static_cast<float>(i);
+  d.variables["conv1/weights"] = Tensor::from_vector<float>(w, {3, 4});
+  d.variables["conv1/biases"] = Tensor::from_vector<float>({float(step), -float(step)}, {2});
+  d.variables["global_step"] = Tensor::scalar<int64_t>(step);
+  return d;
+}
+
+void expect_same(const CheckpointData& a, const CheckpointData& b) {
+  EXPECT_EQ(a.global_step, b.global_step);
+  ASSERT_EQ(a.variables.size(), b.variables.size());
+  for (const auto& [name, t] : a.variables) {
+    auto it = b.variables.find(name);
+    ASSERT_NE(it, b.variables.end()) << name;
+    EXPECT_TRUE(t.equals(it->second)) << name << ": " << t.to_string() << " vs " << it->second.to_string();
+  }
+}
+
+TEST(Crc32cTest, StandardVectors) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(detail::crc32c_extend_portable(0, "123456789", 9), 0xE3069283u);
+  std::vector<unsigned char> zeros(32, 0), ones(32, 0xFF), inc(32);
+  for (int i = 0; i < 32; ++i) inc[static_cast<size_t>(i)] = static_cast<unsigned char>(i);
+  EXPECT_EQ(crc32c(zeros.data(), 32), 0x8A9136AAu);  // RFC 3720 B.4
+  EXPECT_EQ(crc32c(ones.data(), 32), 0x62A8AB43u);
+  EXPECT_EQ(crc32c(inc.data(), 32), 0x46DD794Eu);
+  EXPECT_EQ(crc32c("", 0), 0u);
+}
+
+TEST(Crc32cTest, HardwareAndPortableAgreeAndExtendComposes) {
+  std::mt19937 rng(1);
+  std::vector<unsigned char> buf(4099);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  for (size_t off : {0, 1, 3, 7}) {
+    for (size_t len : {0, 1, 7, 8, 9, 63, 64, 1000, 4092}) {
+      EXPECT_EQ(crc32c(buf.data() + off, len), detail::crc32c_extend_portable(0, buf.data() + off, len))
+          << off << "+" << len;
+    }
+  }
+  const uint32_t whole = crc32c(buf.data(), buf.size());
+  for (size_t cut : {0, 1, 100, 4098}) {
+    EXPECT_EQ(crc32c_extend(crc32c(buf.data(), cut), buf.data() + cut, buf.size() - cut), whole);
+  }
+  std::cout << "crc32c hardware path: " << (detail::crc32c_uses_hardware() ? "yes" : "no") << "\n";
+}
+
+TEST(CheckpointFileTest, RoundTripsEveryDtype) {
+  TempDir dir;
+  CheckpointData d;
+  d.global_step = 1234567890123;
+  d.variables["f32"] = Tensor::from_vector<float>({1.5f, -0.f, 3e38f, 1e-45f}, {2, 2});
+  d.variables["f64"] = Tensor::from_vector<double>({3.141592653589793, -1e-300}, {2});
+  d.variables["i32"] = Tensor::from_vector<int32_t>({INT32_MIN, 0, INT32_MAX}, {3, 1});
+  d.variables["i64"] = Tensor::from_vector<int64_t>({INT64_MIN, 42}, {1, 2});
+  d.variables["u8"] = Tensor::from_vector<uint8_t>({0, 128, 255}, {3});
+  d.variables["b"] = Tensor::from_vector<bool>({true, false, true}, {3});
+  d.variables["scalar"] = Tensor::scalar<float>(7.f);
+  d.variables["empty"] = Tensor(DType::kFloat32, Shape{0, 5});
+  std::vector<float> big(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.5f;
+  d.variables["fc/weights"] = Tensor::from_vector<float>(big, {500, 200});
+  ASSERT_TRUE(write_checkpoint(dir.file("ck"), d).ok());
+  EXPECT_EQ(dir_entries(dir.path()), std::vector<std::string>{"ck"});  // no temporary left
+  auto r = read_checkpoint(dir.file("ck"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  expect_same(d, *r);
+  EXPECT_EQ(r->variables["empty"].shape(), (Shape{0, 5}));
+  EXPECT_EQ(r->variables["scalar"].shape(), Shape{});
+}
+
+TEST(CheckpointFileTest, FileStartsWithMsgpackMapAndEndsWithCrcOfTheRest) {
+  TempDir dir;
+  ASSERT_TRUE(write_checkpoint(dir.file("ck"), model_at(5)).ok());
+  std::ifstream f(dir.file("ck"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 5u);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x84);  // fixmap of 4 entries
+  EXPECT_NE(bytes.find("actorflow.checkpoint"), std::string::npos);
+  const size_t body = bytes.size() - 5;
+  EXPECT_EQ(static_cast<unsigned char>(bytes[body]), 0xce);
+  const auto* t = reinterpret_cast<const unsigned char*>(bytes.data() + body + 1);
+  const uint32_t stored = uint32_t{t[0]} << 24 | uint32_t{t[1]} << 16 | uint32_t{t[2]} << 8 | t[3];
+  EXPECT_EQ(stored, crc32c(bytes.data(), body));
+}
+
+TEST(CheckpointFileTest, EveryTruncationAndEveryByteFlipIsDataLoss) {
+  TempDir dir;
+  const std::string p = dir.file("model.ckpt-5");
+  ASSERT_TRUE(write_checkpoint(p, model_at(5)).ok());
+  std::ifstream f(p, std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  f.close();
+  const std::string bad = dir.file("bad");
+  auto write = [&](const std::string& bytes) {
+    std::ofstream o(bad, std::ios::binary | std::ios::trunc);
+    o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  };
+  for (size_t len = 0; len < good.size(); ++len) {
+    write(good.substr(0, len));
+    auto r = read_checkpoint(bad);
+    ASSERT_FALSE(r.ok()) << "truncated to " << len;
+    EXPECT_EQ(r.status().code(), Code::kDataLoss) << len << ": " << r.status();
+    EXPECT_NE(r.status().message().find(bad), std::string::npos);
+  }
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string b = good;
+    b[i] = static_cast<char>(b[i] ^ (1 << (i % 8)));
+    write(b);
+    auto r = read_checkpoint(bad);
+    ASSERT_FALSE(r.ok()) << "bit flip at " << i;
+    EXPECT_EQ(r.status().code(), Code::kDataLoss) << i << ": " << r.status();
+  }
+  write(good + "x");
+  EXPECT_EQ(read_checkpoint(bad).status().code(), Code::kDataLoss);
+  auto missing = read_checkpoint(dir.file("nope"));
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+}
+
+TEST(CheckpointFileTest, RejectsUnwritableInput) {
+  TempDir dir;
+  CheckpointData d;
+  d.variables["x"] = Tensor();
+  EXPECT_EQ(write_checkpoint(dir.file("ck"), d).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(write_checkpoint("/nonexistent/dir/ck", model_at(1)).ok());
+  EXPECT_TRUE(dir_entries(dir.path()).empty());
+}
+
+TEST(CheckpointManagerTest, KeepsNewestKAndWritesIndex) {
+  TempDir dir;
+  CheckpointManager m(dir.path() + "/logs/run1", 3);  // created on first save
+  for (int64_t step = 10; step <= 60; step += 10) {
+    auto p = m.save(model_at(step));
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(*p, dir.path() + "/logs/run1/model.ckpt-" + std::to_string(step));
+  }
+  const std::string d = dir.path() + "/logs/run1";
+  EXPECT_EQ(m.list(), (std::vector<std::string>{d + "/model.ckpt-60", d + "/model.ckpt-50", d + "/model.ckpt-40"}));
+  EXPECT_EQ(dir_entries(d), (std::vector<std::string>{"checkpoint", "model.ckpt-40", "model.ckpt-50", "model.ckpt-60"}));
+  std::ifstream f(m.index_path());
+  std::string index((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(index,
+            "model_checkpoint_path: \"model.ckpt-60\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-40\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-50\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-60\"\n");
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  expect_same(model_at(60), **r);
+  EXPECT_TRUE(m.last_restore_skipped().empty());
+}
+
+TEST(CheckpointManagerTest, EmptyOrMissingDirectoryRestoresNothing) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 5);
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+  CheckpointManager gone(dir.path() + "/never/created", 5);
+  auto g = gone.restore_latest();
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->has_value());
+  EXPECT_TRUE(gone.list().empty());
+}
+
+TEST(CheckpointManagerTest, RestoreFallsBackWhenNewestIsCorrupt) {
+  for (CorruptMode mode : {CorruptMode::kFlipByte, CorruptMode::kTruncateHalf, CorruptMode::kDropLastByte,
+                           CorruptMode::kZeroLength}) {
+    TempDir dir;
+    CheckpointManager m(dir.path(), 5);
+    for (int64_t step : {100, 200, 300}) ASSERT_TRUE(m.save(model_at(step)).ok());
+    auto hit = corrupt_latest(dir.path(), mode);
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    EXPECT_EQ(*hit, dir.file("model.ckpt-300"));
+    auto r = m.restore_latest();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->has_value());
+    expect_same(model_at(200), **r);
+    ASSERT_EQ(m.last_restore_skipped().size(), 1u);
+    EXPECT_EQ(m.last_restore_skipped()[0].path, dir.file("model.ckpt-300"));
+    EXPECT_EQ(m.last_restore_skipped()[0].why.code(), Code::kDataLoss);
+  }
+}
+
+TEST(CheckpointManagerTest, AllCorruptIsAnErrorListingEachFile) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 5);
+  ASSERT_TRUE(m.save(model_at(1)).ok());
+  ASSERT_TRUE(m.save(model_at(2)).ok());
+  ASSERT_TRUE(corrupt_latest(dir.path(), CorruptMode::kFlipByte).ok());
+  fs::resize_file(dir.file("model.ckpt-1"), 3);
+  auto r = m.restore_latest();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kDataLoss);
+  EXPECT_NE(r.status().message().find("model.ckpt-2: DataLoss"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("model.ckpt-1: DataLoss"), std::string::npos) << r.status();
+  EXPECT_EQ(corrupt_latest(dir.path() + "/none", CorruptMode::kFlipByte).status().code(), Code::kNotFound);
+}
+
+TEST(CheckpointManagerTest, UnreadableIndexFallsBackToDirectoryScan) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 5);
+  ASSERT_TRUE(m.save(model_at(7)).ok());
+  ASSERT_TRUE(m.save(model_at(8)).ok());
+  { std::ofstream(m.index_path(), std::ios::trunc) << "garbage\n"; }
+  EXPECT_EQ(m.list(), (std::vector<std::string>{dir.file("model.ckpt-8"), dir.file("model.ckpt-7")}));
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->global_step, 8);
+  // The next save repairs the index.
+  ASSERT_TRUE(m.save(model_at(9)).ok());
+  EXPECT_EQ(m.list().front(), dir.file("model.ckpt-9"));
+  EXPECT_EQ(m.list().size(), 3u);
+}
+
+TEST(CheckpointManagerTest, SavingAnOlderStepDropsTheAbandonedFuture) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 5);
+  for (int64_t step : {10, 20, 30}) ASSERT_TRUE(m.save(model_at(step)).ok());
+  ASSERT_TRUE(m.save(model_at(25)).ok());  // training went on from step 20
+  EXPECT_EQ(m.list(), (std::vector<std::string>{dir.file("model.ckpt-25"), dir.file("model.ckpt-20"),
+                                                dir.file("model.ckpt-10")}));
+  EXPECT_FALSE(fs::exists(dir.file("model.ckpt-30")));
+  ASSERT_TRUE(m.save(model_at(25)).ok());  // same step again replaces it
+  EXPECT_EQ(m.list().size(), 3u);
+}
+
+TEST(CheckpointManagerTest, StepFromPath) {
+  EXPECT_EQ(checkpoint_step_from_path("/a/b/model.ckpt-123"), 123);
+  EXPECT_EQ(checkpoint_step_from_path("model.ckpt-0"), 0);
+  EXPECT_FALSE(checkpoint_step_from_path("model.ckpt-12.tmp.5.0").has_value());
+  EXPECT_FALSE(checkpoint_step_from_path("model.ckpt-").has_value());
+  EXPECT_FALSE(checkpoint_step_from_path("checkpoint").has_value());
+  EXPECT_EQ(checkpoint_step_from_path("run/w.ckpt-9", "w.ckpt"), 9);
+}
+
+// Crash (process death via _exit in a forked child) at every point of a save: the parent must
+// still restore a whole checkpoint, the new one once its data file has been renamed into place,
+// and the next save must work and clean up.
+class CrashDuringSaveTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CrashDuringSaveTest, NewestReadableCheckpointSurvives) {
+  const auto point = static_cast<SavePoint>(GetParam());
+  TempDir dir;
+  {
+    CheckpointManager m(dir.path(), 2);
+    ASSERT_TRUE(m.save(model_at(100)).ok());
+    ASSERT_TRUE(m.save(model_at(200)).ok());
+  }
+  fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    CheckpointManager m(dir.path(), 2);
+    m.set_save_hook_for_testing([point](SavePoint p) {
+      if (p == point) _exit(42);
+    });
+    auto r = m.save(model_at(300));  // with keep 2, deletes model.ckpt-100 (reaches kOldDeleted)
+    _exit(r.ok() ? 3 : 4);           // the hook never fired
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 42) << "the child did not reach " << save_point_name(point);
+
+  CheckpointManager m(dir.path(), 2);
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  const int64_t expected = point >= SavePoint::kRenamed ? 300 : 200;
+  expect_same(model_at(expected), **r);
+  EXPECT_TRUE(m.last_restore_skipped().empty());
+  // The index names only complete files.
+  for (const std::string& p : m.list()) EXPECT_TRUE(read_checkpoint(p).ok()) << p;
+
+  // Recovery: the next save succeeds, removes temporaries and keeps 2.
+  ASSERT_TRUE(m.save(model_at(400)).ok());
+  const std::vector<std::string> entries = dir_entries(dir.path());
+  for (const std::string& e : entries) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
+  EXPECT_EQ(entries, (std::vector<std::string>{"checkpoint", "model.ckpt-" + std::to_string(expected), "model.ckpt-400"}));
+  auto again = m.restore_latest();
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->global_step, 400);
+
+  // And when the newest is then corrupted, the survivor of the crash is used.
+  ASSERT_TRUE(corrupt_latest(dir.path(), CorruptMode::kTruncateHalf).ok());
+  auto fallback = m.restore_latest();
+  ASSERT_TRUE(fallback.ok() && fallback->has_value()) << fallback.status();
+  expect_same(model_at(expected), **fallback);
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySavePoint, CrashDuringSaveTest, ::testing::Range(0, kNumSavePoints),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(save_point_name(static_cast<SavePoint>(info.param)));
+                         });
+
+}  // namespace
+}  // namespace actorflow
