@@ -53,7 +53,8 @@ inline constexpr int kNumSavePoints = 10;
 const char* save_point_name(SavePoint p);
 
 // Called at each SavePoint. For fault-injection tests only: it may _exit() (in a forked child)
-// to simulate a crash at that point. Returning normally continues the save.
+// or throw (the exception leaves save() with the files as a crash would leave them) to simulate
+// a crash at that point. Returning normally continues the save.
 using SaveHook = std::function<void(SavePoint)>;
 
 // Writes `data` to `path` atomically: "<path>.tmp.<pid>.<n>" is written, fsynced, renamed to

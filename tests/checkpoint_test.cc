@@ -280,6 +280,25 @@ TEST(CheckpointManagerTest, StepFromPath) {
   EXPECT_EQ(checkpoint_step_from_path("run/w.ckpt-9", "w.ckpt"), 9);
 }
 
+TEST(CheckpointManagerTest, HookThatThrowsLeavesStateLikeACrash) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 2);
+  ASSERT_TRUE(m.save(model_at(1)).ok());
+  m.set_save_hook_for_testing([](SavePoint p) {
+    if (p == SavePoint::kPartiallyWritten) throw std::runtime_error("simulated crash");
+  });
+  EXPECT_THROW(m.save(model_at(2)), std::runtime_error);
+  bool tmp_left = false;
+  for (const std::string& e : dir_entries(dir.path())) tmp_left |= e.find(".tmp.") != std::string::npos;
+  EXPECT_TRUE(tmp_left);
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->global_step, 1);
+  m.set_save_hook_for_testing(nullptr);
+  ASSERT_TRUE(m.save(model_at(3)).ok());
+  EXPECT_EQ(dir_entries(dir.path()), (std::vector<std::string>{"checkpoint", "model.ckpt-1", "model.ckpt-3"}));
+}
+
 // Crash (process death via _exit in a forked child) at every point of a save: the parent must
 // still restore a whole checkpoint, the new one once its data file has been renamed into place,
 // and the next save must work and clean up.
