@@ -97,6 +97,8 @@ void register_core_kernels(KernelRegistry& r) {
 // Every kernel family. Families added later append their hook here.
 void register_all_kernels(KernelRegistry& r) {
   register_core_kernels(r);
+  register_cpu_math_kernels(r);
+  register_cpu_array_kernels(r);
 }
 
 }  // namespace actorflow

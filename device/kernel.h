@@ -117,6 +117,8 @@ KernelFactory simple_factory() {
 
 // Registration hooks, one per family, called by KernelRegistry::global().
 void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp (device-independent)
+void register_cpu_math_kernels(KernelRegistry& r);   // device/cpu/math_kernels.cc
+void register_cpu_array_kernels(KernelRegistry& r);  // device/cpu/array_kernels.cc
 void register_all_kernels(KernelRegistry& r);
 
 }  // namespace actorflow

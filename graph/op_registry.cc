@@ -38,6 +38,8 @@ std::vector<std::string> OpRegistry::op_names() const {
 // Every op family. Families added later append their hook here.
 void register_all_ops(OpRegistry& r) {
   register_core_ops(r);
+  register_math_ops(r);
+  register_array_ops(r);
 }
 
 }  // namespace actorflow

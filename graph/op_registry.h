@@ -95,6 +95,8 @@ class OpRegistry {
 // Registration hooks, one per op family; register_all_ops calls each. Defined in the
 // graph/ops_*.cc files.
 void register_core_ops(OpRegistry& r);       // Const, Placeholder, Identity, NoOp, _Arg, _Retval, _Send, _Recv
+void register_math_ops(OpRegistry& r);       // elementwise math, Cast, Select, Sum/Mean/Max, ArgMax
+void register_array_ops(OpRegistry& r);      // Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot
 void register_all_ops(OpRegistry& r);
 
 }  // namespace actorflow

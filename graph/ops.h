@@ -41,7 +41,8 @@ Output add_n(const Scope& s, const std::vector<Output>& xs);
 Output equal(const Scope& s, Input x, Input y);      // bool result
 Output greater(const Scope& s, Input x, Input y);    // bool result
 Output cast(const Scope& s, Input x, DType to);
-Output select(const Scope& s, Input cond, Input x, Input y);  // where(cond, x, y), same shapes
+// where(cond, x, y). cond, x and y each either a scalar or of one common shape.
+Output select(const Scope& s, Input cond, Input x, Input y);
 
 // ---- reductions and index ops (graph/ops_math.cc) ---------------------------------------
 // Reduce over `axes` (negative counts from the end; empty = all axes).
