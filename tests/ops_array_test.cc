@@ -233,7 +233,7 @@ TEST(ArrayOps, TransposeEveryPermutationMatchesReference) {
 }
 
 TEST(ArrayOps, TransposeLargeTiled) {
-  // 70 x 45: several 32x32 tiles with ragged edges.
+  // 70 x 45: many 8x8 tiles with ragged edges.
   Scope root = Scope::root();
   const Shape s{70, 45};
   const auto v = iota(s.num_elements());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -776,6 +777,58 @@ TEST(Functors, HostValues) {
   EXPECT_EQ(MaxReducer::identity<int32_t>(), std::numeric_limits<int32_t>::min());
   EXPECT_TRUE(std::isinf(MaxReducer::identity<double>()));
   EXPECT_EQ(MaxReducer()(3, 9), 9);
+}
+
+// Distance of `got` from the exact `want` in units of the float spacing at `want`.
+double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
+  const float wf = static_cast<float>(want);
+  if (std::isinf(wf)) return got == wf ? 0 : 1e30;
+  double ulp = std::fabs(static_cast<double>(std::nextafter(std::fabs(wf), INFINITY)) - std::fabs(wf));
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+TEST(Functors, FloatExpLogAccuracySweep) {
+  // Every 1021st bit pattern: about 4.2 million floats of both signs, all exponents,
+  // denormals, infinities and NaNs, against double-precision libm.
+  double worst_exp = 0, worst_log = 0;
+  float at_exp = 0, at_log = 0;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 1021) {
+    const uint32_t bits = static_cast<uint32_t>(b);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    const double e = ulp_error(functors::ExpF()(x), std::exp(static_cast<double>(x)));
+    const double l = ulp_error(functors::LogF()(x), std::log(static_cast<double>(x)));
+    if (e > worst_exp) worst_exp = e, at_exp = x;
+    if (l > worst_log) worst_log = l, at_log = x;
+  }
+  EXPECT_LE(worst_exp, 1.5) << "exp at " << at_exp;
+  EXPECT_LE(worst_log, 1.5) << "log at " << at_log;
+}
+
+TEST(Functors, FloatExpLogSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  functors::ExpF ex;
+  functors::LogF lg;
+  EXPECT_EQ(ex(0.f), 1.f);
+  EXPECT_EQ(ex(-inf), 0.f);
+  EXPECT_EQ(ex(inf), inf);
+  EXPECT_EQ(ex(89.f), inf);
+  EXPECT_EQ(ex(-200.f), 0.f);
+  EXPECT_TRUE(std::isnan(ex(nan)));
+  EXPECT_GT(ex(-100.f), 0.f);  // a denormal, not flushed to zero
+  EXPECT_FLOAT_EQ(ex(-100.f), std::exp(-100.f));
+  EXPECT_FLOAT_EQ(ex(88.f), std::exp(88.f));
+  EXPECT_EQ(lg(1.f), 0.f);
+  EXPECT_EQ(lg(0.f), -inf);
+  EXPECT_EQ(lg(-0.f), -inf);
+  EXPECT_TRUE(std::isnan(lg(-1.f)));
+  EXPECT_TRUE(std::isnan(lg(-inf)));
+  EXPECT_TRUE(std::isnan(lg(nan)));
+  EXPECT_EQ(lg(inf), inf);
+  EXPECT_FLOAT_EQ(lg(std::numeric_limits<float>::denorm_min()), std::log(std::numeric_limits<float>::denorm_min()));
+  EXPECT_FLOAT_EQ(lg(std::numeric_limits<float>::max()), std::log(std::numeric_limits<float>::max()));
 }
 
 }  // namespace
