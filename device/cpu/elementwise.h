@@ -25,6 +25,7 @@ namespace cpu {
 constexpr int64_t kBlock = 32;
 
 // ---- dtype dispatch ----------------------------------------------------------------------
+// The element types a kernel supports, for dispatch().
 template <class... Ts> struct TypeList {};
 using NumericTypes = TypeList<float, double, int32_t, int64_t>;
 using FloatTypes = TypeList<float, double>;
@@ -94,6 +95,7 @@ inline void inplace_loop(T* __restrict o, int64_t n, F f) {
   for (; i < n; ++i) o[i] = f(o[i]);
 }
 
+// o[i] = v
 template <class T>
 inline void fill_loop(T* __restrict o, int64_t n, T v) {
   for (int64_t i = 0; i < n; ++i) o[i] = v;
