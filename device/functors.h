@@ -213,5 +213,15 @@ struct MaxReducer {
   template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return MaximumF()(a, b); }
 };
 
+// ---- neural-network activations (device/cpu/nn_kernels.cc) ------------------------------
+// max(x, 0); NaN stays NaN.
+struct ReluF {
+  template <class T> AF_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+// Relu's gradient: g where the forward input x > 0, else 0.
+struct ReluGradF {
+  template <class T> AF_HOST_DEVICE T operator()(T g, T x) const { return x > T(0) ? g : T(0); }
+};
+
 }  // namespace functors
 }  // namespace actorflow

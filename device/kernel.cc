@@ -99,6 +99,7 @@ void register_all_kernels(KernelRegistry& r) {
   register_core_kernels(r);
   register_cpu_math_kernels(r);
   register_cpu_array_kernels(r);
+  register_cpu_nn_kernels(r);
 }
 
 }  // namespace actorflow

@@ -119,6 +119,7 @@ KernelFactory simple_factory() {
 void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp (device-independent)
 void register_cpu_math_kernels(KernelRegistry& r);   // device/cpu/math_kernels.cc
 void register_cpu_array_kernels(KernelRegistry& r);  // device/cpu/array_kernels.cc
+void register_cpu_nn_kernels(KernelRegistry& r);  // device/cpu/nn_kernels.cc (oneDNN)
 void register_all_kernels(KernelRegistry& r);
 
 }  // namespace actorflow

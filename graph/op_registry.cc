@@ -40,6 +40,7 @@ void register_all_ops(OpRegistry& r) {
   register_core_ops(r);
   register_math_ops(r);
   register_array_ops(r);
+  register_nn_ops(r);
 }
 
 }  // namespace actorflow

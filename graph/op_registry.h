@@ -97,6 +97,7 @@ class OpRegistry {
 void register_core_ops(OpRegistry& r);       // Const, Placeholder, Identity, NoOp, _Arg, _Retval, _Send, _Recv
 void register_math_ops(OpRegistry& r);       // elementwise math, Cast, Select, Sum/Mean/Max, ArgMax
 void register_array_ops(OpRegistry& r);      // Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot
+void register_nn_ops(OpRegistry& r);         // MatMul, Conv2D, MaxPool, Relu, BiasAdd, Softmax, Xent + backward ops
 void register_all_ops(OpRegistry& r);
 
 }  // namespace actorflow

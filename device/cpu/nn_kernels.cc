@@ -1,0 +1,851 @@
+// CPU kernels of the neural-network ops (graph/ops_nn.cc).
+//
+// MatMul, Conv2D (forward, backward data, backward weights) and MaxPool (forward, backward)
+// run on oneDNN. Activations stay in TensorFlow's NHWC layout and filters in HWIO: the oneDNN
+// memory descriptors describe those layouts directly (format tags nhwc / hwio), so inputs and
+// outputs are never reordered. Filters alone may be reordered into a blocked layout when
+// oneDNN's fastest convolution wants one (a copy of the small filter tensor per call).
+//
+// Primitives are created on first use and cached per kernel instance, keyed by the input
+// shapes (a kernel is reused every step; the batch dimension may change between steps). The
+// cache, the reorder buffers and the scratchpad are guarded by a per-kernel mutex held for the
+// whole compute(), so a kernel is safe even if a caller runs it from several threads at once.
+//
+// Relu, BiasAdd, Softmax, SoftmaxCrossEntropyWithLogits, ReluGrad and BiasAddGrad are plain
+// loops written for the auto-vectoriser. Every kernel is float32-only and says so, naming the
+// op, for other dtypes.
+#include "device/cpu/nn_kernels.h"
+
+#include <dlfcn.h>
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/functors.h"
+#include "device/kernel.h"
+#include "graph/ops_nn_util.h"
+
+namespace actorflow {
+namespace {
+
+// AF_INTRA_OP_THREADS, else the first value of OMP_NUM_THREADS, else 1.
+int default_intra_op_threads() {
+  for (const char* var : {"AF_INTRA_OP_THREADS", "OMP_NUM_THREADS"}) {
+    const char* env = std::getenv(var);
+    if (!env || !*env) continue;
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if ((*end == '\0' || *end == ',') && v >= 0 && v <= 4096) return static_cast<int>(v);
+  }
+  return 1;
+}
+
+std::atomic<int>& intra_op_setting() {
+  static std::atomic<int> n(default_intra_op_threads());
+  return n;
+}
+
+// Applies the intra-op setting to this thread's OpenMP team size before a oneDNN call. The
+// OpenMP runtime is the one libdnnl links; it is looked up at run time so af_base needs no
+// OpenMP flags (and a oneDNN built with another runtime simply ignores the setting).
+void apply_intra_op_threads() {
+  using SetFn = void (*)(int);
+  static const SetFn set_fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  thread_local int applied = -1;
+  const int want = intra_op_setting().load(std::memory_order_relaxed);
+  if (!set_fn || want == applied) return;
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  set_fn(want > 0 ? want : std::max(hw, 1));
+  applied = want;
+}
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// One CPU engine per process (oneDNN engines are thread-safe and costly to create).
+dnnl::engine& cpu_engine() {
+  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+// One stream per thread: primitives may execute on any device-actor thread, and a oneDNN
+// stream is not documented as safe for concurrent use. CPU streams are cheap.
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream s(cpu_engine());
+  return s;
+}
+
+// Runs `f`, turning oneDNN's exceptions into a Status naming the op (no exceptions cross the API).
+template <class F>
+Status guarded(const OpKernelContext& ctx, F&& f) {
+  apply_intra_op_threads();
+  try {
+    return f();
+  } catch (const dnnl::error& e) {
+    return ctx.error(Code::kInternal, std::string("oneDNN: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return ctx.error(Code::kResourceExhausted, "out of host memory for oneDNN buffers");
+  }
+}
+
+Status require_f32(const OpKernelContext& ctx, int i, const char* what) {
+  DType t = ctx.input(i).dtype();
+  if (t == DType::kFloat32) return Status::OK();
+  return ctx.invalid_argument(std::string("CPU kernel supports float32 only, but ") + what + " is " + dtype_name(t));
+}
+
+Status require_rank(const OpKernelContext& ctx, int i, int rank, const char* what) {
+  const Shape& s = ctx.input(i).shape();
+  if (s.rank() == rank) return Status::OK();
+  return ctx.invalid_argument(std::string(what) + " must be rank " + std::to_string(rank) + ", got shape " +
+                              s.to_string());
+}
+
+// A 64-byte aligned host buffer that grows on demand (scratchpads, reordered filters).
+class AlignedBuffer {
+ public:
+  void* get(size_t bytes) {
+    if (bytes > size_) {
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      void* p = std::aligned_alloc(64, rounded);
+      if (!p) throw std::bad_alloc();
+      data_.reset(p);
+      size_ = rounded;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free { void operator()(void* p) const { std::free(p); } };
+  std::unique_ptr<void, Free> data_;
+  size_t size_ = 0;
+};
+
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+memory::desc nhwc_md(const Shape& s) { return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, kF32, Tag::nhwc); }
+memory::desc hwio_md(const Shape& f) { return memory::desc({f.dim(3), f.dim(2), f.dim(0), f.dim(1)}, kF32, Tag::hwio); }
+
+memory wrap(const memory::desc& md, const void* p) { return memory(md, cpu_engine(), const_cast<void*>(p)); }
+
+// Keeps a per-kernel cache from bounded growth if shapes keep changing.
+template <class M>
+void bound_cache(M& m) {
+  if (m.size() >= 16) m.clear();
+}
+
+// ---- MatMul ------------------------------------------------------------------------------
+
+class MatMulKernel : public OpKernel {
+ public:
+  explicit MatMulKernel(const Node& n)
+      : OpKernel(n), ta_(n.attrs.get_or<bool>("transpose_a", false)), tb_(n.attrs.get_or<bool>("transpose_b", false)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "a"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "b"));
+    AF_RETURN_IF_ERROR(require_rank(ctx, 0, 2, "a"));
+    AF_RETURN_IF_ERROR(require_rank(ctx, 1, 2, "b"));
+    const Shape& as = ctx.input(0).shape();
+    const Shape& bs = ctx.input(1).shape();
+    const int64_t m = as.dim(ta_ ? 1 : 0), k = as.dim(ta_ ? 0 : 1);
+    const int64_t kb = bs.dim(tb_ ? 1 : 0), n = bs.dim(tb_ ? 0 : 1);
+    if (k != kb)
+      return ctx.invalid_argument("inner dimensions " + std::to_string(k) + " and " + std::to_string(kb) + " differ");
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, Shape{m, n}));
+    if (m == 0 || n == 0) return Status::OK();
+    if (k == 0) {
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(m, k, n);
+      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
+      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                    {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), ctx.input(1).raw_data())},
+                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                    {DNNL_ARG_SCRATCHPAD, scratch}});
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+  };
+
+  Entry& entry(int64_t m, int64_t k, int64_t n) {
+    const std::array<int64_t, 3> key{m, k, n};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    memory::desc a({m, k}, kF32, ta_ ? Tag::ba : Tag::ab);
+    memory::desc b({k, n}, kF32, tb_ ? Tag::ba : Tag::ab);
+    memory::desc c({m, n}, kF32, Tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine());
+    return cache_.emplace(key, Entry{pd, dnnl::matmul(pd)}).first->second;
+  }
+
+  const bool ta_, tb_;
+  std::mutex mu_;
+  std::map<std::array<int64_t, 3>, Entry> cache_;
+  AlignedBuffer scratch_;
+};
+
+// ---- Conv2D geometry ---------------------------------------------------------------------
+
+struct ConvAttrs {
+  std::vector<int64_t> strides;
+  Padding padding = Padding::kValid;
+};
+
+Result<ConvAttrs> parse_conv_attrs(const Node& n) {
+  ConvAttrs a;
+  auto st = parse_nhwc_window(n.attrs, "strides");
+  if (!st.ok()) return st.status().with_prefix(n.op + " '" + n.name + "'");
+  auto p = parse_padding(n.attrs);
+  if (!p.ok()) return p.status().with_prefix(n.op + " '" + n.name + "'");
+  a.strides = *st;
+  a.padding = *p;
+  return a;
+}
+
+// Input [N,H,W,C], filter [KH,KW,C,O] -> output [N,OH,OW,O] with oneDNN's padding vectors.
+struct ConvGeometry {
+  Shape input, filter, output;
+  memory::dims strides, pad_l, pad_r;
+};
+
+Result<ConvGeometry> conv_geometry(const OpKernelContext& ctx, const Shape& in, const Shape& f, const ConvAttrs& a) {
+  if (in.rank() != 4) return ctx.invalid_argument("input must be rank 4 (NHWC), got shape " + in.to_string());
+  if (f.rank() != 4) return ctx.invalid_argument("filter must be rank 4 (HWIO), got shape " + f.to_string());
+  if (in.dim(3) != f.dim(2))
+    return ctx.invalid_argument("input depth " + std::to_string(in.dim(3)) +
+                                " does not match the filter's input depth " + std::to_string(f.dim(2)) + " (input " +
+                                in.to_string() + ", filter " + f.to_string() + ")");
+  if (f.dim(0) < 1 || f.dim(1) < 1) return ctx.invalid_argument("filter " + f.to_string() + " has an empty window");
+  auto h = compute_window(in.dim(1), f.dim(0), a.strides[1], a.padding, "height");
+  if (!h.ok()) return ctx.invalid_argument(h.status().message());
+  auto w = compute_window(in.dim(2), f.dim(1), a.strides[2], a.padding, "width");
+  if (!w.ok()) return ctx.invalid_argument(w.status().message());
+  ConvGeometry g;
+  g.input = in;
+  g.filter = f;
+  g.output = Shape{in.dim(0), h->out, w->out, f.dim(3)};
+  g.strides = {a.strides[1], a.strides[2]};
+  g.pad_l = {h->pad_before, w->pad_before};
+  g.pad_r = {h->pad_after, w->pad_after};
+  return g;
+}
+
+using ConvKey = std::array<int64_t, 8>;
+ConvKey conv_key(const Shape& in, const Shape& f) {
+  return {in.dim(0), in.dim(1), in.dim(2), in.dim(3), f.dim(0), f.dim(1), f.dim(2), f.dim(3)};
+}
+
+// Descriptor of the forward convolution with filters in oneDNN's preferred layout ("any").
+dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind) {
+  memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
+  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
+                                         nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+}
+
+// Filters in the layout `want`: the tensor itself when it already is HWIO, else reordered into `buf`.
+memory filter_as(const memory::desc& want, const Tensor& filter, std::optional<dnnl::reorder>& reorder,
+                 AlignedBuffer& buf) {
+  memory user = wrap(hwio_md(filter.shape()), filter.raw_data());
+  if (want == user.get_desc()) return user;
+  memory dst = wrap(want, buf.get(want.get_size()));
+  if (!reorder) reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user.get_desc(), cpu_engine(), want));
+  reorder->execute(cpu_stream(), user, dst);
+  return dst;
+}
+
+bool empty_shape(const Shape& s) { return s.num_elements() == 0; }
+
+// ---- Conv2D ------------------------------------------------------------------------------
+
+class Conv2DKernel : public OpKernel {
+ public:
+  Conv2DKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "filter"));
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx, ctx.input(0).shape(), ctx.input(1).shape(), attrs_));
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.output));
+    if (empty_shape(g.output)) return Status::OK();
+    if (empty_shape(g.input)) {  // zero input depth: every sum is empty
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(g);
+      memory w = filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_);
+      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
+      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                    {DNNL_ARG_WEIGHTS, w},
+                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                    {DNNL_ARG_SCRATCHPAD, scratch}});
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward prim;
+    std::optional<dnnl::reorder> w_reorder;
+  };
+
+  Entry& entry(const ConvGeometry& g) {
+    const ConvKey key = conv_key(g.input, g.filter);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    dnnl::convolution_forward::primitive_desc pd(conv_fwd_desc(g, dnnl::prop_kind::forward_inference),
+                                                 user_scratchpad_attr(), cpu_engine());
+    return cache_.emplace(key, Entry{pd, dnnl::convolution_forward(pd), std::nullopt}).first->second;
+  }
+
+  const ConvAttrs attrs_;
+  std::mutex mu_;
+  std::map<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;
+};
+
+// Reads Conv2DBackpropInput's input_sizes tensor (int32/int64, 4 elements).
+Result<Shape> read_sizes(const OpKernelContext& ctx, const Tensor& t) {
+  if (t.shape().rank() != 1 || t.num_elements() != 4)
+    return ctx.invalid_argument("input_sizes must be a 4-element vector, got shape " + t.shape().to_string());
+  std::vector<int64_t> d(4);
+  for (int i = 0; i < 4; ++i) {
+    if (t.dtype() == DType::kInt32) d[static_cast<size_t>(i)] = t.data<int32_t>()[i];
+    else if (t.dtype() == DType::kInt64) d[static_cast<size_t>(i)] = t.data<int64_t>()[i];
+    else return ctx.invalid_argument(std::string("input_sizes must be int32 or int64, got ") + dtype_name(t.dtype()));
+    if (d[static_cast<size_t>(i)] < 0)
+      return ctx.invalid_argument("input_sizes must not be negative, got " + Shape(d).to_string());
+  }
+  return Shape(d);
+}
+
+Status check_out_backprop(const OpKernelContext& ctx, const ConvGeometry& g, const Shape& dy) {
+  if (dy == g.output) return Status::OK();
+  return ctx.invalid_argument("out_backprop " + dy.to_string() + " does not match the convolution output " +
+                              g.output.to_string() + " of input " + g.input.to_string() + " and filter " +
+                              g.filter.to_string());
+}
+
+// Conv2DBackpropInput(input_sizes, filter, out_backprop) -> dL/dinput.
+class Conv2DBackpropInputKernel : public OpKernel {
+ public:
+  Conv2DBackpropInputKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "filter"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 2, "out_backprop"));
+    AF_ASSIGN_OR_RETURN(Shape in, read_sizes(ctx, ctx.input(0)));
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx, in, ctx.input(1).shape(), attrs_));
+    AF_RETURN_IF_ERROR(check_out_backprop(ctx, g, ctx.input(2).shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, in));
+    if (empty_shape(in)) return Status::OK();
+    if (empty_shape(g.output)) {
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(g);
+      memory w = filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_);
+      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
+      e.prim.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(2).raw_data())},
+                                    {DNNL_ARG_WEIGHTS, w},
+                                    {DNNL_ARG_DIFF_SRC, wrap(e.pd.diff_src_desc(), out->raw_data())},
+                                    {DNNL_ARG_SCRATCHPAD, scratch}});
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::convolution_backward_data::primitive_desc pd;
+    dnnl::convolution_backward_data prim;
+    std::optional<dnnl::reorder> w_reorder;
+  };
+
+  Entry& entry(const ConvGeometry& g) {
+    const ConvKey key = conv_key(g.input, g.filter);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
+    memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
+                                            nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+    dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
+    return cache_.emplace(key, Entry{pd, dnnl::convolution_backward_data(pd), std::nullopt}).first->second;
+  }
+
+  const ConvAttrs attrs_;
+  std::mutex mu_;
+  std::map<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;
+};
+
+// Conv2DBackpropFilter(input, out_backprop), attr filter_sizes -> dL/dfilter (HWIO).
+class Conv2DBackpropFilterKernel : public OpKernel {
+ public:
+  Conv2DBackpropFilterKernel(const Node& n, ConvAttrs a, Shape filter) : OpKernel(n), attrs_(std::move(a)),
+                                                                         filter_(std::move(filter)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "out_backprop"));
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx, ctx.input(0).shape(), filter_, attrs_));
+    AF_RETURN_IF_ERROR(check_out_backprop(ctx, g, ctx.input(1).shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, filter_));
+    if (empty_shape(filter_)) return Status::OK();
+    if (empty_shape(g.output) || empty_shape(g.input)) {
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(g);
+      memory user_dw = wrap(hwio_md(filter_), out->raw_data());
+      const bool direct = e.pd.diff_weights_desc() == user_dw.get_desc();
+      memory dw = direct ? user_dw : wrap(e.pd.diff_weights_desc(), w_buf_.get(e.pd.diff_weights_desc().get_size()));
+      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
+      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                    {DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(1).raw_data())},
+                                    {DNNL_ARG_DIFF_WEIGHTS, dw},
+                                    {DNNL_ARG_SCRATCHPAD, scratch}});
+      if (!direct) {
+        if (!e.w_reorder)
+          e.w_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), dw.get_desc(), cpu_engine(), user_dw.get_desc()));
+        e.w_reorder->execute(cpu_stream(), dw, user_dw);
+      }
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::convolution_backward_weights::primitive_desc pd;
+    dnnl::convolution_backward_weights prim;
+    std::optional<dnnl::reorder> w_reorder;  // blocked diff_weights -> HWIO
+  };
+
+  Entry& entry(const ConvGeometry& g) {
+    const ConvKey key = conv_key(g.input, g.filter);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
+    memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
+    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
+                                               nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
+    return cache_.emplace(key, Entry{pd, dnnl::convolution_backward_weights(pd), std::nullopt}).first->second;
+  }
+
+  const ConvAttrs attrs_;
+  const Shape filter_;
+  std::mutex mu_;
+  std::map<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;
+};
+
+// ---- MaxPool -----------------------------------------------------------------------------
+
+struct PoolAttrs {
+  std::vector<int64_t> ksize, strides;
+  Padding padding = Padding::kValid;
+};
+
+Result<PoolAttrs> parse_pool_attrs(const Node& n) {
+  const std::string where = n.op + " '" + n.name + "'";
+  PoolAttrs a;
+  auto k = parse_nhwc_window(n.attrs, "ksize");
+  if (!k.ok()) return k.status().with_prefix(where);
+  auto st = parse_nhwc_window(n.attrs, "strides");
+  if (!st.ok()) return st.status().with_prefix(where);
+  auto p = parse_padding(n.attrs);
+  if (!p.ok()) return p.status().with_prefix(where);
+  a.ksize = *k;
+  a.strides = *st;
+  a.padding = *p;
+  return a;
+}
+
+struct PoolGeometry {
+  Shape input, output;
+  memory::dims strides, kernel, pad_l, pad_r;
+};
+
+Result<PoolGeometry> pool_geometry(const OpKernelContext& ctx, const Shape& in, const PoolAttrs& a) {
+  if (in.rank() != 4) return ctx.invalid_argument("input must be rank 4 (NHWC), got shape " + in.to_string());
+  auto h = compute_window(in.dim(1), a.ksize[1], a.strides[1], a.padding, "height");
+  if (!h.ok()) return ctx.invalid_argument(h.status().message());
+  auto w = compute_window(in.dim(2), a.ksize[2], a.strides[2], a.padding, "width");
+  if (!w.ok()) return ctx.invalid_argument(w.status().message());
+  PoolGeometry g;
+  g.input = in;
+  g.output = Shape{in.dim(0), h->out, w->out, in.dim(3)};
+  g.strides = {a.strides[1], a.strides[2]};
+  g.kernel = {a.ksize[1], a.ksize[2]};
+  g.pad_l = {h->pad_before, w->pad_before};
+  g.pad_r = {h->pad_after, w->pad_after};
+  return g;
+}
+
+using PoolKey = std::array<int64_t, 4>;
+PoolKey pool_key(const Shape& s) { return {s.dim(0), s.dim(1), s.dim(2), s.dim(3)}; }
+
+dnnl::pooling_forward::desc pool_fwd_desc(const PoolGeometry& g, dnnl::prop_kind kind) {
+  return dnnl::pooling_forward::desc(kind, dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output),
+                                     g.strides, g.kernel, g.pad_l, g.pad_r);
+}
+
+class MaxPoolKernel : public OpKernel {
+ public:
+  MaxPoolKernel(const Node& n, PoolAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
+    AF_ASSIGN_OR_RETURN(PoolGeometry g, pool_geometry(ctx, ctx.input(0).shape(), attrs_));
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.output));
+    if (empty_shape(g.output)) return Status::OK();
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(g);
+      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
+      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                    {DNNL_ARG_SCRATCHPAD, scratch}});
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::pooling_forward::primitive_desc pd;
+    dnnl::pooling_forward prim;
+  };
+
+  Entry& entry(const PoolGeometry& g) {
+    const PoolKey key = pool_key(g.input);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    dnnl::pooling_forward::primitive_desc pd(pool_fwd_desc(g, dnnl::prop_kind::forward_inference),
+                                             user_scratchpad_attr(), cpu_engine());
+    return cache_.emplace(key, Entry{pd, dnnl::pooling_forward(pd)}).first->second;
+  }
+
+  const PoolAttrs attrs_;
+  std::mutex mu_;
+  std::map<PoolKey, Entry> cache_;
+  AlignedBuffer scratch_;
+};
+
+// MaxPoolGrad(orig_input, orig_output, grad): reruns the forward pass in training mode to get
+// oneDNN's argmax workspace, then the backward pass routes grad through it.
+class MaxPoolGradKernel : public OpKernel {
+ public:
+  MaxPoolGradKernel(const Node& n, PoolAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "orig_input"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "orig_output"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 2, "grad"));
+    AF_ASSIGN_OR_RETURN(PoolGeometry g, pool_geometry(ctx, ctx.input(0).shape(), attrs_));
+    for (int i : {1, 2}) {
+      if (ctx.input(i).shape() != g.output)
+        return ctx.invalid_argument(std::string(i == 1 ? "orig_output " : "grad ") + ctx.input(i).shape().to_string() +
+                                    " does not match the pooled shape " + g.output.to_string());
+    }
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.input));
+    if (empty_shape(g.input)) return Status::OK();
+    if (empty_shape(g.output)) {
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    return guarded(ctx, [&]() -> Status {
+      std::lock_guard<std::mutex> lock(mu_);
+      Entry& e = entry(g);
+      memory ws = wrap(e.fwd_pd.workspace_desc(), ws_buf_.get(e.fwd_pd.workspace_desc().get_size()));
+      memory dst = wrap(e.fwd_pd.dst_desc(), dst_buf_.get(e.fwd_pd.dst_desc().get_size()));
+      const size_t scratch_bytes =
+          std::max(e.fwd_pd.scratchpad_desc().get_size(), e.bwd_pd.scratchpad_desc().get_size());
+      void* scratch_p = scratch_.get(scratch_bytes);
+      e.fwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.fwd_pd.src_desc(), ctx.input(0).raw_data())},
+                                   {DNNL_ARG_DST, dst},
+                                   {DNNL_ARG_WORKSPACE, ws},
+                                   {DNNL_ARG_SCRATCHPAD, wrap(e.fwd_pd.scratchpad_desc(), scratch_p)}});
+      e.bwd.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(e.bwd_pd.diff_dst_desc(), ctx.input(2).raw_data())},
+                                   {DNNL_ARG_WORKSPACE, ws},
+                                   {DNNL_ARG_DIFF_SRC, wrap(e.bwd_pd.diff_src_desc(), out->raw_data())},
+                                   {DNNL_ARG_SCRATCHPAD, wrap(e.bwd_pd.scratchpad_desc(), scratch_p)}});
+      cpu_stream().wait();
+      return Status::OK();
+    });
+  }
+
+ private:
+  struct Entry {
+    dnnl::pooling_forward::primitive_desc fwd_pd;
+    dnnl::pooling_forward fwd;
+    dnnl::pooling_backward::primitive_desc bwd_pd;
+    dnnl::pooling_backward bwd;
+  };
+
+  Entry& entry(const PoolGeometry& g) {
+    const PoolKey key = pool_key(g.input);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    bound_cache(cache_);
+    dnnl::pooling_forward::primitive_desc fpd(pool_fwd_desc(g, dnnl::prop_kind::forward_training),
+                                              user_scratchpad_attr(), cpu_engine());
+    dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output), g.strides,
+                                    g.kernel, g.pad_l, g.pad_r);
+    dnnl::pooling_backward::primitive_desc bpd(bd, user_scratchpad_attr(), cpu_engine(), fpd);
+    return cache_.emplace(key, Entry{fpd, dnnl::pooling_forward(fpd), bpd, dnnl::pooling_backward(bpd)})
+        .first->second;
+  }
+
+  const PoolAttrs attrs_;
+  std::mutex mu_;
+  std::map<PoolKey, Entry> cache_;
+  AlignedBuffer scratch_, ws_buf_, dst_buf_;
+};
+
+// ---- elementwise and row kernels ---------------------------------------------------------
+
+class ReluKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "features"));
+    const Tensor& x = ctx.input(0);
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, x.shape()));
+    const float* __restrict a = x.data<float>();
+    float* __restrict o = out->data<float>();
+    const int64_t n = x.num_elements();
+    functors::ReluF f;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    return Status::OK();
+  }
+};
+
+class ReluGradKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "gradients"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "features"));
+    const Tensor& g = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (g.shape() != x.shape())
+      return ctx.invalid_argument("gradients " + g.shape().to_string() + " and features " + x.shape().to_string() +
+                                  " must have the same shape");
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, x.shape()));
+    const float* __restrict gp = g.data<float>();
+    const float* __restrict xp = x.data<float>();
+    float* __restrict o = out->data<float>();
+    const int64_t n = x.num_elements();
+    functors::ReluGradF f;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(gp[i], xp[i]);
+    return Status::OK();
+  }
+};
+
+class BiasAddKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "value"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "bias"));
+    const Tensor& v = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (v.shape().rank() < 2)
+      return ctx.invalid_argument("value must be at least rank 2, got shape " + v.shape().to_string());
+    AF_RETURN_IF_ERROR(require_rank(ctx, 1, 1, "bias"));
+    const int64_t c = v.shape().dim(v.shape().rank() - 1);
+    if (b.shape().dim(0) != c)
+      return ctx.invalid_argument("bias of size " + std::to_string(b.shape().dim(0)) +
+                                  " does not match the last dimension " + std::to_string(c) + " of value " +
+                                  v.shape().to_string());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, v.shape()));
+    if (c == 0) return Status::OK();
+    const int64_t rows = v.num_elements() / c;
+    const float* __restrict bp = b.data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* __restrict vp = v.data<float>() + r * c;
+      float* __restrict o = out->data<float>() + r * c;
+      for (int64_t j = 0; j < c; ++j) o[j] = vp[j] + bp[j];
+    }
+    return Status::OK();
+  }
+};
+
+class BiasAddGradKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "out_backprop"));
+    const Tensor& g = ctx.input(0);
+    if (g.shape().rank() < 2)
+      return ctx.invalid_argument("out_backprop must be at least rank 2, got shape " + g.shape().to_string());
+    const int64_t c = g.shape().dim(g.shape().rank() - 1);
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, Shape{c}));
+    float* __restrict o = out->data<float>();
+    std::fill(o, o + c, 0.f);
+    if (c == 0) return Status::OK();
+    const int64_t rows = g.num_elements() / c;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* __restrict gp = g.data<float>() + r * c;
+      for (int64_t j = 0; j < c; ++j) o[j] += gp[j];
+    }
+    return Status::OK();
+  }
+};
+
+// Numerically stable softmax of one row: o = exp(x - max) / sum. Returns log(sum) for reuse.
+inline float softmax_row(const float* __restrict x, float* __restrict o, int64_t n, float* row_max) {
+  float m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  for (int64_t j = 0; j < n; ++j) o[j] = functors::af_exp(x[j] - m);  // vectorisable exp (<= 1.5 ulp)
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) sum += o[j];
+  const float inv = 1.f / sum;
+  for (int64_t j = 0; j < n; ++j) o[j] *= inv;
+  *row_max = m;
+  return std::log(sum);
+}
+
+class SoftmaxKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "logits"));
+    const Tensor& x = ctx.input(0);
+    if (x.shape().rank() < 1) return ctx.invalid_argument("logits must be at least rank 1, got a scalar");
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, x.shape()));
+    const int64_t c = x.shape().dim(x.shape().rank() - 1);
+    if (c == 0) return Status::OK();
+    const int64_t rows = x.num_elements() / c;
+    float m;
+    for (int64_t r = 0; r < rows; ++r) softmax_row(x.data<float>() + r * c, out->data<float>() + r * c, c, &m);
+    return Status::OK();
+  }
+};
+
+// loss[b] = sum_j labels[b,j] * (log(sum_k exp(x[b,k] - max_b)) - (x[b,j] - max_b));
+// backprop[b,j] = softmax(x)[b,j] - labels[b,j]  (TensorFlow's definitions).
+class SoftmaxXentKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_RETURN_IF_ERROR(require_f32(ctx, 0, "logits"));
+    AF_RETURN_IF_ERROR(require_f32(ctx, 1, "labels"));
+    const Tensor& x = ctx.input(0);
+    const Tensor& y = ctx.input(1);
+    AF_RETURN_IF_ERROR(require_rank(ctx, 0, 2, "logits"));
+    if (x.shape() != y.shape())
+      return ctx.invalid_argument("logits " + x.shape().to_string() + " and labels " + y.shape().to_string() +
+                                  " must have the same shape");
+    const int64_t rows = x.shape().dim(0), c = x.shape().dim(1);
+    AF_ASSIGN_OR_RETURN(Tensor * loss, ctx.allocate_output(0, DType::kFloat32, Shape{rows}));
+    AF_ASSIGN_OR_RETURN(Tensor * back, ctx.allocate_output(1, DType::kFloat32, x.shape()));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* __restrict xr = x.data<float>() + r * c;
+      const float* __restrict yr = y.data<float>() + r * c;
+      float* __restrict br = back->data<float>() + r * c;
+      if (c == 0) {
+        loss->data<float>()[r] = 0.f;
+        continue;
+      }
+      float m;
+      const float log_sum = softmax_row(xr, br, c, &m);
+      float l = 0.f;
+      for (int64_t j = 0; j < c; ++j) {
+        l += yr[j] * (log_sum - (xr[j] - m));
+        br[j] -= yr[j];
+      }
+      loss->data<float>()[r] = l;
+    }
+    return Status::OK();
+  }
+};
+
+// Factory for kernels whose constructor takes parsed attributes, so attribute errors surface
+// when the partition is registered.
+template <class K, class A>
+KernelFactory attr_factory(Result<A> (*parse)(const Node&)) {
+  return [parse](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
+    auto a = parse(n);
+    if (!a.ok()) return a.status();
+    return std::unique_ptr<OpKernel>(new K(n, std::move(*a)));
+  };
+}
+
+Result<std::unique_ptr<OpKernel>> make_backprop_filter(const Node& n) {
+  auto a = parse_conv_attrs(n);
+  if (!a.ok()) return a.status();
+  auto fs = n.attrs.get<std::vector<int64_t>>("filter_sizes");
+  if (!fs.ok() || fs->size() != 4)
+    return InvalidArgument(n.op + " '" + n.name + "': needs a 4-element int list attribute 'filter_sizes'");
+  for (int64_t d : *fs)
+    if (d < 0) return InvalidArgument(n.op + " '" + n.name + "': filter_sizes must not be negative");
+  return std::unique_ptr<OpKernel>(new Conv2DBackpropFilterKernel(n, std::move(*a), Shape(*fs)));
+}
+
+}  // namespace
+
+void set_intra_op_threads(int n) { intra_op_setting().store(std::max(n, 0), std::memory_order_relaxed); }
+
+int intra_op_threads() { return intra_op_setting().load(std::memory_order_relaxed); }
+
+void register_cpu_nn_kernels(KernelRegistry& r) {
+  r.add("MatMul", "CPU", simple_factory<MatMulKernel>());
+  r.add("Conv2D", "CPU", attr_factory<Conv2DKernel, ConvAttrs>(parse_conv_attrs));
+  r.add("Conv2DBackpropInput", "CPU", attr_factory<Conv2DBackpropInputKernel, ConvAttrs>(parse_conv_attrs));
+  r.add("Conv2DBackpropFilter", "CPU", make_backprop_filter);
+  r.add("MaxPool", "CPU", attr_factory<MaxPoolKernel, PoolAttrs>(parse_pool_attrs));
+  r.add("MaxPoolGrad", "CPU", attr_factory<MaxPoolGradKernel, PoolAttrs>(parse_pool_attrs));
+  r.add("Relu", "CPU", simple_factory<ReluKernel>());
+  r.add("ReluGrad", "CPU", simple_factory<ReluGradKernel>());
+  r.add("BiasAdd", "CPU", simple_factory<BiasAddKernel>());
+  r.add("BiasAddGrad", "CPU", simple_factory<BiasAddGradKernel>());
+  r.add("Softmax", "CPU", simple_factory<SoftmaxKernel>());
+  r.add("SoftmaxCrossEntropyWithLogits", "CPU", simple_factory<SoftmaxXentKernel>());
+}
+
+}  // namespace actorflow
