@@ -1,0 +1,215 @@
+#include "actors/device_actor.h"
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/logging.h"
+#include "graph/graph_def.h"
+
+namespace actorflow {
+
+std::string make_rendezvous_key(const std::string& src, const std::string& dst, const std::string& edge) {
+  return src + ";" + dst + ";" + edge;
+}
+
+std::string rendezvous_key_destination(const std::string& key) {
+  auto a = key.find(';');
+  if (a == std::string::npos) return "";
+  auto b = key.find(';', a + 1);
+  if (b == std::string::npos) return "";
+  return key.substr(a + 1, b - a - 1);
+}
+
+namespace {
+
+struct DeviceState;
+using DeviceActor = caf::stateful_actor<DeviceState>;
+void drive(DeviceActor* self, int64_t step_id);
+
+// Turns kernels' resource calls into requests to the task's resource actors; replies come
+// back as messages to this device actor, which resumes the step.
+class DeviceResourceEnv final : public ResourceEnv {
+ public:
+  DeviceResourceEnv(DeviceActor* self, std::shared_ptr<ResourceManager> rm) : self_(self), rm_(std::move(rm)) {}
+  void call(ResourceCall call, ResourceDone done) override;
+
+ private:
+  DeviceActor* self_;
+  std::shared_ptr<ResourceManager> rm_;
+};
+
+struct DeviceState {
+  Device* device = nullptr;
+  std::shared_ptr<Router> router;
+  std::shared_ptr<ResourceManager> resources;
+  std::unique_ptr<DeviceResourceEnv> env;
+  KernelOverrideFn kernel_override;
+  std::unordered_map<std::string, std::shared_ptr<const Executor>> partitions;
+  struct Step {
+    std::unique_ptr<StepExecution> exec;
+    caf::response_promise rp;
+  };
+  std::unordered_map<int64_t, Step> steps;
+  // Tensors that arrived before their step started.
+  std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> early;
+  // Steps that ended (or were aborted): late tensors for them are dropped.
+  std::unordered_set<int64_t> ended;
+  std::deque<int64_t> ended_order;
+  std::unordered_map<int64_t, Status> aborted_before_start;
+  static constexpr const char* name = "device";
+
+  void mark_ended(int64_t step) {
+    if (ended.insert(step).second) {
+      ended_order.push_back(step);
+      if (ended_order.size() > 4096) {
+        ended.erase(ended_order.front());
+        ended_order.pop_front();
+      }
+    }
+    early.erase(step);
+  }
+};
+
+void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
+  const int64_t step = call.step_id;
+  caf::actor a = rm_ ? rm_->get_or_create(call.resource) : caf::actor();
+  if (!a) {
+    // Reply asynchronously, as the contract requires.
+    auto msg = std::make_shared<ResourceDone>(std::move(done));
+    const std::string name = call.resource;
+    self_->request(caf::actor_cast<caf::actor>(self_), caf::infinite, ping_atom::value)
+        .then([=](const std::string&) {
+          (*msg)(FailedPrecondition("no resource container on this task for '" + name + "'"));
+          drive(self_, step);
+        });
+    return;
+  }
+  auto shared = std::make_shared<ResourceDone>(std::move(done));
+  DeviceActor* self = self_;
+  self_->request(a, caf::infinite, resource_atom::value, ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
+      .then(
+          [=](std::vector<Tensor>& out) {
+            (*shared)(std::move(out));
+            drive(self, step);
+          },
+          [=](caf::error& e) {
+            (*shared)(from_caf_error(e, "resource"));
+            drive(self, step);
+          });
+}
+
+Status register_partition(DeviceState& st, const std::string& handle, GraphPtr g) {
+  auto ex = Executor::create(std::move(g), st.device, st.kernel_override);
+  if (!ex.ok()) return ex.status().with_prefix("registering partition on " + st.device->name());
+  st.partitions[handle] = std::move(*ex);
+  return Status::OK();
+}
+
+// Runs the step as far as it goes; replies and cleans up when it is done.
+void drive(DeviceActor* self, int64_t step_id) {
+  auto& st = self->state;
+  auto it = st.steps.find(step_id);
+  if (it == st.steps.end()) return;
+  auto& step = *it->second.exec;
+  step.run();
+  if (!step.done()) return;
+  if (step.status().ok()) it->second.rp.deliver(std::move(step.retvals()));
+  else it->second.rp.deliver(to_caf_error(step.status()));
+  st.steps.erase(it);
+  st.mark_ended(step_id);
+}
+
+caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
+                           std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
+  self->state.device = device;
+  self->state.router = std::move(router);
+  self->state.resources = resources;
+  self->state.env = std::make_unique<DeviceResourceEnv>(self, resources);
+  self->state.kernel_override = std::move(kernel_override);
+  return {
+      [=](register_atom, const std::string& handle, const GraphPtr& g) -> caf::result<bool> {
+        Status s = register_partition(self->state, handle, g);
+        if (!s.ok()) return to_caf_error(s);
+        return true;
+      },
+      [=](register_atom, const std::string& handle, const std::string& graph_def) -> caf::result<bool> {
+        auto g = deserialize_graph(graph_def);
+        if (!g.ok()) return to_caf_error(g.status().with_prefix("partition for " + self->state.device->name()));
+        Status s = register_partition(self->state, handle, std::make_shared<const Graph>(std::move(*g)));
+        if (!s.ok()) return to_caf_error(s);
+        return true;
+      },
+      [=](deregister_atom, const std::string& handle) -> bool {
+        return self->state.partitions.erase(handle) > 0;
+      },
+      [=](run_atom, const std::string& handle, int64_t step_id, std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
+        auto& st = self->state;
+        auto pit = st.partitions.find(handle);
+        if (pit == st.partitions.end())
+          return to_caf_error(NotFound("partition '" + handle + "' is not registered on " + st.device->name()));
+        auto ab = st.aborted_before_start.find(step_id);
+        if (ab != st.aborted_before_start.end()) {
+          Status s = ab->second;
+          st.aborted_before_start.erase(ab);
+          return to_caf_error(s);
+        }
+        if (st.steps.count(step_id))
+          return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
+        std::weak_ptr<Router> weak_router = st.router;
+        auto send = [weak_router, step_id](const std::string& key, const Tensor& t) -> Status {
+          auto r = weak_router.lock();
+          if (!r) return Cancelled("device shutting down");
+          return r->route(step_id, key, t);
+        };
+        DeviceState::Step step;
+        step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
+        step.rp = self->make_response_promise();
+        auto ear = st.early.find(step_id);
+        if (ear != st.early.end()) {
+          for (auto& [k, t] : ear->second) step.exec->deliver(k, std::move(t));
+          st.early.erase(ear);
+        }
+        auto rp = step.rp;
+        st.steps.emplace(step_id, std::move(step));
+        drive(self, step_id);
+        return caf::delegated<std::vector<Tensor>>();
+      },
+      [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
+        auto& st = self->state;
+        auto it = st.steps.find(step_id);
+        if (it != st.steps.end()) {
+          it->second.exec->deliver(key, std::move(t));
+          drive(self, step_id);
+          return;
+        }
+        if (st.ended.count(step_id)) return;  // late tensor of a finished/aborted step
+        st.early[step_id].emplace_back(key, std::move(t));
+      },
+      [=](abort_atom, int64_t step_id, const std::string& why) {
+        auto& st = self->state;
+        auto it = st.steps.find(step_id);
+        Status s = Aborted(why);
+        if (it != st.steps.end()) {
+          it->second.exec->abort(s);
+          it->second.rp.deliver(to_caf_error(s));
+          st.steps.erase(it);
+        } else if (!st.ended.count(step_id)) {
+          st.aborted_before_start[step_id] = s;
+          if (st.aborted_before_start.size() > 4096) st.aborted_before_start.clear();
+        }
+        st.mark_ended(step_id);
+      },
+      [=](ping_atom) { return self->state.device->name(); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
+                              std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
+  return sys.spawn<caf::detached>(device_actor, device, std::move(router), std::move(resources),
+                                  std::move(kernel_override));
+}
+
+}  // namespace actorflow

@@ -1,0 +1,50 @@
+// The device actor: runs the graph partitions registered on one device.
+//
+// Each step of a partition runs as a StepExecution: ready ops run inside the actor's
+// handler; a _Recv whose tensor has not arrived parks the step and the actor returns to its
+// mailbox, so no thread ever waits. Tensors for steps that have not started yet are
+// buffered. Device actors are spawned detached (one thread each), so long kernels never
+// hold a CAF scheduler thread.
+//
+// Message interface: see actors/messages.h.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/messages.h"
+#include "actors/resources.h"
+#include "device/device.h"
+#include "device/executor.h"
+
+namespace actorflow {
+
+// Routes a _Send's tensor to the device actor that owns the matching _Recv. The key's
+// second ';'-separated field is the destination device (see master's partitioning).
+// Thread-safe; shared by the device actors of one process.
+class Router {
+ public:
+  virtual ~Router() = default;
+  // Delivers (step_id, key, t) to the destination; errors name the destination device.
+  virtual Status route(int64_t step_id, const std::string& key, const Tensor& t) = 0;
+};
+
+// Builds the rendezvous key of a cross-device edge: "src;dst;edge". Pure.
+std::string make_rendezvous_key(const std::string& src_device, const std::string& dst_device,
+                                const std::string& edge);
+// The destination device of a rendezvous key ("" if malformed). Pure.
+std::string rendezvous_key_destination(const std::string& key);
+
+// Optional per-node kernel override (the runtime's variable ops); may be null.
+using KernelOverrideFn = Executor::KernelOverride;
+
+// Spawns the device actor of `device` (borrowed; must outlive the actor) in `sys`, detached.
+// `resources` (may be null) is the task's resource container used by variable kernels.
+caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
+                              std::shared_ptr<ResourceManager> resources = nullptr,
+                              KernelOverrideFn kernel_override = nullptr);
+
+}  // namespace actorflow

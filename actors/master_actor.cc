@@ -1,0 +1,290 @@
+#include "actors/master_actor.h"
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "actors/device_actor.h"
+#include "actors/membership.h"
+#include "actors/node_actor.h"
+#include "core/logging.h"
+#include "graph/graph_def.h"
+#include "graph/partition.h"
+#include "graph/placer.h"
+
+namespace actorflow {
+namespace {
+
+struct PartitionRef {
+  DeviceInfo device;
+  std::string handle;
+  std::vector<int> arg_indices;
+  std::vector<int> retval_indices;
+};
+
+struct Plan {
+  std::vector<PartitionRef> partitions;
+  std::vector<DType> arg_types;
+  std::vector<Shape> arg_shapes;
+  size_t num_fetches = 0;
+  bool ready = false;
+  Status error;
+  std::vector<std::function<void()>> waiters;  // runs queued until registration finishes
+};
+
+struct StepRun;
+struct MasterState {
+  std::vector<DeviceInfo> devices;
+  std::map<int64_t, std::shared_ptr<StepRun>> inflight;
+  std::string default_device;
+  std::map<std::string, std::shared_ptr<Plan>> plans;
+  int64_t next_step = 0;
+  uint64_t handle_seq = 0;
+  static constexpr const char* name = "master";
+};
+
+using MasterActor = caf::stateful_actor<MasterState>;
+
+std::string plan_key(const RunRequest& r) {
+  std::string k = std::to_string(r.graph_id) + "#" + std::to_string(r.graph->num_nodes()) + "#" +
+                  std::to_string(r.membership_epoch) + "#" + std::to_string(r.devices.size()) + "#" +
+                  (r.allow_soft_placement ? "s" : "h") + "#" + r.default_device + "|";
+  for (const auto& f : r.sig.feeds) k += f + ",";
+  k += "|";
+  for (const auto& f : r.sig.fetches) k += f + ",";
+  k += "|";
+  for (const auto& f : r.sig.targets) k += f + ",";
+  return k;
+}
+
+// Places and partitions; fills plan (not yet registered) and the partition graphs.
+Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vector<GraphPtr>& graphs) {
+  AF_ASSIGN_OR_RETURN(Graph g, rewrite_for_run(*req.graph, req.sig));
+  const std::vector<DeviceInfo>& devices = req.devices.empty() ? st.devices : req.devices;
+  std::vector<AvailableDevice> avail;
+  for (const auto& d : devices) avail.push_back(AvailableDevice{d.name, d.type});
+  PlacerOptions popts;
+  popts.allow_soft_placement = req.allow_soft_placement;
+  popts.log_device_placement = req.log_device_placement;
+  popts.default_device = req.default_device.empty() ? st.default_device : req.default_device;
+  AF_ASSIGN_OR_RETURN(auto log_lines, place_graph(g, avail, popts));
+  if (req.log_device_placement) {
+    std::string out = "Device mapping:\n";
+    for (const auto& d : devices) out += d.name + " -> " + d.description + "\n";
+    out += "\n";
+    for (const auto& l : log_lines) out += l + "\n";
+    std::cout << out << std::flush;
+  }
+  plan.num_fetches = req.sig.fetches.size();
+  plan.arg_types.assign(req.sig.feeds.size(), DType::kInvalid);
+  plan.arg_shapes.assign(req.sig.feeds.size(), Shape::unknown());
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    const Node* n = g.node(i);
+    if (n->op == "_Arg") {
+      auto idx = static_cast<size_t>(n->attrs.get_or<int64_t>("index", 0));
+      plan.arg_types[idx] = n->output_types[0];
+      plan.arg_shapes[idx] = n->output_shapes[0];
+    }
+  }
+  PartitionOptions part;
+  part.key_fn = [](const std::string& src, const std::string& dst, const std::string& edge) {
+    return make_rendezvous_key(src, dst, edge);
+  };
+  AF_ASSIGN_OR_RETURN(auto parts, partition_graph(g, part));
+  for (auto& [dev_name, pg] : parts) {
+    const DeviceInfo* dev = nullptr;
+    for (const auto& d : devices)
+      if (d.name == dev_name) dev = &d;
+    if (!dev) return Internal("placer chose unknown device " + dev_name);
+    PartitionRef ref;
+    ref.device = *dev;
+    ref.handle = "m" + std::to_string(reinterpret_cast<uintptr_t>(&st)) + "_p" + std::to_string(++st.handle_seq);
+    for (int i = 0; i < pg.num_nodes(); ++i) {
+      const Node* n = pg.node(i);
+      if (n->op == "_Arg") ref.arg_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
+      if (n->op == "_Retval") ref.retval_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
+    }
+    plan.partitions.push_back(std::move(ref));
+    graphs.push_back(std::make_shared<const Graph>(std::move(pg)));
+  }
+  return Status::OK();
+}
+
+Status validate_feeds(const Plan& plan, const RunRequest& req) {
+  for (size_t i = 0; i < req.feeds.size(); ++i) {
+    const Tensor& t = req.feeds[i];
+    const std::string& name = req.sig.feeds[i];
+    if (!t.is_initialized()) return InvalidArgument("feed '" + name + "': the tensor is empty");
+    if (plan.arg_types[i] == DType::kInvalid) continue;  // fed but unused
+    if (t.dtype() != plan.arg_types[i])
+      return InvalidArgument("feed '" + name + "': expected " + dtype_name(plan.arg_types[i]) + ", got " +
+                             dtype_name(t.dtype()));
+    if (!plan.arg_shapes[i].compatible_with(t.shape()))
+      return InvalidArgument("feed '" + name + "': expected shape " + plan.arg_shapes[i].to_string() + ", got " +
+                             t.shape().to_string());
+  }
+  return Status::OK();
+}
+
+struct StepRun {
+  int64_t step_id;
+  size_t pending;
+  std::vector<Tensor> fetches;
+  bool failed = false;
+  caf::response_promise rp;
+  std::vector<std::string> devices;
+  std::function<void(const Status&)> fail;
+};
+
+void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
+  if (is_remote(self, d.actor)) self->send(d.actor, abort_atom::value, d.name, step_id, why);
+  else self->send(d.actor, abort_atom::value, step_id, why);
+}
+
+void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, caf::response_promise rp) {
+  if (!plan->error.ok()) {
+    rp.deliver(to_caf_error(plan->error));
+    return;
+  }
+  Status fs = validate_feeds(*plan, *req);
+  if (!fs.ok()) {
+    rp.deliver(to_caf_error(fs));
+    return;
+  }
+  auto run = std::make_shared<StepRun>();
+  run->step_id = ++self->state.next_step;
+  run->pending = plan->partitions.size();
+  run->fetches.resize(plan->num_fetches);
+  run->rp = rp;
+  if (run->pending == 0) {
+    rp.deliver(std::move(run->fetches));
+    return;
+  }
+  for (const auto& p : plan->partitions) run->devices.push_back(p.device.name);
+  self->state.inflight[run->step_id] = run;
+  run->fail = [self, plan, run](const Status& s) {
+    if (run->failed) return;
+    run->failed = true;
+    for (const auto& p : plan->partitions) send_abort(self, p.device, run->step_id, s.message());
+    run->rp.deliver(to_caf_error(s));
+    self->state.inflight.erase(run->step_id);
+  };
+  const caf::duration timeout = req->timeout.count() > 0 ? caf::duration{req->timeout} : caf::duration{caf::infinite};
+  for (const auto& part : plan->partitions) {
+    std::vector<Tensor> args;
+    for (int idx : part.arg_indices) {
+      if (static_cast<size_t>(idx) >= args.size()) args.resize(static_cast<size_t>(idx) + 1);
+      args[static_cast<size_t>(idx)] = req->feeds[static_cast<size_t>(idx)];
+    }
+    const std::string dev_name = part.device.name;
+    auto on_ok = [self, run](std::vector<Tensor>& retvals) {
+      if (run->failed) return;
+      for (size_t i = 0; i < retvals.size() && i < run->fetches.size(); ++i)
+        if (retvals[i].is_initialized()) run->fetches[i] = std::move(retvals[i]);
+      if (--run->pending == 0) {
+        run->rp.deliver(std::move(run->fetches));
+        self->state.inflight.erase(run->step_id);
+      }
+    };
+    auto on_err = [run, dev_name](caf::error& err) { run->fail(from_caf_error(err, dev_name)); };
+    if (is_remote(self, part.device.actor))
+      self->request(part.device.actor, timeout, run_atom::value, dev_name, part.handle, run->step_id, std::move(args))
+          .then(on_ok, on_err);
+    else
+      self->request(part.device.actor, timeout, run_atom::value, part.handle, run->step_id, std::move(args))
+          .then(on_ok, on_err);
+  }
+}
+
+caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device) {
+  self->state.devices = std::move(devices);
+  self->state.default_device = std::move(default_device);
+  return {
+      [=](run_atom, const RunRequestPtr& req) -> caf::result<std::vector<Tensor>> {
+        auto rp = self->make_response_promise();
+        auto& st = self->state;
+        const std::string key = plan_key(*req);
+        auto it = st.plans.find(key);
+        if (it != st.plans.end()) {
+          auto plan = it->second;
+          if (plan->ready) run_plan(self, plan, req, rp);
+          else plan->waiters.push_back([=] { run_plan(self, plan, req, rp); });
+          return caf::delegated<std::vector<Tensor>>();
+        }
+        auto plan = std::make_shared<Plan>();
+        std::vector<GraphPtr> graphs;
+        Status s = build_plan(st, *req, *plan, graphs);
+        if (!s.ok()) {
+          // Not cached: the client may fix the graph and retry.
+          return to_caf_error(s);
+        }
+        st.plans[key] = plan;
+        plan->waiters.push_back([=] { run_plan(self, plan, req, rp); });
+        auto remaining = std::make_shared<size_t>(plan->partitions.size());
+        auto finish_registration = [=] {
+          plan->ready = true;
+          auto waiters = std::move(plan->waiters);
+          plan->waiters.clear();
+          if (!plan->error.ok()) self->state.plans.erase(key);
+          for (auto& w : waiters) w();
+        };
+        if (*remaining == 0) {
+          finish_registration();
+          return caf::delegated<std::vector<Tensor>>();
+        }
+        for (size_t i = 0; i < plan->partitions.size(); ++i) {
+          const auto& part = plan->partitions[i];
+          const std::string dev_name = part.device.name;
+          auto on_ok = [=](bool) {
+            if (--*remaining == 0) finish_registration();
+          };
+          auto on_err = [=](caf::error& err) {
+            if (plan->error.ok()) plan->error = from_caf_error(err, dev_name);
+            if (--*remaining == 0) finish_registration();
+          };
+          if (is_remote(self, part.device.actor)) {
+            self->request(part.device.actor, std::chrono::seconds(60), register_atom::value, dev_name, part.handle,
+                          serialize_graph(*graphs[i]))
+                .then(on_ok, on_err);
+          } else {
+            self->request(part.device.actor, std::chrono::seconds(60), register_atom::value, part.handle, graphs[i])
+                .then(on_ok, on_err);
+          }
+        }
+        return caf::delegated<std::vector<Tensor>>();
+      },
+      [=](devices_atom) { return self->state.devices; },
+      [=](devices_atom, std::vector<DeviceInfo>& devs) {
+        self->state.devices = std::move(devs);
+        self->state.plans.clear();
+      },
+      [=](down_atom, const std::string& task, const std::string& reason) {
+        auto& st = self->state;
+        const std::string prefix = task + "/";
+        std::vector<std::shared_ptr<StepRun>> hit;
+        for (auto& [id, run] : st.inflight)
+          for (const auto& d : run->devices)
+            if (d.rfind(prefix, 0) == 0) { hit.push_back(run); break; }
+        for (auto& run : hit) run->fail(Unavailable("task " + task + " failed during step " +
+                                                    std::to_string(run->step_id) + ": " + reason));
+        // Partitions registered there are gone with it: rebuild plans that used it.
+        for (auto it = st.plans.begin(); it != st.plans.end();) {
+          bool uses = false;
+          for (const auto& p : it->second->partitions)
+            if (p.device.name.rfind(prefix, 0) == 0) uses = true;
+          if (uses) it = st.plans.erase(it);
+          else ++it;
+        }
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device) {
+  return sys.spawn(master_actor, std::move(devices), std::move(default_device));
+}
+
+}  // namespace actorflow

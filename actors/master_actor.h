@@ -1,0 +1,50 @@
+// The master actor: runs client steps on the cluster.
+//
+// For each new (graph version, feeds, fetches, targets) signature it rewrites the graph
+// (feeds -> _Arg, fetches -> _Retval), places it on the cluster's devices, partitions it
+// per device with _Send/_Recv pairs, and registers each partition with its device actor.
+// Each run then sends run_step to every involved device actor with a fresh step id,
+// gathers the fetched tensors, and on the first error aborts the step everywhere and
+// replies with that error (naming the op or the task). Many runs may be in flight.
+//
+// Message interface:
+//   (run_atom, RunRequestPtr)            -> std::vector<Tensor>     one per fetch
+//   (devices_atom)                       -> std::vector<DeviceInfo> the devices it places on
+//   (devices_atom, std::vector<DeviceInfo>)   replaces the device list (cluster membership)
+//   (down_atom, task, reason)            fails every in-flight step that involves `task`
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+#include "graph/subgraph.h"
+
+namespace actorflow {
+
+struct RunRequest {
+  GraphPtr graph;              // immutable snapshot of the client's graph
+  uint64_t graph_id = 0;       // identifies the client graph across snapshots
+  RunSignature sig;
+  std::vector<Tensor> feeds;   // one per sig.feeds
+  bool log_device_placement = false;
+  bool allow_soft_placement = true;
+  std::string default_device;  // where unconstrained ops go; "" = the master's task CPU:0
+  std::chrono::milliseconds timeout{0};  // 0 = none (dead tasks are detected by monitoring)
+  // The devices to place on (this task's and connected peers'); empty = the master's own list.
+  std::vector<DeviceInfo> devices;
+  uint64_t membership_epoch = 0;  // plans are rebuilt when membership changes
+};
+using RunRequestPtr = std::shared_ptr<const RunRequest>;
+
+// Spawns a master that places on `devices` and puts unconstrained ops on `default_device`.
+caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
+                              std::string default_device);
+
+}  // namespace actorflow
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::RunRequestPtr)

@@ -1,0 +1,196 @@
+#include "actors/membership.h"
+
+#include <caf/io/all.hpp>
+
+#include <thread>
+
+#include "actors/auth.h"
+#include "core/logging.h"
+
+namespace actorflow {
+namespace {
+
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+
+struct WatcherState {
+  std::string task;
+  caf::actor node;
+  Membership* membership = nullptr;
+  std::chrono::milliseconds interval{500};
+  std::chrono::milliseconds timeout{3000};
+  std::chrono::steady_clock::time_point last_answer;
+  bool reported = false;
+  static constexpr const char* name = "peer_watcher";
+};
+using Watcher = caf::stateful_actor<WatcherState>;
+
+// Watches one peer: a monitor for closed connections, heartbeats for silent peers.
+caf::behavior peer_watcher(Watcher* self, std::string task, caf::actor node, Membership* m,
+                           std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
+  auto& st = self->state;
+  st.task = task;
+  st.node = node;
+  st.membership = m;
+  st.interval = interval;
+  st.timeout = timeout;
+  st.last_answer = std::chrono::steady_clock::now();
+  self->monitor(node);
+  auto report = [self](const std::string& reason) {
+    if (self->state.reported) return;
+    self->state.reported = true;
+    self->state.membership->mark_down(self->state.task, reason);
+    self->quit();
+  };
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source == self->state.node.address())
+      report("connection closed (" + caf::to_string(dm.reason) + ")");
+  });
+  self->send(self, tick_atom::value);
+  return {
+      [=](tick_atom) {
+        auto& s = self->state;
+        auto now = std::chrono::steady_clock::now();
+        if (now - s.last_answer > s.timeout) {
+          report("no heartbeat answer for " + std::to_string(s.timeout.count()) + " ms");
+          return;
+        }
+        self->request(s.node, s.timeout, ping_atom::value).then(
+            [=](const std::string&) { self->state.last_answer = std::chrono::steady_clock::now(); },
+            [=](caf::error&) { /* judged by last_answer on the next tick */ });
+        self->delayed_send(self, s.interval, tick_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+Membership::Membership(caf::actor_system& sys, MembershipConfig cfg) : sys_(sys), cfg_(std::move(cfg)) {}
+
+Membership::~Membership() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [t, w] : watchers_) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  watchers_.clear();
+}
+
+uint64_t Membership::epoch() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return epoch_;
+}
+
+std::vector<PeerInfo> Membership::peers() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<PeerInfo> out;
+  for (const auto& [k, v] : up_) out.push_back(v);
+  return out;
+}
+
+void Membership::add_listener(caf::actor a) {
+  std::lock_guard<std::mutex> l(mu_);
+  listeners_.push_back(std::move(a));
+}
+
+void Membership::mark_down(const std::string& task, const std::string& reason) {
+  std::vector<caf::actor> listeners;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!up_.erase(task)) return;
+    auto w = watchers_.find(task);
+    if (w != watchers_.end()) {
+      caf::anon_send_exit(w->second, caf::exit_reason::user_shutdown);
+      watchers_.erase(w);
+    }
+    ++epoch_;
+    listeners = listeners_;
+  }
+  AF_LOG(WARNING) << "task " << task << " is down: " << reason;
+  for (auto& a : listeners) caf::anon_send(a, down_atom::value, task, reason);
+}
+
+Result<PeerInfo> Membership::connect_once(const std::string& task, const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("malformed address '" + address + "' of task " + task);
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
+  auto node = sys_.middleman().remote_actor(host, port);
+  if (!node) return Unavailable("cannot reach task " + task + " at " + address + ": " + sys_.render(node.error()));
+  caf::scoped_actor self{sys_};
+  const std::string my_nonce = random_nonce();
+  Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
+  const auto t = std::chrono::seconds(10);
+  std::string server_nonce, server_proof;
+  bool hello_ok = false;
+  self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, my_nonce, cfg_.self_task)
+      .receive(
+          [&](std::string& nonce, std::string& proof) {
+            server_nonce = std::move(nonce);
+            server_proof = std::move(proof);
+            hello_ok = true;
+          },
+          [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });
+  if (!hello_ok) return out;
+  if (!proofs_equal(server_proof, auth_proof(cfg_.secret, "node", my_nonce, cfg_.fingerprint, kProtocolVersion))) {
+    AF_LOG(WARNING) << "task " << task << " at " << address << " failed to prove the cluster secret: dropped";
+    return Unauthenticated("task " + task + " at " + address + " does not hold the cluster secret");
+  }
+  self->request(*node, t, auth_atom::value,
+                auth_proof(cfg_.secret, "client", server_nonce, cfg_.fingerprint, kProtocolVersion))
+      .receive(
+          [&](NodeInfo& info) {
+            PeerInfo p;
+            p.task = task;
+            p.address = address;
+            p.node = *node;
+            p.devices = std::move(info.devices);
+            p.data_addr = std::move(info.data_addr);
+            if (info.task != task) {
+              out = FailedPrecondition("address " + address + " is served by task " + info.task + ", expected " + task);
+              return;
+            }
+            out = std::move(p);
+          },
+          [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });
+  return out;
+}
+
+Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& address,
+                                    std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = up_.find(task);
+    if (it != up_.end()) return it->second;
+  }
+  if (timeout.count() <= 0) timeout = cfg_.connect_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::milliseconds backoff(100);
+  int attempt = 0;
+  Status last;
+  while (true) {
+    ++attempt;
+    auto p = connect_once(task, address);
+    if (p.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = up_.find(task);
+      if (it != up_.end()) return it->second;  // another thread won the race
+      up_[task] = *p;
+      watchers_[task] = sys_.spawn(peer_watcher, task, p->node, this, cfg_.heartbeat_interval, cfg_.peer_timeout);
+      ++epoch_;
+      if (attempt > 1) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
+      return *p;
+    }
+    last = p.status();
+    // Authentication and configuration mismatches do not heal by waiting.
+    if (last.code() == Code::kUnauthenticated || last.code() == Code::kFailedPrecondition ||
+        last.code() == Code::kInvalidArgument)
+      return last;
+    if (std::chrono::steady_clock::now() + backoff > deadline) break;
+    if (attempt == 1 || attempt % 10 == 0)
+      AF_LOG(INFO) << "waiting for task " << task << " at " << address << " (attempt " << attempt << "): " << last.message();
+    std::this_thread::sleep_for(backoff);  // retry pacing while a peer starts, not synchronisation
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  return Unavailable("task " + task + " at " + address + " never answered within " + std::to_string(timeout.count()) +
+                     " ms (" + std::to_string(attempt) + " attempts; last error: " + last.message() + ")");
+}
+
+}  // namespace actorflow

@@ -1,0 +1,77 @@
+// Membership: this task's view of the other tasks of its cluster.
+//
+// ensure(task) connects to a peer's node actor (CAF middleman), checks protocol version and
+// cluster-file fingerprint, and authenticates both ways by challenge-response; it retries
+// with a bounded, logged backoff while the peer is not up yet, and fails with an error naming
+// the task and its address when the peer never answers in time. Connected peers are watched:
+// a closed connection (down_msg) or a peer that stops answering heartbeats within
+// peer_timeout is marked down and every listener is told (the master fails that task's steps).
+//
+// Thread-safe. ensure() blocks the calling thread (never call it from an actor handler).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+#include "actors/node_actor.h"
+#include "core/status.h"
+
+namespace actorflow {
+
+using down_atom = caf::atom_constant<caf::atom("down")>;
+
+struct PeerInfo {
+  std::string task;              // "/job:worker/replica:0/task:1"
+  std::string address;           // "host:port" of its node actor
+  caf::actor node;
+  std::vector<DeviceInfo> devices;
+  std::string data_addr;
+};
+
+struct MembershipConfig {
+  std::string self_task;                   // our own task prefix
+  std::string fingerprint;
+  std::string secret;
+  std::chrono::milliseconds connect_timeout{30000};
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds peer_timeout{3000};
+};
+
+class Membership {
+ public:
+  Membership(caf::actor_system& sys, MembershipConfig cfg);
+  ~Membership();
+
+  // Connected, authenticated peer `task` at `address` (cached while up). Blocks with bounded
+  // retries up to `timeout` (0 = the configured connect_timeout).
+  Result<PeerInfo> ensure(const std::string& task, const std::string& address,
+                          std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // Forgets `task` (it will be reconnected by the next ensure()).
+  void mark_down(const std::string& task, const std::string& reason);
+  // Actors told (down_atom, task, reason) whenever a peer goes down. Thread-safe.
+  void add_listener(caf::actor a);
+  // Incremented whenever a peer joins or leaves.
+  uint64_t epoch() const;
+  std::vector<PeerInfo> peers() const;
+
+ private:
+  Result<PeerInfo> connect_once(const std::string& task, const std::string& address);
+
+  caf::actor_system& sys_;
+  MembershipConfig cfg_;
+  mutable std::mutex mu_;
+  std::map<std::string, PeerInfo> up_;
+  std::map<std::string, caf::actor> watchers_;
+  std::vector<caf::actor> listeners_;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace actorflow

@@ -1,0 +1,52 @@
+#include "actors/messages.h"
+
+namespace actorflow {
+namespace {
+const caf::atom_value kCategory = caf::atom("actorflow");
+}
+
+caf::error to_caf_error(const Status& s) {
+  if (s.ok()) return caf::none;
+  return caf::error(static_cast<uint8_t>(s.code()), kCategory, caf::make_message(s.message()));
+}
+
+Status from_caf_error(const caf::error& e, const std::string& where) {
+  if (!e) return Status::OK();
+  const std::string prefix = where.empty() ? "" : where + ": ";
+  if (e.category() == kCategory) {
+    std::string msg;
+    if (e.context().match_elements<std::string>()) msg = e.context().get_as<std::string>(0);
+    return Status(static_cast<Code>(e.code()), msg);
+  }
+  if (e.category() == caf::atom("system")) {
+    auto code = static_cast<caf::sec>(e.code());
+    std::string what = caf::to_string(code);
+    switch (code) {
+      case caf::sec::request_timeout:
+        return DeadlineExceeded(prefix + "no answer in time (" + what + ")");
+      case caf::sec::request_receiver_down:
+      case caf::sec::remote_linking_failed:
+      case caf::sec::no_route_to_receiving_node:
+      case caf::sec::cannot_connect_to_node:
+        return Unavailable(prefix + "task unreachable (" + what + ")");
+      default:
+        return Unavailable(prefix + what);
+    }
+  }
+  if (e.category() == caf::atom("exit")) {
+    return Unavailable(prefix + "actor exited (" + caf::to_string(static_cast<caf::exit_reason>(e.code())) + ")");
+  }
+  return Status(Code::kUnknown, prefix + "error " + std::to_string(e.code()) + " in category " + caf::to_string(e.category()));
+}
+
+void register_actorflow_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<Tensor>("actorflow::Tensor");
+  cfg.add_message_type<DeviceInfo>("actorflow::DeviceInfo");
+  cfg.add_error_category(kCategory, [](uint8_t code, caf::atom_value, const caf::message& ctx) -> std::string {
+    std::string msg;
+    if (ctx.match_elements<std::string>()) msg = ctx.get_as<std::string>(0);
+    return std::string(code_name(static_cast<Code>(code))) + ": " + msg;
+  });
+}
+
+}  // namespace actorflow

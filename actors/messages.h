@@ -1,0 +1,108 @@
+// The actors' message vocabulary: atoms, message payload types with their CAF inspectors,
+// and the one place where Status and caf::error convert into each other.
+//
+// Message interfaces (documented for embedders; every request replies or errors):
+//   node actor   : (devices_atom) -> std::vector<DeviceInfo>
+//                  (ping_atom) -> std::string task name
+//   device actor : (register_atom, handle, GraphPtr) -> bool
+//                  (register_atom, handle, std::string graph_def) -> bool
+//                  (deregister_atom, handle) -> bool
+//                  (run_atom, handle, step_id, std::vector<Tensor> args) -> std::vector<Tensor> retvals
+//                  (tensor_atom, step_id, key, Tensor)            one-way, a _Recv input
+//                  (abort_atom, step_id, std::string why)          one-way
+//   master actor : (run_atom, RunRequestPtr) -> std::vector<Tensor> fetches
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "device/device.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace actorflow {
+
+// Atoms (CAF 0.17: at most 10 characters).
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using deregister_atom = caf::atom_constant<caf::atom("deregistr")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
+using abort_atom = caf::atom_constant<caf::atom("abortstep")>;
+using devices_atom = caf::atom_constant<caf::atom("devices")>;
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+
+using GraphPtr = std::shared_ptr<const Graph>;
+
+// A device of some task, as the node actor advertises it.
+struct DeviceInfo {
+  std::string name;   // canonical full name
+  std::string type;   // "CPU" / "GPU"
+  int64_t memory_limit = 0;
+  std::string description;
+  caf::actor actor;   // the device actor
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DeviceInfo& x) {
+  return f(caf::meta::type_name("actorflow::DeviceInfo"), x.name, x.type, x.memory_limit, x.description, x.actor);
+}
+
+// Tensors cross CAF as dtype, dims and one byte block (no per-element work). Large tensors
+// between processes use the data plane in net/ instead.
+template <class Inspector>
+typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type inspect(Inspector& f,
+                                                                                                 Tensor& t) {
+  uint8_t dt = static_cast<uint8_t>(t.dtype());
+  std::vector<int64_t> dims = t.shape().dims();
+  std::vector<char> bytes;
+  if (t.is_initialized() && t.on_host() && t.bytes()) {
+    const char* p = static_cast<const char*>(t.raw_data());
+    bytes.assign(p, p + t.bytes());
+  }
+  return f(caf::meta::type_name("actorflow::Tensor"), dt, dims, bytes);
+}
+
+template <class Inspector>
+typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type inspect(Inspector& f,
+                                                                                                  Tensor& t) {
+  uint8_t dt = 0;
+  std::vector<int64_t> dims;
+  std::vector<char> bytes;
+  auto load = [&]() -> caf::error {
+    if (dt == 0) {
+      t = Tensor();
+      return caf::none;
+    }
+    DType type = static_cast<DType>(dt);
+    if (dtype_size(type) == 0) return caf::sec::invalid_argument;
+    Shape shape(dims);
+    if (!shape.fully_defined()) return caf::sec::invalid_argument;
+    Tensor out(type, shape);
+    if (bytes.size() != out.bytes()) return caf::sec::invalid_argument;
+    if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());
+    t = std::move(out);
+    return caf::none;
+  };
+  return f(caf::meta::type_name("actorflow::Tensor"), dt, dims, bytes, caf::meta::load_callback(load));
+}
+
+// ---- Status <-> caf::error (the only conversion point) ---------------------------------
+// Our errors travel with category atom "actorflow", code = Code, context = the message.
+caf::error to_caf_error(const Status& s);
+// Converts any caf::error (ours or CAF's own, e.g. request timeouts or unreachable remote
+// actors) into a Status whose message says what happened; `where` names the peer/task.
+Status from_caf_error(const caf::error& e, const std::string& where = "");
+
+// Registers every actorflow message type and the error category with `cfg`. Call once per
+// actor_system_config before creating the actor_system (Server does this for its own
+// system; embedders call it on theirs).
+void register_actorflow_types(caf::actor_system_config& cfg);
+
+}  // namespace actorflow
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::GraphPtr)

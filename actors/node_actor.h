@@ -1,0 +1,93 @@
+// The node actor: one per task (process), published on the task's address. It is the
+// task's front door: peers authenticate with it (see actors/auth.h) before they get
+// anything, then ask it for the task's devices (whose device actors run partitions).
+//
+// Message interface (every request replies or errors):
+//   (hello_atom, uint32 version, string fingerprint, string client_nonce, string client_task)
+//        -> (string server_nonce, string server_proof)     FailedPrecondition on version or
+//                                                          cluster-file mismatch
+//   (auth_atom, string client_proof) -> NodeInfo           Unauthenticated on a bad proof
+//   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
+//   (ping_atom) -> std::string task name                   authenticated peers only
+//   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks
+//   Forwarded to the named local device actor (which replies to the original sender):
+//   (register_atom, device, handle, string graph_def) -> bool
+//   (deregister_atom, device, handle) -> bool
+//   (run_atom, device, handle, step_id, std::vector<Tensor>) -> std::vector<Tensor>
+//   (abort_atom, device, step_id, why)
+//   (tensor_atom, step_id, key, Tensor)   routed by the key's destination device
+// Device actors are never exposed to other processes: peers reach them only through here,
+// so one check covers everything. Anonymous messages are refused (every cross-process
+// message of actorflow carries a sender).
+// Messages from unauthenticated remote senders are dropped, logged, and answered with
+// Unauthenticated; nothing is executed for them. Local senders are trusted.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+
+namespace actorflow {
+
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using auth_atom = caf::atom_constant<caf::atom("auth")>;
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+
+// What a task tells an authenticated peer about itself.
+struct NodeInfo {
+  std::string task;                 // "/job:worker/replica:0/task:1"
+  std::vector<DeviceInfo> devices;
+  std::string data_addr;            // "host:port" of its tensor data plane
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
+  return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr);
+}
+
+// The set of remote CAF nodes that passed authentication. Thread-safe; shared by the node
+// actor (which adds) and the device actors (which check senders).
+class AuthenticatedPeers {
+ public:
+  void add(const caf::node_id& n) { std::lock_guard<std::mutex> l(mu_); set_.insert(n); }
+  void remove(const caf::node_id& n) { std::lock_guard<std::mutex> l(mu_); set_.erase(n); }
+  bool contains(const caf::node_id& n) const { std::lock_guard<std::mutex> l(mu_); return set_.count(n) != 0; }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<caf::node_id> set_;
+};
+
+// True when the current message of `self` may be executed: it comes from this process or
+// from an authenticated node. Logs and returns false otherwise.
+bool sender_allowed(caf::local_actor* self, const AuthenticatedPeers* peers, const char* what);
+// True when `a` lives in another process than `self`.
+inline bool is_remote(const caf::local_actor* self, const caf::actor& a) {
+  return a && a.node() != self->home_system().node();
+}
+
+struct NodeActorConfig {
+  std::string task;          // "/job:worker/replica:0/task:1"
+  std::string fingerprint;   // ClusterSpec::fingerprint()
+  std::string secret;        // cluster secret ("" for loopback clusters without one)
+  std::vector<DeviceInfo> devices;   // with the local device actors
+  std::string data_addr;
+  std::shared_ptr<AuthenticatedPeers> peers;
+  // Connects to the given tasks (blocking; run on a detached worker) so this task can send
+  // them tensors. Answers (peers_atom, tasks).
+  std::function<Status(const std::vector<std::string>& tasks)> connect_peers;
+};
+
+caf::actor spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg);
+
+// Registers NodeInfo with a config (called by register_actorflow_types users that need it).
+void register_node_types(caf::actor_system_config& cfg);
+
+}  // namespace actorflow

@@ -1,0 +1,39 @@
+#include "actors/resources.h"
+
+namespace actorflow {
+
+ResourceManager::~ResourceManager() { clear(); }
+
+caf::actor ResourceManager::get_or_create(const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = actors_.find(name);
+  if (it != actors_.end()) return it->second;
+  if (!factory_) return nullptr;
+  caf::actor a = factory_(sys_, name);
+  actors_[name] = a;
+  return a;
+}
+
+caf::actor ResourceManager::find(const std::string& name) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = actors_.find(name);
+  return it == actors_.end() ? caf::actor() : it->second;
+}
+
+std::map<std::string, caf::actor> ResourceManager::all() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return actors_;
+}
+
+void ResourceManager::clear() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [n, a] : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  actors_.clear();
+}
+
+ResourceFactory& default_resource_factory() {
+  static ResourceFactory f;
+  return f;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,56 @@
+// The task's resource container: named variable actors, shared by every session and step
+// on this task (TensorFlow's resource container, seed 003). A device actor turns a kernel's
+// ResourceCall into a message to the named actor and hands the reply back to the kernel on
+// its own thread.
+//
+// Message interface of a resource (variable) actor:
+//   (resource_atom, ResourceCallPtr) -> std::vector<Tensor>
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device/kernel.h"
+
+namespace actorflow {
+
+using resource_atom = caf::atom_constant<caf::atom("resource")>;
+using ResourceCallPtr = std::shared_ptr<const ResourceCall>;
+
+// Spawns the actor of resource `name` (e.g. a variable actor) in `sys`.
+using ResourceFactory = std::function<caf::actor(caf::actor_system& sys, const std::string& name)>;
+
+// Thread-safe map name -> resource actor of one task.
+class ResourceManager {
+ public:
+  ResourceManager(caf::actor_system& sys, ResourceFactory factory) : sys_(sys), factory_(std::move(factory)) {}
+  ~ResourceManager();
+  // The actor of `name`, spawned on first use. Null when no factory is set.
+  caf::actor get_or_create(const std::string& name);
+  // The actor of `name` or null.
+  caf::actor find(const std::string& name) const;
+  // Every resource, by name.
+  std::map<std::string, caf::actor> all() const;
+  // Stops and forgets every resource (a parameter server that lost its state).
+  void clear();
+
+ private:
+  caf::actor_system& sys_;
+  ResourceFactory factory_;
+  mutable std::mutex mu_;
+  std::map<std::string, caf::actor> actors_;
+};
+
+// The factory the runtime uses for variables; set by actors/variable_actor.cc's registration
+// (returns null until one is registered).
+ResourceFactory& default_resource_factory();
+
+}  // namespace actorflow
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::ResourceCallPtr)

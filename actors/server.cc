@@ -1,0 +1,365 @@
+#include "actors/server.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <set>
+#include <condition_variable>
+#include <map>
+
+#include "actors/master_actor.h"
+#include "core/logging.h"
+
+namespace actorflow {
+namespace {
+
+std::mutex g_registry_mu;
+std::map<std::string, Server*>& registry() {
+  static auto* m = new std::map<std::string, Server*>();
+  return *m;
+}
+
+// Routes tensors: to device actors of this process by reference, to other tasks through
+// their node actors (sent as this task's node actor, so the receiver can authenticate it).
+class LocalRouter final : public Router {
+ public:
+  void add(const std::string& device, caf::actor a) {
+    std::lock_guard<std::mutex> l(mu_);
+    local_[device] = std::move(a);
+  }
+  void set_self_node(caf::actor node) {
+    std::lock_guard<std::mutex> l(mu_);
+    self_node_ = std::move(node);
+  }
+  void set_remote(const std::string& task_prefix, caf::actor node) {
+    std::lock_guard<std::mutex> l(mu_);
+    remote_[task_prefix] = std::move(node);
+  }
+  void clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    local_.clear();
+    remote_.clear();
+    self_node_ = nullptr;
+  }
+  Status route(int64_t step_id, const std::string& key, const Tensor& t) override {
+    const std::string dst = rendezvous_key_destination(key);
+    caf::actor a, via;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = local_.find(dst);
+      if (it != local_.end()) {
+        a = it->second;
+      } else {
+        auto d = dst.find("/device:");
+        auto r = d == std::string::npos ? remote_.end() : remote_.find(dst.substr(0, d));
+        if (r == remote_.end() || !self_node_)
+          return Unavailable("no route to device '" + dst + "' for tensor " + key);
+        a = r->second;
+        via = self_node_;
+      }
+    }
+    if (via) caf::send_as(via, a, tensor_atom::value, step_id, key, t);
+    else caf::anon_send(a, tensor_atom::value, step_id, key, t);
+    return Status::OK();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, caf::actor> local_;
+  std::map<std::string, caf::actor> remote_;
+  caf::actor self_node_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
+  std::unique_ptr<Server> s(new Server());
+  s->own_cfg_ = std::make_unique<caf::actor_system_config>();
+  configure(*s->own_cfg_);
+  s->own_sys_ = std::make_unique<caf::actor_system>(*s->own_cfg_);
+  s->sys_ = s->own_sys_.get();
+  DeviceEnumerationOptions d;
+  d.cpu_devices = opts.cpu_devices;
+  d.visible_devices = opts.visible_devices;
+  d.gpu_memory_fraction = opts.gpu_memory_fraction;
+  d.allow_growth = opts.allow_growth;
+  AF_RETURN_IF_ERROR(s->init("/job:localhost/replica:0/task:0", d));
+  return s;
+}
+
+Result<std::unique_ptr<Server>> Server::local_in(caf::actor_system& sys, const LocalServerOptions& opts) {
+  std::unique_ptr<Server> s(new Server());
+  s->sys_ = &sys;
+  DeviceEnumerationOptions d;
+  d.cpu_devices = opts.cpu_devices;
+  d.visible_devices = opts.visible_devices;
+  d.gpu_memory_fraction = opts.gpu_memory_fraction;
+  d.allow_growth = opts.allow_growth;
+  AF_RETURN_IF_ERROR(s->init("/job:localhost/replica:0/task:0", d));
+  return s;
+}
+
+Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts) {
+  static std::atomic<int> counter{0};
+  task_prefix_ = task_prefix;
+  AF_ASSIGN_OR_RETURN(devices_, create_devices(task_prefix, dopts));
+  auto router = std::make_shared<LocalRouter>();
+  router_ = router;
+  resources_ = std::make_shared<ResourceManager>(*sys_, default_resource_factory());
+  for (auto& d : devices_) {
+    caf::actor a = spawn_device_actor(*sys_, d.get(), router_, resources_);
+    router->add(d->name(), a);
+    DeviceInfo info;
+    info.name = d->name();
+    info.type = d->type();
+    info.memory_limit = d->attributes().memory_limit;
+    info.description = d->attributes().description;
+    info.actor = a;
+    device_infos_.push_back(info);
+  }
+  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0");
+  target_ = "local://" + std::to_string(++counter);
+  std::lock_guard<std::mutex> l(g_registry_mu);
+  registry()[target_] = this;
+  return Status::OK();
+}
+
+Server* Server::find(const std::string& target) {
+  std::lock_guard<std::mutex> l(g_registry_mu);
+  auto it = registry().find(target);
+  return it == registry().end() ? nullptr : it->second;
+}
+
+void Server::join() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return stopped_; });
+}
+
+void Server::stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> l(g_registry_mu);
+    registry().erase(target_);
+  }
+  if (auto* lr = dynamic_cast<LocalRouter*>(router_.get())) lr->clear();
+  if (node_) {
+    if (port_) sys_->middleman().unpublish(node_, port_);
+    caf::anon_send_exit(node_, caf::exit_reason::user_shutdown);
+  }
+  for (auto& info : device_infos_) caf::anon_send_exit(info.actor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(master_, caf::exit_reason::user_shutdown);
+  if (resources_) resources_->clear();
+  cv_.notify_all();
+}
+
+Server::~Server() {
+  stop();
+  membership_.reset();
+  if (own_sys_) {
+    own_sys_->await_all_actors_done();
+  } else {
+    // Embedded: wait until our device actors are gone before the devices they borrow die.
+    caf::scoped_actor self{*sys_};
+    for (auto& info : device_infos_) {
+      self->wait_for(info.actor);
+    }
+  }
+  device_infos_.clear();
+  master_ = nullptr;
+  node_ = nullptr;
+  own_sys_.reset();
+  devices_.clear();
+}
+
+}  // namespace actorflow
+
+// ---- cluster servers ---------------------------------------------------------------------
+namespace actorflow {
+namespace {
+
+bool is_loopback_name(const std::string& h) {
+  return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
+}
+
+// True when `host` names this machine (loopback, its hostname, or one of its addresses).
+bool is_local_host(const std::string& host) {
+  if (is_loopback_name(host) || host == "0.0.0.0") return true;
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) == 0 && host == name) return true;
+  struct ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return false;
+  bool found = false;
+  for (auto* i = ifs; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    char buf[INET6_ADDRSTRLEN] = {0};
+    if (i->ifa_addr->sa_family == AF_INET)
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+    else if (i->ifa_addr->sa_family == AF_INET6)
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, buf, sizeof buf);
+    if (host == buf) found = true;
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
+}  // namespace
+
+void Server::configure(caf::actor_system_config& cfg) {
+  register_actorflow_types(cfg);
+  register_node_types(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.set("logger.console", caf::atom("none"));
+}
+
+Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const TaskId& task) {
+  AF_RETURN_IF_ERROR(cluster.validate_task(task));
+  std::unique_ptr<Server> s(new Server());
+  s->own_cfg_ = std::make_unique<caf::actor_system_config>();
+  configure(*s->own_cfg_);
+  s->own_sys_ = std::make_unique<caf::actor_system>(*s->own_cfg_);
+  s->sys_ = s->own_sys_.get();
+  AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
+  return s;
+}
+
+Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const ClusterSpec& cluster,
+                                                  const TaskId& task) {
+  AF_RETURN_IF_ERROR(cluster.validate_task(task));
+  std::unique_ptr<Server> s(new Server());
+  s->sys_ = &sys;
+  AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
+  return s;
+}
+
+Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
+  cluster_ = cluster;
+  task_ = task;
+  AF_ASSIGN_OR_RETURN(std::string address, cluster.task_address(task));
+  AF_ASSIGN_OR_RETURN(auto hp, parse_address(address));
+  const std::string where = "task " + task.to_string() + " at " + address;
+  if (!is_local_host(hp.first))
+    return InvalidArgument(where + ": '" + hp.first + "' is not an address of this machine");
+  if (!cluster.all_loopback() && cluster.secret().empty())
+    return FailedPrecondition("cluster file " + cluster.source() +
+                              " has non-loopback addresses: a cluster secret is required (secret_file or "
+                              "ACTORFLOW_SECRET)");
+  const ServerOptions opts = cluster.server_options(task);
+  DeviceEnumerationOptions d;
+  d.cpu_devices = opts.cpu_devices;
+  d.visible_devices = opts.visible_devices;
+  d.gpu_memory_fraction = opts.gpu_memory_fraction;
+  d.allow_growth = opts.allow_growth;
+  AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
+  auth_peers_ = std::make_shared<AuthenticatedPeers>();
+  MembershipConfig mc;
+  mc.self_task = task_prefix_;
+  mc.fingerprint = cluster.fingerprint();
+  mc.secret = cluster.secret();
+  mc.connect_timeout = std::chrono::milliseconds(opts.connect_timeout_ms);
+  mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
+  mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
+  membership_ = std::make_unique<Membership>(*sys_, mc);
+  membership_->add_listener(master_);
+  NodeActorConfig nc;
+  nc.task = task_prefix_;
+  nc.fingerprint = mc.fingerprint;
+  nc.secret = mc.secret;
+  nc.devices = device_infos_;
+  nc.peers = auth_peers_;
+  nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
+  node_ = spawn_node_actor(*sys_, nc);
+  static_cast<LocalRouter*>(router_.get())->set_self_node(node_);
+  const char* bind_host = is_loopback_name(hp.first) ? hp.first.c_str() : nullptr;
+  std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
+  if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
+  auto port = sys_->middleman().publish(node_, static_cast<uint16_t>(hp.second), bind_host ? bind.c_str() : nullptr,
+                                        false);
+  if (!port) {
+    std::string why = sys_->render(port.error());
+    return Unavailable(where + ": cannot listen (" + why + "); is the address already in use?");
+  }
+  port_ = *port;
+  {
+    std::lock_guard<std::mutex> l(g_registry_mu);
+    registry().erase(target_);
+    target_ = "actorflow://" + address;
+    registry()[target_] = this;
+  }
+  AF_LOG(INFO) << "Started server for " << task_prefix_ << " at " << address;
+  return Status::OK();
+}
+
+Status Server::connect_tasks(const std::vector<std::string>& tasks) {
+  for (const auto& prefix : tasks) {
+    if (prefix == task_prefix_) continue;
+    auto spec = DeviceSpec::parse(prefix);
+    if (!spec.ok() || !spec->job || !spec->task)
+      return InvalidArgument("malformed task name '" + prefix + "'");
+    TaskId t{*spec->job, *spec->task};
+    AF_ASSIGN_OR_RETURN(std::string addr, cluster_.task_address(t));
+    AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, addr));
+    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node);
+  }
+  return Status::OK();
+}
+
+Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout) {
+  std::vector<DeviceInfo> out = device_infos_;
+  if (!membership_) return out;
+  // Which tasks does the graph name?
+  std::set<std::string> tasks;
+  for (int i = 0; i < graph.num_nodes(); ++i) {
+    const std::string& req = graph.node(i)->requested_device;
+    if (req.empty()) continue;
+    auto spec = DeviceSpec::parse(req);
+    if (!spec.ok()) continue;  // the placer reports it with the op name
+    if (!spec->job) continue;
+    if (spec->task) {
+      tasks.insert(TaskId{*spec->job, *spec->task}.device_prefix());
+    } else {
+      for (int idx : cluster_.task_indices(*spec->job)) tasks.insert(TaskId{*spec->job, idx}.device_prefix());
+    }
+  }
+  tasks.erase(task_prefix_);
+  std::lock_guard<std::mutex> l(connect_mu_);
+  std::vector<PeerInfo> peers;
+  for (const auto& prefix : tasks) {
+    auto spec = DeviceSpec::parse(prefix);
+    TaskId t{*spec->job, *spec->task};
+    auto addr = cluster_.task_address(t);
+    if (!addr.ok()) return addr.status();  // placer would say the same; say it early
+    AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, *addr, timeout));
+    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node);
+    peers.push_back(p);
+  }
+  // Every involved task must be able to send to every other: tell them who is involved.
+  std::vector<std::string> involved(tasks.begin(), tasks.end());
+  involved.push_back(task_prefix_);
+  const std::string key = [&] {
+    std::string k = std::to_string(membership_->epoch()) + "|";
+    for (const auto& t : involved) k += t + ",";
+    return k;
+  }();
+  if (key != routes_key_) {
+    caf::scoped_actor self{*sys_};
+    for (const auto& p : peers) {
+      Status st;
+      self->request(p.node, std::chrono::seconds(60), peers_atom::value, involved)
+          .receive([](bool) {}, [&](caf::error& e) { st = from_caf_error(e, "task " + p.task); });
+      if (!st.ok()) return st;
+    }
+    routes_key_ = key;
+  }
+  for (const auto& p : peers) out.insert(out.end(), p.devices.begin(), p.devices.end());
+  return out;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,107 @@
+#include "actors/session.h"
+
+#include <atomic>
+
+#include "actors/master_actor.h"
+#include "actors/server.h"
+
+namespace actorflow {
+
+Session::Session(const Scope& scope, const std::string& target, SessionOptions opts)
+    : scope_(scope), opts_(std::move(opts)) {
+  static std::atomic<uint64_t> ids{0};
+  graph_id_ = ++ids;
+  if (target.empty()) {
+    auto s = Server::local();
+    if (!s.ok()) {
+      status_ = s.status();
+      return;
+    }
+    own_server_ = std::move(*s);
+    server_ = own_server_.get();
+  } else {
+    server_ = Server::find(target);
+    if (!server_) status_ = NotFound("no server with target '" + target + "' in this process");
+  }
+}
+
+Session::~Session() { close(); }
+
+Status Session::close() {
+  std::lock_guard<std::mutex> l(mu_);
+  closed_ = true;
+  return Status::OK();
+}
+
+std::shared_ptr<const Graph> Session::snapshot() {
+  std::lock_guard<std::mutex> l(mu_);
+  const Graph* g = scope_.graph();
+  if (!snapshot_ || snapshot_nodes_ != g->num_nodes()) {
+    snapshot_ = std::make_shared<const Graph>(*g);
+    snapshot_nodes_ = g->num_nodes();
+  }
+  return snapshot_;
+}
+
+Result<std::vector<Tensor>> Session::run(const std::vector<Output>& fetches) { return run({}, fetches, {}); }
+
+Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                         const std::vector<Output>& targets) {
+  if (!scope_.ok()) return scope_.status();
+  std::vector<std::pair<std::string, Tensor>> f;
+  for (const auto& [o, t] : feeds) {
+    if (!o.valid()) return InvalidArgument("feed of an invalid Output (an earlier op failed to build)");
+    f.emplace_back(o.name(), t);
+  }
+  std::vector<std::string> fe, ta;
+  for (const auto& o : fetches) {
+    if (!o.valid()) return InvalidArgument("fetch of an invalid Output (an earlier op failed to build)");
+    fe.push_back(o.name());
+  }
+  for (const auto& o : targets) {
+    if (!o.valid()) return InvalidArgument("target is an invalid Output (an earlier op failed to build)");
+    ta.push_back(o.node()->name);
+  }
+  return run_by_name(f, fe, ta);
+}
+
+Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                 const std::vector<std::string>& fetches,
+                                                 const std::vector<std::string>& targets) {
+  if (!status_.ok()) return status_;
+  if (!scope_.ok()) return scope_.status();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return Cancelled("session is closed");
+  }
+  auto req = std::make_shared<RunRequest>();
+  req->graph = snapshot();
+  req->graph_id = graph_id_;
+  for (const auto& [name, t] : feeds) {
+    req->sig.feeds.push_back(name);
+    req->feeds.push_back(t);
+  }
+  req->sig.fetches = fetches;
+  req->sig.targets = targets;
+  req->log_device_placement = opts_.log_device_placement();
+  req->allow_soft_placement = opts_.allow_soft_placement();
+  req->default_device = opts_.default_device();
+  req->timeout = opts_.timeout();
+  if (server_->membership()) {
+    const auto connect_timeout = opts_.timeout().count() > 0 ? opts_.timeout() : std::chrono::milliseconds(0);
+    auto devs = server_->cluster_devices_for(*req->graph, connect_timeout);
+    if (!devs.ok()) return devs.status();
+    req->devices = std::move(*devs);
+    req->membership_epoch = server_->membership()->epoch();
+  }
+  caf::scoped_actor self{server_->system()};
+  Result<std::vector<Tensor>> out = Internal("no reply from the master");
+  const caf::duration timeout =
+      opts_.timeout().count() > 0 ? caf::duration{opts_.timeout() + std::chrono::seconds(5)} : caf::duration{caf::infinite};
+  self->request(server_->master(), timeout, run_atom::value, RunRequestPtr(req))
+      .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
+               [&](caf::error& err) { out = from_caf_error(err, "master"); });
+  return out;
+}
+
+}  // namespace actorflow

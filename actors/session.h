@@ -1,0 +1,87 @@
+// af::Session: runs a Scope's graph on a server (tf.Session / ClientSession).
+//
+// run() blocks the calling thread until the step finishes and returns the fetched tensors
+// or an error naming the op, feed or task that failed. Several threads may call run() on
+// one Session concurrently; each call is its own step. The graph may grow between runs
+// (new nodes are picked up on the next run).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/scope.h"
+#include "graph/tensor.h"
+
+namespace actorflow {
+
+class Server;
+
+// Options of a session (TF's ConfigProto subset). Fluent setters return *this.
+class SessionOptions {
+ public:
+  SessionOptions& log_device_placement(bool v) { log_device_placement_ = v; return *this; }
+  SessionOptions& allow_soft_placement(bool v) { allow_soft_placement_ = v; return *this; }
+  // Upper bound for one run(); 0 = none (dead tasks are still detected and reported).
+  SessionOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
+  // Where ops without a device request go; "" = the target server's /device:CPU:0.
+  SessionOptions& default_device(std::string v) { default_device_ = std::move(v); return *this; }
+
+  bool log_device_placement() const { return log_device_placement_; }
+  bool allow_soft_placement() const { return allow_soft_placement_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const std::string& default_device() const { return default_device_; }
+
+ private:
+  bool log_device_placement_ = false;
+  bool allow_soft_placement_ = true;
+  std::chrono::milliseconds timeout_{0};
+  std::string default_device_;
+};
+
+// Feeds: which Output gets which value.
+using FeedDict = std::vector<std::pair<Output, Tensor>>;
+
+class Session {
+ public:
+  // A session on the server registered under `target` (Server::target()) in this process.
+  // With an empty target, the session starts its own local server (tf.Session()).
+  // Construction errors (unknown target) are reported by status() and by every run().
+  explicit Session(const Scope& scope, const std::string& target = "", SessionOptions opts = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  Status status() const { return status_; }
+
+  // Runs the graph and returns one tensor per fetch, in order.
+  Result<std::vector<Tensor>> run(const std::vector<Output>& fetches);
+  Result<std::vector<Tensor>> run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                  const std::vector<Output>& targets = {});
+  // The same by tensor names ("node", "node:1"), as TensorFlow's Session::Run.
+  Result<std::vector<Tensor>> run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets = {});
+  // Releases the session; later run() calls fail with Cancelled. Idempotent.
+  Status close();
+
+ private:
+  std::shared_ptr<const Graph> snapshot();
+
+  Scope scope_;
+  SessionOptions opts_;
+  Status status_;
+  std::unique_ptr<Server> own_server_;
+  Server* server_ = nullptr;
+  uint64_t graph_id_;
+  std::mutex mu_;
+  std::shared_ptr<const Graph> snapshot_;
+  int snapshot_nodes_ = -1;
+  bool closed_ = false;
+};
+
+}  // namespace actorflow

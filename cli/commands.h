@@ -1,0 +1,32 @@
+// Subcommands of the actorflow binary. Each returns the process exit code.
+#pragma once
+
+#include <string>
+
+namespace actorflow {
+namespace cli {
+
+struct DemoOptions {
+  int steps = 0;    // 0 = the demo's default
+  int workers = 2;
+};
+// `actorflow demo`: the main job on an embedded local cluster.
+int run_demo(const DemoOptions& opts);
+
+struct NodeOptions {
+  std::string cluster;
+  std::string job;
+  int task = 0;
+};
+// `actorflow node`: serve one task until SIGINT/SIGTERM.
+int run_node(const NodeOptions& opts);
+
+struct StatusOptions {
+  std::string cluster;
+  int timeout_ms = 2000;
+};
+// `actorflow status`: each task up or down, with its devices. Exit 0 when all are up.
+int run_status(const StatusOptions& opts);
+
+}  // namespace cli
+}  // namespace actorflow

@@ -1,0 +1,29 @@
+// The actorflow command line. See `actorflow --help`.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorflow: distributed TensorFlow 1.x on actors"};
+  app.require_subcommand(1);
+  auto* demo = app.add_subcommand("demo", "run the main job on an embedded local cluster");
+  actorflow::cli::DemoOptions demo_opts;
+  demo->add_option("--steps", demo_opts.steps, "global training steps");
+  demo->add_option("--workers", demo_opts.workers, "number of worker tasks (1..3)");
+  auto* node = app.add_subcommand("node", "start one task's server and block until SIGINT/SIGTERM");
+  actorflow::cli::NodeOptions node_opts;
+  node->add_option("--cluster", node_opts.cluster, "cluster file (TOML)")->required();
+  node->add_option("--job", node_opts.job, "job name, e.g. worker")->required();
+  node->add_option("--task", node_opts.task, "task index within the job")->required();
+  auto* status = app.add_subcommand("status", "show every task of a cluster: up or down, devices");
+  actorflow::cli::StatusOptions status_opts;
+  status->add_option("--cluster", status_opts.cluster, "cluster file (TOML)")->required();
+  status->add_option("--timeout-ms", status_opts.timeout_ms, "how long to try each task");
+  CLI11_PARSE(app, argc, argv);
+  if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
+  if (node->parsed()) return actorflow::cli::run_node(node_opts);
+  if (status->parsed()) return actorflow::cli::run_status(status_opts);
+  return 2;
+}

@@ -1,0 +1,217 @@
+// Multi-process clusters on 127.0.0.1: seed 000 across three processes, start-order
+// permutations, authentication, a task killed mid-step, a silent (SIGSTOPped) task.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "actorflow/actorflow.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+struct Cluster {
+  TempDir dir;
+  int host_port = free_port(), w0 = free_port(), w1 = free_port();
+  std::string file;
+
+  explicit Cluster(const std::string& extra = "", const std::string& server = "") {
+    file = dir.write("cluster.toml", "[cluster]\nname = \"test\"\n" + extra + "\n[jobs]\nhost = [\"localhost:" +
+                                         std::to_string(host_port) + "\"]\nworker = [\"localhost:" +
+                                         std::to_string(w0) + "\", \"localhost:" + std::to_string(w1) + "\"]\n" +
+                                         "\n[server]\nconnect_timeout_ms = 20000\nheartbeat_interval_ms = 200\n"
+                                         "peer_timeout_ms = 1500\n" + server);
+  }
+  std::unique_ptr<ChildProcess> node(const std::string& job, int task,
+                                     const std::map<std::string, std::string>& env = {}) {
+    auto p = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", job, "--task",
+                                  std::to_string(task)},
+                                 env);
+    return p;
+  }
+};
+
+bool started(ChildProcess* p) { return p && p->wait_for_output("serving", 20s); }
+
+TEST(ClusterTest, Seed000AcrossThreeProcesses) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
+  auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"});
+  ASSERT_EQ(host->wait(60s), 0) << host->output();
+  const std::string out = host->output();
+  // The values TensorFlow (NumPy) prints for matmul(a,b) + log(100 + c).
+  EXPECT_NE(out.find("[[26.80402  32.85203 ]\n [54.003944 69.09987 ]]"), std::string::npos) << out;
+  // log_device_placement shows the remote devices.
+  EXPECT_NE(out.find("MatMul: (MatMul): /job:worker/replica:0/task:0/device:CPU:0"), std::string::npos) << out;
+  EXPECT_NE(out.find("/job:worker/replica:0/task:1/device:CPU:0"), std::string::npos) << out;
+}
+
+TEST(ClusterTest, HostStartsBeforeWorkers) {
+  Cluster c;
+  // The host waits (bounded, logged) for workers that come up later.
+  auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0",
+                                   "--no-log-device-placement"});
+  ASSERT_TRUE(host->wait_for_output("waiting for task", 20s)) << host->output();
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w1.get())) << w1->output();
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_EQ(host->wait(60s), 0) << host->output();
+  EXPECT_NE(host->output().find("[[26.80402  32.85203 ]"), std::string::npos) << host->output();
+}
+
+TEST(ClusterTest, TaskThatNeverComesIsNamed) {
+  Cluster c("", "connect_timeout_ms = 1500\n");
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"});
+  EXPECT_EQ(host->wait(60s), 1) << host->output();
+  EXPECT_NE(host->output().find("task /job:worker/replica:0/task:1 at localhost:" + std::to_string(c.w1) +
+                                " never answered"),
+            std::string::npos)
+      << host->output();
+}
+
+TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
+  Cluster c;
+  auto w0 = c.node("worker", 0, {{"ACTORFLOW_SECRET", "right-secret"}});
+  auto w1 = c.node("worker", 1, {{"ACTORFLOW_SECRET", "right-secret"}});
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
+  for (const char* secret : {"wrong-secret", ""}) {
+    std::map<std::string, std::string> env;
+    if (*secret) env["ACTORFLOW_SECRET"] = secret;
+    auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"},
+                                    env);
+    EXPECT_EQ(host->wait(60s), 1) << host->output();
+    EXPECT_EQ(host->output().find("[[26.8"), std::string::npos) << host->output();
+    EXPECT_TRUE(host->output().find("secret") != std::string::npos) << host->output();
+    EXPECT_EQ(host->output().find("right-secret"), std::string::npos) << "secret leaked: " << host->output();
+  }
+  EXPECT_NE(w0->output().find("failed authentication"), std::string::npos) << w0->output();
+  EXPECT_EQ(w0->output().find("right-secret"), std::string::npos);
+  EXPECT_EQ(w0->output().find("wrong-secret"), std::string::npos);
+  EXPECT_TRUE(w0->running());
+  EXPECT_TRUE(w1->running());
+  // A host with the right secret still gets served.
+  auto good = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"},
+                                  {{"ACTORFLOW_SECRET", "right-secret"}});
+  ASSERT_EQ(good->wait(60s), 0) << good->output();
+  EXPECT_NE(good->output().find("[[26.80402  32.85203 ]"), std::string::npos) << good->output();
+}
+
+TEST(ClusterTest, SigtermStopsANodeCleanly) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  w0->signal(SIGTERM);
+  EXPECT_EQ(w0->wait(15s), 0) << w0->output();
+}
+
+TEST(ClusterTest, AddressInUseIsAClearError) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  auto again = c.node("worker", 0);
+  EXPECT_EQ(again->wait(30s), 1) << again->output();
+  EXPECT_NE(again->output().find("already in use"), std::string::npos) << again->output();
+}
+
+TEST(ClusterTest, UnknownTaskOnCommandLine) {
+  Cluster c;
+  auto p = c.node("worker", 7);
+  EXPECT_EQ(p->wait(30s), 2) << p->output();
+  EXPECT_NE(p->output().find("worker"), std::string::npos) << p->output();
+}
+
+// In-process host: the session survives a worker killed mid-step and recovers when it is back.
+class HostFixture {
+ public:
+  explicit HostFixture(Cluster& c) {
+    auto spec = ClusterSpec::from_file(c.file);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    auto s = Server::create(*spec, TaskId{"host", 0});
+    EXPECT_TRUE(s.ok()) << s.status();
+    server = std::move(*s);
+  }
+  std::unique_ptr<Server> server;
+};
+
+TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  HostFixture h(c);
+  Scope root = Scope::root();
+  // x is fed on the host and flows host -> worker 1 -> worker 0 -> host.
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::add(root.with_device("/job:worker/task:1"), x, 1.f);
+  auto z = ops::add(root.with_device("/job:worker/task:0"), y, 1.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  auto feed = Tensor::from_vector<float>({1, 2}, {2});
+  auto ok = sess.run({{x, feed}}, {z});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].to_string(), "[3. 4.]");
+  // Kill worker 1 while steps run continuously: the step in flight fails naming the task.
+  std::atomic<bool> stop{false};
+  Status first_error;
+  std::thread runner([&] {
+    while (!stop) {
+      auto r = sess.run({{x, feed}}, {z});
+      if (!r.ok()) {
+        first_error = r.status();
+        return;
+      }
+    }
+  });
+  std::this_thread::sleep_for(200ms);  // let steps run before the fault (not synchronisation)
+  w1->signal(SIGKILL);
+  w1->wait(10s);
+  runner.join();
+  stop = true;
+  EXPECT_FALSE(first_error.ok());
+  EXPECT_NE(first_error.message().find("/job:worker/replica:0/task:1"), std::string::npos) << first_error;
+  // Bring it back: the same session works again.
+  auto w1b = c.node("worker", 1);
+  ASSERT_TRUE(started(w1b.get())) << w1b->output();
+  auto again = sess.run({{x, feed}}, {z});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].to_string(), "[3. 4.]");
+}
+
+TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::add(root.with_device("/job:worker/task:1"), x, 1.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  auto feed = Tensor::from_vector<float>({1, 2}, {2});
+  ASSERT_TRUE(sess.run({{x, feed}}, {y}).ok());
+  w1->signal(SIGSTOP);  // alive but silent: no closed connection
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = sess.run({{x, feed}}, {y});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/job:worker/replica:0/task:1"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("heartbeat"), std::string::npos) << r.status();
+  EXPECT_LT(took, 10s);
+  w1->signal(SIGCONT);
+}
+
+}  // namespace
+}  // namespace actorflow
