@@ -164,8 +164,10 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
   }
   for (const auto& p : plan->partitions) run->devices.push_back(p.device.name);
   self->state.inflight[run->step_id] = run;
-  run->fail = [self, plan, run](const Status& s) {
-    if (run->failed) return;
+  std::weak_ptr<StepRun> weak_run = run;  // the run owns this function: no cycle
+  run->fail = [self, plan, weak_run](const Status& s) {
+    auto run = weak_run.lock();
+    if (!run || run->failed) return;
     run->failed = true;
     for (const auto& p : plan->partitions) send_abort(self, p.device, run->step_id, s.message());
     run->rp.deliver(to_caf_error(s));
@@ -217,8 +219,9 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
         std::vector<GraphPtr> graphs;
         Status s = build_plan(st, *req, *plan, graphs);
         if (!s.ok()) {
-          // Not cached: the client may fix the graph and retry.
-          return to_caf_error(s);
+          // Not cached: the client may fix the graph and retry. (The promise owns the reply.)
+          rp.deliver(to_caf_error(s));
+          return caf::delegated<std::vector<Tensor>>();
         }
         st.plans[key] = plan;
         plan->waiters.push_back([=] { run_plan(self, plan, req, rp); });
