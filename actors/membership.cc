@@ -115,38 +115,39 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   auto node = sys_.middleman().remote_actor(host, port);
   if (!node) return Unavailable("cannot reach task " + task + " at " + address + ": " + sys_.render(node.error()));
   caf::scoped_actor self{sys_};
-  const std::string my_nonce = random_nonce();
   Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
   const auto t = std::chrono::seconds(10);
-  std::string server_nonce, server_proof;
+  std::string server_nonce;
   bool hello_ok = false;
-  self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, my_nonce, cfg_.self_task)
+  self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, cfg_.self_task)
       .receive(
-          [&](std::string& nonce, std::string& proof) {
+          [&](std::string& nonce) {
             server_nonce = std::move(nonce);
-            server_proof = std::move(proof);
             hello_ok = true;
           },
           [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });
   if (!hello_ok) return out;
-  if (!proofs_equal(server_proof, auth_proof(cfg_.secret, "node", my_nonce, cfg_.fingerprint, kProtocolVersion))) {
-    AF_LOG(WARNING) << "task " << task << " at " << address << " failed to prove the cluster secret: dropped";
-    return Unauthenticated("task " + task + " at " + address + " does not hold the cluster secret");
-  }
+  const std::string my_nonce = random_nonce();
   self->request(*node, t, auth_atom::value,
-                auth_proof(cfg_.secret, "client", server_nonce, cfg_.fingerprint, kProtocolVersion))
+                auth_proof(cfg_.secret, "client", server_nonce, cfg_.fingerprint, kProtocolVersion), my_nonce)
       .receive(
-          [&](NodeInfo& info) {
+          [&](NodeInfo& info, std::string& server_proof) {
+            if (!proofs_equal(server_proof,
+                              auth_proof(cfg_.secret, "node", my_nonce, cfg_.fingerprint, kProtocolVersion))) {
+              AF_LOG(WARNING) << "task " << task << " at " << address << " failed to prove the cluster secret: dropped";
+              out = Unauthenticated("task " + task + " at " + address + " does not hold the cluster secret");
+              return;
+            }
+            if (info.task != task) {
+              out = FailedPrecondition("address " + address + " is served by task " + info.task + ", expected " + task);
+              return;
+            }
             PeerInfo p;
             p.task = task;
             p.address = address;
             p.node = *node;
             p.devices = std::move(info.devices);
             p.data_addr = std::move(info.data_addr);
-            if (info.task != task) {
-              out = FailedPrecondition("address " + address + " is served by task " + info.task + ", expected " + task);
-              return;
-            }
             out = std::move(p);
           },
           [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });

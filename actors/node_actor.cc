@@ -50,8 +50,8 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
     return to_caf_error(Unauthenticated(std::string(what) + " refused: peer has not authenticated"));
   };
   return {
-      [=](hello_atom, uint32_t version, const std::string& fingerprint, const std::string& client_nonce,
-          const std::string& client_task) -> caf::result<std::string, std::string> {
+      [=](hello_atom, uint32_t version, const std::string& fingerprint,
+          const std::string& client_task) -> caf::result<std::string> {
         auto& st = self->state;
         if (version != kProtocolVersion) {
           AF_LOG(WARNING) << "peer " << client_task << " speaks protocol " << version << ", this task "
@@ -67,11 +67,13 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
                                                  st.cfg.fingerprint.substr(0, 12) + "..."));
         }
         const auto& sender = self->current_sender();
+        if (!sender) return to_caf_error(Unauthenticated("anonymous hello"));
         std::string nonce = random_nonce();
-        if (sender) st.challenges[sender->node()] = nonce;
-        return caf::result<std::string, std::string>(nonce, auth_proof(st.cfg.secret, "node", client_nonce, fingerprint, version));
+        st.challenges[sender->node()] = nonce;
+        return nonce;
       },
-      [=](auth_atom, const std::string& client_proof) -> caf::result<NodeInfo> {
+      [=](auth_atom, const std::string& client_proof,
+          const std::string& client_nonce) -> caf::result<NodeInfo, std::string> {
         auto& st = self->state;
         const auto& sender = self->current_sender();
         if (!sender) return to_caf_error(Unauthenticated("anonymous auth message"));
@@ -85,7 +87,9 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
           return to_caf_error(Unauthenticated("authentication failed: wrong cluster secret"));
         }
         if (sender->node() != self->home_system().node()) st.cfg.peers->add(sender->node());
-        return NodeInfo{st.cfg.task, advertised(), st.cfg.data_addr};
+        return caf::result<NodeInfo, std::string>(
+            NodeInfo{st.cfg.task, advertised(), st.cfg.data_addr},
+            auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
       },
       [=](devices_atom) -> caf::result<std::vector<DeviceInfo>> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "devices request")) return unauth("devices");

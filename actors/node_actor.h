@@ -3,10 +3,10 @@
 // anything, then ask it for the task's devices (whose device actors run partitions).
 //
 // Message interface (every request replies or errors):
-//   (hello_atom, uint32 version, string fingerprint, string client_nonce, string client_task)
-//        -> (string server_nonce, string server_proof)     FailedPrecondition on version or
-//                                                          cluster-file mismatch
-//   (auth_atom, string client_proof) -> NodeInfo           Unauthenticated on a bad proof
+//   (hello_atom, uint32 version, string fingerprint, string client_task) -> string server_nonce
+//        FailedPrecondition on a protocol version or cluster-file mismatch
+//   (auth_atom, string client_proof, string client_nonce) -> (NodeInfo, string server_proof)
+//        Unauthenticated (and a log line) when client_proof does not prove the secret
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
 //   (ping_atom) -> std::string task name                   authenticated peers only
 //   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks

@@ -281,7 +281,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
   if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
   auto port = sys_->middleman().publish(node_, static_cast<uint16_t>(hp.second), bind_host ? bind.c_str() : nullptr,
-                                        false);
+                                        true /* SO_REUSEADDR: restart while old connections linger */);
   if (!port) {
     std::string why = sys_->render(port.error());
     return Unavailable(where + ": cannot listen (" + why + "); is the address already in use?");

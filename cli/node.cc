@@ -32,6 +32,11 @@ int run_node(const NodeOptions& o) {
     return 2;
   }
   TaskId task{o.job, o.task};
+  Status valid = cluster->validate_task(task);
+  if (!valid.ok()) {
+    std::cerr << "actorflow node: " << valid.message() << "\n";
+    return 2;
+  }
   auto server = Server::create(*cluster, task);
   if (!server.ok()) {
     std::cerr << "actorflow node: " << server.status().message() << "\n";

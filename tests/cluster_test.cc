@@ -22,12 +22,12 @@ struct Cluster {
   int host_port = free_port(), w0 = free_port(), w1 = free_port();
   std::string file;
 
-  explicit Cluster(const std::string& extra = "", const std::string& server = "") {
+  explicit Cluster(const std::string& extra = "", int connect_timeout_ms = 20000) {
     file = dir.write("cluster.toml", "[cluster]\nname = \"test\"\n" + extra + "\n[jobs]\nhost = [\"localhost:" +
                                          std::to_string(host_port) + "\"]\nworker = [\"localhost:" +
                                          std::to_string(w0) + "\", \"localhost:" + std::to_string(w1) + "\"]\n" +
-                                         "\n[server]\nconnect_timeout_ms = 20000\nheartbeat_interval_ms = 200\n"
-                                         "peer_timeout_ms = 1500\n" + server);
+                                         "\n[server]\nconnect_timeout_ms = " + std::to_string(connect_timeout_ms) +
+                                         "\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n");
   }
   std::unique_ptr<ChildProcess> node(const std::string& job, int task,
                                      const std::map<std::string, std::string>& env = {}) {
@@ -71,7 +71,7 @@ TEST(ClusterTest, HostStartsBeforeWorkers) {
 }
 
 TEST(ClusterTest, TaskThatNeverComesIsNamed) {
-  Cluster c("", "connect_timeout_ms = 1500\n");
+  Cluster c("", 1500);
   auto w0 = c.node("worker", 0);
   ASSERT_TRUE(started(w0.get())) << w0->output();
   auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"});
