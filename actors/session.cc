@@ -65,9 +65,11 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   return run_by_name(f, fe, ta);
 }
 
-Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                                 const std::vector<std::string>& fetches,
-                                                 const std::vector<std::string>& targets) {
+caf::actor Session::master() const { return server_ ? server_->master() : caf::actor(); }
+
+Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                           const std::vector<std::string>& fetches,
+                                                           const std::vector<std::string>& targets) {
   if (!status_.ok()) return status_;
   if (!scope_.ok()) return scope_.status();
   {
@@ -94,6 +96,13 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
     req->devices = std::move(*devs);
     req->membership_epoch = server_->membership()->epoch();
   }
+  return std::shared_ptr<const RunRequest>(req);
+}
+
+Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                 const std::vector<std::string>& fetches,
+                                                 const std::vector<std::string>& targets) {
+  AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   caf::scoped_actor self{server_->system()};
   Result<std::vector<Tensor>> out = Internal("no reply from the master");
   const caf::duration timeout =

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <caf/all.hpp>
+
 #include "core/status.h"
 #include "graph/scope.h"
 #include "graph/tensor.h"
@@ -20,6 +22,7 @@
 namespace actorflow {
 
 class Server;
+struct RunRequest;
 
 // Options of a session (TF's ConfigProto subset). Fluent setters return *this.
 class SessionOptions {
@@ -68,6 +71,16 @@ class Session {
                                           const std::vector<std::string>& targets = {});
   // Releases the session; later run() calls fail with Cancelled. Idempotent.
   Status close();
+
+  // For actors that must not block: builds the request that run_by_name() would send, so an
+  // embedding actor can send (run_atom, request) to master() itself and handle the reply
+  // (std::vector<Tensor> or an error) asynchronously. May block briefly in cluster mode to
+  // connect to the tasks the graph names.
+  Result<std::shared_ptr<const RunRequest>> prepare(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                           const std::vector<std::string>& fetches,
+                                                           const std::vector<std::string>& targets = {});
+  // The master actor that runs this session's steps.
+  caf::actor master() const;
 
  private:
   std::shared_ptr<const Graph> snapshot();

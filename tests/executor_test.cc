@@ -10,8 +10,10 @@ TEST(ExecutorTest, ConstIdentityAndFeeds) {
   Scope root = Scope::root();
   auto a = ops::constant(root, {1, 2, 3, 4}, {2, 2}, "a");
   auto b = ops::identity(root.with_op_name("b"), a);
+  (void)b;
   auto p = ops::placeholder(root, DType::kFloat32, Shape{-1, 2}, "p");
   auto q = ops::identity(root.with_op_name("q"), p);
+  (void)q;
   ASSERT_TRUE(root.ok()) << root.status();
   auto dev = make_cpu_device("/job:localhost/replica:0/task:0/device:CPU:0", 0);
   auto out = run_local(*root.graph(), {"b", "q"}, {{"p", Tensor::from_vector<float>({5, 6}, {1, 2})}}, dev.get());
