@@ -188,7 +188,8 @@ bool is_loopback_name(const std::string& h) {
   return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
 }
 
-// True when `host` names this machine (loopback, its hostname, or one of its addresses).
+}  // namespace
+
 bool is_local_host(const std::string& host) {
   if (is_loopback_name(host) || host == "0.0.0.0") return true;
   char name[256] = {0};
@@ -208,8 +209,6 @@ bool is_local_host(const std::string& host) {
   freeifaddrs(ifs);
   return found;
 }
-
-}  // namespace
 
 void Server::configure(caf::actor_system_config& cfg) {
   register_actorflow_types(cfg);

@@ -33,6 +33,9 @@ struct LocalServerOptions {
   bool allow_growth = false;
 };
 
+// True when `host` names this machine: loopback, its hostname, or one of its addresses.
+bool is_local_host(const std::string& host);
+
 class Server {
  public:
   // The single-process cluster of tf.train.Server.create_local_server(): job "localhost",

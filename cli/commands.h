@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace actorflow {
 namespace cli {
@@ -25,6 +26,14 @@ struct StatusOptions {
   std::string cluster;
   int timeout_ms = 2000;
 };
+struct UpOptions {
+  std::string cluster;
+  std::vector<std::string> program;  // empty: `actorflow node` per task
+};
+// `actorflow up`: run and supervise every local task. Exit 0 when every task finished
+// normally or on SIGINT/SIGTERM; 1 when a task failed more than max_restarts times.
+int run_up(const UpOptions& opts);
+
 // `actorflow status`: each task up or down, with its devices. Exit 0 when all are up.
 int run_status(const StatusOptions& opts);
 

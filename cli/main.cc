@@ -21,7 +21,13 @@ int main(int argc, char** argv) {
   actorflow::cli::StatusOptions status_opts;
   status->add_option("--cluster", status_opts.cluster, "cluster file (TOML)")->required();
   status->add_option("--timeout-ms", status_opts.timeout_ms, "how long to try each task");
+  auto* up = app.add_subcommand("up", "start every task of this host as a child process and restart failures");
+  actorflow::cli::UpOptions up_opts;
+  up->add_option("--cluster", up_opts.cluster, "cluster file (TOML)")->required();
+  up->add_option("program", up_opts.program, "program run once per task with --cluster/--job/--task appended "
+                                             "(after --)");
   CLI11_PARSE(app, argc, argv);
+  if (up->parsed()) return actorflow::cli::run_up(up_opts);
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
   if (node->parsed()) return actorflow::cli::run_node(node_opts);
   if (status->parsed()) return actorflow::cli::run_status(status_opts);

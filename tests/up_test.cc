@@ -1,0 +1,82 @@
+// `actorflow up`: starts every local task, restarts one killed with SIGKILL, gives up past
+// max_restarts, and leaves no process behind on SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+
+// pids of live `actorflow node` processes whose command line mentions `needle`.
+std::vector<int> node_pids(const std::string& needle) {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) if (c == '\0') c = ' ';
+    std::ifstream s(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
+    const bool zombie = stat.find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find(" node ") != std::string::npos && cmd.find(needle) != std::string::npos)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST(UpTest, StartsRestartsAndStopsEverything) {
+  TempDir dir;
+  const std::string file = dir.write("c.toml", "[jobs]\nworker = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\", \"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\n[supervisor]\nmax_restarts = 5\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file});
+  ASSERT_TRUE(up->wait_for_output("started worker/1", 20s)) << up->output();
+  ASSERT_TRUE(up->wait_for_output("Started server for /job:worker/replica:0/task:1", 20s)) << up->output();
+  ASSERT_TRUE(up->wait_for_output("Started server for /job:worker/replica:0/task:0", 20s)) << up->output();
+  auto pids = node_pids(file);
+  ASSERT_EQ(pids.size(), 2u);
+  kill(pids[0], SIGKILL);
+  ASSERT_TRUE(up->wait_for_output("restarted worker/", 20s)) << up->output();
+  EXPECT_NE(up->output().find("killed by signal 9"), std::string::npos) << up->output();
+  up->signal(SIGTERM);
+  EXPECT_EQ(up->wait(20s), 0) << up->output();
+  EXPECT_TRUE(node_pids(file).empty()) << "processes left behind";
+}
+
+TEST(UpTest, GivesUpPastMaxRestarts) {
+  TempDir dir;
+  // A program that always fails: restarted max_restarts times, then up exits 1 naming the task.
+  const std::string file = dir.write("c.toml", "[jobs]\nworker = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\n[supervisor]\nmax_restarts = 2\nrestart_window_secs = 60\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", "/bin/false"});
+  EXPECT_EQ(up->wait(60s), 1) << up->output();
+  EXPECT_NE(up->output().find("worker/0 failed (exit code 1) 3 times within 60 s; max_restarts = 2"),
+            std::string::npos)
+      << up->output();
+}
+
+TEST(UpTest, ProgramPerTaskGetsItsFlags) {
+  TempDir dir;
+  const std::string file = dir.write("c.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\nworker = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", "/bin/echo", "hello"});
+  EXPECT_EQ(up->wait(30s), 0) << up->output();
+  EXPECT_NE(up->output().find("hello --cluster " + file + " --job ps --task 0"), std::string::npos) << up->output();
+  EXPECT_NE(up->output().find("hello --cluster " + file + " --job worker --task 0"), std::string::npos) << up->output();
+}
+
+}  // namespace
+}  // namespace actorflow
