@@ -215,3 +215,22 @@ TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
 
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+TEST(ClusterTest, StatusShowsUpAndDownTasks) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  auto st = ChildProcess::start({binary("actorflow"), "status", "--cluster", c.file, "--timeout-ms", "500"});
+  EXPECT_EQ(st->wait(60s), 3) << st->output();  // host/0 is not running
+  const std::string out = st->output();
+  EXPECT_NE(out.find("worker/0  localhost:" + std::to_string(c.w0) + "  UP  devices: device:CPU:0"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("worker/1  localhost:" + std::to_string(c.w1) + "  UP"), std::string::npos) << out;
+  EXPECT_NE(out.find("host/0  localhost:" + std::to_string(c.host_port) + "  DOWN"), std::string::npos) << out;
+  EXPECT_NE(out.find("2/3 tasks up"), std::string::npos) << out;
+}
+}  // namespace
+}  // namespace actorflow
