@@ -4,6 +4,7 @@
 // Tensors, the graph-building API (Scope, ops::), sessions, servers and cluster files.
 #pragma once
 
+#include "actors/data_actor.h"
 #include "actors/master_actor.h"
 #include "actors/membership.h"
 #include "actors/server.h"

@@ -1,0 +1,67 @@
+#include "actors/data_actor.h"
+
+#include <deque>
+
+#include "actors/messages.h"
+
+namespace actorflow {
+namespace {
+
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+
+struct DataState {
+  std::unique_ptr<Prefetcher> prefetcher;
+  std::deque<caf::response_promise> waiting;
+  static constexpr const char* name = "data";
+};
+using DataActor = caf::stateful_actor<DataState>;
+
+// Serves waiting requests while elements are ready.
+void serve(DataActor* self) {
+  auto& st = self->state;
+  while (!st.waiting.empty()) {
+    auto r = st.prefetcher->try_next();
+    if (!r) return;  // nothing ready yet; on_ready will wake us
+    auto rp = st.waiting.front();
+    st.waiting.pop_front();
+    if (!r->ok()) rp.deliver(to_caf_error(r->status()));
+    else if (!r->value()) rp.deliver(to_caf_error(OutOfRange("end of the input data")));
+    else rp.deliver(std::move(*r->value()));
+  }
+}
+
+caf::behavior data_actor(DataActor* self, std::shared_ptr<DatasetIterator> it, size_t depth) {
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  self->state.prefetcher = std::make_unique<Prefetcher>(std::move(*it), depth, [weak] {
+    if (auto strong = caf::actor_cast<caf::actor>(weak.lock())) caf::anon_send(strong, ready_atom::value);
+  });
+  self->attach_functor([self] { if (self->state.prefetcher) self->state.prefetcher->stop(); });
+  return {
+      [=](next_atom) -> caf::result<std::vector<Tensor>> {
+        auto rp = self->make_response_promise();
+        self->state.waiting.push_back(rp);
+        serve(self);
+        return caf::delegated<std::vector<Tensor>>();
+      },
+      [=](ready_atom) { serve(self); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_data_actor(caf::actor_system& sys, DatasetIterator it, size_t depth) {
+  return sys.spawn(data_actor, std::make_shared<DatasetIterator>(std::move(it)), depth);
+}
+
+Result<std::vector<Tensor>> next_batch(caf::actor_system& sys, const caf::actor& data,
+                                       std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys};
+  Result<std::vector<Tensor>> out = Internal("no answer from the data actor");
+  self->request(data, timeout, next_atom::value)
+      .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
+               [&](caf::error& e) { out = from_caf_error(e, "data actor"); });
+  return out;
+}
+
+}  // namespace actorflow
