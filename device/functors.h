@@ -223,5 +223,56 @@ struct ReluGradF {
   template <class T> AF_HOST_DEVICE T operator()(T g, T x) const { return x > T(0) ? g : T(0); }
 };
 
+// ---- optimizer updates: one element of a variable (w) and its slots, in place -------------
+// Shared by the variable actors (CPU) and the GPU update kernels. Each is a small value type
+// holding the hyper-parameters; operator() updates one element.
+
+// Plain gradient descent (TF ApplyGradientDescent): w -= lr * g.
+template <class T>
+struct SgdUpdateF {
+  T lr;
+  AF_HOST_DEVICE void operator()(T& w, T g) const { w -= lr * g; }
+};
+
+// Momentum (TF ApplyMomentum): a = momentum * a + g; w -= lr * a. With use_nesterov:
+// w -= lr * g + lr * momentum * a (with the updated a).
+template <class T>
+struct MomentumUpdateF {
+  T lr;
+  T momentum;
+  bool use_nesterov = false;
+  AF_HOST_DEVICE void operator()(T& w, T& a, T g) const {
+    a = momentum * a + g;
+    if (use_nesterov)
+      w -= lr * g + lr * momentum * a;
+    else
+      w -= lr * a;
+  }
+};
+
+// Adam with bias correction (TF ApplyAdam), for update number t >= 1:
+//   lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+//   m = m + (g - m) * (1 - beta1);  v = v + (g^2 - v) * (1 - beta2)
+//   w -= lr_t * m / (sqrt(v) + epsilon)
+// Build with make() so lr_t is computed once per step.
+template <class T>
+struct AdamUpdateF {
+  T lr_t;
+  T beta1;
+  T beta2;
+  T epsilon;
+  AF_HOST_DEVICE static AdamUpdateF make(T lr, T beta1, T beta2, T epsilon, int64_t t) {
+    const double b1t = ::pow(static_cast<double>(beta1), static_cast<double>(t));
+    const double b2t = ::pow(static_cast<double>(beta2), static_cast<double>(t));
+    const double lr_t = static_cast<double>(lr) * ::sqrt(1.0 - b2t) / (1.0 - b1t);
+    return AdamUpdateF{static_cast<T>(lr_t), beta1, beta2, epsilon};
+  }
+  AF_HOST_DEVICE void operator()(T& w, T& m, T& v, T g) const {
+    m = m + (g - m) * (T(1) - beta1);
+    v = v + (g * g - v) * (T(1) - beta2);
+    w -= lr_t * m / (af_sqrt(v) + epsilon);
+  }
+};
+
 }  // namespace functors
 }  // namespace actorflow

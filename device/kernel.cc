@@ -1,10 +1,22 @@
 #include "device/kernel.h"
 
+#ifdef AF_WITH_CUDA
+#include "device/cuda/cuda_device.h"
+#endif
+
 namespace actorflow {
 
 Result<Tensor*> OpKernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
   auto t = Tensor::allocate(allocator(), dtype, shape);
-  if (!t.ok()) return error(t.status().code(), t.status().message());
+  if (!t.ok()) {
+    // Say how full the device is, so "out of memory" can be told from "limit too small".
+    const AllocatorStats st = allocator()->stats();
+    std::string msg = t.status().message() + " on " + device_->name();
+    if (st.bytes_limit > 0)
+      msg += " (memory limit " + std::to_string(st.bytes_limit) + " bytes, " + std::to_string(st.bytes_in_use) +
+             " in use, peak " + std::to_string(st.peak_bytes_in_use) + ")";
+    return error(t.status().code(), msg);
+  }
   outputs_[static_cast<size_t>(i)] = std::move(*t);
   return &outputs_[static_cast<size_t>(i)];
 }
@@ -100,6 +112,9 @@ void register_all_kernels(KernelRegistry& r) {
   register_cpu_math_kernels(r);
   register_cpu_array_kernels(r);
   register_cpu_nn_kernels(r);
+#ifdef AF_WITH_CUDA
+  register_gpu_kernels(r);
+#endif
 }
 
 }  // namespace actorflow

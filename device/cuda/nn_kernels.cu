@@ -1,0 +1,641 @@
+// Neural-network GPU kernels: MatMul (cuBLAS), Conv2D and its input/filter gradients
+// (cuDNN, NHWC tensors), MaxPool and MaxPoolGrad, Softmax (cuDNN) and
+// SoftmaxCrossEntropyWithLogits. Attributes and layouts follow graph/ops_nn.cc (TensorFlow's):
+// NHWC activations, HWIO filters, strides/ksize {1, h, w, 1}, padding "SAME"/"VALID".
+//
+// cuDNN takes NHWC filters as KRSC (= OHWI), so filters are transposed to and from TF's
+// HWIO in scratch buffers. cuDNN pads symmetrically; TensorFlow's SAME padding puts the odd
+// row/column after, so for asymmetric padding the input is copied into a buffer with one
+// extra zero row/column at the end (and the input gradient is cropped back).
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "device/cuda/gpu_kernel.h"
+#include "device/functors.h"
+#include "graph/ops_nn_util.h"
+
+namespace actorflow {
+namespace {
+
+// ---- small helpers --------------------------------------------------------------------------
+
+Result<int> to_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) return InvalidArgument(std::string(what) + " " + std::to_string(v) + " exceeds the int range of cuBLAS/cuDNN");
+  return static_cast<int>(v);
+}
+
+// A device scratch buffer from the device's allocator (freed when it goes out of scope; safe
+// because later work on the same stream is ordered after the kernels that use it).
+Result<Tensor> scratch(GpuDevice& dev, DType t, const Shape& s) {
+  auto r = Tensor::allocate(dev.allocator(), t, s);
+  if (!r.ok()) return Status(r.status().code(), "scratch buffer: " + r.status().message() + "; " + dev.bfc()->summary());
+  return r;
+}
+
+template <class T> struct CudnnType;
+template <> struct CudnnType<float> { static constexpr cudnnDataType_t value = CUDNN_DATA_FLOAT; };
+template <> struct CudnnType<double> { static constexpr cudnnDataType_t value = CUDNN_DATA_DOUBLE; };
+
+// RAII cuDNN descriptors.
+class TensorDesc {
+ public:
+  ~TensorDesc() { if (d_) cudnnDestroyTensorDescriptor(d_); }
+  Status init(cudnnTensorFormat_t fmt, cudnnDataType_t t, int n, int c, int h, int w) {
+    AF_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&d_));
+    AF_CUDNN_RETURN_IF_ERROR(cudnnSetTensor4dDescriptor(d_, fmt, t, n, c, h, w));
+    return Status::OK();
+  }
+  cudnnTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_ = nullptr;
+};
+
+class FilterDesc {
+ public:
+  ~FilterDesc() { if (d_) cudnnDestroyFilterDescriptor(d_); }
+  // NHWC filter layout = KRSC: [k (out), r (h), s (w), c (in)].
+  Status init(cudnnDataType_t t, int k, int c, int h, int w) {
+    AF_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&d_));
+    AF_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d_, t, CUDNN_TENSOR_NHWC, k, c, h, w));
+    return Status::OK();
+  }
+  cudnnFilterDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnFilterDescriptor_t d_ = nullptr;
+};
+
+class ConvDesc {
+ public:
+  ~ConvDesc() { if (d_) cudnnDestroyConvolutionDescriptor(d_); }
+  Status init(cudnnDataType_t t, int pad_h, int pad_w, int stride_h, int stride_w) {
+    AF_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&d_));
+    AF_CUDNN_RETURN_IF_ERROR(
+        cudnnSetConvolution2dDescriptor(d_, pad_h, pad_w, stride_h, stride_w, 1, 1, CUDNN_CROSS_CORRELATION, t));
+    return Status::OK();
+  }
+  cudnnConvolutionDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnConvolutionDescriptor_t d_ = nullptr;
+};
+
+// ---- layout kernels -------------------------------------------------------------------------
+
+// HWIO [fh, fw, c, k] -> OHWI [k, fh, fw, c].
+template <class T>
+__global__ void hwio_to_ohwi_kernel(const T* src, T* dst, int64_t fh, int64_t fw, int64_t c, int64_t k) {
+  const int64_t n = fh * fw * c * k;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
+    int64_t t = i;
+    const int64_t ci = t % c; t /= c;
+    const int64_t wi = t % fw; t /= fw;
+    const int64_t hi = t % fh;
+    const int64_t o = t / fh;
+    dst[i] = src[((hi * fw + wi) * c + ci) * k + o];
+  }
+}
+
+// OHWI [k, fh, fw, c] -> HWIO [fh, fw, c, k].
+template <class T>
+__global__ void ohwi_to_hwio_kernel(const T* src, T* dst, int64_t fh, int64_t fw, int64_t c, int64_t k) {
+  const int64_t n = fh * fw * c * k;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
+    int64_t t = i;
+    const int64_t o = t % k; t /= k;
+    const int64_t ci = t % c; t /= c;
+    const int64_t wi = t % fw;
+    const int64_t hi = t / fw;
+    dst[i] = src[((o * fh + hi) * fw + wi) * c + ci];
+  }
+}
+
+// Copies the [n, h, w, c] corner at the origin from src (spatial s_h x s_w) to dst
+// (spatial d_h x d_w). Pads (dst larger, pre-zeroed) or crops (src larger).
+template <class T>
+__global__ void copy_window_kernel(const T* src, int64_t s_h, int64_t s_w, T* dst, int64_t d_h, int64_t d_w, int64_t n,
+                                   int64_t h, int64_t w, int64_t c) {
+  const int64_t total = n * h * w * c;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
+    int64_t t = i;
+    const int64_t ci = t % c; t /= c;
+    const int64_t wi = t % w; t /= w;
+    const int64_t hi = t % h;
+    const int64_t ni = t / h;
+    dst[((ni * d_h + hi) * d_w + wi) * c + ci] = src[((ni * s_h + hi) * s_w + wi) * c + ci];
+  }
+}
+
+// ---- MatMul -------------------------------------------------------------------------------------
+
+// Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first.
+class MatMulKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    const bool ta = ctx.attrs().get_or<bool>("transpose_a", false);
+    const bool tb = ctx.attrs().get_or<bool>("transpose_b", false);
+    if (a.shape().rank() != 2 || b.shape().rank() != 2)
+      return InvalidArgument("a and b must be matrices, got " + a.shape().to_string() + " and " + b.shape().to_string());
+    if (a.dtype() != b.dtype()) return InvalidArgument("a and b must have the same dtype");
+    const int64_t m = a.shape().dim(ta ? 1 : 0), k = a.shape().dim(ta ? 0 : 1);
+    const int64_t kb = b.shape().dim(tb ? 1 : 0), n = b.shape().dim(tb ? 0 : 1);
+    if (k != kb)
+      return InvalidArgument("inner dimensions " + std::to_string(k) + " and " + std::to_string(kb) + " differ (a " +
+                             a.shape().to_string() + ", b " + b.shape().to_string() + ")");
+    AF_ASSIGN_OR_RETURN(Tensor * c, ctx.allocate_output(0, a.dtype(), Shape{m, n}));
+    if (m == 0 || n == 0) return Status::OK();
+    if (k == 0) {
+      AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(c->raw_data(), 0, c->bytes(), dev.stream()));
+      return Status::OK();
+    }
+    AF_ASSIGN_OR_RETURN(int im, to_int(m, "m"));
+    AF_ASSIGN_OR_RETURN(int in, to_int(n, "n"));
+    AF_ASSIGN_OR_RETURN(int ik, to_int(k, "k"));
+    const int lda = static_cast<int>(a.shape().dim(1)), ldb = static_cast<int>(b.shape().dim(1));
+    const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    std::lock_guard<std::mutex> lock(dev.library_mutex());
+    return dispatch_floating(ctx, a.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T one = 1, zero = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        AF_CUBLAS_RETURN_IF_ERROR(cublasSgemm(dev.cublas(), op_b, op_a, in, im, ik, &one, b.data<float>(), ldb,
+                                              a.data<float>(), lda, &zero, c->data<float>(), in));
+      } else {
+        AF_CUBLAS_RETURN_IF_ERROR(cublasDgemm(dev.cublas(), op_b, op_a, in, im, ik, &one, b.data<double>(), ldb,
+                                              a.data<double>(), lda, &zero, c->data<double>(), in));
+      }
+      return Status::OK();
+    });
+  }
+};
+
+// ---- convolution ---------------------------------------------------------------------------------
+
+// The geometry of one NHWC x HWIO convolution under TensorFlow's padding rules.
+struct ConvGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;    // input
+  int64_t fh = 0, fw = 0, k = 0;         // filter (input depth = c)
+  int64_t sh = 1, sw = 1;
+  WindowDim wh, ww;                      // output size and padding per spatial dim
+  int64_t ph = 0, pw = 0;                // input size cuDNN sees (h, w plus the odd padding row/col)
+  bool asymmetric = false;
+};
+
+Result<ConvGeometry> conv_geometry(const AttrMap& attrs, const Shape& input, const Shape& filter) {
+  if (input.rank() != 4) return InvalidArgument("input must be rank 4 (NHWC), got " + input.to_string());
+  if (filter.rank() != 4) return InvalidArgument("filter must be rank 4 (HWIO), got " + filter.to_string());
+  AF_ASSIGN_OR_RETURN(auto strides, parse_nhwc_window(attrs, "strides"));
+  AF_ASSIGN_OR_RETURN(Padding pad, parse_padding(attrs));
+  ConvGeometry g;
+  g.n = input.dim(0); g.h = input.dim(1); g.w = input.dim(2); g.c = input.dim(3);
+  g.fh = filter.dim(0); g.fw = filter.dim(1); g.k = filter.dim(3);
+  if (filter.dim(2) != g.c)
+    return InvalidArgument("input depth " + std::to_string(g.c) + " does not match the filter's input depth " +
+                           std::to_string(filter.dim(2)) + " (input " + input.to_string() + ", filter " +
+                           filter.to_string() + ")");
+  g.sh = strides[1];
+  g.sw = strides[2];
+  AF_ASSIGN_OR_RETURN(g.wh, compute_window(g.h, g.fh, g.sh, pad, "height"));
+  AF_ASSIGN_OR_RETURN(g.ww, compute_window(g.w, g.fw, g.sw, pad, "width"));
+  g.ph = g.h + (g.wh.pad_after - g.wh.pad_before);
+  g.pw = g.w + (g.ww.pad_after - g.ww.pad_before);
+  g.asymmetric = g.ph != g.h || g.pw != g.w;
+  return g;
+}
+
+// The cuDNN descriptors of a convolution (input as cuDNN sees it: padded size).
+struct ConvDescs {
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+};
+
+template <class T>
+Status make_descs(const ConvGeometry& g, ConvDescs* d) {
+  const cudnnDataType_t t = CudnnType<T>::value;
+  AF_ASSIGN_OR_RETURN(int n, to_int(g.n, "batch"));
+  AF_ASSIGN_OR_RETURN(int c, to_int(g.c, "depth"));
+  AF_ASSIGN_OR_RETURN(int k, to_int(g.k, "output depth"));
+  AF_RETURN_IF_ERROR(d->x.init(CUDNN_TENSOR_NHWC, t, n, c, static_cast<int>(g.ph), static_cast<int>(g.pw)));
+  AF_RETURN_IF_ERROR(d->y.init(CUDNN_TENSOR_NHWC, t, n, k, static_cast<int>(g.wh.out), static_cast<int>(g.ww.out)));
+  AF_RETURN_IF_ERROR(d->w.init(t, k, c, static_cast<int>(g.fh), static_cast<int>(g.fw)));
+  AF_RETURN_IF_ERROR(d->conv.init(t, static_cast<int>(g.wh.pad_before), static_cast<int>(g.ww.pad_before),
+                                  static_cast<int>(g.sh), static_cast<int>(g.sw)));
+  int on, oc, oh, ow;
+  AF_CUDNN_RETURN_IF_ERROR(
+      cudnnGetConvolution2dForwardOutputDim(d->conv.get(), d->x.get(), d->w.get(), &on, &oc, &oh, &ow));
+  if (oh != g.wh.out || ow != g.ww.out)
+    return Internal("cuDNN output size " + std::to_string(oh) + "x" + std::to_string(ow) +
+                    " differs from TensorFlow's " + std::to_string(g.wh.out) + "x" + std::to_string(g.ww.out));
+  return Status::OK();
+}
+
+// Tries cuDNN's ranked algorithms in order and returns the first whose workspace can be
+// allocated. `perf` holds `count` results of a cudnnGet*Algorithm_v7 call.
+template <class Perf>
+Result<std::pair<decltype(Perf{}.algo), Tensor>> pick_algo(GpuDevice& dev, const Perf* perf, int count, const char* what) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    auto ws = Tensor::allocate(dev.allocator(), DType::kUInt8, Shape{static_cast<int64_t>(perf[i].memory)});
+    if (ws.ok()) return std::make_pair(perf[i].algo, std::move(*ws));
+  }
+  return ResourceExhausted(std::string("no cuDNN ") + what + " algorithm fits in device memory; " + dev.bfc()->summary());
+}
+
+template <class T>
+Status transpose_filter(GpuDevice& dev, const T* src, T* dst, const ConvGeometry& g, bool to_ohwi) {
+  const int64_t n = g.fh * g.fw * g.c * g.k;
+  if (n == 0) return Status::OK();
+  if (to_ohwi)
+    hwio_to_ohwi_kernel<T><<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(src, dst, g.fh, g.fw, g.c, g.k);
+  else
+    ohwi_to_hwio_kernel<T><<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(src, dst, g.fh, g.fw, g.c, g.k);
+  return cuda_launch_status("filter transpose kernel");
+}
+
+// Copies the [n, h, w, c] corner between NHWC buffers of spatial sizes (sh, sw) -> (dh, dw).
+template <class T>
+Status copy_window(GpuDevice& dev, const T* src, int64_t s_h, int64_t s_w, T* dst, int64_t d_h, int64_t d_w,
+                   const ConvGeometry& g) {
+  const int64_t total = g.n * g.h * g.w * g.c;
+  if (total == 0) return Status::OK();
+  copy_window_kernel<T><<<num_blocks(total), kThreadsPerBlock, 0, dev.stream()>>>(src, s_h, s_w, dst, d_h, d_w, g.n,
+                                                                                  g.h, g.w, g.c);
+  return cuda_launch_status("padding copy kernel");
+}
+
+// The input as cuDNN sees it: `x` itself, or a zero-padded copy for asymmetric SAME padding.
+template <class T>
+Result<const T*> padded_input(GpuDevice& dev, const Tensor& x, const ConvGeometry& g, Tensor* holder) {
+  if (!g.asymmetric) return x.data<T>();
+  AF_ASSIGN_OR_RETURN(*holder, scratch(dev, x.dtype(), Shape{g.n, g.ph, g.pw, g.c}));
+  AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(holder->raw_data(), 0, holder->bytes(), dev.stream()));
+  AF_RETURN_IF_ERROR(copy_window<T>(dev, x.data<T>(), g.h, g.w, holder->data<T>(), g.ph, g.pw, g));
+  return static_cast<const T*>(holder->data<T>());
+}
+
+class Conv2DKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& f = ctx.input(1);
+    if (x.dtype() != f.dtype()) return InvalidArgument("input and filter must have the same dtype");
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx.attrs(), x.shape(), f.shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), Shape{g.n, g.wh.out, g.ww.out, g.k}));
+    if (y->num_elements() == 0) return Status::OK();
+    return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor w_ohwi, scratch(dev, f.dtype(), Shape{g.k, g.fh, g.fw, g.c}));
+      AF_RETURN_IF_ERROR(transpose_filter<T>(dev, f.data<T>(), w_ohwi.data<T>(), g, true));
+      Tensor padded;
+      AF_ASSIGN_OR_RETURN(const T* xp, padded_input<T>(dev, x, g, &padded));
+      ConvDescs d;
+      AF_RETURN_IF_ERROR(make_descs<T>(g, &d));
+      std::lock_guard<std::mutex> lock(dev.library_mutex());
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int count = 0;
+      AF_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(dev.cudnn(), d.x.get(), d.w.get(), d.conv.get(),
+                                                                      d.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                                      &count, perf));
+      AF_ASSIGN_OR_RETURN(auto algo, pick_algo(dev, perf, count, "forward convolution"));
+      const T one = 1, zero = 0;
+      AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(dev.cudnn(), &one, d.x.get(), xp, d.w.get(), w_ohwi.data<T>(),
+                                                       d.conv.get(), algo.first, algo.second.raw_data(),
+                                                       algo.second.bytes(), &zero, d.y.get(), y->data<T>()));
+      return Status::OK();
+    });
+  }
+};
+
+// Conv2DBackpropInput(input_sizes, filter, out_backprop) -> the gradient of the input.
+class Conv2DBackpropInputKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    AF_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, read_int_vector(ctx, ctx.input(0)));
+    if (sizes.size() != 4) return InvalidArgument("input_sizes must have 4 elements, got " + std::to_string(sizes.size()));
+    const Tensor& f = ctx.input(1);
+    const Tensor& dy = ctx.input(2);
+    if (f.dtype() != dy.dtype()) return InvalidArgument("filter and out_backprop must have the same dtype");
+    const Shape in_shape(sizes);
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx.attrs(), in_shape, f.shape()));
+    const Shape expect{g.n, g.wh.out, g.ww.out, g.k};
+    if (dy.shape() != expect)
+      return InvalidArgument("out_backprop " + dy.shape().to_string() + " does not match the convolution output " +
+                             expect.to_string());
+    AF_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, f.dtype(), in_shape));
+    if (dx->num_elements() == 0) return Status::OK();
+    if (dy.num_elements() == 0) {
+      AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx->raw_data(), 0, dx->bytes(), dev.stream()));
+      return Status::OK();
+    }
+    return dispatch_floating(ctx, f.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor w_ohwi, scratch(dev, f.dtype(), Shape{g.k, g.fh, g.fw, g.c}));
+      AF_RETURN_IF_ERROR(transpose_filter<T>(dev, f.data<T>(), w_ohwi.data<T>(), g, true));
+      Tensor padded;
+      T* dxp = dx->data<T>();
+      if (g.asymmetric) {
+        AF_ASSIGN_OR_RETURN(padded, scratch(dev, f.dtype(), Shape{g.n, g.ph, g.pw, g.c}));
+        dxp = padded.data<T>();
+      }
+      ConvDescs d;
+      AF_RETURN_IF_ERROR(make_descs<T>(g, &d));
+      {
+        std::lock_guard<std::mutex> lock(dev.library_mutex());
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int count = 0;
+        AF_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            dev.cudnn(), d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count,
+            perf));
+        AF_ASSIGN_OR_RETURN(auto algo, pick_algo(dev, perf, count, "backward-data convolution"));
+        const T one = 1, zero = 0;
+        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(dev.cudnn(), &one, d.w.get(), w_ohwi.data<T>(), d.y.get(),
+                                                              dy.data<T>(), d.conv.get(), algo.first,
+                                                              algo.second.raw_data(), algo.second.bytes(), &zero,
+                                                              d.x.get(), dxp));
+      }
+      if (g.asymmetric) AF_RETURN_IF_ERROR(copy_window<T>(dev, dxp, g.ph, g.pw, dx->data<T>(), g.h, g.w, g));
+      return Status::OK();
+    });
+  }
+};
+
+// Conv2DBackpropFilter(input, out_backprop), attr filter_sizes -> the gradient of the filter.
+class Conv2DBackpropFilterKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    AF_ASSIGN_OR_RETURN(std::vector<int64_t> fs, ctx.attrs().get<std::vector<int64_t>>("filter_sizes"));
+    if (fs.size() != 4) return InvalidArgument("filter_sizes must have 4 elements");
+    const Tensor& x = ctx.input(0);
+    const Tensor& dy = ctx.input(1);
+    if (x.dtype() != dy.dtype()) return InvalidArgument("input and out_backprop must have the same dtype");
+    const Shape f_shape(fs);
+    AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx.attrs(), x.shape(), f_shape));
+    const Shape expect{g.n, g.wh.out, g.ww.out, g.k};
+    if (dy.shape() != expect)
+      return InvalidArgument("out_backprop " + dy.shape().to_string() + " does not match the convolution output " +
+                             expect.to_string());
+    AF_ASSIGN_OR_RETURN(Tensor * dw, ctx.allocate_output(0, x.dtype(), f_shape));
+    if (dw->num_elements() == 0) return Status::OK();
+    if (dy.num_elements() == 0) {
+      AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dw->raw_data(), 0, dw->bytes(), dev.stream()));
+      return Status::OK();
+    }
+    return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor dw_ohwi, scratch(dev, x.dtype(), Shape{g.k, g.fh, g.fw, g.c}));
+      Tensor padded;
+      AF_ASSIGN_OR_RETURN(const T* xp, padded_input<T>(dev, x, g, &padded));
+      ConvDescs d;
+      AF_RETURN_IF_ERROR(make_descs<T>(g, &d));
+      {
+        std::lock_guard<std::mutex> lock(dev.library_mutex());
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        int count = 0;
+        AF_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            dev.cudnn(), d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+            &count, perf));
+        AF_ASSIGN_OR_RETURN(auto algo, pick_algo(dev, perf, count, "backward-filter convolution"));
+        const T one = 1, zero = 0;
+        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(dev.cudnn(), &one, d.x.get(), xp, d.y.get(),
+                                                                dy.data<T>(), d.conv.get(), algo.first,
+                                                                algo.second.raw_data(), algo.second.bytes(), &zero,
+                                                                d.w.get(), dw_ohwi.data<T>()));
+      }
+      return transpose_filter<T>(dev, dw_ohwi.data<T>(), dw->data<T>(), g, false);
+    });
+  }
+};
+
+// ---- max pooling ------------------------------------------------------------------------------------
+
+struct PoolGeometry {
+  int64_t n, h, w, c, kh, kw, sh, sw;
+  WindowDim wh, ww;
+};
+
+Result<PoolGeometry> pool_geometry(const AttrMap& attrs, const Shape& input) {
+  if (input.rank() != 4) return InvalidArgument("input must be rank 4 (NHWC), got " + input.to_string());
+  AF_ASSIGN_OR_RETURN(auto ksize, parse_nhwc_window(attrs, "ksize"));
+  AF_ASSIGN_OR_RETURN(auto strides, parse_nhwc_window(attrs, "strides"));
+  AF_ASSIGN_OR_RETURN(Padding pad, parse_padding(attrs));
+  PoolGeometry g{input.dim(0), input.dim(1), input.dim(2), input.dim(3), ksize[1], ksize[2], strides[1], strides[2],
+                 {}, {}};
+  AF_ASSIGN_OR_RETURN(g.wh, compute_window(g.h, g.kh, g.sh, pad, "height"));
+  AF_ASSIGN_OR_RETURN(g.ww, compute_window(g.w, g.kw, g.sw, pad, "width"));
+  return g;
+}
+
+// Offset (into the NHWC input) of the first maximum in the window of output element i.
+template <class T>
+__device__ int64_t window_argmax(const T* x, const PoolGeometry& g, int64_t i, T* best_out) {
+  int64_t t = i;
+  const int64_t ci = t % g.c; t /= g.c;
+  const int64_t ow = t % g.ww.out; t /= g.ww.out;
+  const int64_t oh = t % g.wh.out;
+  const int64_t ni = t / g.wh.out;
+  const int64_t h0 = oh * g.sh - g.wh.pad_before, w0 = ow * g.sw - g.ww.pad_before;
+  const int64_t h1 = h0 + g.kh < g.h ? h0 + g.kh : g.h, w1 = w0 + g.kw < g.w ? w0 + g.kw : g.w;
+  int64_t best = -1;
+  T best_v = functors::af_lowest<T>();
+  for (int64_t hh = h0 > 0 ? h0 : 0; hh < h1; ++hh) {
+    for (int64_t ww = w0 > 0 ? w0 : 0; ww < w1; ++ww) {
+      const int64_t off = ((ni * g.h + hh) * g.w + ww) * g.c + ci;
+      const T v = x[off];
+      if (best < 0 || v > best_v) {
+        best = off;
+        best_v = v;
+      }
+    }
+  }
+  *best_out = best_v;
+  return best;
+}
+
+template <class T>
+__global__ void max_pool_kernel(const T* x, T* y, PoolGeometry g, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
+    T v;
+    window_argmax(x, g, i, &v);
+    y[i] = v;
+  }
+}
+
+template <class T>
+__global__ void max_pool_grad_kernel(const T* x, const T* dy, T* dx, PoolGeometry g, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
+    T v;
+    const int64_t off = window_argmax(x, g, i, &v);
+    if (off >= 0) atomicAdd(dx + off, dy[i]);
+  }
+}
+
+class MaxPoolKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& x = ctx.input(0);
+    AF_ASSIGN_OR_RETURN(PoolGeometry g, pool_geometry(ctx.attrs(), x.shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), Shape{g.n, g.wh.out, g.ww.out, g.c}));
+    const int64_t total = y->num_elements();
+    if (total == 0) return Status::OK();
+    return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      max_pool_kernel<T><<<num_blocks(total), kThreadsPerBlock, 0, dev.stream()>>>(x.data<T>(), y->data<T>(), g, total);
+      return cuda_launch_status("MaxPool kernel");
+    });
+  }
+};
+
+// MaxPoolGrad(orig_input, orig_output, grad): each output's gradient goes to the first
+// maximum of its window (TensorFlow's rule), accumulated atomically where windows overlap.
+class MaxPoolGradKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& dy = ctx.input(2);
+    AF_ASSIGN_OR_RETURN(PoolGeometry g, pool_geometry(ctx.attrs(), x.shape()));
+    const Shape pooled{g.n, g.wh.out, g.ww.out, g.c};
+    if (dy.shape() != pooled || ctx.input(1).shape() != pooled)
+      return InvalidArgument("orig_output " + ctx.input(1).shape().to_string() + " and grad " + dy.shape().to_string() +
+                             " must have the pooled shape " + pooled.to_string());
+    if (x.dtype() != dy.dtype()) return InvalidArgument("orig_input and grad must have the same dtype");
+    AF_ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, x.dtype(), x.shape()));
+    if (dx->num_elements() == 0) return Status::OK();
+    AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx->raw_data(), 0, dx->bytes(), dev.stream()));
+    const int64_t total = dy.num_elements();
+    if (total == 0) return Status::OK();
+    return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      max_pool_grad_kernel<T><<<num_blocks(total), kThreadsPerBlock, 0, dev.stream()>>>(x.data<T>(), dy.data<T>(),
+                                                                                         dx->data<T>(), g, total);
+      return cuda_launch_status("MaxPoolGrad kernel");
+    });
+  }
+};
+
+// ---- softmax ---------------------------------------------------------------------------------------
+
+// Softmax over the last dim via cuDNN (rows x classes as an N x C x 1 x 1 tensor).
+class SoftmaxKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& x = ctx.input(0);
+    if (x.shape().rank() < 1) return InvalidArgument("logits must have rank >= 1, got a scalar");
+    AF_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
+    const int64_t classes = x.shape().dim(x.shape().rank() - 1);
+    if (y->num_elements() == 0) return Status::OK();
+    const int64_t rows = x.num_elements() / classes;
+    AF_ASSIGN_OR_RETURN(int ir, to_int(rows, "rows"));
+    AF_ASSIGN_OR_RETURN(int ic, to_int(classes, "classes"));
+    return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      TensorDesc desc;
+      AF_RETURN_IF_ERROR(desc.init(CUDNN_TENSOR_NCHW, CudnnType<T>::value, ir, ic, 1, 1));
+      const T one = 1, zero = 0;
+      std::lock_guard<std::mutex> lock(dev.library_mutex());
+      AF_CUDNN_RETURN_IF_ERROR(cudnnSoftmaxForward(dev.cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
+                                                   &one, desc.get(), x.data<T>(), &zero, desc.get(), y->data<T>()));
+      return Status::OK();
+    });
+  }
+};
+
+constexpr int kXentThreads = 128;
+
+// Tree reduction over the block; every thread gets the result. `smem` holds kXentThreads.
+template <class T, class F>
+__device__ T block_reduce(T v, T* smem, F f) {
+  smem[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = kXentThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) smem[threadIdx.x] = f(smem[threadIdx.x], smem[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const T r = smem[0];
+  __syncthreads();
+  return r;
+}
+
+// One block per row: loss = sum(labels * (log(sum(exp(l - max))) - (l - max))),
+// backprop = softmax(l) - labels (TensorFlow's formulation).
+template <class T>
+__global__ void xent_kernel(const T* logits, const T* labels, T* loss, T* backprop, int64_t rows, int64_t c) {
+  __shared__ unsigned char smem_raw[kXentThreads * sizeof(T)];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  functors::MaximumF maxf;
+  functors::AddF addf;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* l = logits + row * c;
+    const T* y = labels + row * c;
+    T m = functors::af_lowest<T>();
+    for (int64_t j = threadIdx.x; j < c; j += kXentThreads) m = maxf(m, l[j]);
+    m = block_reduce(m, smem, maxf);
+    T s = 0;
+    for (int64_t j = threadIdx.x; j < c; j += kXentThreads) s += functors::af_exp(l[j] - m);
+    s = block_reduce(s, smem, addf);
+    const T log_s = functors::af_log(s);
+    T acc = 0;
+    for (int64_t j = threadIdx.x; j < c; j += kXentThreads) {
+      const T shifted = l[j] - m;
+      acc += y[j] * (log_s - shifted);
+      backprop[row * c + j] = functors::af_exp(shifted) / s - y[j];
+    }
+    acc = block_reduce(acc, smem, addf);
+    if (threadIdx.x == 0) loss[row] = acc;
+  }
+}
+
+class SoftmaxXentKernel : public GpuOpKernel {
+ public:
+  using GpuOpKernel::GpuOpKernel;
+  Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
+    const Tensor& logits = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (logits.shape().rank() != 2 || logits.shape() != labels.shape())
+      return InvalidArgument("logits and labels must be matrices of one shape, got " + logits.shape().to_string() +
+                             " and " + labels.shape().to_string());
+    if (logits.dtype() != labels.dtype()) return InvalidArgument("logits and labels must have the same dtype");
+    const int64_t rows = logits.shape().dim(0), c = logits.shape().dim(1);
+    AF_ASSIGN_OR_RETURN(Tensor * loss, ctx.allocate_output(0, logits.dtype(), Shape{rows}));
+    AF_ASSIGN_OR_RETURN(Tensor * backprop, ctx.allocate_output(1, logits.dtype(), logits.shape()));
+    if (rows == 0) return Status::OK();
+    if (c == 0) {
+      AF_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(loss->raw_data(), 0, loss->bytes(), dev.stream()));
+      return Status::OK();
+    }
+    return dispatch_floating(ctx, logits.dtype(), [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, 65535));
+      xent_kernel<T><<<blocks, kXentThreads, 0, dev.stream()>>>(logits.data<T>(), labels.data<T>(), loss->data<T>(),
+                                                                backprop->data<T>(), rows, c);
+      return cuda_launch_status("SoftmaxCrossEntropyWithLogits kernel");
+    });
+  }
+};
+
+}  // namespace
+
+void register_gpu_nn_kernels(KernelRegistry& r) {
+  r.add("MatMul", "GPU", gpu_factory<MatMulKernel>());
+  r.add("Conv2D", "GPU", gpu_factory<Conv2DKernel>());
+  r.add("Conv2DBackpropInput", "GPU", gpu_factory<Conv2DBackpropInputKernel>());
+  r.add("Conv2DBackpropFilter", "GPU", gpu_factory<Conv2DBackpropFilterKernel>());
+  r.add("MaxPool", "GPU", gpu_factory<MaxPoolKernel>());
+  r.add("MaxPoolGrad", "GPU", gpu_factory<MaxPoolGradKernel>());
+  r.add("Softmax", "GPU", gpu_factory<SoftmaxKernel>());
+  r.add("SoftmaxCrossEntropyWithLogits", "GPU", gpu_factory<SoftmaxXentKernel>());
+}
+
+}  // namespace actorflow
