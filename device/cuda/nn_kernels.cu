@@ -319,7 +319,15 @@ class Conv2DBackpropInputKernel : public GpuOpKernel {
  public:
   using GpuOpKernel::GpuOpKernel;
   Status compute_gpu(OpKernelContext& ctx, GpuDevice& dev) override {
-    AF_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, read_int_vector(ctx, ctx.input(0)));
+    // The shape function resolved a constant input_sizes into the static output shape; only
+    // otherwise read the (device) tensor, which waits for the stream.
+    std::vector<int64_t> sizes;
+    const Node& n = ctx.node();
+    if (!n.output_shapes.empty() && n.output_shapes[0].fully_defined() && n.output_shapes[0].rank() == 4) {
+      sizes = n.output_shapes[0].dims();
+    } else {
+      AF_ASSIGN_OR_RETURN(sizes, read_int_vector(ctx, ctx.input(0)));
+    }
     if (sizes.size() != 4) return InvalidArgument("input_sizes must have 4 elements, got " + std::to_string(sizes.size()));
     const Tensor& f = ctx.input(1);
     const Tensor& dy = ctx.input(2);
@@ -572,7 +580,7 @@ __device__ T block_reduce(T v, T* smem, F f) {
 // backprop = softmax(l) - labels (TensorFlow's formulation).
 template <class T>
 __global__ void xent_kernel(const T* logits, const T* labels, T* loss, T* backprop, int64_t rows, int64_t c) {
-  __shared__ unsigned char smem_raw[kXentThreads * sizeof(T)];
+  __shared__ __align__(16) unsigned char smem_raw[kXentThreads * sizeof(T)];
   T* smem = reinterpret_cast<T*>(smem_raw);
   functors::MaximumF maxf;
   functors::AddF addf;

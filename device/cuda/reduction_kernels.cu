@@ -46,7 +46,7 @@ __global__ void reduce_per_thread_kernel(const T* in, T* out, ReducePlan p, bool
 // elements, then a shared-memory tree).
 template <class T, class R>
 __global__ void reduce_per_block_kernel(const T* in, T* out, ReducePlan p, bool mean) {
-  __shared__ unsigned char smem_raw[kThreadsPerBlock * sizeof(T)];
+  __shared__ __align__(16) unsigned char smem_raw[kThreadsPerBlock * sizeof(T)];
   T* smem = reinterpret_cast<T*>(smem_raw);
   R red;
   for (int64_t o = blockIdx.x; o < p.num_out; o += gridDim.x) {
