@@ -8,8 +8,11 @@
 #include <random>
 #include <vector>
 
+#include "device/device.h"
 #include "device/functors.h"
 #include "device/index_plan.h"
+#include "device/kernel.h"
+#include "device/window_plan.h"
 #include "graph/shape_util.h"
 
 namespace actorflow {
@@ -286,6 +289,144 @@ TEST(IndexPlanTest, TransposeOffsetsMatchNaive) {
   EXPECT_EQ(make_transpose_plan(Shape{2, 3, 4}, {1, 2, 0})->rank, 2);  // [2] and [3,4] swap as blocks
   EXPECT_EQ(make_transpose_plan(Shape{2, 3}, {0, 0}).status().message(), "perm [0,0] is not a permutation of 0..1");
   EXPECT_FALSE(make_transpose_plan(Shape{2, 3}, {0}).ok());
+}
+
+// ---- window geometry (Conv2D via cuDNN, MaxPool kernels) --------------------------------
+
+AttrMap window_attrs(int64_t k, int64_t s, const std::string& pad) {
+  AttrMap a;
+  a.set("strides", std::vector<int64_t>{1, s, s, 1});
+  a.set("ksize", std::vector<int64_t>{1, k, k, 1});
+  a.set("padding", pad);
+  return a;
+}
+
+// cuDNN's output size over the (possibly extended) input with symmetric padding equals
+// TensorFlow's for every size, window, stride and padding.
+TEST(WindowPlanTest, CudnnSymmetricPaddingGivesTensorFlowSizes) {
+  int asymmetric = 0;
+  for (int64_t in = 1; in <= 12; ++in) {
+    for (int64_t k = 1; k <= 6; ++k) {
+      for (int64_t s = 1; s <= 3; ++s) {
+        for (const char* pad : {"SAME", "VALID"}) {
+          auto g = conv_geometry(window_attrs(k, s, pad), Shape{2, in, in + 1, 3}, Shape{k, k, 3, 4});
+          if (std::string(pad) == "VALID" && k > in) {
+            EXPECT_FALSE(g.ok());
+            continue;
+          }
+          ASSERT_TRUE(g.ok()) << g.status();
+          const int64_t want_h = std::string(pad) == "SAME" ? (in + s - 1) / s : (in - k) / s + 1;
+          EXPECT_EQ(g->wh.out, want_h);
+          EXPECT_EQ((g->ph + 2 * g->wh.pad_before - k) / s + 1, g->wh.out) << in << " " << k << " " << s << pad;
+          EXPECT_EQ((g->pw + 2 * g->ww.pad_before - k) / s + 1, g->ww.out) << in << " " << k << " " << s << pad;
+          EXPECT_GE(g->ph - g->h, 0);
+          EXPECT_LE(g->ph - g->h, 1);
+          EXPECT_EQ(g->asymmetric, g->ph != g->h || g->pw != g->w);
+          asymmetric += g->asymmetric;
+        }
+      }
+    }
+  }
+  EXPECT_GT(asymmetric, 0);  // the sweep exercises the padded-copy path
+  // MNIST's 28x28 with a 3x3 window at stride 2: 14 outputs, 0 rows before and 1 after.
+  auto g = conv_geometry(window_attrs(3, 2, "SAME"), Shape{1, 28, 28, 1}, Shape{3, 3, 1, 8});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->wh.out, 14);
+  EXPECT_EQ(g->wh.pad_before, 0);
+  EXPECT_EQ(g->ph, 29);
+  EXPECT_TRUE(g->asymmetric);
+  auto bad = conv_geometry(window_attrs(3, 1, "SAME"), Shape{1, 5, 5, 2}, Shape{3, 3, 4, 8});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("input depth 2 does not match the filter's input depth 4"),
+            std::string::npos);
+}
+
+// The GPU MaxPool / MaxPoolGrad kernels' per-output window scan, run on the host, against the
+// CPU kernels on random data.
+TEST(WindowPlanTest, PoolWindowScanMatchesCpuKernels) {
+  auto cpu = make_cpu_device("/job:w/replica:0/task:0/device:CPU:0", 0);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  struct Case { Shape in; int64_t k, s; const char* pad; };
+  for (const Case& c : {Case{Shape{2, 7, 9, 3}, 2, 2, "SAME"}, Case{Shape{1, 6, 6, 2}, 3, 2, "SAME"},
+                        Case{Shape{2, 8, 5, 4}, 3, 1, "VALID"}, Case{Shape{1, 5, 5, 1}, 3, 3, "SAME"}}) {
+    const AttrMap attrs = window_attrs(c.k, c.s, c.pad);
+    auto g = pool_geometry(attrs, c.in);
+    ASSERT_TRUE(g.ok()) << g.status();
+    Tensor x(DType::kFloat32, c.in);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = u(rng);
+    const Shape pooled{g->n, g->wh.out, g->ww.out, g->c};
+    Tensor dy(DType::kFloat32, pooled);
+    for (int64_t i = 0; i < dy.num_elements(); ++i) dy.data<float>()[i] = u(rng);
+    // The GPU kernels' arithmetic on the host.
+    std::vector<float> y(static_cast<size_t>(pooled.num_elements()));
+    std::vector<float> dx(static_cast<size_t>(x.num_elements()), 0.f);
+    for (int64_t i = 0; i < pooled.num_elements(); ++i) {
+      float v;
+      const int64_t off = pool_window_argmax(x.data<float>(), *g, i, &v);
+      ASSERT_GE(off, 0);
+      y[static_cast<size_t>(i)] = v;
+      dx[static_cast<size_t>(off)] += dy.data<float>()[i];
+    }
+    // The CPU kernels.
+    auto run_cpu = [&](const std::string& op, std::vector<Tensor> in) -> Result<Tensor> {
+      Node n;
+      n.name = "p";
+      n.op = op;
+      n.attrs = attrs;
+      n.output_types = {DType::kFloat32};
+      AF_ASSIGN_OR_RETURN(auto k, KernelRegistry::global().create(n, "CPU"));
+      OpKernelContext ctx(n, cpu.get(), std::move(in), 1);
+      AF_RETURN_IF_ERROR(k->compute(ctx));
+      return ctx.outputs()[0];
+    };
+    auto cy = run_cpu("MaxPool", {x});
+    ASSERT_TRUE(cy.ok()) << cy.status();
+    ASSERT_EQ(cy->shape(), pooled);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], cy->data<float>()[i]) << c.in.to_string() << " out " << i;
+    auto cdx = run_cpu("MaxPoolGrad", {x, *cy, dy});
+    ASSERT_TRUE(cdx.ok()) << cdx.status();
+    for (size_t i = 0; i < dx.size(); ++i)
+      ASSERT_NEAR(dx[i], cdx->data<float>()[i], 1e-5f) << c.in.to_string() << " input " << i;
+  }
+}
+
+TEST(WindowPlanTest, FilterLayoutsAndPaddedCopies) {
+  const int64_t fh = 2, fw = 3, c = 4, k = 5, n = fh * fw * c * k;
+  // HWIO element (h=1, w=2, i=3, o=4) sits at OHWI (4, 1, 2, 3).
+  const int64_t hwio = ((1 * fw + 2) * c + 3) * k + 4, ohwi = ((4 * fh + 1) * fw + 2) * c + 3;
+  EXPECT_EQ(ohwi_from_hwio(ohwi, fh, fw, c, k), hwio);
+  EXPECT_EQ(hwio_from_ohwi(hwio, fh, fw, c, k), ohwi);
+  // The two maps are inverse permutations.
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = ohwi_from_hwio(i, fh, fw, c, k);
+    ASSERT_FALSE(seen[static_cast<size_t>(j)]);
+    seen[static_cast<size_t>(j)] = true;
+    ASSERT_EQ(hwio_from_ohwi(j, fh, fw, c, k), i);
+  }
+  // Padding [2,3,3,2] into [2,4,4,2] and cropping back restores every element; the extra row
+  // and column stay untouched (zero).
+  const int64_t N = 2, H = 3, W = 3, C = 2;
+  std::vector<int> src(static_cast<size_t>(N * H * W * C)), padded(static_cast<size_t>(N * 4 * 4 * C), 0),
+      back(src.size(), -1);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<int>(i) + 1;
+  for (int64_t i = 0; i < N * H * W * C; ++i) {
+    int64_t so, d;
+    window_copy_offsets(i, H, W, C, H, W, 4, 4, &so, &d);
+    padded[static_cast<size_t>(d)] = src[static_cast<size_t>(so)];
+  }
+  for (int64_t i = 0; i < N * H * W * C; ++i) {
+    int64_t so, d;
+    window_copy_offsets(i, H, W, C, 4, 4, H, W, &so, &d);
+    back[static_cast<size_t>(d)] = padded[static_cast<size_t>(so)];
+  }
+  EXPECT_EQ(back, src);
+  int nonzero = 0;
+  for (int v : padded) nonzero += v != 0;
+  EXPECT_EQ(nonzero, N * H * W * C);
+  EXPECT_EQ(padded[static_cast<size_t>(((0 * 4 + 3) * 4 + 0) * C)], 0);  // the added row
+  EXPECT_EQ(padded[static_cast<size_t>(((1 * 4 + 1) * 4 + 1) * C + 1)], src[static_cast<size_t>(((1 * H + 1) * W + 1) * C + 1)]);
 }
 
 }  // namespace

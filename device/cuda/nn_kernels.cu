@@ -13,7 +13,7 @@
 
 #include "device/cuda/gpu_kernel.h"
 #include "device/functors.h"
-#include "graph/ops_nn_util.h"
+#include "device/window_plan.h"
 
 namespace actorflow {
 namespace {
@@ -88,28 +88,16 @@ class ConvDesc {
 template <class T>
 __global__ void hwio_to_ohwi_kernel(const T* src, T* dst, int64_t fh, int64_t fw, int64_t c, int64_t k) {
   const int64_t n = fh * fw * c * k;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    int64_t t = i;
-    const int64_t ci = t % c; t /= c;
-    const int64_t wi = t % fw; t /= fw;
-    const int64_t hi = t % fh;
-    const int64_t o = t / fh;
-    dst[i] = src[((hi * fw + wi) * c + ci) * k + o];
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x)
+    dst[i] = src[ohwi_from_hwio(i, fh, fw, c, k)];
 }
 
 // OHWI [k, fh, fw, c] -> HWIO [fh, fw, c, k].
 template <class T>
 __global__ void ohwi_to_hwio_kernel(const T* src, T* dst, int64_t fh, int64_t fw, int64_t c, int64_t k) {
   const int64_t n = fh * fw * c * k;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    int64_t t = i;
-    const int64_t o = t % k; t /= k;
-    const int64_t ci = t % c; t /= c;
-    const int64_t wi = t % fw;
-    const int64_t hi = t / fw;
-    dst[i] = src[((o * fh + hi) * fw + wi) * c + ci];
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x)
+    dst[i] = src[hwio_from_ohwi(i, fh, fw, c, k)];
 }
 
 // Copies the [n, h, w, c] corner at the origin from src (spatial s_h x s_w) to dst
@@ -119,12 +107,9 @@ __global__ void copy_window_kernel(const T* src, int64_t s_h, int64_t s_w, T* ds
                                    int64_t h, int64_t w, int64_t c) {
   const int64_t total = n * h * w * c;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
-    int64_t t = i;
-    const int64_t ci = t % c; t /= c;
-    const int64_t wi = t % w; t /= w;
-    const int64_t hi = t % h;
-    const int64_t ni = t / h;
-    dst[((ni * d_h + hi) * d_w + wi) * c + ci] = src[((ni * s_h + hi) * s_w + wi) * c + ci];
+    int64_t so, dof;
+    window_copy_offsets(i, h, w, c, s_h, s_w, d_h, d_w, &so, &dof);
+    dst[dof] = src[so];
   }
 }
 
@@ -176,38 +161,6 @@ class MatMulKernel : public GpuOpKernel {
 };
 
 // ---- convolution ---------------------------------------------------------------------------------
-
-// The geometry of one NHWC x HWIO convolution under TensorFlow's padding rules.
-struct ConvGeometry {
-  int64_t n = 0, h = 0, w = 0, c = 0;    // input
-  int64_t fh = 0, fw = 0, k = 0;         // filter (input depth = c)
-  int64_t sh = 1, sw = 1;
-  WindowDim wh, ww;                      // output size and padding per spatial dim
-  int64_t ph = 0, pw = 0;                // input size cuDNN sees (h, w plus the odd padding row/col)
-  bool asymmetric = false;
-};
-
-Result<ConvGeometry> conv_geometry(const AttrMap& attrs, const Shape& input, const Shape& filter) {
-  if (input.rank() != 4) return InvalidArgument("input must be rank 4 (NHWC), got " + input.to_string());
-  if (filter.rank() != 4) return InvalidArgument("filter must be rank 4 (HWIO), got " + filter.to_string());
-  AF_ASSIGN_OR_RETURN(auto strides, parse_nhwc_window(attrs, "strides"));
-  AF_ASSIGN_OR_RETURN(Padding pad, parse_padding(attrs));
-  ConvGeometry g;
-  g.n = input.dim(0); g.h = input.dim(1); g.w = input.dim(2); g.c = input.dim(3);
-  g.fh = filter.dim(0); g.fw = filter.dim(1); g.k = filter.dim(3);
-  if (filter.dim(2) != g.c)
-    return InvalidArgument("input depth " + std::to_string(g.c) + " does not match the filter's input depth " +
-                           std::to_string(filter.dim(2)) + " (input " + input.to_string() + ", filter " +
-                           filter.to_string() + ")");
-  g.sh = strides[1];
-  g.sw = strides[2];
-  AF_ASSIGN_OR_RETURN(g.wh, compute_window(g.h, g.fh, g.sh, pad, "height"));
-  AF_ASSIGN_OR_RETURN(g.ww, compute_window(g.w, g.fw, g.sw, pad, "width"));
-  g.ph = g.h + (g.wh.pad_after - g.wh.pad_before);
-  g.pw = g.w + (g.ww.pad_after - g.ww.pad_before);
-  g.asymmetric = g.ph != g.h || g.pw != g.w;
-  return g;
-}
 
 // The cuDNN descriptors of a convolution (input as cuDNN sees it: padded size).
 struct ConvDescs {
@@ -426,54 +379,11 @@ class Conv2DBackpropFilterKernel : public GpuOpKernel {
 
 // ---- max pooling ------------------------------------------------------------------------------------
 
-struct PoolGeometry {
-  int64_t n, h, w, c, kh, kw, sh, sw;
-  WindowDim wh, ww;
-};
-
-Result<PoolGeometry> pool_geometry(const AttrMap& attrs, const Shape& input) {
-  if (input.rank() != 4) return InvalidArgument("input must be rank 4 (NHWC), got " + input.to_string());
-  AF_ASSIGN_OR_RETURN(auto ksize, parse_nhwc_window(attrs, "ksize"));
-  AF_ASSIGN_OR_RETURN(auto strides, parse_nhwc_window(attrs, "strides"));
-  AF_ASSIGN_OR_RETURN(Padding pad, parse_padding(attrs));
-  PoolGeometry g{input.dim(0), input.dim(1), input.dim(2), input.dim(3), ksize[1], ksize[2], strides[1], strides[2],
-                 {}, {}};
-  AF_ASSIGN_OR_RETURN(g.wh, compute_window(g.h, g.kh, g.sh, pad, "height"));
-  AF_ASSIGN_OR_RETURN(g.ww, compute_window(g.w, g.kw, g.sw, pad, "width"));
-  return g;
-}
-
-// Offset (into the NHWC input) of the first maximum in the window of output element i.
-template <class T>
-__device__ int64_t window_argmax(const T* x, const PoolGeometry& g, int64_t i, T* best_out) {
-  int64_t t = i;
-  const int64_t ci = t % g.c; t /= g.c;
-  const int64_t ow = t % g.ww.out; t /= g.ww.out;
-  const int64_t oh = t % g.wh.out;
-  const int64_t ni = t / g.wh.out;
-  const int64_t h0 = oh * g.sh - g.wh.pad_before, w0 = ow * g.sw - g.ww.pad_before;
-  const int64_t h1 = h0 + g.kh < g.h ? h0 + g.kh : g.h, w1 = w0 + g.kw < g.w ? w0 + g.kw : g.w;
-  int64_t best = -1;
-  T best_v = functors::af_lowest<T>();
-  for (int64_t hh = h0 > 0 ? h0 : 0; hh < h1; ++hh) {
-    for (int64_t ww = w0 > 0 ? w0 : 0; ww < w1; ++ww) {
-      const int64_t off = ((ni * g.h + hh) * g.w + ww) * g.c + ci;
-      const T v = x[off];
-      if (best < 0 || v > best_v) {
-        best = off;
-        best_v = v;
-      }
-    }
-  }
-  *best_out = best_v;
-  return best;
-}
-
 template <class T>
 __global__ void max_pool_kernel(const T* x, T* y, PoolGeometry g, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
     T v;
-    window_argmax(x, g, i, &v);
+    pool_window_argmax(x, g, i, &v);
     y[i] = v;
   }
 }
@@ -482,7 +392,7 @@ template <class T>
 __global__ void max_pool_grad_kernel(const T* x, const T* dy, T* dx, PoolGeometry g, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
     T v;
-    const int64_t off = window_argmax(x, g, i, &v);
+    const int64_t off = pool_window_argmax(x, g, i, &v);
     if (off >= 0) atomicAdd(dx + off, dy[i]);
   }
 }
