@@ -426,7 +426,8 @@ TEST(WindowPlanTest, FilterLayoutsAndPaddedCopies) {
   for (int v : padded) nonzero += v != 0;
   EXPECT_EQ(nonzero, N * H * W * C);
   EXPECT_EQ(padded[static_cast<size_t>(((0 * 4 + 3) * 4 + 0) * C)], 0);  // the added row
-  EXPECT_EQ(padded[static_cast<size_t>(((1 * 4 + 1) * 4 + 1) * C + 1)], src[static_cast<size_t>(((1 * H + 1) * W + 1) * C + 1)]);
+  EXPECT_EQ(padded[static_cast<size_t>(((1 * 4 + 1) * 4 + 1) * C + 1)],
+            src[static_cast<size_t>(((1 * H + 1) * W + 1) * C + 1)]);
 }
 
 }  // namespace
