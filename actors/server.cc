@@ -11,6 +11,7 @@
 #include <map>
 
 #include "actors/master_actor.h"
+#include "actors/variable_actor.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -108,6 +109,7 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
   AF_ASSIGN_OR_RETURN(devices_, create_devices(task_prefix, dopts));
   auto router = std::make_shared<LocalRouter>();
   router_ = router;
+  install_variable_actors();
   resources_ = std::make_shared<ResourceManager>(*sys_, default_resource_factory());
   for (auto& d : devices_) {
     caf::actor a = spawn_device_actor(*sys_, d.get(), router_, resources_);

@@ -1,6 +1,7 @@
 // Subcommands of the actorflow binary. Each returns the process exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,8 +9,10 @@ namespace actorflow {
 namespace cli {
 
 struct DemoOptions {
-  int steps = 0;    // 0 = the demo's default
+  int64_t steps = 0;    // 0 = the demo's default
   int workers = 2;
+  float learning_rate = 1e-3f;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
 };
 // `actorflow demo`: the main job on an embedded local cluster.
 int run_demo(const DemoOptions& opts);

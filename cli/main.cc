@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   actorflow::cli::DemoOptions demo_opts;
   demo->add_option("--steps", demo_opts.steps, "global training steps");
   demo->add_option("--workers", demo_opts.workers, "number of worker tasks (1..3)");
+  demo->add_option("--learning-rate", demo_opts.learning_rate, "Adam learning rate");
+  demo->add_option("--data", demo_opts.data_dir, "directory with MNIST-format IDX files");
   auto* node = app.add_subcommand("node", "start one task's server and block until SIGINT/SIGTERM");
   actorflow::cli::NodeOptions node_opts;
   node->add_option("--cluster", node_opts.cluster, "cluster file (TOML)")->required();

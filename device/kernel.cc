@@ -112,6 +112,7 @@ void register_all_kernels(KernelRegistry& r) {
   register_cpu_math_kernels(r);
   register_cpu_array_kernels(r);
   register_cpu_nn_kernels(r);
+  register_cpu_variable_kernels(r);
 #ifdef AF_WITH_CUDA
   register_gpu_kernels(r);
 #endif

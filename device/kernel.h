@@ -120,6 +120,7 @@ void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp (devic
 void register_cpu_math_kernels(KernelRegistry& r);   // device/cpu/math_kernels.cc
 void register_cpu_array_kernels(KernelRegistry& r);  // device/cpu/array_kernels.cc
 void register_cpu_nn_kernels(KernelRegistry& r);  // device/cpu/nn_kernels.cc (oneDNN)
+void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_kernels.cc
 void register_all_kernels(KernelRegistry& r);
 
 }  // namespace actorflow

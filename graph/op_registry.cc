@@ -41,6 +41,7 @@ void register_all_ops(OpRegistry& r) {
   register_math_ops(r);
   register_array_ops(r);
   register_nn_ops(r);
+  register_variable_ops(r);
 }
 
 }  // namespace actorflow

@@ -1,0 +1,291 @@
+#include "actors/variable_actor.h"
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "actors/messages.h"
+#include "actors/resources.h"
+#include "core/logging.h"
+#include "device/functors.h"
+
+namespace actorflow {
+namespace {
+
+using sync_check_atom = caf::atom_constant<caf::atom("synccheck")>;
+
+struct VarState {
+  std::string var;
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  Tensor value;              // uninitialized until the first assign
+  int64_t version = 0;
+  Tensor momentum;           // ApplyMomentum slot
+  Tensor adam_m, adam_v;     // ApplyAdam slots
+  int64_t adam_t = 0;
+  // Synchronous replicas.
+  int64_t sync_step = 0;     // the global step the accumulator collects for
+  Tensor sync_sum;
+  int64_t sync_count = 0;
+  std::vector<caf::response_promise> sync_waiting;
+  std::chrono::steady_clock::time_point sync_first;
+  static constexpr const char* name = "variable";
+};
+using VarActor = caf::stateful_actor<VarState>;
+
+Status err(const VarState& st, Code code, const std::string& msg) {
+  return Status(code, "variable '" + st.var + "': " + msg);
+}
+
+// Learns dtype/shape from the caller's attrs on first use; checks them afterwards.
+Status check_declared(VarState& st, const AttrMap& attrs) {
+  const DType t = attrs.get_or<DType>("dtype", DType::kInvalid);
+  const Shape s = attrs.get_or<Shape>("shape", Shape::unknown());
+  if (st.dtype == DType::kInvalid) {
+    if (t == DType::kInvalid || !s.fully_defined()) return Status::OK();
+    st.dtype = t;
+    st.shape = s;
+    return Status::OK();
+  }
+  if (t != DType::kInvalid && t != st.dtype)
+    return err(st, Code::kInvalidArgument, std::string("declared as ") + dtype_name(t) + " but holds " +
+                                               dtype_name(st.dtype));
+  if (!s.unknown_rank() && s.fully_defined() && s != st.shape)
+    return err(st, Code::kInvalidArgument, "declared with shape " + s.to_string() + " but has shape " +
+                                               st.shape.to_string());
+  return Status::OK();
+}
+
+Status check_like(const VarState& st, const Tensor& t, const char* what) {
+  if (!t.is_initialized()) return err(st, Code::kInvalidArgument, std::string(what) + " is empty");
+  if (st.dtype != DType::kInvalid && t.dtype() != st.dtype)
+    return err(st, Code::kInvalidArgument, std::string(what) + " is " + dtype_name(t.dtype()) + ", the variable is " +
+                                               dtype_name(st.dtype));
+  if (st.dtype != DType::kInvalid && t.shape() != st.shape)
+    return err(st, Code::kInvalidArgument, std::string(what) + " has shape " + t.shape().to_string() +
+                                               ", the variable has shape " + st.shape.to_string());
+  return Status::OK();
+}
+
+// The value, made private (copy-on-write) so an update never changes a tensor a reader holds.
+Tensor& writable_value(VarState& st) {
+  if (st.value.buffer().use_count() > 1) st.value = st.value.deep_copy();
+  return st.value;
+}
+
+double scalar_of(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat64: return t.data<double>()[0];
+    case DType::kInt32: return t.data<int32_t>()[0];
+    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[0]);
+    default: return t.data<float>()[0];
+  }
+}
+
+Tensor zeros_like(const Tensor& t) { return Tensor(t.dtype(), t.shape()); }
+
+Status require_init(const VarState& st) {
+  if (!st.value.is_initialized()) return err(st, Code::kFailedPrecondition, "is not initialized");
+  return Status::OK();
+}
+
+Status require_float(const VarState& st) {
+  if (st.dtype != DType::kFloat32) return err(st, Code::kUnimplemented, "optimizer updates need a float32 variable");
+  return Status::OK();
+}
+
+Status apply_sgd(VarState& st, float lr, const Tensor& g) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  float* w = writable_value(st).data<float>();
+  const float* gd = g.data<float>();
+  functors::SgdUpdateF<float> f{lr};
+  for (int64_t i = 0; i < g.num_elements(); ++i) f(w[i], gd[i]);
+  return Status::OK();
+}
+
+Status apply_momentum(VarState& st, float lr, const Tensor& g, float momentum) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
+  float* w = writable_value(st).data<float>();
+  float* a = st.momentum.data<float>();
+  const float* gd = g.data<float>();
+  functors::MomentumUpdateF<float> f{lr, momentum};
+  for (int64_t i = 0; i < g.num_elements(); ++i) f(w[i], a[i], gd[i]);
+  return Status::OK();
+}
+
+Status apply_adam(VarState& st, float lr, float b1, float b2, float eps, const Tensor& g) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  if (!st.adam_m.is_initialized()) {
+    st.adam_m = zeros_like(st.value);
+    st.adam_v = zeros_like(st.value);
+  }
+  ++st.adam_t;
+  float* w = writable_value(st).data<float>();
+  float* m = st.adam_m.data<float>();
+  float* v = st.adam_v.data<float>();
+  const float* gd = g.data<float>();
+  auto f = functors::AdamUpdateF<float>::make(lr, b1, b2, eps, st.adam_t);
+  const int64_t n = g.num_elements();
+  for (int64_t i = 0; i < n; ++i) f(w[i], m[i], v[i], gd[i]);
+  return Status::OK();
+}
+
+Status assign_add(VarState& st, const Tensor& d) {
+  Tensor& w = writable_value(st);
+  dispatch_dtype(st.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* wd = w.data<T>();
+      const T* dd = d.data<T>();
+      for (int64_t i = 0; i < d.num_elements(); ++i) wd[i] = static_cast<T>(wd[i] + dd[i]);
+    }
+    return 0;
+  });
+  return Status::OK();
+}
+
+std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
+
+// Finishes the current sync step: average, apply once, release everyone.
+void finish_sync_step(VarState& st, const AttrMap& attrs) {
+  const std::string opt = attrs.get_or<std::string>("optimizer", "adam");
+  const float lr = static_cast<float>(attrs.get_or<double>("lr", 1e-4));
+  Status s;
+  if (opt == "increment") {
+    Tensor one_t(st.dtype, st.shape);
+    dispatch_dtype(st.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (!std::is_same_v<T, bool>) one_t.data<T>()[0] = T(1);
+      return 0;
+    });
+    s = assign_add(st, one_t);
+  } else {
+    float* sum = st.sync_sum.data<float>();
+    const float inv = 1.f / static_cast<float>(st.sync_count);
+    for (int64_t i = 0; i < st.sync_sum.num_elements(); ++i) sum[i] *= inv;
+    s = opt == "sgd" ? apply_sgd(st, lr, st.sync_sum) : apply_adam(st, lr, 0.9f, 0.999f, 1e-8f, st.sync_sum);
+  }
+  ++st.version;
+  const int64_t applied = st.sync_step;
+  ++st.sync_step;
+  st.sync_sum = Tensor();
+  st.sync_count = 0;
+  auto waiting = std::move(st.sync_waiting);
+  st.sync_waiting.clear();
+  for (auto& rp : waiting) {
+    if (s.ok()) rp.deliver(one(Tensor::scalar<int64_t>(applied)));
+    else rp.deliver(to_caf_error(s));
+  }
+}
+
+caf::behavior variable_actor(VarActor* self, std::string name) {
+  self->state.var = std::move(name);
+  return {
+      [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
+        auto& st = self->state;
+        const std::string& m = call->method;
+        const auto& args = call->args;
+        auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
+        Status decl = check_declared(st, call->attrs);
+        if (!decl.ok()) return fail(decl);
+        if (m == "read" || m == "save") {
+          Status s = require_init(st);
+          if (!s.ok()) return fail(s);
+          return one(st.value);
+        }
+        if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
+        if (m == "assign" || m == "restore") {
+          if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
+          if (st.dtype == DType::kInvalid) {
+            st.dtype = args[0].dtype();
+            st.shape = args[0].shape();
+          }
+          Status s = check_like(st, args[0], "the assigned value");
+          if (!s.ok()) return fail(s);
+          st.value = args[0].deep_copy();
+          ++st.version;
+          return one(st.value);
+        }
+        Status s = require_init(st);
+        if (!s.ok()) return fail(s);
+        if (m == "assign_add") {
+          if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
+          s = check_like(st, args[0], "the delta");
+          if (s.ok()) s = assign_add(st, args[0]);
+        } else if (m == "apply_sgd") {
+          if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sgd takes lr and grad"));
+          s = check_like(st, args[1], "the gradient");
+          if (s.ok()) s = apply_sgd(st, static_cast<float>(scalar_of(args[0])), args[1]);
+        } else if (m == "apply_momentum") {
+          if (args.size() != 3) return fail(err(st, Code::kInvalidArgument, "apply_momentum takes lr, grad, momentum"));
+          s = check_like(st, args[1], "the gradient");
+          if (s.ok())
+            s = apply_momentum(st, static_cast<float>(scalar_of(args[0])), args[1], static_cast<float>(scalar_of(args[2])));
+        } else if (m == "apply_adam") {
+          if (args.size() != 5) return fail(err(st, Code::kInvalidArgument, "apply_adam takes lr, b1, b2, eps, grad"));
+          s = check_like(st, args[4], "the gradient");
+          if (s.ok())
+            s = apply_adam(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
+                           static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
+        } else if (m == "apply_sync") {
+          if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sync takes grad and local_step"));
+          const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
+          if (opt != "increment") {
+            s = check_like(st, args[0], "the gradient");
+            if (!s.ok()) return fail(s);
+          }
+          const int64_t local_step = args[1].data<int64_t>()[0];
+          const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
+          if (local_step < st.sync_step) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped
+          if (st.sync_count == 0 && local_step > st.sync_step) st.sync_step = local_step;  // align with global step
+          if (st.sync_count == 0) {
+            st.sync_first = std::chrono::steady_clock::now();
+            if (opt != "increment") st.sync_sum = args[0].deep_copy();
+            const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+            self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
+                               sync_check_atom::value, st.sync_step, replicas, timeout);
+          } else if (opt != "increment") {
+            float* sum = st.sync_sum.data<float>();
+            const float* g = args[0].data<float>();
+            for (int64_t i = 0; i < args[0].num_elements(); ++i) sum[i] += g[i];
+          }
+          ++st.sync_count;
+          st.sync_waiting.push_back(self->make_response_promise());
+          if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
+          return caf::delegated<std::vector<Tensor>>();
+        } else {
+          return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
+        }
+        if (!s.ok()) return fail(s);
+        ++st.version;
+        return one(st.value);
+      },
+      [=](sync_check_atom, int64_t step, int64_t replicas, double timeout) {
+        auto& st = self->state;
+        if (st.sync_step != step || st.sync_count == 0) return;  // that step completed
+        Status s = err(st, Code::kDeadlineExceeded,
+                       "synchronous step " + std::to_string(step) + ": only " + std::to_string(st.sync_count) + " of " +
+                           std::to_string(replicas) + " gradients arrived within " + std::to_string(timeout) + " s");
+        AF_LOG(WARNING) << s.message();
+        auto waiting = std::move(st.sync_waiting);
+        st.sync_waiting.clear();
+        st.sync_sum = Tensor();
+        st.sync_count = 0;
+        for (auto& rp : waiting) rp.deliver(to_caf_error(s));
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name) {
+  return sys.spawn(variable_actor, name);
+}
+
+void install_variable_actors() {
+  auto& f = default_resource_factory();
+  if (!f) f = [](caf::actor_system& sys, const std::string& name) { return spawn_variable_actor(sys, name); };
+}
+
+}  // namespace actorflow

@@ -1,0 +1,31 @@
+// The variable actor: one variable of the parameter server. It holds the value, a version,
+// the optimizer slots (momentum accumulator; Adam m, v and step count) and, in synchronous
+// training, the accumulator of the current global step. Every message is handled atomically
+// (it is an actor), so concurrent workers' updates never interleave.
+//
+// Message interface: (resource_atom, ResourceCallPtr) -> std::vector<Tensor>{result}, methods:
+//   read, assign(value), assign_add(delta), is_initialized -> bool scalar,
+//   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad)
+//     -> the new value (host tensor);
+//   apply_sync(grad, local_step) attrs optimizer ("adam"|"sgd"|"increment"), lr,
+//     replicas_to_aggregate, total_num_replicas -> int64 step the update applied to, or -1 when the
+//     gradient was stale/extra. The reply is held until replicas_to_aggregate gradients of the
+//     step have arrived (the waiting workers are released together), or fails with
+//     DeadlineExceeded after sync_timeout (default 60 s) naming how many arrived.
+//   save -> value; restore(value) (same as assign).
+// Errors name the variable: "variable 'w' is not initialized", shape/dtype mismatches.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <string>
+
+namespace actorflow {
+
+// Spawns the actor of variable `name`.
+caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name);
+
+// Makes ResourceManager create variable actors (sets default_resource_factory()). Idempotent.
+void install_variable_actors();
+
+}  // namespace actorflow

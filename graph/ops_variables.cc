@@ -1,0 +1,250 @@
+#include "graph/ops_variables.h"
+
+#include <cmath>
+
+#include "graph/op_registry.h"
+
+namespace actorflow {
+namespace {
+
+Status var_shape_fn(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(DType t, c.attrs().get<DType>("dtype"));
+  AF_ASSIGN_OR_RETURN(Shape s, c.attrs().get<Shape>("shape"));
+  if (!s.fully_defined()) return InvalidArgument("variable shape " + s.to_string() + " must be fully defined");
+  c.set_output(0, t, s);
+  return Status::OK();
+}
+
+// Ops that write a variable: output the variable's new value (dtype/shape attrs of the var).
+Status write_shape_fn(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(DType t, c.attrs().get<DType>("dtype"));
+  AF_ASSIGN_OR_RETURN(Shape s, c.attrs().get<Shape>("shape"));
+  c.set_output(0, t, s);
+  return Status::OK();
+}
+
+Status check_value(InferenceContext& c, int i, const char* what) {
+  AF_ASSIGN_OR_RETURN(DType t, c.attrs().get<DType>("dtype"));
+  AF_ASSIGN_OR_RETURN(Shape s, c.attrs().get<Shape>("shape"));
+  const std::string var = c.attrs().get_or<std::string>("var_name", "?");
+  if (c.input_type(i) != t)
+    return InvalidArgument(std::string(what) + " is " + dtype_name(c.input_type(i)) + " but variable '" + var +
+                           "' is " + dtype_name(t));
+  if (!c.input_shape(i).compatible_with(s))
+    return InvalidArgument(std::string(what) + " has shape " + c.input_shape(i).to_string() + " but variable '" + var +
+                           "' has shape " + s.to_string());
+  return Status::OK();
+}
+
+Status scalar_float(InferenceContext& c, int i, const char* what) {
+  if (!dtype_is_floating(c.input_type(i))) return InvalidArgument(std::string(what) + " must be a float scalar");
+  const Shape& s = c.input_shape(i);
+  if (!s.unknown_rank() && s.num_elements() != 1 && s.fully_defined())
+    return InvalidArgument(std::string(what) + " must be a scalar, got shape " + s.to_string());
+  return Status::OK();
+}
+
+Status random_shape_fn(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(Shape s, c.attrs().get<Shape>("shape"));
+  if (!s.fully_defined()) return InvalidArgument("shape " + s.to_string() + " must be fully defined");
+  c.set_output(0, c.attrs().get_or<DType>("dtype", DType::kFloat32), s);
+  return Status::OK();
+}
+
+}  // namespace
+
+void register_variable_ops(OpRegistry& r) {
+  r.add({"VariableV2", 0, var_shape_fn, nullptr, true, true});
+  r.add({"Assign", 1, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(check_value(c, 0, "value"));
+           return write_shape_fn(c);
+         }, nullptr, true});
+  r.add({"AssignAdd", 1, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(check_value(c, 0, "delta"));
+           return write_shape_fn(c);
+         }, nullptr, true});
+  r.add({"IsVariableInitialized", 0, [](InferenceContext& c) -> Status {
+           c.set_output(0, DType::kBool, Shape{});
+           return Status::OK();
+         }, nullptr, true, true});
+  r.add({"ApplyGradientDescent", 2, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
+           AF_RETURN_IF_ERROR(check_value(c, 1, "gradient"));
+           return write_shape_fn(c);
+         }, nullptr, true});
+  r.add({"ApplyMomentum", 3, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
+           AF_RETURN_IF_ERROR(check_value(c, 1, "gradient"));
+           AF_RETURN_IF_ERROR(scalar_float(c, 2, "momentum"));
+           return write_shape_fn(c);
+         }, nullptr, true});
+  r.add({"ApplyAdam", 5, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
+           AF_RETURN_IF_ERROR(scalar_float(c, 1, "beta1"));
+           AF_RETURN_IF_ERROR(scalar_float(c, 2, "beta2"));
+           AF_RETURN_IF_ERROR(scalar_float(c, 3, "epsilon"));
+           AF_RETURN_IF_ERROR(check_value(c, 4, "gradient"));
+           return write_shape_fn(c);
+         }, nullptr, true});
+  r.add({"ApplyGradientSync", 2, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(check_value(c, 0, "gradient"));
+           if (c.input_type(1) != DType::kInt64) return InvalidArgument("local_step must be int64");
+           c.set_output(0, DType::kInt64, Shape{});
+           return Status::OK();
+         }, nullptr, true});
+  r.add({"Fill", 0, random_shape_fn, nullptr, false, true});
+  r.add({"RandomUniform", 0, random_shape_fn, nullptr, true, true});
+  r.add({"TruncatedNormal", 0, random_shape_fn, nullptr, true, true});
+}
+
+namespace ops {
+namespace {
+
+// The variable behind `var` (a VariableV2 output), or null with a scope error.
+Node* var_node(const Scope& s, const Input& var, const char* op) {
+  if (!var.is_output() || !var.output().valid()) {
+    s.update_status(InvalidArgument(std::string(op) + ": the variable input is not a valid Output"));
+    return nullptr;
+  }
+  Node* n = var.output().node();
+  if (n->op != "VariableV2") {
+    s.update_status(InvalidArgument(std::string(op) + ": input '" + n->name + "' is a " + n->op +
+                                    ", not a variable"));
+    return nullptr;
+  }
+  return n;
+}
+
+// A builder for an op acting on variable `v`: placed with it, named after it.
+NodeBuilder var_builder(const Scope& s, Node* v, const std::string& op) {
+  NodeBuilder b(s.colocate_with(Output(v, 0)), op);
+  b.device(v->requested_device);
+  b.attr("var_name", v->attrs.get_or<std::string>("shared_name", v->name));
+  b.attr("dtype", v->output_types[0]);
+  b.attr("shape", v->output_shapes[0]);
+  return b;
+}
+
+}  // namespace
+
+Output variable(const Scope& s, const Shape& shape, DType dtype) {
+  Node* n = NodeBuilder(s, "VariableV2", "Variable").attr("dtype", dtype).attr("shape", shape).finalize();
+  if (!n) return Output();
+  n->attrs.set("shared_name", n->name);
+  return Output(n, 0);
+}
+
+Output assign(const Scope& s, Input var, Input value) {
+  Node* v = var_node(s, var, "Assign");
+  if (!v) return Output();
+  return var_builder(s, v, "Assign").input(value).output();
+}
+
+Output assign_add(const Scope& s, Input var, Input delta) {
+  Node* v = var_node(s, var, "AssignAdd");
+  if (!v) return Output();
+  return var_builder(s, v, "AssignAdd").input(delta).output();
+}
+
+Output is_variable_initialized(const Scope& s, Input var) {
+  Node* v = var_node(s, var, "IsVariableInitialized");
+  if (!v) return Output();
+  return var_builder(s, v, "IsVariableInitialized").output();
+}
+
+Output apply_gradient_descent(const Scope& s, Input var, Input lr, Input grad) {
+  Node* v = var_node(s, var, "ApplyGradientDescent");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyGradientDescent").input(lr).input(grad).output();
+}
+
+Output apply_momentum(const Scope& s, Input var, Input lr, Input grad, Input momentum) {
+  Node* v = var_node(s, var, "ApplyMomentum");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyMomentum").input(lr).input(grad).input(momentum).output();
+}
+
+Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2, Input epsilon, Input grad) {
+  Node* v = var_node(s, var, "ApplyAdam");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyAdam").input(lr).input(beta1).input(beta2).input(epsilon).input(grad).output();
+}
+
+namespace {
+Output apply_sync(const Scope& s, Input var, Input grad, Input local_step, const std::string& optimizer, float lr,
+                  int replicas, int total) {
+  Node* v = var_node(s, var, "ApplyGradientSync");
+  if (!v) return Output();
+  if (replicas < 1 || total < replicas) {
+    s.update_status(InvalidArgument("ApplyGradientSync: need 1 <= replicas_to_aggregate (" + std::to_string(replicas) +
+                                    ") <= total_num_replicas (" + std::to_string(total) + ")"));
+    return Output();
+  }
+  return var_builder(s, v, "ApplyGradientSync")
+      .input(grad)
+      .input(local_step)
+      .attr("optimizer", optimizer)
+      .attr("lr", static_cast<double>(lr))
+      .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
+      .attr("total_num_replicas", static_cast<int64_t>(total))
+      .output();
+}
+}  // namespace
+
+Output apply_adam_sync(const Scope& s, Input var, Input grad, Input local_step, float lr, int replicas, int total) {
+  return apply_sync(s, var, grad, local_step, "adam", lr, replicas, total);
+}
+
+Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, float lr, int replicas, int total) {
+  return apply_sync(s, var, grad, local_step, "sgd", lr, replicas, total);
+}
+
+Output zeros(const Scope& s, const Shape& shape, DType dtype) {
+  return NodeBuilder(s, "Fill").attr("shape", shape).attr("dtype", dtype).attr("value", 0.0).output();
+}
+
+Output fill(const Scope& s, const Shape& shape, float value) {
+  return NodeBuilder(s, "Fill")
+      .attr("shape", shape)
+      .attr("dtype", DType::kFloat32)
+      .attr("value", static_cast<double>(value))
+      .output();
+}
+
+Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed) {
+  return NodeBuilder(s, "RandomUniform")
+      .attr("shape", shape)
+      .attr("minval", static_cast<double>(minval))
+      .attr("maxval", static_cast<double>(maxval))
+      .attr("seed", static_cast<int64_t>(seed))
+      .output();
+}
+
+Output truncated_normal(const Scope& s, const Shape& shape, float mean, float stddev, uint64_t seed) {
+  return NodeBuilder(s, "TruncatedNormal")
+      .attr("shape", shape)
+      .attr("mean", static_cast<double>(mean))
+      .attr("stddev", static_cast<double>(stddev))
+      .attr("seed", static_cast<int64_t>(seed))
+      .output();
+}
+
+Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed) {
+  double fan_in = 1, fan_out = 1;
+  if (shape.rank() == 2) {
+    fan_in = static_cast<double>(shape.dim(0));
+    fan_out = static_cast<double>(shape.dim(1));
+  } else if (shape.rank() >= 3) {
+    double receptive = 1;
+    for (int i = 0; i < shape.rank() - 2; ++i) receptive *= static_cast<double>(shape.dim(i));
+    fan_in = receptive * static_cast<double>(shape.dim(shape.rank() - 2));
+    fan_out = receptive * static_cast<double>(shape.dim(shape.rank() - 1));
+  } else if (shape.rank() == 1) {
+    fan_in = fan_out = static_cast<double>(shape.dim(0));
+  }
+  const float limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+  return random_uniform(s, shape, -limit, limit, seed);
+}
+
+}  // namespace ops
+}  // namespace actorflow
