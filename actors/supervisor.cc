@@ -1,0 +1,307 @@
+#include "actors/supervisor.h"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "actors/server.h"
+#include "core/logging.h"
+#include "data/checkpoint.h"
+#include "graph/ops.h"
+#include "graph/ops_variables.h"
+#include "graph/placer.h"
+
+namespace actorflow {
+
+using tick_atom = caf::atom_constant<caf::atom("svtick")>;
+
+class Supervisor::Impl {
+ public:
+  struct Var {
+    std::string name;
+    Output value;        // the variable node's output (reads it)
+    Output placeholder;  // restore feed
+    Output assign;       // restore op
+    Output initialized;  // bool
+  };
+
+  Impl(Supervisor* owner, const Scope& scope, SupervisorConfig cfg) : owner_(owner), scope_(scope), cfg_(std::move(cfg)) {
+    Graph* g = scope.graph();
+    const int n = g->num_nodes();
+    Scope save = scope.new_sub_scope("save");
+    for (int i = 0; i < n; ++i) {
+      Node* node = g->node(i);
+      if (!is_variable_op(node->op)) continue;
+      Var v;
+      v.name = node->name;
+      v.value = Output(node, 0);
+      Scope dev = save.with_device(node->requested_device);
+      v.placeholder = ops::placeholder(dev, node->output_types[0], node->output_shapes[0], node->name + "_restore");
+      v.assign = ops::assign(dev, v.value, v.placeholder);
+      v.initialized = ops::is_variable_initialized(dev, v.value);
+      vars_.push_back(v);
+    }
+    if (!scope.ok()) status_ = scope.status().with_prefix("Supervisor");
+    if (!cfg_.logdir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(cfg_.logdir, ec);
+      if (ec) status_ = InvalidArgument("Supervisor: cannot create logdir '" + cfg_.logdir + "': " + ec.message());
+      ckpt_ = std::make_unique<CheckpointManager>(cfg_.logdir, cfg_.keep_checkpoints);
+      summary_path_ = cfg_.logdir + "/summaries-" + sanitize(cfg_.task_name) + ".jsonl";
+    }
+  }
+
+  ~Impl() { stop_actor(); }
+
+  static std::string sanitize(std::string s) {
+    for (auto& c : s)
+      if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+    return s;
+  }
+
+  Result<std::unique_ptr<Session>> managed_session(const std::string& target, SessionOptions opts) {
+    AF_RETURN_IF_ERROR(status_);
+    auto sess = std::make_unique<Session>(scope_, target, opts);
+    AF_RETURN_IF_ERROR(sess->status());
+    session_ = sess.get();
+    server_ = Server::find(target);
+    if (cfg_.is_chief) {
+      AF_RETURN_IF_ERROR(prepare_chief(*sess));
+      start_actor();
+    } else {
+      AF_RETURN_IF_ERROR(wait_until_ready(*sess));
+    }
+    last_summary_time_ = std::chrono::steady_clock::now();
+    return sess;
+  }
+
+  // The chief: restore the newest valid checkpoint, or initialize.
+  Status prepare_chief(Session& sess) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(cfg_.ready_timeout_secs));
+    if (ckpt_) {
+      auto restored = ckpt_->restore_latest();
+      if (!restored.ok()) {
+        // Every checkpoint is corrupt: refuse to silently start over.
+        return restored.status().with_prefix("Supervisor: cannot restore from " + cfg_.logdir);
+      }
+      for (const auto& s : ckpt_->last_restore_skipped())
+        AF_LOG(WARNING) << "skipped checkpoint " << s.path << ": " << s.why.message();
+      if (*restored) {
+        AF_RETURN_IF_ERROR(retry_until(deadline, "restoring the model", [&] { return restore(sess, **restored); }));
+        owner_->restored_step_ = (*restored)->global_step;
+        AF_LOG(INFO) << cfg_.task_name << ": restored the model from global step " << (*restored)->global_step
+                     << " (" << ckpt_->list().front() << ")";
+        return Status::OK();
+      }
+    }
+    if (!cfg_.init_op.valid()) return InvalidArgument("Supervisor: the chief needs an init_op");
+    AF_RETURN_IF_ERROR(retry_until(deadline, "initializing the model",
+                                   [&] { return sess.run({}, {}, {cfg_.init_op}).status(); }));
+    AF_LOG(INFO) << cfg_.task_name << ": initialized the model";
+    return Status::OK();
+  }
+
+  // Retries `fn` while the cluster is still coming up (Unavailable / DeadlineExceeded).
+  template <typename F>
+  Status retry_until(std::chrono::steady_clock::time_point deadline, const char* what, F fn) {
+    std::chrono::milliseconds backoff(100);
+    int attempt = 0;
+    while (true) {
+      Status s = fn();
+      if (s.ok()) return s;
+      const bool transient = s.code() == Code::kUnavailable || s.code() == Code::kDeadlineExceeded;
+      if (!transient || std::chrono::steady_clock::now() + backoff > deadline) return s.with_prefix(what);
+      if (++attempt % 10 == 1) AF_LOG(INFO) << cfg_.task_name << ": " << what << " (retrying): " << s.message();
+      std::this_thread::sleep_for(backoff);  // pacing retries while peers start
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
+  }
+
+  Status restore(Session& sess, const CheckpointData& data) {
+    FeedDict feeds;
+    std::vector<Output> targets;
+    for (const auto& v : vars_) {
+      auto it = data.variables.find(v.name);
+      if (it == data.variables.end()) {
+        AF_LOG(WARNING) << "checkpoint has no value for variable '" << v.name << "'; it keeps its initializer";
+        continue;
+      }
+      feeds.emplace_back(v.placeholder, it->second);
+      targets.push_back(v.assign);
+    }
+    if (targets.size() < vars_.size() && cfg_.init_op.valid()) {
+      AF_RETURN_IF_ERROR(sess.run({}, {}, {cfg_.init_op}).status());
+    }
+    return sess.run(feeds, {}, targets).status();
+  }
+
+  // Non-chief: wait until every variable is initialized.
+  Status wait_until_ready(Session& sess) {
+    std::vector<Output> checks;
+    for (const auto& v : vars_) checks.push_back(v.initialized);
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(cfg_.ready_timeout_secs));
+    auto last_log = start - std::chrono::seconds(10);
+    std::chrono::milliseconds backoff(50);
+    std::string why = "no answer yet";
+    while (true) {
+      auto r = sess.run(checks);
+      if (r.ok()) {
+        size_t ready = 0;
+        for (const auto& t : *r) ready += t.data<bool>()[0] ? 1 : 0;
+        if (ready == checks.size()) {
+          AF_LOG(INFO) << cfg_.task_name << ": model is ready";
+          return Status::OK();
+        }
+        why = std::to_string(ready) + " of " + std::to_string(checks.size()) + " variables initialized";
+      } else {
+        why = r.status().message();
+        if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kDeadlineExceeded &&
+            r.status().code() != Code::kFailedPrecondition)
+          return r.status().with_prefix("waiting for the model");
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline)
+        return DeadlineExceeded(cfg_.task_name + ": the model was not ready after " +
+                                std::to_string(cfg_.ready_timeout_secs) + " s (" + why + ")");
+      if (now - last_log > std::chrono::seconds(5)) {
+        AF_LOG(INFO) << cfg_.task_name << ": waiting for the chief to initialize the model (" << why << ")";
+        last_log = now;
+      }
+      std::this_thread::sleep_for(backoff);  // polling remote state, bounded by the deadline
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    }
+  }
+
+  Result<std::string> save_checkpoint() {
+    if (!cfg_.is_chief) return FailedPrecondition("only the chief saves checkpoints");
+    if (!ckpt_) return FailedPrecondition("no logdir: checkpoints are off");
+    if (!session_) return FailedPrecondition("no managed session yet");
+    std::vector<Output> fetches;
+    for (const auto& v : vars_) fetches.push_back(v.value);
+    AF_ASSIGN_OR_RETURN(auto values, session_->run(fetches));
+    CheckpointData data;
+    for (size_t i = 0; i < vars_.size(); ++i) {
+      data.variables[vars_[i].name] = values[i];
+      if (cfg_.global_step.valid() && vars_[i].value.node() == cfg_.global_step.node())
+        data.global_step = values[i].dtype() == DType::kInt64 ? values[i].data<int64_t>()[0]
+                                                              : static_cast<int64_t>(values[i].data<int32_t>()[0]);
+    }
+    std::lock_guard<std::mutex> l(ckpt_mu_);
+    auto path = ckpt_->save(data);
+    if (path.ok()) AF_LOG(INFO) << cfg_.task_name << ": saved checkpoint " << *path << " at global step " << data.global_step;
+    return path;
+  }
+
+  void summary(int64_t step, const std::map<std::string, double>& values) {
+    if (summary_path_.empty()) return;
+    const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::string line = "{\"step\": " + std::to_string(step) + ", \"time\": " + std::to_string(t);
+    for (const auto& [k, v] : values) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+      line += ", \"" + k + "\": " + buf;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> l(summary_mu_);
+      const double dt = std::chrono::duration<double>(now - last_summary_time_).count();
+      if (last_summary_step_ >= 0 && dt > 0 && step > last_summary_step_) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3f", (step - last_summary_step_) / dt);
+        line += std::string(", \"steps_per_sec\": ") + buf;
+      }
+      last_summary_step_ = step;
+      last_summary_time_ = now;
+      std::ofstream f(summary_path_, std::ios::app);
+      f << line << "}\n";
+    }
+  }
+
+  void start_actor() {
+    if (!server_ || cfg_.save_checkpoint_secs <= 0 || !ckpt_) return;
+    const auto period = std::chrono::milliseconds(static_cast<int64_t>(cfg_.save_checkpoint_secs * 1000));
+    Impl* impl = this;
+    actor_ = server_->system().spawn<caf::detached>([impl, period](caf::event_based_actor* self) -> caf::behavior {
+      self->delayed_send(self, period, tick_atom::value);
+      return {[=](tick_atom) {
+        auto p = impl->save_checkpoint();
+        if (!p.ok()) AF_LOG(WARNING) << impl->cfg_.task_name << ": periodic checkpoint failed: " << p.status();
+        self->delayed_send(self, period, tick_atom::value);
+      }};
+    });
+  }
+
+  void stop_actor() {
+    if (!actor_) return;
+    caf::scoped_actor self{server_->system()};
+    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+    self->wait_for(actor_);
+    actor_ = nullptr;
+  }
+
+  Supervisor* owner_;
+  Scope scope_;
+  SupervisorConfig cfg_;
+  Status status_;
+  std::vector<Var> vars_;
+  std::unique_ptr<CheckpointManager> ckpt_;
+  std::mutex ckpt_mu_;
+  std::string summary_path_;
+  std::mutex summary_mu_;
+  int64_t last_summary_step_ = -1;
+  std::chrono::steady_clock::time_point last_summary_time_;
+  Session* session_ = nullptr;
+  Server* server_ = nullptr;
+  caf::actor actor_;
+  Status stop_reason_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+};
+
+Supervisor::Supervisor(const Scope& scope, SupervisorConfig cfg) : impl_(std::make_unique<Impl>(this, scope, std::move(cfg))) {}
+
+Supervisor::~Supervisor() { stop(); }
+
+Result<std::unique_ptr<Session>> Supervisor::managed_session(const std::string& target, SessionOptions opts) {
+  return impl_->managed_session(target, std::move(opts));
+}
+
+void Supervisor::request_stop(const Status& why) {
+  {
+    std::lock_guard<std::mutex> l(impl_->stop_mu_);
+    if (!why.ok() && impl_->stop_reason_.ok()) {
+      impl_->stop_reason_ = why;
+      AF_LOG(ERROR) << impl_->cfg_.task_name << ": stopping: " << why;
+    }
+  }
+  stop_ = true;
+}
+
+void Supervisor::summary(int64_t step, const std::map<std::string, double>& values) { impl_->summary(step, values); }
+
+Result<std::string> Supervisor::save_checkpoint() { return impl_->save_checkpoint(); }
+
+Status Supervisor::stop() {
+  {
+    std::lock_guard<std::mutex> l(impl_->stop_mu_);
+    if (impl_->stopped_) return impl_->stop_reason_;
+    impl_->stopped_ = true;
+  }
+  stop_ = true;
+  impl_->stop_actor();
+  if (impl_->cfg_.is_chief && impl_->ckpt_ && impl_->session_) {
+    auto p = impl_->save_checkpoint();
+    if (!p.ok()) AF_LOG(WARNING) << impl_->cfg_.task_name << ": final checkpoint failed: " << p.status();
+  }
+  return impl_->stop_reason_;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,181 @@
+#include "models/mnist_cnn.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "actors/data_actor.h"
+#include "actors/supervisor.h"
+#include "core/logging.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "graph/gradients.h"
+#include "graph/ops.h"
+#include "graph/ops_variables.h"
+
+namespace actorflow {
+namespace {
+
+// Places variables round-robin on the ps tasks (replica_device_setter's default strategy).
+struct VariablePlacer {
+  const Scope& root;
+  int num_ps;
+  int next = 0;
+  Scope scope_for(const std::string& name) {
+    Scope s = num_ps > 0 ? root.with_device("/job:ps/task:" + std::to_string(next++ % num_ps)) : root;
+    return s.with_op_name(name);
+  }
+};
+
+}  // namespace
+
+Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
+  CnnModel m;
+  VariablePlacer vp{root, o.num_ps};
+  Scope w = o.worker_device.empty() ? root : root.with_device(o.worker_device);
+  std::vector<Output> vars, inits;
+  uint64_t seed = o.seed;
+  auto weight = [&](const std::string& name, const Shape& shape) {
+    Scope vs = vp.scope_for(name);
+    Output v = ops::variable(vs, shape, DType::kFloat32);
+    inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::glorot_uniform(vs, shape, ++seed)));
+    vars.push_back(v);
+    return v;
+  };
+  auto bias = [&](const std::string& name, int64_t n) {
+    Scope vs = vp.scope_for(name);
+    Output v = ops::variable(vs, Shape{n}, DType::kFloat32);
+    inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::zeros(vs, Shape{n}, DType::kFloat32)));
+    vars.push_back(v);
+    return v;
+  };
+  {
+    Scope gs = vp.scope_for("global_step");
+    m.global_step = ops::variable(gs, Shape{}, DType::kInt64);
+    inits.push_back(ops::assign(gs.with_op_name("global_step/init"), m.global_step, Tensor::scalar<int64_t>(0)));
+  }
+  m.x = ops::placeholder(w, DType::kFloat32, Shape{-1, 784}, "x-input");
+  m.labels = ops::placeholder(w, DType::kFloat32, Shape{-1, 10}, "y-input");
+  auto x_image = ops::reshape(w, m.x, {-1, 28, 28, 1});
+  auto conv = [&](const std::string& name, Output in, int64_t cin, int64_t cout) {
+    auto k = weight(name + "/weights", Shape{5, 5, cin, cout});
+    auto b = bias(name + "/biases", cout);
+    Scope s = w.new_sub_scope(name);
+    return ops::relu(s, ops::bias_add(s, ops::conv2d(s, in, k, {1, 1, 1, 1}, "SAME"), b));
+  };
+  auto pool = [&](const std::string& name, Output in) {
+    return ops::max_pool(w.new_sub_scope(name), in, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
+  };
+  auto net = pool("pool1", conv("conv1", x_image, 1, 32));
+  net = pool("pool2", conv("conv2", net, 32, 64));
+  net = ops::reshape(w.new_sub_scope("flatten"), net, {-1, 7 * 7 * 64});
+  {
+    auto k = weight("fully_connected/weights", Shape{7 * 7 * 64, o.hidden});
+    auto b = bias("fully_connected/biases", o.hidden);
+    Scope s = w.new_sub_scope("fully_connected");
+    net = ops::relu(s, ops::bias_add(s, ops::matmul(s, net, k), b));
+  }
+  {
+    auto k = weight("pred/weights", Shape{o.hidden, 10});
+    auto b = bias("pred/biases", 10);
+    Scope s = w.new_sub_scope("pred");
+    m.logits = ops::bias_add(s, ops::matmul(s, net, k), b);
+  }
+  auto xent = ops::softmax_cross_entropy_with_logits(w, m.logits, m.labels);
+  if (!root.ok()) return root.status();
+  m.loss = ops::reduce_mean(w.with_op_name("cross_entropy"), xent[0]);
+  auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
+  m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
+  AF_ASSIGN_OR_RETURN(auto grads, gradients(w, {m.loss}, vars));
+  std::vector<Output> updates;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (o.sync) {
+      updates.push_back(ops::apply_adam_sync(w, vars[i], grads[i], m.global_step, o.learning_rate,
+                                             o.replicas_to_aggregate, o.total_replicas));
+    } else {
+      updates.push_back(ops::apply_adam(w, vars[i], o.learning_rate, 0.9f, 0.999f, 1e-8f, grads[i]));
+    }
+  }
+  if (o.sync) {
+    m.train_op = ops::no_op(w, updates, "train");
+  } else {
+    auto inc = ops::assign_add(w.with_control_dependencies(updates), m.global_step, Tensor::scalar<int64_t>(1));
+    m.train_op = ops::no_op(w, {inc}, "train");
+  }
+  m.init_op = ops::no_op(root, inits, "init");
+  if (!root.ok()) return root.status();
+  return m;
+}
+
+Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& mo, const CnnTrainOptions& o) {
+  auto out = o.out ? o.out : [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); };
+  AF_ASSIGN_OR_RETURN(MnistData data, load_mnist(o.data_dir));
+  AF_ASSIGN_OR_RETURN(Tensor train_y, one_hot(data.train_labels, 10));
+  AF_ASSIGN_OR_RETURN(Tensor test_y, one_hot(data.test_labels, 10));
+  Scope root = Scope::root();
+  AF_ASSIGN_OR_RETURN(CnnModel m, build_mnist_cnn(root, mo));
+  SupervisorConfig sc;
+  sc.is_chief = o.is_chief;
+  sc.logdir = o.logdir;
+  sc.global_step = m.global_step;
+  sc.init_op = m.init_op;
+  sc.save_checkpoint_secs = o.save_checkpoint_secs;
+  sc.task_name = "worker/" + std::to_string(o.task_index);
+  Supervisor sv(root, sc);
+  AF_ASSIGN_OR_RETURN(auto sess, sv.managed_session(server.target()));
+
+  auto ds = Dataset::from_tensors({data.train_images, train_y})
+                .shuffle(Dataset::kFullBuffer, o.seed * 1000 + static_cast<uint64_t>(o.task_index))
+                .repeat()
+                .batch(o.batch);
+  AF_ASSIGN_OR_RETURN(auto it, ds.make_iterator());
+  caf::actor feeder = spawn_data_actor(server.system(), std::move(it), 4);
+  CnnTrainResult res;
+  int64_t step = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status loop_status;
+  while (!sv.should_stop() && step < o.steps) {
+    auto batch = next_batch(server.system(), feeder);
+    if (!batch.ok()) { loop_status = batch.status(); break; }
+    auto r = sess->run({{m.x, (*batch)[0]}, {m.labels, (*batch)[1]}}, {m.accuracy, m.global_step}, {m.train_op});
+    if (!r.ok()) { loop_status = r.status(); break; }
+    ++res.local_steps;
+    step = (*r)[1].data<int64_t>()[0];
+    const double acc = (*r)[0].data<float>()[0];
+    if (o.print_every > 0 && res.local_steps % o.print_every == 0) {
+      char line[128];
+      std::snprintf(line, sizeof line, "Worker : %d, Step: %lld, Accuracy (batch): %.2f", o.task_index,
+                    static_cast<long long>(step), acc);
+      out(line);
+      sv.summary(step, {{"accuracy", acc}});
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.images_per_sec = secs > 0 ? res.local_steps * o.batch / secs : 0;
+  caf::anon_send_exit(feeder, caf::exit_reason::user_shutdown);
+  if (!loop_status.ok()) {
+    sv.request_stop(loop_status);
+    sv.stop();
+    return loop_status;
+  }
+  // Test accuracy in chunks (the whole test set at once would need ~1 GB of activations).
+  const int64_t n = data.test_images.shape().dim(0);
+  const int64_t chunk = 1000;
+  double correct = 0;
+  for (int64_t s = 0; s < n; s += chunk) {
+    const int64_t len = std::min(chunk, n - s);
+    Tensor xs(DType::kFloat32, Shape{len, 784}), ys(DType::kFloat32, Shape{len, 10});
+    std::memcpy(xs.raw_data(), data.test_images.data<float>() + s * 784, static_cast<size_t>(len) * 784 * 4);
+    std::memcpy(ys.raw_data(), test_y.data<float>() + s * 10, static_cast<size_t>(len) * 10 * 4);
+    AF_ASSIGN_OR_RETURN(auto r, sess->run({{m.x, xs}, {m.labels, ys}}, {m.accuracy}));
+    correct += r[0].data<float>()[0] * static_cast<double>(len);
+  }
+  res.test_accuracy = correct / static_cast<double>(n);
+  res.final_global_step = step;
+  char line[64];
+  std::snprintf(line, sizeof line, "Test-Accuracy: %.4f", res.test_accuracy);
+  out(line);
+  AF_RETURN_IF_ERROR(sv.stop());
+  return res;
+}
+
+}  // namespace actorflow

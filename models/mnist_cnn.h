@@ -1,0 +1,72 @@
+// The seed 002 CNN (TF-Slim: conv 5x5x32, max-pool 2x2, conv 5x5x64, max-pool 2x2, fc 500,
+// fc 10; Glorot-uniform weights, zero biases; Adam) and the between-graph worker loop that
+// trains it on MNIST-format data under a Supervisor. Shared by samples/distributed_cnn and
+// `actorflow demo`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "actors/server.h"
+#include "actors/session.h"
+#include "config/cluster_spec.h"
+#include "core/status.h"
+#include "graph/scope.h"
+
+namespace actorflow {
+
+struct CnnOptions {
+  float learning_rate = 1e-4f;
+  bool sync = false;                 // SyncReplicasOptimizer semantics
+  int replicas_to_aggregate = 0;     // sync: 0 = number of workers
+  int total_replicas = 0;            // sync: 0 = number of workers
+  std::string worker_device;         // e.g. "/job:worker/task:1" (+ "/device:GPU:0")
+  int num_ps = 1;                    // variables are spread round-robin over /job:ps/task:K
+  uint64_t seed = 1;                 // initializers
+  int hidden = 500;                  // the fc layer's width
+};
+
+struct CnnModel {
+  Output x;            // float [?, 784] placeholder ("x-input")
+  Output labels;       // float [?, 10] one-hot placeholder ("y-input")
+  Output logits;
+  Output loss;         // mean softmax cross-entropy
+  Output accuracy;     // mean of argmax(logits) == argmax(labels)
+  Output global_step;  // int64 scalar variable
+  Output train_op;     // one optimizer update (async) or one contribution (sync)
+  Output init_op;      // initializes every variable
+};
+
+// Builds the model in `root`'s graph. Errors name the op that failed to build.
+Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& opts);
+
+struct CnnTrainOptions {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t steps = 5000;       // global steps
+  int batch = 50;
+  int print_every = 100;
+  std::string logdir;         // checkpoints + summaries ("" = none)
+  double save_checkpoint_secs = 60;
+  int task_index = 0;
+  int num_workers = 1;
+  bool is_chief = false;
+  uint64_t seed = 1;
+  // Called with each progress line (default: print to stdout).
+  std::function<void(const std::string&)> out;
+};
+
+struct CnnTrainResult {
+  int64_t final_global_step = 0;
+  int64_t local_steps = 0;
+  double test_accuracy = 0;
+  double images_per_sec = 0;  // this worker's training throughput
+};
+
+// The seed's worker: managed session, `Worker : N, Step: S, Accuracy (batch): A` lines, then
+// `Test-Accuracy: A`. `server` is this worker's server (targeted by the session).
+Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& model_opts,
+                                              const CnnTrainOptions& opts);
+
+}  // namespace actorflow

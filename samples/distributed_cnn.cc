@@ -1,0 +1,97 @@
+// Seed 002: the MNIST CNN trained between-graph by 1 ps + N workers, each a separate process
+// started with the same cluster file (by hand or `actorflow up --cluster F -- build/samples/distributed_cnn`):
+//   build/samples/distributed_cnn --cluster F --job ps --task 0
+//   build/samples/distributed_cnn --cluster F --job worker --task 0 [--steps 5000] [--sync] [--data DIR]
+// Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <iostream>
+
+#include "actorflow/actorflow.h"
+#include "models/mnist_cnn.h"
+
+namespace af = actorflow;
+
+int main(int argc, char** argv) {
+  CLI::App app{"seed 002: distributed MNIST CNN"};
+  std::string cluster_file, job, data = "/usr/share/datasets/fashion-mnist", logdir, worker_device = "cpu";
+  int task = 0, print_every = 100, replicas = 0;
+  int64_t steps = 5000;
+  float lr = 1e-4f;
+  bool sync = false;
+  double save_secs = -1;
+  app.add_option("--cluster", cluster_file, "cluster file")->required();
+  app.add_option("--job", job, "ps or worker")->required();
+  app.add_option("--task", task, "task index")->required();
+  app.add_option("--steps", steps, "global steps to train");
+  app.add_option("--data", data, "directory with MNIST-format IDX files");
+  app.add_option("--learning-rate", lr, "Adam learning rate");
+  app.add_flag("--sync", sync, "synchronous replicas (SyncReplicasOptimizer)");
+  app.add_option("--replicas-to-aggregate", replicas, "sync: gradients averaged per step (default: all workers)");
+  app.add_option("--print-every", print_every, "progress line every N local steps");
+  app.add_option("--logdir", logdir, "checkpoints and summaries (default: [supervisor] logdir)");
+  app.add_option("--save-checkpoint-secs", save_secs, "checkpoint period (default: [supervisor])");
+  app.add_option("--worker-device", worker_device, "cpu or gpu");
+  CLI11_PARSE(app, argc, argv);
+
+  auto cluster = af::ClusterSpec::from_file(cluster_file);
+  if (!cluster.ok()) {
+    std::cerr << "distributed_cnn: " << cluster.status().message() << "\n";
+    return 2;
+  }
+  af::TaskId me{job, task};
+  af::Status valid = cluster->validate_task(me);
+  if (!valid.ok()) {
+    std::cerr << "distributed_cnn: " << valid.message() << "\n";
+    return 2;
+  }
+  if (worker_device != "cpu" && worker_device != "gpu") {
+    std::cerr << "distributed_cnn: --worker-device must be cpu or gpu, not '" << worker_device << "'\n";
+    return 2;
+  }
+  if (job == "ps") {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    auto server = af::Server::create(*cluster, me);
+    if (!server.ok()) {
+      std::cerr << "distributed_cnn: " << server.status().message() << "\n";
+      return 1;
+    }
+    std::cout << "ps " << task << " serving " << (*server)->target() << std::endl;
+    int sig = 0;
+    sigwait(&set, &sig);  // server.join(): until SIGINT/SIGTERM
+    return 0;
+  }
+  auto server = af::Server::create(*cluster, me);
+  if (!server.ok()) {
+    std::cerr << "distributed_cnn: " << server.status().message() << "\n";
+    return 1;
+  }
+  const int workers = cluster->num_tasks("worker");
+  af::CnnOptions mo;
+  mo.learning_rate = lr;
+  mo.sync = sync;
+  mo.replicas_to_aggregate = replicas > 0 ? replicas : workers;
+  mo.total_replicas = workers;
+  mo.worker_device = "/job:worker/task:" + std::to_string(task) + (worker_device == "gpu" ? "/device:GPU:0" : "");
+  mo.num_ps = cluster->num_tasks("ps");
+  af::CnnTrainOptions to;
+  to.data_dir = data;
+  to.steps = steps;
+  to.print_every = print_every;
+  to.logdir = logdir.empty() ? cluster->supervisor().logdir : logdir;
+  to.save_checkpoint_secs = save_secs >= 0 ? save_secs : cluster->supervisor().save_checkpoint_secs;
+  to.task_index = task;
+  to.num_workers = workers;
+  to.is_chief = cluster->supervisor().chief == me;
+  auto r = af::train_mnist_cnn_worker(**server, mo, to);
+  if (!r.ok()) {
+    std::cerr << "distributed_cnn: worker " << task << ": " << r.status() << "\n";
+    return 1;
+  }
+  return 0;
+}
