@@ -201,6 +201,10 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
 }
 
 caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device) {
+  // Step ids must be unique across every master that uses a device (several workers' masters
+  // share the ps devices): start from a random 62-bit value.
+  std::random_device rd;
+  self->state.next_step = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 2);
   self->state.devices = std::move(devices);
   self->state.default_device = std::move(default_device);
   return {

@@ -115,9 +115,10 @@ Node* var_node(const Scope& s, const Input& var, const char* op) {
   return n;
 }
 
-// A builder for an op acting on variable `v`: placed with it, named after it.
+// A builder for an op acting on variable `v`: placed on the variable's device (an explicit
+// request rather than colocate_with, so the op's own constant inputs stay in the caller's scope).
 NodeBuilder var_builder(const Scope& s, Node* v, const std::string& op) {
-  NodeBuilder b(s.colocate_with(Output(v, 0)), op);
+  NodeBuilder b(s, op);
   b.device(v->requested_device);
   b.attr("var_name", v->attrs.get_or<std::string>("shared_name", v->name));
   b.attr("dtype", v->output_types[0]);
