@@ -180,6 +180,47 @@ class Supervisor::Impl {
     }
   }
 
+  // Is every variable initialized? (false, with no error, when a parameter server lost them)
+  Result<bool> model_ready(Session& sess) {
+    std::vector<Output> checks;
+    for (const auto& v : vars_) checks.push_back(v.initialized);
+    AF_ASSIGN_OR_RETURN(auto r, sess.run(checks));
+    for (const auto& t : r)
+      if (!t.data<bool>()[0]) return false;
+    return true;
+  }
+
+  Status recover(const Status& failure, int64_t last_step) {
+    if (!session_) return failure;
+    AF_LOG(WARNING) << cfg_.task_name << ": step failed (" << failure.message() << "); recovering";
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(cfg_.ready_timeout_secs));
+    std::chrono::milliseconds backoff(100);
+    while (true) {
+      auto ready = model_ready(*session_);
+      if (ready.ok() && *ready) {
+        AF_LOG(INFO) << cfg_.task_name << ": model is available again; resuming";
+        return Status::OK();
+      }
+      if (ready.ok() && cfg_.is_chief) {
+        // A parameter server came back empty: restore it.
+        Status s = prepare_chief(*session_);
+        if (s.ok()) {
+          AF_LOG(WARNING) << cfg_.task_name << ": parameter server restored from global step " << owner_->restored_step_
+                          << "; " << std::max<int64_t>(0, last_step - owner_->restored_step_)
+                          << " global steps rolled back";
+          return Status::OK();
+        }
+      }
+      if (std::chrono::steady_clock::now() + backoff > deadline)
+        return DeadlineExceeded(cfg_.task_name + ": the model did not come back within " +
+                                std::to_string(cfg_.ready_timeout_secs) + " s after: " + failure.message());
+      std::this_thread::sleep_for(backoff);  // polling a restarting task, bounded by the deadline
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    }
+  }
+
   Result<std::string> save_checkpoint() {
     if (!cfg_.is_chief) return FailedPrecondition("only the chief saves checkpoints");
     if (!ckpt_) return FailedPrecondition("no logdir: checkpoints are off");
@@ -288,6 +329,10 @@ void Supervisor::request_stop(const Status& why) {
 void Supervisor::summary(int64_t step, const std::map<std::string, double>& values) { impl_->summary(step, values); }
 
 Result<std::string> Supervisor::save_checkpoint() { return impl_->save_checkpoint(); }
+
+Status Supervisor::recover(const Status& failure, int64_t last_global_step) {
+  return impl_->recover(failure, last_global_step);
+}
 
 Status Supervisor::stop() {
   {

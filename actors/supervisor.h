@@ -56,6 +56,11 @@ class Supervisor {
   void summary(int64_t step, const std::map<std::string, double>& values);
   // Saves a checkpoint now (chief only). Returns its path.
   Result<std::string> save_checkpoint();
+  // After a step failed because a task died (Unavailable, Aborted, or a variable that is no
+  // longer initialized because its parameter server restarted): the chief restores the newest
+  // checkpoint when the model is gone (logging how many global steps were rolled back) and other
+  // workers wait until the model is ready again. Bounded by ready_timeout_secs.
+  Status recover(const Status& failure, int64_t last_global_step);
   // The global step the chief restored (0 when it initialized).
   int64_t restored_step() const { return restored_step_; }
   // Final checkpoint (chief), stops the periodic work. Idempotent. Returns the stop reason.

@@ -196,6 +196,12 @@ Output apply_adam_sync(const Scope& s, Input var, Input grad, Input local_step, 
   return apply_sync(s, var, grad, local_step, "adam", lr, replicas, total);
 }
 
+Output increment_sync(const Scope& s, Input var, Input local_step, int replicas, int total) {
+  Node* v = var_node(s, var, "ApplyGradientSync");
+  if (!v) return Output();
+  return apply_sync(s, var, Tensor::scalar<int64_t>(1), local_step, "increment", 0.f, replicas, total);
+}
+
 Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, float lr, int replicas, int total) {
   return apply_sync(s, var, grad, local_step, "sgd", lr, replicas, total);
 }

@@ -38,6 +38,8 @@ Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2,
 // when this gradient was dropped). `total_replicas` > replicas_to_aggregate gives backup workers.
 Output apply_adam_sync(const Scope& s, Input var, Input grad, Input local_step, float lr,
                        int replicas_to_aggregate, int total_replicas);
+// The global step's part in synchronous training: var += 1 once per aggregated step.
+Output increment_sync(const Scope& s, Input var, Input local_step, int replicas_to_aggregate, int total_replicas);
 // The same for plain SGD.
 Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, float lr,
                       int replicas_to_aggregate, int total_replicas);

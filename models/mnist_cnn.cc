@@ -96,6 +96,7 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
     }
   }
   if (o.sync) {
+    updates.push_back(ops::increment_sync(w, m.global_step, m.global_step, o.replicas_to_aggregate, o.total_replicas));
     m.train_op = ops::no_op(w, updates, "train");
   } else {
     auto inc = ops::assign_add(w.with_control_dependencies(updates), m.global_step, Tensor::scalar<int64_t>(1));
@@ -137,7 +138,19 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     auto batch = next_batch(server.system(), feeder);
     if (!batch.ok()) { loop_status = batch.status(); break; }
     auto r = sess->run({{m.x, (*batch)[0]}, {m.labels, (*batch)[1]}}, {m.accuracy, m.global_step}, {m.train_op});
-    if (!r.ok()) { loop_status = r.status(); break; }
+    if (!r.ok()) {
+      // A task died mid-step (or a parameter server lost its variables): wait for it and go on.
+      const Code c = r.status().code();
+      if (c == Code::kUnavailable || c == Code::kAborted || c == Code::kFailedPrecondition ||
+          c == Code::kDeadlineExceeded) {
+        Status rs = sv.recover(r.status(), step);
+        if (rs.ok()) continue;
+        loop_status = rs;
+      } else {
+        loop_status = r.status();
+      }
+      break;
+    }
     ++res.local_steps;
     step = (*r)[1].data<int64_t>()[0];
     const double acc = (*r)[0].data<float>()[0];
