@@ -11,6 +11,7 @@
 #include <map>
 
 #include "actors/master_actor.h"
+#include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
 #include "core/logging.h"
 
@@ -35,19 +36,43 @@ class LocalRouter final : public Router {
     std::lock_guard<std::mutex> l(mu_);
     self_node_ = std::move(node);
   }
-  void set_remote(const std::string& task_prefix, caf::actor node) {
+  void set_remote(const std::string& task_prefix, caf::actor node, const std::string& data_addr = "") {
     std::lock_guard<std::mutex> l(mu_);
     remote_[task_prefix] = std::move(node);
+    if (!data_addr.empty()) data_[task_prefix] = data_addr;
+  }
+  void set_data_client(net::TensorClient* client) {
+    std::lock_guard<std::mutex> l(mu_);
+    client_ = client;
+  }
+  // A tensor that arrived over the data plane: hand it to the local device actor.
+  void deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
+    const std::string dst = rendezvous_key_destination(key);
+    caf::actor a;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = local_.find(dst);
+      if (it == local_.end()) {
+        AF_LOG(WARNING) << "dropped tensor " << key << " from the data plane: no device " << dst << " here";
+        return;
+      }
+      a = it->second;
+    }
+    caf::anon_send(a, tensor_atom::value, step_id, key, t);
   }
   void clear() {
     std::lock_guard<std::mutex> l(mu_);
     local_.clear();
     remote_.clear();
+    data_.clear();
+    client_ = nullptr;
     self_node_ = nullptr;
   }
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override {
     const std::string dst = rendezvous_key_destination(key);
     caf::actor a, via;
+    std::string data_addr;
+    net::TensorClient* client = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = local_.find(dst);
@@ -55,14 +80,35 @@ class LocalRouter final : public Router {
         a = it->second;
       } else {
         auto d = dst.find("/device:");
-        auto r = d == std::string::npos ? remote_.end() : remote_.find(dst.substr(0, d));
+        const std::string task = d == std::string::npos ? dst : dst.substr(0, d);
+        auto r = remote_.find(task);
         if (r == remote_.end() || !self_node_)
           return Unavailable("no route to device '" + dst + "' for tensor " + key);
         a = r->second;
         via = self_node_;
+        auto da = data_.find(task);
+        if (da != data_.end() && client_) {
+          data_addr = da->second;
+          client = client_;
+        }
       }
     }
-    if (via) caf::send_as(via, a, tensor_atom::value, step_id, key, t);
+    if (client) {
+      // The data plane: a header and one raw block per tensor, no per-element work.
+      net::TensorMessage m;
+      m.step_id = step_id;
+      m.key = key;
+      m.tensor = t;
+      Status s = client->send(data_addr, m);
+      if (!s.ok()) return Unavailable("sending tensor to " + dst + ": " + s.message());
+      return Status::OK();
+    }
+    if (via) {
+      // No data-plane route (a peer that advertised none): CAF carries it as one byte block.
+      static std::atomic<int> warned{0};
+      if (warned.fetch_add(1) == 0) AF_LOG(WARNING) << "tensor " << key << " to " << dst << " goes through CAF: no data-plane route";
+      caf::send_as(via, a, tensor_atom::value, step_id, key, t);
+    }
     else caf::anon_send(a, tensor_atom::value, step_id, key, t);
     return Status::OK();
   }
@@ -71,6 +117,8 @@ class LocalRouter final : public Router {
   std::mutex mu_;
   std::map<std::string, caf::actor> local_;
   std::map<std::string, caf::actor> remote_;
+  std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
+  net::TensorClient* client_ = nullptr;
   caf::actor self_node_;
 };
 
@@ -164,6 +212,8 @@ void Server::stop() {
 Server::~Server() {
   stop();
   membership_.reset();
+  data_server_.reset();
+  data_client_.reset();
   if (own_sys_) {
     own_sys_->await_all_actors_done();
   } else {
@@ -276,6 +326,26 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.devices = device_infos_;
   nc.peers = auth_peers_;
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
+  // The tensor data plane: its own listener on the task's host (ephemeral port, advertised
+  // to authenticated peers in NodeInfo), with its own challenge-response handshake.
+  {
+    net::TransportOptions topts;
+    topts.cluster_fingerprint = mc.fingerprint;
+    topts.secret = mc.secret;
+    topts.task_name = task.to_string();
+    std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
+    auto* router = static_cast<LocalRouter*>(router_.get());
+    auto ds = net::TensorServer::start(topts, is_loopback_name(hp.first) ? bind_ip : "0.0.0.0", 0,
+                                       [router](const net::TensorMessage& m) {
+                                         if (m.status_error.empty()) router->deliver_local(m.step_id, m.key, m.tensor);
+                                       });
+    if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
+    data_server_ = std::move(*ds);
+    data_client_ = std::make_unique<net::TensorClient>(topts);
+    router->set_data_client(data_client_.get());
+    nc.data_addr = (bind_ip.find(':') != std::string::npos ? "[" + bind_ip + "]" : bind_ip) + ":" +
+                   std::to_string(data_server_->port());
+  }
   node_ = spawn_node_actor(*sys_, nc);
   static_cast<LocalRouter*>(router_.get())->set_self_node(node_);
   const char* bind_host = is_loopback_name(hp.first) ? hp.first.c_str() : nullptr;
@@ -307,7 +377,7 @@ Status Server::connect_tasks(const std::vector<std::string>& tasks) {
     TaskId t{*spec->job, *spec->task};
     AF_ASSIGN_OR_RETURN(std::string addr, cluster_.task_address(t));
     AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, addr));
-    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node);
+    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node, p.data_addr);
   }
   return Status::OK();
 }
@@ -338,7 +408,7 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
     auto addr = cluster_.task_address(t);
     if (!addr.ok()) return addr.status();  // placer would say the same; say it early
     AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, *addr, timeout));
-    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node);
+    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node, p.data_addr);
     peers.push_back(p);
   }
   // Every involved task must be able to send to every other: tell them who is involved.

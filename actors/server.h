@@ -24,6 +24,10 @@
 #include "device/device.h"
 
 namespace actorflow {
+namespace net {
+class TensorServer;
+class TensorClient;
+}  // namespace net
 
 // Options of a process-local server (Server::local).
 struct LocalServerOptions {
@@ -109,6 +113,8 @@ class Server {
   std::shared_ptr<AuthenticatedPeers> auth_peers_;
   std::unique_ptr<Membership> membership_;
   std::string routes_key_;
+  std::unique_ptr<actorflow::net::TensorServer> data_server_;
+  std::unique_ptr<actorflow::net::TensorClient> data_client_;
   std::mutex connect_mu_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,0 +1,503 @@
+#include "net/tensor_transport.h"
+
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/logging.h"
+#include "net/socket.h"
+
+namespace actorflow {
+namespace net {
+namespace {
+
+HandshakeConfig handshake_config(const TransportOptions& o) {
+  HandshakeConfig c;
+  c.fingerprint = o.cluster_fingerprint;
+  c.secret = o.secret;
+  c.task_name = o.task_name;
+  c.version = o.protocol_version;
+  c.timeout = o.handshake_timeout;
+  return c;
+}
+
+void wipe(std::string& s) {
+  if (!s.empty()) OPENSSL_cleanse(&s[0], s.size());
+  s.clear();
+}
+
+// Buffered reader over a blocking socket whose SO_RCVTIMEO bounds each recv. Small reads are
+// served from a 64 KiB buffer (one recv usually brings a whole small frame); large payloads are
+// received straight into the destination with MSG_WAITALL.
+class FrameReader {
+ public:
+  FrameReader(int fd, std::string peer, const std::atomic<bool>* stopping)
+      : fd_(fd), peer_(std::move(peer)), stopping_(stopping), buf_(new unsigned char[kCap]) {}
+
+  // Reads exactly n bytes into dst. `frame_started` false means we are between frames: then a
+  // receive timeout just keeps waiting and a clean close yields Cancelled("eof").
+  Status read(void* dst, size_t n, bool frame_started) {
+    auto* out = static_cast<unsigned char*>(dst);
+    while (n > 0) {
+      if (pos_ < end_) {
+        size_t k = std::min(n, end_ - pos_);
+        std::memcpy(out, buf_.get() + pos_, k);
+        pos_ += k;
+        out += k;
+        n -= k;
+        frame_started = true;
+        continue;
+      }
+      if (n >= kCap / 2) {
+        ssize_t r = ::recv(fd_, out, n, MSG_WAITALL);
+        AF_RETURN_IF_ERROR(check(r, frame_started));
+        if (r > 0) {
+          out += r;
+          n -= static_cast<size_t>(r);
+          frame_started = true;
+        }
+        continue;
+      }
+      ssize_t r = ::recv(fd_, buf_.get(), kCap, 0);
+      AF_RETURN_IF_ERROR(check(r, frame_started));
+      if (r > 0) {
+        pos_ = 0;
+        end_ = static_cast<size_t>(r);
+      }
+    }
+    return Status::OK();
+  }
+
+  // Discards n bytes.
+  Status skip(size_t n) {
+    unsigned char scratch[4096];
+    while (n > 0) {
+      size_t k = std::min(n, sizeof scratch);
+      AF_RETURN_IF_ERROR(read(scratch, k, true));
+      n -= k;
+    }
+    return Status::OK();
+  }
+
+ private:
+  static constexpr size_t kCap = 64 * 1024;
+
+  // Turns a recv result into a Status; r < 0 with a timeout between frames is OK (keep waiting).
+  Status check(ssize_t r, bool frame_started) {
+    if (r > 0) return Status::OK();
+    if (stopping_->load()) return Cancelled("server shutting down");
+    if (r == 0) {
+      if (!frame_started) return Cancelled("eof");
+      return DataLoss("connection closed by " + peer_ + " in the middle of a frame");
+    }
+    if (errno == EINTR) return Status::OK();
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!frame_started) return Status::OK();
+      return DataLoss("frame from " + peer_ + " stalled (no data within the I/O timeout)");
+    }
+    return Unavailable("reading from " + peer_ + " failed: " + std::strerror(errno));
+  }
+
+  int fd_;
+  std::string peer_;
+  const std::atomic<bool>* stopping_;
+  std::unique_ptr<unsigned char[]> buf_;
+  size_t pos_ = 0, end_ = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// TensorServer
+
+class TensorServer::Impl {
+ public:
+  Impl(const TransportOptions& options, Callback cb) : opts_(options), cb_(std::move(cb)) {
+    if (!opts_.allocator) opts_.allocator = cpu_allocator();
+    hs_ = handshake_config(opts_);
+  }
+
+  ~Impl() {
+    stopping_.store(true);
+    if (wake_.valid()) {
+      uint64_t one = 1;
+      ssize_t r = ::write(wake_.get(), &one, sizeof one);
+      (void)r;
+    }
+    if (acceptor_.joinable()) acceptor_.join();
+    std::list<std::shared_ptr<Conn>> conns;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& c : conns_) ::shutdown(c->fd.get(), SHUT_RDWR);
+      conns.swap(conns_);
+    }
+    for (auto& c : conns)
+      if (c->thread.joinable()) c->thread.join();
+    wipe(opts_.secret);
+    wipe(hs_.secret);
+  }
+
+  Status start(const std::string& host, uint16_t port) {
+    AF_ASSIGN_OR_RETURN(listen_, listen_tcp(host, port));
+    port_ = local_port(listen_.get());
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_.valid()) return Internal(std::string("eventfd: ") + std::strerror(errno));
+    acceptor_ = std::thread([this] { accept_loop(); });
+    return Status::OK();
+  }
+
+  uint16_t port() const { return port_; }
+
+  TensorServerStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  bool wait_for_stats(const std::function<bool(const TensorServerStats&)>& pred,
+                      std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return stats_cv_.wait_for(lock, timeout, [&] { return pred(stats_); });
+  }
+
+ private:
+  struct Conn {
+    Fd fd;
+    std::string peer;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void bump(int64_t TensorServerStats::*field, int64_t delta = 1) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.*field += delta;
+    }
+    stats_cv_.notify_all();
+  }
+
+  void accept_loop() {
+    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    while (!stopping_.load()) {
+      int pr = ::poll(fds, 2, -1);
+      if (pr < 0) {
+        if (errno == EINTR) continue;
+        AF_LOG(ERROR) << "data plane: poll on listener port " << port_ << " failed: " << std::strerror(errno);
+        return;
+      }
+      if (fds[1].revents) return;
+      if (!(fds[0].revents & POLLIN)) continue;
+      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+          AF_LOG(WARNING) << "data plane: accept on port " << port_ << " failed: " << std::strerror(errno);
+        }
+        continue;
+      }
+      reap();
+      auto c = std::make_shared<Conn>();
+      c->peer = peer_name(fd.get());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stats_.active_connections >= opts_.max_connections) {
+          AF_LOG(WARNING) << "data plane: refusing connection from " << c->peer << ": already "
+                          << stats_.active_connections << " connections (max_connections)";
+          continue;
+        }
+        c->fd = std::move(fd);
+        ++stats_.connections_accepted;
+        ++stats_.active_connections;
+        conns_.push_back(c);
+        c->thread = std::thread([this, c] { serve(*c); });
+      }
+      stats_cv_.notify_all();
+    }
+  }
+
+  // Joins and forgets connections whose threads have finished. Called by the acceptor only.
+  void reap() {
+    std::list<std::shared_ptr<Conn>> finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = conns_.begin(); it != conns_.end();) {
+        if ((*it)->done.load()) {
+          finished.push_back(*it);
+          it = conns_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& c : finished) c->thread.join();
+  }
+
+  void serve(Conn& c) {
+    const int fd = c.fd.get();
+    SocketTuning tuning;
+    tuning.buffer_bytes = opts_.socket_buffer_bytes;
+    Status st = tune_socket(fd, tuning);
+    Result<PeerIdentity> id = st.ok() ? server_handshake(fd, hs_, c.peer) : Result<PeerIdentity>(st);
+    if (!id.ok()) {
+      // Log first, then count: whoever waits on the counters sees the log line already written.
+      if (!stopping_.load()) {
+        AF_LOG(WARNING) << "data plane: rejected connection on port " << port_ << ": " << id.status();
+      }
+      ::shutdown(fd, SHUT_RDWR);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.handshakes_rejected;
+        if (id.status().code() == Code::kUnauthenticated) ++stats_.auth_failures;
+        --stats_.active_connections;
+      }
+      stats_cv_.notify_all();
+      c.done.store(true);
+      return;
+    }
+    bump(&TensorServerStats::handshakes_ok);
+    const std::string who = c.peer + " (task '" + id->task_name + "')";
+    tuning.io_timeout = opts_.io_timeout;
+    st = tune_socket(fd, tuning);
+    if (st.ok()) st = read_frames(fd, who);
+    bool bad = !st.ok() && st.code() != Code::kCancelled;
+    if (bad && !stopping_.load()) {
+      AF_LOG(ERROR) << "data plane: dropping connection from " << who << " on port " << port_ << ": " << st;
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (bad) ++stats_.bad_frames;
+      --stats_.active_connections;
+    }
+    stats_cv_.notify_all();
+    c.done.store(true);
+  }
+
+  // Reads frames until the peer closes (Cancelled) or a frame is bad (any other error).
+  Status read_frames(int fd, const std::string& who) {
+    FrameReader reader(fd, who, &stopping_);
+    unsigned char fixed[kFrameFixedBytes];
+    std::vector<unsigned char> var;
+    while (!stopping_.load()) {
+      AF_RETURN_IF_ERROR(reader.read(fixed, sizeof fixed, /*frame_started=*/false));
+      AF_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_fixed(fixed, opts_.limits));
+      var.resize(h.variable_bytes());
+      if (!var.empty()) AF_RETURN_IF_ERROR(reader.read(var.data(), var.size(), true));
+      AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, decode_frame_dims(h, var.data()));
+      TensorMessage msg;
+      msg.step_id = h.step_id;
+      const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
+      msg.key.assign(p, h.key_bytes);
+      msg.status_error.assign(p + h.key_bytes, h.error_bytes);
+      if (h.kind == FrameKind::kTensor) {
+        Result<Tensor> t = Tensor::allocate(opts_.allocator, h.dtype, Shape(std::move(dims)));
+        if (!t.ok()) {
+          // Keep the stream in sync and tell the receiver instead of hanging its step.
+          AF_RETURN_IF_ERROR(reader.skip(h.data_bytes));
+          msg.status_error = "tensor '" + msg.key + "' from " + who + " could not be received: " + t.status().to_string();
+          AF_LOG(ERROR) << "data plane: " << msg.status_error;
+        } else {
+          msg.tensor = std::move(*t);
+          if (h.data_bytes) AF_RETURN_IF_ERROR(reader.read(msg.tensor.raw_data(), h.data_bytes, true));
+          if (h.dtype == DType::kBool) {
+            const auto* b = static_cast<const unsigned char*>(msg.tensor.raw_data());
+            for (uint64_t i = 0; i < h.data_bytes; ++i)
+              if (b[i] > 1)
+                return DataLoss("bool tensor '" + msg.key + "' holds byte value " + std::to_string(b[i]) +
+                                " at element " + std::to_string(i));
+          }
+        }
+      }
+      bump(&TensorServerStats::frames_received);
+      try {
+        cb_(msg);
+      } catch (const std::exception& e) {
+        AF_LOG(ERROR) << "data plane: the tensor callback threw for key '" << msg.key << "': " << e.what();
+      } catch (...) {
+        AF_LOG(ERROR) << "data plane: the tensor callback threw for key '" << msg.key << "'";
+      }
+    }
+    return Cancelled("server shutting down");
+  }
+
+  TransportOptions opts_;
+  HandshakeConfig hs_;
+  Callback cb_;
+  Fd listen_;
+  Fd wake_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  mutable std::mutex mu_;  // guards conns_ and stats_
+  mutable std::condition_variable stats_cv_;
+  std::list<std::shared_ptr<Conn>> conns_;
+  TensorServerStats stats_;
+};
+
+TensorServer::TensorServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TensorServer::~TensorServer() = default;
+
+Result<std::unique_ptr<TensorServer>> TensorServer::start(const TransportOptions& options,
+                                                          const std::string& bind_host, uint16_t port,
+                                                          Callback on_tensor) {
+  if (!on_tensor) return InvalidArgument("TensorServer::start needs an on_tensor callback");
+  auto impl = std::make_unique<Impl>(options, std::move(on_tensor));
+  AF_RETURN_IF_ERROR(impl->start(bind_host, port));
+  return std::unique_ptr<TensorServer>(new TensorServer(std::move(impl)));
+}
+
+uint16_t TensorServer::port() const { return impl_->port(); }
+TensorServerStats TensorServer::stats() const { return impl_->stats(); }
+bool TensorServer::wait_for_stats(const std::function<bool(const TensorServerStats&)>& pred,
+                                  std::chrono::milliseconds timeout) const {
+  return impl_->wait_for_stats(pred, timeout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// TensorClient
+
+class TensorClient::Impl {
+ public:
+  explicit Impl(TransportOptions options) : opts_(std::move(options)) { hs_ = handshake_config(opts_); }
+  ~Impl() {
+    wipe(opts_.secret);
+    wipe(hs_.secret);
+  }
+
+  Status send(const std::string& addr, const TensorMessage& msg) {
+    std::string prefix;
+    const void* data = nullptr;
+    size_t nbytes = 0;
+    if (!msg.status_error.empty()) {
+      AF_RETURN_IF_ERROR(encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0,
+                                             msg.status_error, &prefix));
+    } else {
+      const Tensor& t = msg.tensor;
+      if (!t.is_initialized())
+        return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
+      if (!t.shape().fully_defined())
+        return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
+      if (!t.on_host())
+        return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
+                               addr);
+      nbytes = t.bytes();
+      data = t.raw_data();
+      if (nbytes && (!data || !t.buffer() || t.buffer()->size() < nbytes))
+        return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(nbytes) + " bytes");
+      AF_RETURN_IF_ERROR(encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(),
+                                             nbytes, "", &prefix));
+    }
+
+    std::shared_ptr<Peer> peer = get_peer(addr);
+    std::lock_guard<std::mutex> lock(peer->mu);
+    bool reused = peer->fd.valid();
+    if (reused && !still_open(peer->fd.get())) {
+      peer->fd.reset();
+      reused = false;
+    }
+    if (!peer->fd.valid()) AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
+    Status st = write_frame(peer->fd.get(), prefix, data, nbytes, addr);
+    if (!st.ok() && reused) {
+      AF_LOG(INFO) << "data plane: connection to " << addr << " broke (" << st.message() << "); reconnecting once";
+      peer->fd.reset();
+      AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
+      st = write_frame(peer->fd.get(), prefix, data, nbytes, addr);
+    }
+    if (!st.ok()) peer->fd.reset();
+    return st;
+  }
+
+  void disconnect(const std::string& addr) {
+    std::shared_ptr<Peer> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = peers_.find(addr);
+      if (it == peers_.end()) return;
+      peer = it->second;
+    }
+    std::lock_guard<std::mutex> lock(peer->mu);
+    peer->fd.reset();
+  }
+
+  size_t num_connections() const {
+    std::vector<std::shared_ptr<Peer>> peers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& kv : peers_) peers.push_back(kv.second);
+    }
+    size_t n = 0;
+    for (auto& p : peers) {
+      std::lock_guard<std::mutex> lock(p->mu);
+      if (p->fd.valid()) ++n;
+    }
+    return n;
+  }
+
+ private:
+  struct Peer {
+    std::mutex mu;  // serialises connecting and writing
+    Fd fd;
+  };
+
+  std::shared_ptr<Peer> get_peer(const std::string& addr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& p = peers_[addr];
+    if (!p) p = std::make_shared<Peer>();
+    return p;
+  }
+
+  // The server never writes after the handshake, so a readable socket means EOF or an error.
+  static bool still_open(int fd) {
+    char b;
+    ssize_t r = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+
+  Status connect(const std::string& addr, Fd* out) {
+    AF_ASSIGN_OR_RETURN(Fd fd, connect_tcp(addr, opts_.connect_timeout));
+    SocketTuning tuning;
+    tuning.buffer_bytes = opts_.socket_buffer_bytes;
+    AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
+    Status st = client_handshake(fd.get(), hs_, addr);
+    if (!st.ok()) {
+      AF_LOG(WARNING) << "data plane: " << st;
+      return st;
+    }
+    tuning.io_timeout = opts_.io_timeout;
+    AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
+    *out = std::move(fd);
+    return Status::OK();
+  }
+
+  static Status write_frame(int fd, const std::string& prefix, const void* data, size_t n, const std::string& addr) {
+    iovec iov[2] = {{const_cast<char*>(prefix.data()), prefix.size()}, {const_cast<void*>(data), n}};
+    return write_all(fd, iov, n ? 2 : 1, addr);
+  }
+
+  TransportOptions opts_;
+  HandshakeConfig hs_;
+  mutable std::mutex mu_;  // guards peers_ (the map, not the connections)
+  std::unordered_map<std::string, std::shared_ptr<Peer>> peers_;
+};
+
+TensorClient::TensorClient(TransportOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+TensorClient::~TensorClient() = default;
+Status TensorClient::send(const std::string& peer_addr, const TensorMessage& msg) {
+  return impl_->send(peer_addr, msg);
+}
+void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
+size_t TensorClient::num_connections() const { return impl_->num_connections(); }
+
+}  // namespace net
+}  // namespace actorflow

@@ -1,0 +1,138 @@
+// The tensor data plane: moves tensors between task processes over TCP without CAF.
+//
+// Each task process runs one TensorServer (a TCP listener; its port() is advertised to peers over
+// the CAF control plane) and one TensorClient (a pool with one connection per peer "host:port").
+// A connection starts with the handshake of net/handshake.h (version, cluster fingerprint, mutual
+// HMAC authentication with the cluster secret); only then are frames (net/wire.h) accepted: a
+// header plus the tensor's raw bytes, written with one writev straight from the tensor's buffer and
+// read straight into a freshly allocated tensor. A peer that fails the handshake or sends a bad
+// frame has its connection dropped with a log line naming it; nothing it sent is delivered.
+//
+// Tensors between actors of one process never come here: they pass by reference (the Router's job).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "graph/allocator.h"
+#include "graph/tensor.h"
+#include "net/handshake.h"
+#include "net/wire.h"
+
+namespace actorflow {
+namespace net {
+
+// One tensor (or one error in its place) addressed to a rendezvous key of a step.
+struct TensorMessage {
+  int64_t step_id = 0;
+  std::string key;
+  Tensor tensor;  // host tensor; ignored when status_error is set
+  std::string status_error;  // non-empty: the sender reports an error instead of a tensor
+};
+
+// Settings shared by TensorServer and TensorClient. Plain value.
+struct TransportOptions {
+  std::string cluster_fingerprint;  // both ends must agree (identifies the cluster file)
+  std::string secret;               // cluster secret; empty only if every peer has none (loopback)
+  std::string task_name;            // this task, e.g. "worker/1"; shown in the peer's logs
+  uint16_t protocol_version = kProtocolVersion;  // only tests change this
+  std::chrono::milliseconds handshake_timeout{5000};  // a peer silent for longer is dropped
+  std::chrono::milliseconds connect_timeout{5000};    // bound on TCP connect
+  // A send or a frame read that makes no progress for this long fails (0 = wait forever). Idle
+  // connections between frames are not affected.
+  std::chrono::milliseconds io_timeout{60000};
+  int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's auto-tuning
+  FrameLimits limits;           // receive-side caps (tensor size, key and error length)
+  Allocator* allocator = nullptr;  // receive buffers; null = cpu_allocator(); must outlive the tensors
+  int max_connections = 1024;   // server: further connections are refused and logged
+};
+
+// Counters of a TensorServer; a snapshot.
+struct TensorServerStats {
+  int64_t connections_accepted = 0;  // TCP connections accepted
+  int64_t handshakes_ok = 0;         // connections that authenticated
+  int64_t handshakes_rejected = 0;   // any handshake failure (version, fingerprint, secret, timeout, garbage)
+  int64_t auth_failures = 0;         // of those: wrong or one-sided cluster secret
+  int64_t frames_received = 0;       // messages delivered to the callback
+  int64_t bad_frames = 0;            // authenticated connections dropped for a bad or truncated frame
+  int64_t active_connections = 0;    // connections currently open
+};
+
+// Listens for peers and delivers their tensors to a callback.
+//
+// Threading: one acceptor thread plus one reader thread per connection. `on_tensor` runs on the
+// reader thread of the connection the message came from: messages of one connection arrive in the
+// order they were sent; messages of different connections may be delivered concurrently, so the
+// callback must be thread-safe, and it should return quickly (it blocks that connection). The
+// callback owns nothing it is given beyond the call, but may copy the message (the Tensor shares
+// its buffer). The callback is never called after the destructor has returned.
+class TensorServer {
+ public:
+  using Callback = std::function<void(const TensorMessage&)>;
+
+  // Binds `bind_host:port` (port 0 = an ephemeral port; see port()) and starts serving.
+  // Unavailable when the address cannot be bound; InvalidArgument for a missing callback.
+  static Result<std::unique_ptr<TensorServer>> start(const TransportOptions& options, const std::string& bind_host,
+                                                     uint16_t port, Callback on_tensor);
+
+  // Stops accepting, closes every connection and joins every thread. Waits for running callbacks.
+  ~TensorServer();
+  TensorServer(const TensorServer&) = delete;
+  TensorServer& operator=(const TensorServer&) = delete;
+
+  // The port this server listens on. Thread-safe.
+  uint16_t port() const;
+  // A snapshot of the counters. Thread-safe.
+  TensorServerStats stats() const;
+  // Blocks until `pred(stats())` holds or `timeout` passes; returns whether it held. A rejected or
+  // dropped connection is counted after its log line is written and its socket shut down.
+  // Thread-safe (for tests and monitors).
+  bool wait_for_stats(const std::function<bool(const TensorServerStats&)>& pred,
+                      std::chrono::milliseconds timeout) const;
+
+  class Impl;
+
+ private:
+  explicit TensorServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Sends tensors to peers' TensorServers, keeping one authenticated connection per peer.
+//
+// Thread-safe: any number of threads may call send() concurrently; sends to one peer are
+// serialised on its connection (each message is written whole), sends to different peers proceed
+// in parallel.
+class TensorClient {
+ public:
+  explicit TensorClient(TransportOptions options);
+  // Closes every connection. Precondition: no send() is running.
+  ~TensorClient();
+  TensorClient(const TensorClient&) = delete;
+  TensorClient& operator=(const TensorClient&) = delete;
+
+  // Writes `msg` to the peer at `peer_addr` ("host:port"), connecting and authenticating first if
+  // there is no open connection. Blocks until the whole message is in the socket (not until the
+  // peer has processed it). A connection found broken is re-established once. The tensor must be
+  // initialised and on the host unless msg.status_error is set. The caller keeps ownership of msg.
+  // Errors name the peer: InvalidArgument (bad message or address), Unavailable (cannot connect,
+  // connection lost, stalled), FailedPrecondition (protocol version or cluster file mismatch),
+  // Unauthenticated (wrong or one-sided secret, or the peer failed to prove itself).
+  Status send(const std::string& peer_addr, const TensorMessage& msg);
+
+  // Closes the pooled connection to `peer_addr`, if any; the next send() reconnects. Thread-safe.
+  void disconnect(const std::string& peer_addr);
+  // Number of open pooled connections. Thread-safe.
+  size_t num_connections() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace net
+}  // namespace actorflow

@@ -1,0 +1,75 @@
+// The data plane's frame format: one header followed by the tensor's raw bytes.
+//
+// After the handshake (net/handshake.h) a client sends frames and the server only reads. A frame:
+//
+//   fixed header, 32 bytes, little-endian:
+//     magic "AFTF" u32 | kind u8 (1 tensor, 2 error) | dtype u8 | rank u16 | key length u32 |
+//     error length u32 | step_id i64 | data bytes u64
+//   dims      rank x i64
+//   key       key length bytes
+//   error     error length bytes (kind 2 only: the sender reports an error instead of a tensor)
+//   data      data bytes: the tensor's elements, row-major, in the host's (little-endian) byte order
+//
+// The data block is written straight from the tensor's buffer (writev) and read straight into a
+// freshly allocated tensor: no per-element work, no staging copy. Receivers validate every field
+// before allocating (see FrameLimits).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/types.h"
+
+namespace actorflow {
+namespace net {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tensor wire format assumes a little-endian host");
+
+constexpr uint32_t kFrameMagic = 0x46544641;  // "AFTF" little-endian
+constexpr size_t kFrameFixedBytes = 32;
+constexpr int kMaxFrameRank = 32;
+
+enum class FrameKind : uint8_t { kTensor = 1, kError = 2 };
+
+// Bounds a receiver enforces on incoming frames (so a bad peer cannot make it allocate absurdly).
+struct FrameLimits {
+  uint64_t max_tensor_bytes = uint64_t{4} << 30;  // 4 GiB
+  uint32_t max_key_bytes = 64 * 1024;
+  uint32_t max_error_bytes = 64 * 1024;
+};
+
+// A decoded fixed header plus the variable part's sizes.
+struct FrameHeader {
+  FrameKind kind = FrameKind::kTensor;
+  DType dtype = DType::kInvalid;
+  uint16_t rank = 0;
+  uint32_t key_bytes = 0;
+  uint32_t error_bytes = 0;
+  int64_t step_id = 0;
+  uint64_t data_bytes = 0;
+  // Bytes of dims + key + error that follow the fixed header.
+  size_t variable_bytes() const { return size_t{rank} * 8 + key_bytes + error_bytes; }
+};
+
+// Encodes the fixed header, dims, key and error of a frame into `out` (replacing its contents).
+// For a tensor frame pass the tensor's dtype, dims and byte count and an empty `error`; for an
+// error frame pass DType::kInvalid, no dims, 0 bytes and a non-empty `error`. The caller then
+// sends `out` followed by exactly `data_bytes` raw bytes. InvalidArgument when a field exceeds the
+// format's limits (rank > 32, key or error longer than 4 GiB).
+Status encode_frame_prefix(FrameKind kind, int64_t step_id, const std::string& key, DType dtype,
+                           const std::vector<int64_t>& dims, uint64_t data_bytes, const std::string& error,
+                           std::string* out);
+
+// Decodes and validates the 32 fixed bytes at `p`: magic, kind, dtype, rank, key/error sizes and
+// the data size against `limits`. DataLoss describing the first bad field.
+Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits& limits);
+
+// Decodes the dims (rank x i64 at `p`) and checks that they are non-negative and that their
+// product times the dtype's size equals h.data_bytes without overflow. DataLoss otherwise.
+Result<std::vector<int64_t>> decode_frame_dims(const FrameHeader& h, const unsigned char* p);
+
+}  // namespace net
+}  // namespace actorflow

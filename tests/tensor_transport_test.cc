@@ -1,0 +1,650 @@
+// Tests of the tensor data plane (net/tensor_transport.h): round trips, concurrency, the
+// authentication handshake and the server's robustness against bad peers.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "net/handshake.h"
+#include "net/socket.h"
+#include "net/tensor_transport.h"
+#include "net/wire.h"
+
+namespace actorflow {
+namespace net {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kWait{10000};  // generous bound on every wait; tests never sleep
+
+// Collects delivered messages; thread-safe.
+class Inbox {
+ public:
+  TensorServer::Callback callback() {
+    return [this](const TensorMessage& m) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        msgs_.push_back(m);
+      }
+      cv_.notify_all();
+    };
+  }
+  bool wait_for(size_t n, milliseconds timeout = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return msgs_.size() >= n; });
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return msgs_.size();
+  }
+  std::vector<TensorMessage> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<TensorMessage> r(msgs_.begin(), msgs_.end());
+    msgs_.clear();
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TensorMessage> msgs_;
+};
+
+TransportOptions options(const std::string& secret = "correct horse battery staple",
+                         const std::string& fingerprint = "fp-0123456789abcdef", const std::string& task = "worker/0") {
+  TransportOptions o;
+  o.secret = secret;
+  o.cluster_fingerprint = fingerprint;
+  o.task_name = task;
+  return o;
+}
+
+std::unique_ptr<TensorServer> start_server(const TransportOptions& o, Inbox& inbox, uint16_t port = 0) {
+  auto s = TensorServer::start(o, "127.0.0.1", port, inbox.callback());
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::string addr_of(const TensorServer& s) { return "127.0.0.1:" + std::to_string(s.port()); }
+
+// A tensor of `dtype`/`shape` whose bytes are a deterministic function of `seed` (bools are 0/1).
+Tensor patterned(DType dtype, const Shape& shape, uint32_t seed) {
+  Tensor t(dtype, shape);
+  auto* b = static_cast<unsigned char*>(t.raw_data());
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (size_t i = 0; i < t.bytes(); ++i) {
+    x = x * 1103515245u + 12345u;
+    b[i] = static_cast<unsigned char>(x >> 16);
+    if (dtype == DType::kBool) b[i] &= 1;
+  }
+  return t;
+}
+
+// Redirects fd 2 into a temporary file for its lifetime; text() returns what was written.
+class StderrCapture {
+ public:
+  StderrCapture() {
+    file_ = std::tmpfile();
+    saved_ = ::dup(2);
+    ::fflush(stderr);
+    ::dup2(::fileno(file_), 2);
+  }
+  ~StderrCapture() { restore(); if (file_) std::fclose(file_); }
+  void restore() {
+    if (saved_ >= 0) {
+      ::fflush(stderr);
+      ::dup2(saved_, 2);
+      ::close(saved_);
+      saved_ = -1;
+    }
+  }
+  std::string text() {
+    restore();
+    std::string s;
+    std::rewind(file_);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) s.append(buf, n);
+    return s;
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+  int saved_ = -1;
+};
+
+// Waits until the peer closes `fd` (read returns 0 or an error); false on timeout.
+bool wait_for_close(int fd, milliseconds timeout = kWait) {
+  auto deadline = Clock::now() + timeout;
+  char buf[256];
+  while (Clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    int left = static_cast<int>(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count());
+    if (::poll(&p, 1, std::max(left, 1)) <= 0) continue;
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) return true;
+  }
+  return false;
+}
+
+// A raw socket that has passed the handshake (to send hand-made frames).
+Fd authenticated_socket(const TensorServer& server, const TransportOptions& o) {
+  auto fd = connect_tcp(addr_of(server), milliseconds(5000));
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  if (!fd.ok()) return Fd();
+  HandshakeConfig hc;
+  hc.fingerprint = o.cluster_fingerprint;
+  hc.secret = o.secret;
+  hc.task_name = "raw-test-socket";
+  Status st = client_handshake(fd->get(), hc, addr_of(server));
+  EXPECT_TRUE(st.ok()) << st;
+  return std::move(*fd);
+}
+
+// The server still works for a correct client after whatever a test did to it.
+void expect_serves_correct_peer(const TensorServer& server, Inbox& inbox, const TransportOptions& o) {
+  inbox.take();
+  TensorClient good(o);
+  TensorMessage m{77, "after", Tensor::from_vector<float>({1.5f, -2.f}, Shape{2}), ""};
+  ASSERT_TRUE(good.send(addr_of(server), m).ok());
+  ASSERT_TRUE(inbox.wait_for(1));
+  auto got = inbox.take();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].key, "after");
+  EXPECT_EQ(got[0].step_id, 77);
+  EXPECT_TRUE(got[0].tensor.equals(m.tensor));
+}
+
+TEST(TensorTransportTest, RoundTripEveryDtypeAndShape) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient client(o);
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32,
+                                     DType::kInt64,   DType::kUInt8,   DType::kBool};
+  const std::vector<Shape> shapes = {Shape{}, Shape{0}, Shape{3, 0, 2}, Shape{1}, Shape{7}, Shape{2, 3, 4},
+                                     Shape{5, 1, 1, 3}, Shape{1000}};
+  std::vector<TensorMessage> sent;
+  uint32_t seed = 1;
+  for (DType d : dtypes)
+    for (const Shape& s : shapes) {
+      TensorMessage m;
+      m.step_id = static_cast<int64_t>(seed) * 1000003 - 5;
+      m.key = std::string("/job:worker/task:0/cpu:0;/job:ps/task:0/cpu:0;edge_") + dtype_name(d) + "_" + s.to_string();
+      m.tensor = patterned(d, s, seed++);
+      sent.push_back(m);
+    }
+  // 16 MiB of float32 and an error report in place of a tensor.
+  sent.push_back(TensorMessage{-1, "big", patterned(DType::kFloat32, Shape{4, 1024, 1024}, 99), ""});
+  sent.push_back(TensorMessage{42, "failed_edge", Tensor(), "Internal: kernel MatMul 'c' failed"});
+  for (const auto& m : sent) ASSERT_TRUE(client.send(addr_of(*server), m).ok()) << m.key;
+  ASSERT_TRUE(inbox.wait_for(sent.size()));
+  auto got = inbox.take();
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {  // one connection: in order
+    SCOPED_TRACE(sent[i].key);
+    EXPECT_EQ(got[i].step_id, sent[i].step_id);
+    EXPECT_EQ(got[i].key, sent[i].key);
+    EXPECT_EQ(got[i].status_error, sent[i].status_error);
+    if (sent[i].status_error.empty()) {
+      EXPECT_EQ(got[i].tensor.dtype(), sent[i].tensor.dtype());
+      EXPECT_EQ(got[i].tensor.shape(), sent[i].tensor.shape());
+      EXPECT_EQ(got[i].tensor.bytes(), sent[i].tensor.bytes());
+      EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor));  // byte-exact
+      EXPECT_FALSE(got[i].tensor.shares_buffer_with(sent[i].tensor));
+    } else {
+      EXPECT_FALSE(got[i].tensor.is_initialized());
+    }
+  }
+  // Spot-check values by hand too.
+  TensorMessage v{7, "v", Tensor::from_vector<int64_t>({-1, 0, 1LL << 40}, Shape{3}), ""};
+  ASSERT_TRUE(client.send(addr_of(*server), v).ok());
+  ASSERT_TRUE(inbox.wait_for(1));
+  auto one = inbox.take();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].tensor.data<int64_t>()[0], -1);
+  EXPECT_EQ(one[0].tensor.data<int64_t>()[2], 1LL << 40);
+  EXPECT_EQ(client.num_connections(), 1u);
+  EXPECT_EQ(server->stats().handshakes_ok, 1);
+  EXPECT_EQ(server->stats().frames_received, static_cast<int64_t>(sent.size() + 1));
+}
+
+TEST(TensorTransportTest, ManyConcurrentSenders) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  constexpr int kThreads = 8, kPerThread = 40;
+  TensorClient shared(o);
+  std::vector<std::unique_ptr<TensorClient>> own;
+  for (int i = 0; i < 2; ++i) own.push_back(std::make_unique<TensorClient>(o));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      TensorClient& c = t < 2 ? *own[static_cast<size_t>(t)] : shared;
+      for (int i = 0; i < kPerThread; ++i) {
+        // Sizes vary from 1 element to 64 Ki elements so writes interleave at many sizes.
+        int64_t n = 1 + ((t * 7919 + i * 104729) % 65536);
+        TensorMessage m{i, "t" + std::to_string(t), patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)), ""};
+        if (!c.send(addr_of(*server), m).ok()) ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_TRUE(inbox.wait_for(kThreads * kPerThread));
+  auto got = inbox.take();
+  ASSERT_EQ(got.size(), static_cast<size_t>(kThreads * kPerThread));
+  std::map<std::string, int64_t> next;  // each sender's messages arrive in its order
+  for (const auto& m : got) {
+    int t = std::stoi(m.key.substr(1));
+    int64_t i = m.step_id;
+    EXPECT_EQ(next[m.key], i) << m.key;
+    next[m.key] = i + 1;
+    int64_t n = 1 + ((t * 7919 + i * 104729) % 65536);
+    EXPECT_TRUE(m.tensor.equals(patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)))) << m.key << " " << i;
+  }
+  EXPECT_EQ(server->stats().handshakes_ok, 3);  // one connection per client
+}
+
+TEST(TensorTransportTest, WrongSecretRejectedAtBothEndsAndNeverLogged) {
+  Inbox inbox;
+  const std::string good_secret = "s3cret-GOOD-5d41402abc4b2a76";
+  const std::string bad_secret = "s3cret-BAD-7d793037a0760186";
+  auto o = options(good_secret);
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  std::string log;
+  {
+    StderrCapture capture;
+    TensorClient intruder(options(bad_secret, o.cluster_fingerprint, "intruder/0"));
+    TensorMessage m{1, "k", Tensor::scalar<float>(3.f), ""};
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      Status st = intruder.send(addr_of(*server), m);
+      EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+      EXPECT_NE(st.message().find(addr_of(*server)), std::string::npos) << st;
+      EXPECT_TRUE(server->wait_for_stats([&](const TensorServerStats& s) { return s.auth_failures == attempt; }, kWait));
+    }
+    EXPECT_EQ(intruder.num_connections(), 0u);
+    log = capture.text();
+  }
+  EXPECT_EQ(inbox.size(), 0u);
+  EXPECT_EQ(server->stats().frames_received, 0);
+  EXPECT_EQ(server->stats().handshakes_ok, 0);
+  // Both ends logged the failure, naming the peer; neither secret appears anywhere.
+  EXPECT_NE(log.find("authentication failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("intruder/0"), std::string::npos) << log;
+  EXPECT_NE(log.find("cluster secrets differ"), std::string::npos) << log;
+  EXPECT_EQ(log.find(good_secret), std::string::npos);
+  EXPECT_EQ(log.find(bad_secret), std::string::npos);
+  EXPECT_EQ(log.find("s3cret"), std::string::npos);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+TEST(TensorTransportTest, SecretOnOneSideOnlyIsRejected) {
+  Inbox inbox;
+  auto with = options("a-secret");
+  auto without = options("");
+  auto server = start_server(with, inbox);
+  ASSERT_TRUE(server);
+  TensorClient c(without);
+  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<int32_t>(1), ""});
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_NE(st.message().find("requires a cluster secret"), std::string::npos) << st;
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.auth_failures == 1; }, kWait));
+
+  Inbox inbox2;
+  auto open_server = start_server(without, inbox2);
+  ASSERT_TRUE(open_server);
+  TensorClient c2(with);
+  st = c2.send(addr_of(*open_server), TensorMessage{1, "k", Tensor::scalar<int32_t>(1), ""});
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_EQ(inbox.size() + inbox2.size(), 0u);
+  // Both without a secret (a loopback cluster): accepted.
+  expect_serves_correct_peer(*open_server, inbox2, without);
+  expect_serves_correct_peer(*server, inbox, with);
+}
+
+TEST(TensorTransportTest, FingerprintMismatchIsRejected) {
+  Inbox inbox;
+  auto o = options("k", "fingerprint-of-cluster-A");
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient c(options("k", "fingerprint-of-cluster-B"));
+  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("different cluster file"), std::string::npos) << st;
+  EXPECT_NE(st.message().find(addr_of(*server)), std::string::npos) << st;
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.handshakes_rejected == 1; }, kWait));
+  EXPECT_EQ(server->stats().auth_failures, 0);
+  EXPECT_EQ(inbox.size(), 0u);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+TEST(TensorTransportTest, ProtocolVersionMismatchIsRejected) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  auto newer = o;
+  newer.protocol_version = kProtocolVersion + 1;
+  TensorClient c(newer);
+  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("protocol version mismatch"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("v" + std::to_string(kProtocolVersion + 1)), std::string::npos) << st;
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.handshakes_rejected == 1; }, kWait));
+  EXPECT_EQ(inbox.size(), 0u);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+// A fake server that does not know the secret: it accepts any proof and answers with a bogus one.
+TEST(TensorTransportTest, ClientRejectsServerThatCannotProveItself) {
+  auto listener = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  const uint16_t port = local_port(listener->get());
+  std::atomic<bool> got_frame_bytes{false};
+  std::thread impostor([&] {
+    pollfd p{listener->get(), POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return;
+    Fd fd(::accept(listener->get(), nullptr, nullptr));
+    auto deadline = Clock::now() + kWait;
+    unsigned char hello[44];
+    if (!read_exact_until(fd.get(), hello, sizeof hello, deadline, "client").ok()) return;
+    size_t rest = static_cast<size_t>(hello[8] | (hello[9] << 8)) + static_cast<size_t>(hello[10] | (hello[11] << 8));
+    std::vector<unsigned char> tail(rest);
+    if (rest && !read_exact_until(fd.get(), tail.data(), rest, deadline, "client").ok()) return;
+    // CHALLENGE: magic, version, code 0, 0, msg len 0, nonce
+    std::vector<unsigned char> ch = {'A', 'F', 'H', 'S', kProtocolVersion & 0xff, kProtocolVersion >> 8, 0, 0, 0, 0};
+    ch.resize(ch.size() + 32, 0xab);
+    write_all(fd.get(), ch.data(), ch.size(), "client");
+    unsigned char auth[36];
+    if (!read_exact_until(fd.get(), auth, sizeof auth, deadline, "client").ok()) return;
+    std::vector<unsigned char> res = {'A', 'F', 'H', 'S', 0, 0, 0, 0};
+    res.resize(res.size() + 32, 0x00);  // claims success with a made-up proof
+    write_all(fd.get(), res.data(), res.size(), "client");
+    // The client must not send a frame now.
+    pollfd q{fd.get(), POLLIN, 0};
+    if (::poll(&q, 1, 5000) == 1) {
+      unsigned char b;
+      if (::recv(fd.get(), &b, 1, 0) == 1) got_frame_bytes = true;
+    }
+  });
+  TensorClient c(options());
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  Status st = c.send(addr, TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_NE(st.message().find("failed to prove"), std::string::npos) << st;
+  EXPECT_NE(st.message().find(addr), std::string::npos) << st;
+  impostor.join();
+  EXPECT_FALSE(got_frame_bytes.load());
+}
+
+TEST(TensorTransportTest, GarbageBeforeHandshakeDropsConnection) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  auto fd = connect_tcp(addr_of(*server), milliseconds(5000));
+  ASSERT_TRUE(fd.ok());
+  std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  garbage.resize(200, '\xff');
+  ASSERT_TRUE(write_all(fd->get(), garbage.data(), garbage.size(), "server").ok());
+  EXPECT_TRUE(wait_for_close(fd->get()));
+  EXPECT_TRUE(server->wait_for_stats(
+      [](const TensorServerStats& s) { return s.handshakes_rejected == 1 && s.active_connections == 0; }, kWait));
+  EXPECT_EQ(inbox.size(), 0u);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+TEST(TensorTransportTest, SilentConnectorIsDroppedAfterHandshakeTimeout) {
+  Inbox inbox;
+  auto o = options();
+  o.handshake_timeout = milliseconds(300);
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  auto fd = connect_tcp(addr_of(*server), milliseconds(5000));
+  ASSERT_TRUE(fd.ok());
+  auto t0 = Clock::now();
+  EXPECT_TRUE(wait_for_close(fd->get()));
+  EXPECT_GE(Clock::now() - t0, milliseconds(250));
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.handshakes_rejected == 1; }, kWait));
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+TEST(TensorTransportTest, PeerClosingMidTensorDeliversNothing) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  {
+    Fd fd = authenticated_socket(*server, o);
+    ASSERT_TRUE(fd.valid());
+    Tensor t = patterned(DType::kFloat32, Shape{256, 1024}, 5);  // 1 MiB
+    std::string prefix;
+    ASSERT_TRUE(encode_frame_prefix(FrameKind::kTensor, 3, "half", t.dtype(), t.shape().dims(), t.bytes(), "", &prefix).ok());
+    ASSERT_TRUE(write_all(fd.get(), prefix.data(), prefix.size(), "server").ok());
+    ASSERT_TRUE(write_all(fd.get(), t.raw_data(), t.bytes() / 2, "server").ok());
+  }  // closed half-way
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.bad_frames == 1; }, kWait));
+  EXPECT_EQ(inbox.size(), 0u);
+  {
+    Fd fd = authenticated_socket(*server, o);  // and one that stops inside the header
+    ASSERT_TRUE(fd.valid());
+    std::string prefix;
+    ASSERT_TRUE(encode_frame_prefix(FrameKind::kTensor, 3, "hdr", DType::kInt32, {4}, 16, "", &prefix).ok());
+    ASSERT_TRUE(write_all(fd.get(), prefix.data(), 20, "server").ok());
+  }
+  EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.bad_frames == 2; }, kWait));
+  EXPECT_EQ(inbox.size(), 0u);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+TEST(TensorTransportTest, BadFramesAfterHandshakeDropConnection) {
+  Inbox inbox;
+  auto o = options();
+  o.limits.max_tensor_bytes = 1 << 20;
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  struct Case {
+    const char* what;
+    std::string bytes;
+  };
+  std::vector<Case> cases;
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat32, {2}, 8, "", &p);
+    p[0] = 'X';
+    cases.push_back({"bad magic", p + std::string(8, '\0')});
+  }
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat32, {2}, 8, "", &p);
+    p[5] = 42;
+    cases.push_back({"bad dtype", p + std::string(8, '\0')});
+  }
+  {
+    std::string p;  // shape says 8 bytes, the frame announces 12
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat32, {2}, 12, "", &p);
+    cases.push_back({"size mismatch", p + std::string(12, '\0')});
+  }
+  {
+    std::string p;  // 1 GiB announced, cap is 1 MiB: refused before any allocation
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kUInt8, {int64_t{1} << 30}, uint64_t{1} << 30, "", &p);
+    cases.push_back({"over the size cap", p});
+  }
+  {
+    std::string p;  // dims whose product overflows 64 bits
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat64, {int64_t{1} << 40, int64_t{1} << 40}, 8, "", &p);
+    cases.push_back({"overflowing shape", p});
+  }
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat32, {-2}, 8, "", &p);
+    cases.push_back({"negative dim", p + std::string(8, '\0')});
+  }
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kBool, {3}, 3, "", &p);
+    cases.push_back({"bool byte 7", p + std::string("\x01\x07\x00", 3)});
+  }
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, std::string(100000, 'k'), DType::kUInt8, {1}, 1, "", &p);
+    cases.push_back({"key too long", p.substr(0, 64)});
+  }
+  int64_t expected_bad = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    Fd fd = authenticated_socket(*server, o);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(write_all(fd.get(), c.bytes.data(), c.bytes.size(), "server").ok());
+    EXPECT_TRUE(wait_for_close(fd.get()));
+    ++expected_bad;
+    EXPECT_TRUE(server->wait_for_stats([&](const TensorServerStats& s) { return s.bad_frames == expected_bad; }, kWait));
+  }
+  EXPECT_EQ(inbox.size(), 0u);
+  EXPECT_EQ(server->stats().frames_received, 0);
+  expect_serves_correct_peer(*server, inbox, o);
+}
+
+// An allocator that refuses anything above a limit.
+class StingyAllocator : public Allocator {
+ public:
+  std::string name() const override { return "stingy"; }
+  void* allocate(size_t bytes, size_t alignment) override {
+    return bytes > 1024 ? nullptr : cpu_allocator()->allocate(bytes, alignment);
+  }
+  void deallocate(void* p, size_t bytes) override { cpu_allocator()->deallocate(p, bytes); }
+};
+
+TEST(TensorTransportTest, ReceiverOutOfMemoryReportsErrorAndKeepsConnection) {
+  static StingyAllocator stingy;  // outlives every tensor
+  Inbox inbox;
+  auto o = options();
+  o.allocator = &stingy;
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient c(o);
+  ASSERT_TRUE(c.send(addr_of(*server), TensorMessage{1, "huge", patterned(DType::kFloat32, Shape{4096}, 1), ""}).ok());
+  TensorMessage small{2, "small", patterned(DType::kInt32, Shape{16}, 2), ""};
+  ASSERT_TRUE(c.send(addr_of(*server), small).ok());
+  ASSERT_TRUE(inbox.wait_for(2));
+  auto got = inbox.take();
+  EXPECT_EQ(got[0].key, "huge");
+  EXPECT_NE(got[0].status_error.find("ResourceExhausted"), std::string::npos) << got[0].status_error;
+  EXPECT_FALSE(got[0].tensor.is_initialized());
+  EXPECT_EQ(got[1].key, "small");
+  EXPECT_TRUE(got[1].tensor.equals(small.tensor));
+  EXPECT_EQ(server->stats().handshakes_ok, 1);  // same connection throughout
+}
+
+TEST(TensorTransportTest, ReconnectsOnceAfterServerRestart) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  const uint16_t port = server->port();
+  const std::string addr = addr_of(*server);
+  TensorClient c(o);
+  ASSERT_TRUE(c.send(addr, TensorMessage{1, "a", Tensor::scalar<float>(1.f), ""}).ok());
+  ASSERT_TRUE(inbox.wait_for(1));
+  server.reset();  // the pooled connection is now dead
+  Status st = c.send(addr, TensorMessage{2, "b", Tensor::scalar<float>(2.f), ""});
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st;
+  EXPECT_NE(st.message().find(addr), std::string::npos) << st;
+  Inbox inbox2;
+  server = start_server(o, inbox2, port);  // same address again
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(c.send(addr, TensorMessage{3, "c", Tensor::scalar<float>(3.f), ""}).ok());
+  ASSERT_TRUE(inbox2.wait_for(1));
+  // Restart once more while the client still holds the old connection: send() must notice and
+  // reconnect transparently.
+  server.reset();
+  Inbox inbox3;
+  server = start_server(o, inbox3, port);
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(c.send(addr, TensorMessage{4, "d", Tensor::scalar<float>(4.f), ""}).ok());
+  ASSERT_TRUE(inbox3.wait_for(1));
+  EXPECT_EQ(inbox3.take()[0].key, "d");
+}
+
+TEST(TensorTransportTest, InvalidSendsAreRefused) {
+  TensorClient c(options());
+  EXPECT_EQ(c.send("127.0.0.1:1", TensorMessage{1, "k", Tensor(), ""}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.send("no-port", TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.send("host:99999", TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).code(), Code::kInvalidArgument);
+  // A port with nobody listening: Unavailable naming the address.
+  auto l = listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  const std::string addr = "127.0.0.1:" + std::to_string(local_port(l->get()));
+  l->reset();
+  Status st = c.send(addr, TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st;
+  EXPECT_NE(st.message().find(addr), std::string::npos) << st;
+}
+
+TEST(TensorTransportTest, ShutdownWithOpenConnectionsDoesNotHang) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient c(o);
+  ASSERT_TRUE(c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).ok());
+  auto silent = connect_tcp(addr_of(*server), milliseconds(5000));  // stuck in its handshake
+  ASSERT_TRUE(silent.ok());
+  Fd idle = authenticated_socket(*server, o);  // authenticated, idle between frames
+  ASSERT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.active_connections == 3; }, kWait));
+  auto t0 = Clock::now();
+  server.reset();
+  EXPECT_LT(Clock::now() - t0, milliseconds(2000));
+  EXPECT_TRUE(wait_for_close(idle.get()));
+}
+
+TEST(WireTest, ParseHostPort) {
+  auto hp = parse_host_port("localhost:2222");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "localhost");
+  EXPECT_EQ(hp->port, 2222);
+  hp = parse_host_port("[::1]:80");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "::1");
+  EXPECT_FALSE(parse_host_port(":80").ok());
+  EXPECT_FALSE(parse_host_port("a:b").ok());
+  EXPECT_FALSE(parse_host_port("a:65536").ok());
+}
+
+TEST(WireTest, HeaderRoundTripAndLayout) {
+  std::string p;
+  ASSERT_TRUE(encode_frame_prefix(FrameKind::kTensor, -9, "key", DType::kInt64, {2, 3}, 48, "", &p).ok());
+  ASSERT_EQ(p.size(), kFrameFixedBytes + 16 + 3);
+  EXPECT_EQ(p.substr(0, 4), "AFTF");
+  auto h = decode_frame_fixed(reinterpret_cast<const unsigned char*>(p.data()), FrameLimits{});
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->step_id, -9);
+  EXPECT_EQ(h->dtype, DType::kInt64);
+  EXPECT_EQ(h->rank, 2);
+  EXPECT_EQ(h->key_bytes, 3u);
+  EXPECT_EQ(h->data_bytes, 48u);
+  auto dims = decode_frame_dims(*h, reinterpret_cast<const unsigned char*>(p.data()) + kFrameFixedBytes);
+  ASSERT_TRUE(dims.ok());
+  EXPECT_EQ(*dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(p.substr(kFrameFixedBytes + 16), "key");
+  EXPECT_FALSE(encode_frame_prefix(FrameKind::kTensor, 0, "k", DType::kFloat32, std::vector<int64_t>(33, 1), 4, "", &p).ok());
+}
+
+}  // namespace
+}  // namespace net
+}  // namespace actorflow
