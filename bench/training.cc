@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "core/logging.h"
 #include "models/mnist_cnn.h"
 
 namespace af = actorflow;

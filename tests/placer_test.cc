@@ -44,9 +44,9 @@ void register_test_ops() {
       kernels.add("VariableV2", "CPU", simple_factory<ForwardKernel>());
       kernels.add("VariableV2", "GPU", simple_factory<ForwardKernel>());
     }
-    if (!ops.lookup("Assign").ok()) {
-      ops.add({"Assign", 2, first_input, nullptr, true});
-      kernels.add("Assign", "CPU", simple_factory<ForwardKernel>());
+    if (!ops.lookup("AssignSub").ok()) {
+      ops.add({"AssignSub", 2, first_input, nullptr, true});
+      kernels.add("AssignSub", "CPU", simple_factory<ForwardKernel>());
     }
     if (!ops.lookup("MatMul").ok()) {
       ops.add({"MatMul", 2, [](InferenceContext& c) -> Status {
@@ -250,7 +250,7 @@ TEST_F(PlacerTest, VariableConsumersAreColocatedWithTheVariable) {
   auto v = variable(root.with_device("/job:ps/task:0"), "v");
   auto init = ops::constant(root, {1, 2}, {2}, "init");
   // Assign is built in the worker's default scope but must run where v lives.
-  NodeBuilder(root.with_op_name("assign"), "Assign").input(v).input(init).finalize();
+  NodeBuilder(root.with_op_name("assign"), "AssignSub").input(v).input(init).finalize();
   // A plain reader is not a ref consumer: it stays on the default device.
   ops::identity(root.with_op_name("read"), v);
   ASSERT_TRUE(root.ok()) << root.status();
