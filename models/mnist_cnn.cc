@@ -11,45 +11,35 @@
 #include "graph/gradients.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
+#include "graph/replica_device_setter.h"
 
 namespace actorflow {
 namespace {
-
-// Places variables round-robin on the ps tasks (replica_device_setter's default strategy).
-struct VariablePlacer {
-  const Scope& root;
-  int num_ps;
-  int next = 0;
-  Scope scope_for(const std::string& name) {
-    Scope s = num_ps > 0 ? root.with_device("/job:ps/task:" + std::to_string(next++ % num_ps)) : root;
-    return s.with_op_name(name);
-  }
-};
 
 }  // namespace
 
 Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   CnnModel m;
-  VariablePlacer vp{root, o.num_ps};
-  Scope w = o.worker_device.empty() ? root : root.with_device(o.worker_device);
+  ReplicaDeviceSetter setter(o.num_ps, o.worker_device);
+  Scope w = setter.for_ops(root);
   std::vector<Output> vars, inits;
   uint64_t seed = o.seed;
   auto weight = [&](const std::string& name, const Shape& shape) {
-    Scope vs = vp.scope_for(name);
+    Scope vs = setter.for_variable(root, shape, DType::kFloat32).with_op_name(name);
     Output v = ops::variable(vs, shape, DType::kFloat32);
     inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::glorot_uniform(vs, shape, ++seed)));
     vars.push_back(v);
     return v;
   };
   auto bias = [&](const std::string& name, int64_t n) {
-    Scope vs = vp.scope_for(name);
+    Scope vs = setter.for_variable(root, Shape{n}, DType::kFloat32).with_op_name(name);
     Output v = ops::variable(vs, Shape{n}, DType::kFloat32);
     inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::zeros(vs, Shape{n}, DType::kFloat32)));
     vars.push_back(v);
     return v;
   };
   {
-    Scope gs = vp.scope_for("global_step");
+    Scope gs = setter.for_variable(root, Shape{}, DType::kInt64).with_op_name("global_step");
     m.global_step = ops::variable(gs, Shape{}, DType::kInt64);
     inits.push_back(ops::assign(gs.with_op_name("global_step/init"), m.global_step, Tensor::scalar<int64_t>(0)));
   }

@@ -172,3 +172,25 @@ TEST(VariablesTest, SyncReplicasApplyOncePerStepAndDropStale) {
 
 }  // namespace
 }  // namespace actorflow
+
+#include "graph/replica_device_setter.h"
+
+namespace actorflow {
+namespace {
+TEST(ReplicaDeviceSetterTest, RoundRobinAndGreedyByBytes) {
+  Scope root = Scope::root();
+  ReplicaDeviceSetter rr(2, "/job:worker/task:1");
+  EXPECT_EQ(rr.for_variable(root, Shape{10}, DType::kFloat32).device(), "/job:ps/task:0");
+  EXPECT_EQ(rr.for_variable(root, Shape{10}, DType::kFloat32).device(), "/job:ps/task:1");
+  EXPECT_EQ(rr.for_variable(root, Shape{10}, DType::kFloat32).device(), "/job:ps/task:0");
+  EXPECT_EQ(rr.for_ops(root).device(), "/job:worker/task:1");
+  ReplicaDeviceSetter greedy(2, "/job:worker/task:0", ReplicaDeviceSetter::Strategy::kGreedyByBytes);
+  EXPECT_EQ(greedy.for_variable(root, Shape{1000}, DType::kFloat32).device(), "/job:ps/task:0");  // 4000 B on 0
+  EXPECT_EQ(greedy.for_variable(root, Shape{10}, DType::kFloat32).device(), "/job:ps/task:1");    // 40 B on 1
+  EXPECT_EQ(greedy.for_variable(root, Shape{10}, DType::kFloat32).device(), "/job:ps/task:1");    // 80 B on 1
+  EXPECT_EQ(greedy.bytes_per_task(), (std::vector<int64_t>{4000, 80}));
+  ReplicaDeviceSetter none(0, "/job:worker/task:0");
+  EXPECT_EQ(none.for_variable(root, Shape{1}, DType::kFloat32).device(), "/job:worker/task:0");
+}
+}  // namespace
+}  // namespace actorflow
