@@ -1,0 +1,77 @@
+// Fault scenario: the parameter server is SIGKILLed mid-training under `actorflow up`; up restarts
+// it, the chief restores the variables from the newest checkpoint (logging the rolled-back steps),
+// the other worker waits, and both finish training with a sane accuracy. No process is left behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+
+int pid_of(const std::string& needle_a, const std::string& needle_b) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) if (c == '\0') c = ' ';
+    if (cmd.find(needle_a) != std::string::npos && cmd.find(needle_b) != std::string::npos &&
+        cmd.find("actorflow up") == std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
+TEST(RecoveryTest, ParameterServerKilledMidTrainingIsRestoredFromCheckpoint) {
+  TempDir dir;
+  const std::string file = dir.write(
+      "c.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) + "\"]\nworker = [\"localhost:" +
+                    std::to_string(free_port()) + "\", \"localhost:" + std::to_string(free_port()) +
+                    "\"]\n[supervisor]\nlogdir = \"" + dir.path() + "/logs\"\nsave_checkpoint_secs = 1\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
+                                 "--steps", "300", "--print-every", "10", "--learning-rate", "1e-3"});
+  // Train a while, with at least one checkpoint written.
+  ASSERT_TRUE(up->wait_for_output("saved checkpoint", 120s)) << up->output();
+  ASSERT_TRUE(up->wait_for_output("Step: 1", 60s)) << up->output();
+  const int ps = pid_of(file, "--job ps");
+  ASSERT_GT(ps, 0);
+  kill(ps, SIGKILL);
+  ASSERT_TRUE(up->wait_for_output("restarted ps/0", 60s)) << up->output();
+  ASSERT_TRUE(up->wait_for_output("global steps rolled back", 120s)) << up->output();
+  // Both workers finish.
+  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string out = up->output();
+    size_t n = 0;
+    for (size_t pos = out.find("Test-Accuracy: "); pos != std::string::npos; pos = out.find("Test-Accuracy: ", pos + 1)) ++n;
+    if (n >= 2) break;
+    up->wait_for_output("Test-Accuracy: ", 5s);
+  }
+  const std::string out = up->output();
+  std::smatch m;
+  std::string rest = out;
+  int finished = 0;
+  while (std::regex_search(rest, m, std::regex("Test-Accuracy: ([0-9.]+)"))) {
+    EXPECT_GT(std::stod(m[1]), 0.6) << out;
+    ++finished;
+    rest = m.suffix();
+  }
+  EXPECT_EQ(finished, 2) << out;
+  up->signal(SIGTERM);
+  EXPECT_EQ(up->wait(30s), 0) << up->output();
+  EXPECT_EQ(pid_of("distributed_cnn", file), -1) << "a process was left behind";
+}
+
+}  // namespace
+}  // namespace actorflow
