@@ -39,6 +39,13 @@ TEST(SamplesTest, HparamSearchReportsTheBestRate) {
   EXPECT_NE(p->output().find("best: learning rate"), std::string::npos) << p->output();
 }
 
+TEST(SamplesTest, InGraphReplicationMatchesModelParallelTraining) {
+  auto p = ChildProcess::start({binary("samples/in_graph_replication"), "--towers", "2", "--steps", "30"});
+  ASSERT_EQ(p->wait(120s), 0) << p->output();
+  EXPECT_NE(p->output().find("in-graph replication, 2 towers: test accuracy"), std::string::npos) << p->output();
+  EXPECT_NE(p->output().find("towers and model-parallel agree: yes"), std::string::npos) << p->output();
+}
+
 TEST(SamplesTest, DistributedCnnRejectsBadFlags) {
   auto p = ChildProcess::start({binary("samples/distributed_cnn"), "--cluster", "/nonexistent.toml", "--job", "worker",
                                 "--task", "0"});
