@@ -179,3 +179,55 @@ TEST(TrainingTest, SeedCnnBuildsAndTrainsAFewSteps) {
 
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+// Synchronous replicas: 3 worker threads, every update averages all 3 gradients of one global
+// step; the model converges and the global step counts aggregated updates exactly.
+TEST(TrainingTest, SyncReplicasConverge) {
+  LocalServerOptions so;
+  so.cpu_devices = 2;
+  auto server = Server::local(so);
+  ASSERT_TRUE(server.ok());
+  Scope root = Scope::root();
+  Scope ps = root.with_device("/cpu:1");
+  Scope wk = root.with_device("/cpu:0");
+  auto w = ops::variable(ps.with_op_name("w"), Shape{2, 1}, DType::kFloat32);
+  auto b = ops::variable(ps.with_op_name("b"), Shape{1}, DType::kFloat32);
+  auto step = ops::variable(ps.with_op_name("global_step"), Shape{}, DType::kInt64);
+  auto init = ops::no_op(root, {ops::assign(ps, w, ops::zeros(ps, Shape{2, 1}, DType::kFloat32)),
+                                ops::assign(ps, b, ops::zeros(ps, Shape{1}, DType::kFloat32)),
+                                ops::assign(ps, step, Tensor::scalar<int64_t>(0))});
+  auto x = ops::placeholder(wk, DType::kFloat32, Shape{-1, 2}, "x");
+  auto y = ops::placeholder(wk, DType::kFloat32, Shape{-1, 1}, "y");
+  auto loss = ops::reduce_mean(wk, ops::square(wk, ops::sub(wk, ops::add(wk, ops::matmul(wk, x, w), b), y)));
+  auto g = gradients(wk, {loss}, {w, b});
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto train = ops::no_op(root, {ops::apply_sgd_sync(wk, w, (*g)[0], step, 0.1f, 3, 3),
+                                 ops::apply_sgd_sync(wk, b, (*g)[1], step, 0.1f, 3, 3),
+                                 ops::increment_sync(wk, step, step, 3, 3)});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, (*server)->target());
+  ASSERT_TRUE(sess.run({}, {}, {init}).ok());
+  std::vector<std::thread> workers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        std::vector<float> ys;
+        Tensor xv = batch_x(t * 1000 + i, &ys);
+        if (!sess.run({{x, xv}, {y, Tensor::from_vector<float>(ys, {16, 1})}}, {}, {train}).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : workers) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto out = sess.run({w, b, step});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].data<float>()[0], 3.f, 0.05f);
+  EXPECT_NEAR((*out)[0].data<float>()[1], -2.f, 0.05f);
+  EXPECT_NEAR((*out)[1].data<float>()[0], 0.5f, 0.05f);
+  EXPECT_EQ((*out)[2].data<int64_t>()[0], 100);  // 300 contributions, 100 aggregated updates
+}
+}  // namespace
+}  // namespace actorflow
