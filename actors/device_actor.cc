@@ -1,9 +1,12 @@
 #include "actors/device_actor.h"
 
+#include <chrono>
 #include <deque>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "actors/faults.h"
 #include "core/logging.h"
 #include "graph/graph_def.h"
 
@@ -112,13 +115,81 @@ void drive(DeviceActor* self, int64_t step_id) {
   auto it = st.steps.find(step_id);
   if (it == st.steps.end()) return;
   auto& step = *it->second.exec;
+  // Fault injection: a `slow` fault makes this device take `factor` times as long (detached
+  // actor: sleeping holds only this device's own thread).
+  const double slow = FaultInjector::global().slow_factor(st.device->name());
+  const auto ran_from = std::chrono::steady_clock::now();
   step.run();
+  if (slow > 1.0) std::this_thread::sleep_for((slow - 1.0) * (std::chrono::steady_clock::now() - ran_from));
   if (!step.done()) return;
   if (step.status().ok()) it->second.rp.deliver(std::move(step.retvals()));
   else it->second.rp.deliver(to_caf_error(step.status()));
   st.steps.erase(it);
   st.mark_ended(step_id);
 }
+
+// A tensor for a _Recv of step `step_id`. A tensor that arrives twice (a duplicating link) is
+// harmless: the second copy waits unused in the step's inbox (or is dropped once the step ended).
+void accept_tensor(DeviceActor* self, int64_t step_id, const std::string& key, Tensor t) {
+  auto& st = self->state;
+  auto it = st.steps.find(step_id);
+  if (it != st.steps.end()) {
+    it->second.exec->deliver(key, std::move(t));
+    drive(self, step_id);
+    return;
+  }
+  if (st.ended.count(step_id)) return;  // late tensor of a finished/aborted step
+  st.early[step_id].emplace_back(key, std::move(t));
+}
+
+// Starts step `step_id` of partition `handle` and runs it as far as it goes; the reply is
+// delivered when the step ends.
+caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string& handle, int64_t step_id,
+                                            std::vector<Tensor>& args) {
+  auto& st = self->state;
+  auto pit = st.partitions.find(handle);
+  if (pit == st.partitions.end())
+    return to_caf_error(NotFound("partition '" + handle + "' is not registered on " + st.device->name()));
+  auto ab = st.aborted_before_start.find(step_id);
+  if (ab != st.aborted_before_start.end()) {
+    Status s = ab->second;
+    st.aborted_before_start.erase(ab);
+    return to_caf_error(s);
+  }
+  if (st.steps.count(step_id))
+    return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
+  std::weak_ptr<Router> weak_router = st.router;
+  auto send = [weak_router, step_id](const std::string& key, const Tensor& t) -> Status {
+    auto deliver = [weak_router, step_id](const std::string& k, const Tensor& v) -> Status {
+      auto r = weak_router.lock();
+      if (!r) return Cancelled("device shutting down");
+      return r->route(step_id, k, v);
+    };
+    // Fault injection: a tensor to another task passes this process's sending-side link faults.
+    if (FaultInjector::global().armed()) {
+      const std::string src = task_of_device(key.substr(0, key.find(';')));
+      const std::string dst = task_of_device(rendezvous_key_destination(key));
+      if (src != dst)
+        return FaultInjector::global().apply(FaultInjector::global().on_send(src, dst),
+                                             [deliver, key, t] { return deliver(key, t); });
+    }
+    return deliver(key, t);
+  };
+  DeviceState::Step step;
+  step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
+  step.rp = self->make_response_promise();
+  auto ear = st.early.find(step_id);
+  if (ear != st.early.end()) {
+    for (auto& [k, t] : ear->second) step.exec->deliver(k, std::move(t));
+    st.early.erase(ear);
+  }
+  auto rp = step.rp;
+  st.steps.emplace(step_id, std::move(step));
+  drive(self, step_id);
+  return caf::delegated<std::vector<Tensor>>();
+}
+
+using delayed_tensor_atom = caf::atom_constant<caf::atom("dtensor")>;
 
 caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
@@ -127,6 +198,20 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
   self->state.resources = resources;
   self->state.env = std::make_unique<DeviceResourceEnv>(self, resources);
   self->state.kernel_override = std::move(kernel_override);
+  // Last resort for an exception escaping a handler other than run (which catches its own):
+  // CAF 0.17 always stops the actor then; the pending request gets this error naming the device.
+  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    const std::string name = self->state.device ? self->state.device->name() : "device";
+    AF_LOG(ERROR) << "device actor " << name << " stopped by an unhandled exception: " << what;
+    return to_caf_error(Internal(name + ": device actor stopped by an unhandled exception: " + what));
+  });
   return {
       [=](register_atom, const std::string& handle, const GraphPtr& g) -> caf::result<bool> {
         Status s = register_partition(self->state, handle, g);
@@ -144,47 +229,36 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         return self->state.partitions.erase(handle) > 0;
       },
       [=](run_atom, const std::string& handle, int64_t step_id, std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
-        auto& st = self->state;
-        auto pit = st.partitions.find(handle);
-        if (pit == st.partitions.end())
-          return to_caf_error(NotFound("partition '" + handle + "' is not registered on " + st.device->name()));
-        auto ab = st.aborted_before_start.find(step_id);
-        if (ab != st.aborted_before_start.end()) {
-          Status s = ab->second;
-          st.aborted_before_start.erase(ab);
-          return to_caf_error(s);
+        // An exception in here fails this request (naming the device, hence the task) and
+        // leaves the actor and its other steps running (CAF 0.17 would stop the actor).
+        try {
+          FaultInjector::global().maybe_throw("device", self->state.device->name());
+          return start_step(self, handle, step_id, args);
+        } catch (const std::exception& e) {
+          AF_LOG(ERROR) << self->state.device->name() << ": step " << step_id << " failed by an exception: " << e.what();
+          return to_caf_error(Internal(self->state.device->name() + ": exception in the device actor: " + e.what()));
         }
-        if (st.steps.count(step_id))
-          return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
-        std::weak_ptr<Router> weak_router = st.router;
-        auto send = [weak_router, step_id](const std::string& key, const Tensor& t) -> Status {
-          auto r = weak_router.lock();
-          if (!r) return Cancelled("device shutting down");
-          return r->route(step_id, key, t);
-        };
-        DeviceState::Step step;
-        step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
-        step.rp = self->make_response_promise();
-        auto ear = st.early.find(step_id);
-        if (ear != st.early.end()) {
-          for (auto& [k, t] : ear->second) step.exec->deliver(k, std::move(t));
-          st.early.erase(ear);
-        }
-        auto rp = step.rp;
-        st.steps.emplace(step_id, std::move(step));
-        drive(self, step_id);
-        return caf::delegated<std::vector<Tensor>>();
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
-        auto& st = self->state;
-        auto it = st.steps.find(step_id);
-        if (it != st.steps.end()) {
-          it->second.exec->deliver(key, std::move(t));
-          drive(self, step_id);
-          return;
+        // Fault injection: a tensor from another task passes this task's link faults.
+        if (FaultInjector::global().armed()) {
+          const std::string src = task_of_device(key.substr(0, key.find(';')));
+          const std::string own = task_of_device(self->state.device->name());
+          if (src != own) {
+            LinkDecision d = FaultInjector::global().on_receive(src, own);
+            if (d.drop) return;
+            if (d.delay_ms > 0) {
+              for (int i = 0; i < (d.duplicate ? 2 : 1); ++i)
+                self->delayed_send(self, std::chrono::milliseconds(d.delay_ms), delayed_tensor_atom::value, step_id, key, t);
+              return;
+            }
+            if (d.duplicate) accept_tensor(self, step_id, key, t);
+          }
         }
-        if (st.ended.count(step_id)) return;  // late tensor of a finished/aborted step
-        st.early[step_id].emplace_back(key, std::move(t));
+        accept_tensor(self, step_id, key, std::move(t));
+      },
+      [=](delayed_tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
+        accept_tensor(self, step_id, key, std::move(t));
       },
       [=](abort_atom, int64_t step_id, const std::string& why) {
         auto& st = self->state;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/device_actor.h"
+#include "actors/faults.h"
 #include "actors/membership.h"
 #include "actors/node_actor.h"
 #include "core/logging.h"
@@ -181,11 +182,16 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
       args[static_cast<size_t>(idx)] = req->feeds[static_cast<size_t>(idx)];
     }
     const std::string dev_name = part.device.name;
-    auto on_ok = [self, run](std::vector<Tensor>& retvals) {
+    auto on_ok = [self, run, req](std::vector<Tensor>& retvals) {
       if (run->failed) return;
       for (size_t i = 0; i < retvals.size() && i < run->fetches.size(); ++i)
         if (retvals[i].is_initialized()) run->fetches[i] = std::move(retvals[i]);
       if (--run->pending == 0) {
+        // Fault injection: a fetched global step drives at_step faults of this process.
+        for (size_t i = 0; i < req->sig.fetches.size() && i < run->fetches.size(); ++i)
+          if (is_global_step_name(req->sig.fetches[i]) && run->fetches[i].dtype() == DType::kInt64 &&
+              run->fetches[i].num_elements() == 1)
+            FaultInjector::global().on_global_step(run->fetches[i].data<int64_t>()[0]);
         run->rp.deliver(std::move(run->fetches));
         self->state.inflight.erase(run->step_id);
       }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "actors/auth.h"
+#include "actors/faults.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -13,6 +14,7 @@ namespace {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 struct WatcherState {
+  std::string self_task;
   std::string task;
   caf::actor node;
   Membership* membership = nullptr;
@@ -25,9 +27,10 @@ struct WatcherState {
 using Watcher = caf::stateful_actor<WatcherState>;
 
 // Watches one peer: a monitor for closed connections, heartbeats for silent peers.
-caf::behavior peer_watcher(Watcher* self, std::string task, caf::actor node, Membership* m,
+caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, caf::actor node, Membership* m,
                            std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   auto& st = self->state;
+  st.self_task = std::move(self_task);
   st.task = task;
   st.node = node;
   st.membership = m;
@@ -54,9 +57,11 @@ caf::behavior peer_watcher(Watcher* self, std::string task, caf::actor node, Mem
           report("no heartbeat answer for " + std::to_string(s.timeout.count()) + " ms");
           return;
         }
-        self->request(s.node, s.timeout, ping_atom::value).then(
-            [=](const std::string&) { self->state.last_answer = std::chrono::steady_clock::now(); },
-            [=](caf::error&) { /* judged by last_answer on the next tick */ });
+        // Fault injection: a dropped link or a partition swallows the heartbeat.
+        if (!FaultInjector::global().on_send(s.self_task, s.task).drop)
+          self->request(s.node, s.timeout, ping_atom::value).then(
+              [=](const std::string&) { self->state.last_answer = std::chrono::steady_clock::now(); },
+              [=](caf::error&) { /* judged by last_answer on the next tick */ });
         self->delayed_send(self, s.interval, tick_atom::value);
       },
   };
@@ -109,6 +114,8 @@ void Membership::mark_down(const std::string& task, const std::string& reason) {
 Result<PeerInfo> Membership::connect_once(const std::string& task, const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos) return InvalidArgument("malformed address '" + address + "' of task " + task);
+  if (FaultInjector::global().on_send(cfg_.self_task, task).drop)
+    return Unavailable("cannot reach task " + task + " at " + address + ": link dropped by fault injection");
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
@@ -174,7 +181,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
       auto it = up_.find(task);
       if (it != up_.end()) return it->second;  // another thread won the race
       up_[task] = *p;
-      watchers_[task] = sys_.spawn(peer_watcher, task, p->node, this, cfg_.heartbeat_interval, cfg_.peer_timeout);
+      watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, this, cfg_.heartbeat_interval, cfg_.peer_timeout);
       ++epoch_;
       if (attempt > 1) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
       return *p;

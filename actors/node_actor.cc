@@ -1,9 +1,12 @@
 #include "actors/node_actor.h"
 
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "actors/auth.h"
 #include "actors/device_actor.h"
+#include "actors/faults.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -26,9 +29,36 @@ struct NodeState {
   NodeActorConfig cfg;
   std::map<std::string, caf::actor> local;  // device name -> device actor
   std::map<caf::node_id, std::string> challenges;  // server nonce per peer node
+  std::map<caf::node_id, std::string> peer_tasks;  // task each peer node named in its hello
+  std::set<std::tuple<caf::node_id, caf::actor_id, uint64_t>> redelivered;  // delayed requests
   static constexpr const char* name = "node";
 };
 using NodeActor = caf::stateful_actor<NodeState>;
+
+// ---- fault injection (actors/faults.h) ----------------------------------------------------
+// Applies this task's link faults to the current request if it comes from another process.
+// True when it must not be handled now: dropped (never answered: the sender's request timeout
+// or heartbeats notice) or postponed (re-enqueued with the same sender and request id after
+// the delay, then handled without a second check). Duplicates do not apply to requests.
+bool fault_gate(NodeActor* self) {
+  auto& inj = FaultInjector::global();
+  if (!inj.armed()) return false;
+  const auto& sender = self->current_sender();
+  if (!sender || sender->node() == self->home_system().node()) return false;
+  auto& st = self->state;
+  const caf::message_id mid = self->current_message_id();
+  auto key = std::make_tuple(sender->node(), sender->id(), mid.integer_value());
+  if (st.redelivered.erase(key)) return false;
+  auto it = st.peer_tasks.find(sender->node());
+  LinkDecision d = inj.on_receive(it == st.peer_tasks.end() ? "" : it->second, st.cfg.task);
+  if (d.drop) return true;
+  if (d.delay_ms <= 0 || !mid.is_request()) return false;
+  st.redelivered.insert(key);
+  auto& clock = self->home_system().clock();
+  clock.schedule_message(clock.now() + std::chrono::milliseconds(d.delay_ms), caf::actor_cast<caf::strong_actor_ptr>(self),
+                         caf::make_mailbox_element(sender, mid, {}, self->current_mailbox_element()->copy_content_to_message()));
+  return true;
+}
 
 caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
@@ -53,6 +83,8 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](hello_atom, uint32_t version, const std::string& fingerprint,
           const std::string& client_task) -> caf::result<std::string> {
         auto& st = self->state;
+        if (self->current_sender()) st.peer_tasks[self->current_sender()->node()] = client_task;
+        if (fault_gate(self)) return caf::delegated<std::string>();
         if (version != kProtocolVersion) {
           AF_LOG(WARNING) << "peer " << client_task << " speaks protocol " << version << ", this task "
                           << kProtocolVersion << ": refused";
@@ -75,6 +107,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](auth_atom, const std::string& client_proof,
           const std::string& client_nonce) -> caf::result<NodeInfo, std::string> {
         auto& st = self->state;
+        if (fault_gate(self)) return caf::delegated<NodeInfo, std::string>();
         const auto& sender = self->current_sender();
         if (!sender) return to_caf_error(Unauthenticated("anonymous auth message"));
         auto it = st.challenges.find(sender->node());
@@ -93,10 +126,12 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](devices_atom) -> caf::result<std::vector<DeviceInfo>> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "devices request")) return unauth("devices");
+        if (fault_gate(self)) return caf::delegated<std::vector<DeviceInfo>>();
         return advertised();
       },
       [=](register_atom, const std::string& dev, const std::string& handle, std::string& graph_def) -> caf::result<bool> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "partition registration")) return unauth("register");
+        if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
         self->delegate(a, register_atom::value, handle, std::move(graph_def));
@@ -104,6 +139,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](deregister_atom, const std::string& dev, const std::string& handle) -> caf::result<bool> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "deregistration")) return unauth("deregister");
+        if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
         self->delegate(a, deregister_atom::value, handle);
@@ -112,6 +148,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](run_atom, const std::string& dev, const std::string& handle, int64_t step_id,
           std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "run request")) return unauth("run");
+        if (fault_gate(self)) return caf::delegated<std::vector<Tensor>>();
         auto a = device(dev);
         if (!a) return no_device(dev);
         self->delegate(a, run_atom::value, handle, step_id, std::move(args));
@@ -119,6 +156,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](abort_atom, const std::string& dev, int64_t step_id, const std::string& why) {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "abort")) return;
+        if (fault_gate(self)) return;  // a dropped abort: the step ends by its own error or timeout
         if (auto a = device(dev)) self->send(a, abort_atom::value, step_id, why);
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
@@ -129,10 +167,24 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](ping_atom) -> caf::result<std::string> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "ping")) return unauth("ping");
+        if (fault_gate(self)) return caf::delegated<std::string>();
         return self->state.cfg.task;
+      },
+      [=](fault_atom, const std::string& plan_toml) -> caf::result<std::vector<std::string>> {
+        if (!sender_allowed(self, self->state.cfg.peers.get(), "fault plan")) return unauth("fault");
+        if (plan_toml.empty()) {
+          FaultInjector::global().clear();
+          return std::vector<std::string>{};
+        }
+        auto plan = FaultPlan::parse(plan_toml, "<fault plan>");
+        if (!plan.ok()) return to_caf_error(plan.status());
+        auto loaded = FaultInjector::global().load(*plan, self->state.cfg.task);
+        if (!loaded.ok()) return to_caf_error(loaded.status());
+        return std::move(*loaded);
       },
       [=](peers_atom, std::vector<std::string>& tasks) -> caf::result<bool> {
         if (!sender_allowed(self, self->state.cfg.peers.get(), "peer list")) return unauth("peers");
+        if (fault_gate(self)) return caf::delegated<bool>();
         auto fn = self->state.cfg.connect_peers;
         if (!fn) return true;
         // Connecting blocks: do it on a worker with its own thread.

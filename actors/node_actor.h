@@ -10,6 +10,9 @@
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
 //   (ping_atom) -> std::string task name                   authenticated peers only
 //   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks
+//   (fault_atom, std::string plan_toml) -> std::vector<std::string>  loads the faults of a fault
+//        plan (actors/faults.h) that this task takes part in into this process's FaultInjector and
+//        returns their descriptions; an empty plan clears every fault. InvalidArgument for a bad plan.
 //   Forwarded to the named local device actor (which replies to the original sender):
 //   (register_atom, device, handle, string graph_def) -> bool
 //   (deregister_atom, device, handle) -> bool
@@ -21,6 +24,9 @@
 // message of actorflow carries a sender).
 // Messages from unauthenticated remote senders are dropped, logged, and answered with
 // Unauthenticated; nothing is executed for them. Local senders are trusted.
+// Fault injection: requests from remote peers pass the receiving task's link faults first
+// (FaultInjector::on_receive with the peer's task, known from its hello): a dropped request is
+// never answered (the sender's timeout or heartbeats notice), a delayed one is handled later.
 #pragma once
 
 #include <caf/all.hpp>
@@ -39,6 +45,7 @@ namespace actorflow {
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using auth_atom = caf::atom_constant<caf::atom("auth")>;
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
 
 // What a task tells an authenticated peer about itself.
 struct NodeInfo {

@@ -6,6 +6,7 @@
 
 #include "actors/messages.h"
 #include "actors/resources.h"
+#include "actors/faults.h"
 #include "core/logging.h"
 #include "device/functors.h"
 
@@ -147,6 +148,13 @@ Status assign_add(VarState& st, const Tensor& d) {
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
+// Fault injection: the global step variable reports its value (at_step faults).
+void observe_global_step(const VarState& st) {
+  if (FaultInjector::global().armed() && is_global_step_name(st.var) && st.value.is_initialized() &&
+      st.value.dtype() == DType::kInt64 && st.value.num_elements() == 1)
+    FaultInjector::global().on_global_step(st.value.data<int64_t>()[0]);
+}
+
 // Finishes the current sync step: average, apply once, release everyone.
 void finish_sync_step(VarState& st, const AttrMap& attrs) {
   const std::string opt = attrs.get_or<std::string>("optimizer", "adam");
@@ -171,6 +179,7 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
   ++st.sync_step;
   st.sync_sum = Tensor();
   st.sync_count = 0;
+  observe_global_step(st);
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
   for (auto& rp : waiting) {
@@ -187,6 +196,13 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
         const std::string& m = call->method;
         const auto& args = call->args;
         auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
+        // Fault injection: a `throw` fault for actor "variable" fails this request with the
+        // exception's text; the variable and its value are untouched (CAF 0.17 would stop the actor).
+        try {
+          FaultInjector::global().maybe_throw("variable", "");
+        } catch (const std::exception& e) {
+          return fail(Internal("variable '" + st.var + "': exception in the variable actor: " + e.what()));
+        }
         Status decl = check_declared(st, call->attrs);
         if (!decl.ok()) return fail(decl);
         if (m == "read" || m == "save") {
@@ -205,6 +221,7 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
           if (!s.ok()) return fail(s);
           st.value = args[0].deep_copy();
           ++st.version;
+          observe_global_step(st);
           return one(st.value);
         }
         Status s = require_init(st);
@@ -259,6 +276,7 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
         }
         if (!s.ok()) return fail(s);
         ++st.version;
+        observe_global_step(st);
         return one(st.value);
       },
       [=](sync_check_atom, int64_t step, int64_t replicas, double timeout) {

@@ -6,6 +6,9 @@
 #include <vector>
 
 namespace actorflow {
+class ClusterSpec;
+class Status;
+struct FaultPlan;
 namespace cli {
 
 struct DemoOptions {
@@ -21,6 +24,7 @@ struct NodeOptions {
   std::string cluster;
   std::string job;
   int task = 0;
+  std::string plan;  // fault plan (TOML) loaded for this task once it serves; "" = none
 };
 // `actorflow node`: serve one task until SIGINT/SIGTERM.
 int run_node(const NodeOptions& opts);
@@ -32,6 +36,7 @@ struct StatusOptions {
 struct UpOptions {
   std::string cluster;
   std::vector<std::string> program;  // empty: `actorflow node` per task
+  std::string plan;  // fault plan passed to each `actorflow node` child's first start; "" = none
 };
 // `actorflow up`: run and supervise every local task. Exit 0 when every task finished
 // normally or on SIGINT/SIGTERM; 1 when a task failed more than max_restarts times.
@@ -39,6 +44,20 @@ int run_up(const UpOptions& opts);
 
 // `actorflow status`: each task up or down, with its devices. Exit 0 when all are up.
 int run_status(const StatusOptions& opts);
+
+struct ChaosOptions {
+  std::string cluster;
+  std::string plan;      // fault plan (TOML); required unless clear
+  bool clear = false;    // remove every fault from every task instead
+  int timeout_ms = 5000; // how long to try each task
+};
+// `actorflow chaos`: sends a fault plan to every task of a running cluster, which loads the
+// faults it takes part in. Prints what each task applied. Exit 0 when every task took it, 1
+// naming the tasks that could not be reached or refused, 2 for a bad cluster file or plan.
+int run_chaos(const ChaosOptions& opts);
+// OK when every task `plan` names is a task of `cluster`; else InvalidArgument naming the
+// plan's [[fault]] line and the task.
+Status check_plan_tasks(const FaultPlan& plan, const ClusterSpec& cluster);
 
 }  // namespace cli
 }  // namespace actorflow

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   node->add_option("--cluster", node_opts.cluster, "cluster file (TOML)")->required();
   node->add_option("--job", node_opts.job, "job name, e.g. worker")->required();
   node->add_option("--task", node_opts.task, "task index within the job")->required();
+  node->add_option("--plan", node_opts.plan, "fault plan (TOML) to load for this task once it serves");
   auto* status = app.add_subcommand("status", "show every task of a cluster: up or down, devices");
   actorflow::cli::StatusOptions status_opts;
   status->add_option("--cluster", status_opts.cluster, "cluster file (TOML)")->required();
@@ -26,12 +27,20 @@ int main(int argc, char** argv) {
   auto* up = app.add_subcommand("up", "start every task of this host as a child process and restart failures");
   actorflow::cli::UpOptions up_opts;
   up->add_option("--cluster", up_opts.cluster, "cluster file (TOML)")->required();
+  up->add_option("--plan", up_opts.plan, "fault plan (TOML) passed to each task's first start");
   up->add_option("program", up_opts.program, "program run once per task with --cluster/--job/--task appended "
                                              "(after --)");
+  auto* chaos = app.add_subcommand("chaos", "apply a seeded fault plan to every task of a running cluster");
+  actorflow::cli::ChaosOptions chaos_opts;
+  chaos->add_option("--cluster", chaos_opts.cluster, "cluster file (TOML)")->required();
+  chaos->add_option("--plan", chaos_opts.plan, "fault plan (TOML)");
+  chaos->add_flag("--clear", chaos_opts.clear, "remove every injected fault instead");
+  chaos->add_option("--timeout-ms", chaos_opts.timeout_ms, "how long to try each task");
   CLI11_PARSE(app, argc, argv);
   if (up->parsed()) return actorflow::cli::run_up(up_opts);
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
   if (node->parsed()) return actorflow::cli::run_node(node_opts);
   if (status->parsed()) return actorflow::cli::run_status(status_opts);
+  if (chaos->parsed()) return actorflow::cli::run_chaos(chaos_opts);
   return 2;
 }

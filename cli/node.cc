@@ -4,9 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "actors/faults.h"
 #include "cli/commands.h"
 #include "core/logging.h"
 
@@ -37,10 +39,31 @@ int run_node(const NodeOptions& o) {
     std::cerr << "actorflow node: " << valid.message() << "\n";
     return 2;
   }
+  std::optional<FaultPlan> plan;
+  if (!o.plan.empty()) {
+    auto p = FaultPlan::from_file(o.plan);
+    Status st = p.ok() ? check_plan_tasks(*p, *cluster) : p.status();
+    if (!st.ok()) {
+      std::cerr << "actorflow node: " << st.message() << "\n";
+      return 2;
+    }
+    plan = std::move(*p);
+  }
   auto server = Server::create(*cluster, task);
   if (!server.ok()) {
     std::cerr << "actorflow node: " << server.status().message() << "\n";
     return 1;
+  }
+  if (plan) {
+    auto loaded = FaultInjector::global().load(*plan, task.device_prefix());
+    if (!loaded.ok()) {
+      std::cerr << "actorflow node: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    std::string summary = "fault plan " + o.plan + " (seed " + std::to_string(plan->seed) + "): " +
+                          std::to_string(loaded->size()) + " fault(s) for " + task.to_string() + "\n";
+    for (const auto& d : *loaded) summary += "  " + d + "\n";
+    std::cout << summary << std::flush;
   }
   std::cout << "actorflow node " << task.to_string() << " serving " << (*server)->target() << std::endl;
   int sig = 0;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "actors/faults.h"
 #include "cli/commands.h"
 #include "core/logging.h"
 
@@ -26,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 struct Child {
   TaskId task;
   std::vector<std::string> argv;
+  std::vector<std::string> first_argv;  // argv of the first start (with --plan)
   pid_t pid = -1;
   bool finished = false;                 // exited with status 0: not restarted
   bool given_up = false;                 // too many restarts
@@ -72,6 +74,14 @@ int run_up(const UpOptions& o) {
     std::cerr << "actorflow up: " << cluster.status().message() << "\n";
     return 2;
   }
+  if (!o.plan.empty()) {
+    auto plan = FaultPlan::from_file(o.plan);
+    Status st = plan.ok() ? check_plan_tasks(*plan, *cluster) : plan.status();
+    if (!st.ok()) {
+      std::cerr << "actorflow up: " << st.message() << "\n";
+      return 2;
+    }
+  }
   const SupervisorOptions& sv = cluster->supervisor();
   sigset_t set, old;
   sigemptyset(&set);
@@ -95,6 +105,13 @@ int run_up(const UpOptions& o) {
     for (const auto& a : std::vector<std::string>{"--cluster", o.cluster, "--job", t.job, "--task",
                                                    std::to_string(t.index)})
       c.argv.push_back(a);
+    // The fault plan goes to each task's first start only: a restarted task runs clean
+    // (otherwise a kill fault would repeat until max_restarts).
+    c.first_argv = c.argv;
+    if (!o.plan.empty() && o.program.empty()) {
+      c.first_argv.push_back("--plan");
+      c.first_argv.push_back(o.plan);
+    }
     children.push_back(std::move(c));
   }
   if (children.empty()) {
@@ -102,7 +119,7 @@ int run_up(const UpOptions& o) {
     return 2;
   }
   for (auto& c : children) {
-    c.pid = spawn(c.argv, old);
+    c.pid = spawn(c.first_argv, old);
     AF_LOG(INFO) << "started " << c.task.to_string() << " (pid " << c.pid << ")";
   }
   int exit_code = 0;
