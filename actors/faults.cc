@@ -687,6 +687,9 @@ struct FaultInjector::Active {
   bool started = false, ended = false, fired = false;
   int64_t hits = 0;
 
+  // How the start reads in the log line (describe() already says "at step N").
+  std::string trigger() const { return f.at_step ? std::string() : "at t=" + secs(start_secs) + " s"; }
+
   bool active(Clock::time_point now) const {
     if (!start || now < *start) return false;
     if (end && now >= *end) return false;
@@ -817,7 +820,8 @@ void FaultInjector::fire_locked(Active& a, const std::string& trigger, std::vect
   if (a.started) return;
   a.started = true;
   const std::string what = a.f.describe();
-  const std::string line = "fault injected: " + what + " " + trigger + " (seed " + std::to_string(a.seed) + ")";
+  const std::string line =
+      "fault injected: " + what + (trigger.empty() ? "" : " " + trigger) + " (seed " + std::to_string(a.seed) + ")";
   switch (a.f.kind) {
     case FaultKind::kKill: {
       a.fired = true;
@@ -869,7 +873,7 @@ void FaultInjector::timer_loop() {
     }
     for (auto& a : faults_) {
       if (a->start && !a->started) {
-        if (now >= *a->start) fire_locked(*a, "at t=" + secs(a->start_secs) + " s", &actions);
+        if (now >= *a->start) fire_locked(*a, a->trigger(), &actions);
         else next = std::min(next, *a->start);
       }
       if (a->end && a->started && !a->ended) {
@@ -940,7 +944,7 @@ LinkDecision FaultInjector::decide(const std::string& src_in, const std::string&
     if (f.kind == FaultKind::kPartition) {
       if (!a.active(now)) continue;
       if ((in(f.tasks_a, src) && in(f.tasks_b, dst)) || (in(f.tasks_b, src) && in(f.tasks_a, dst))) {
-        fire_locked(a, "at t=" + secs(a.start_secs) + " s", &actions);
+        fire_locked(a, a.trigger(), &actions);
         d.drop = true;
         ++a.hits;
       }
@@ -949,7 +953,7 @@ LinkDecision FaultInjector::decide(const std::string& src_in, const std::string&
     if (!is_link(f.kind) || !a.active(now)) continue;
     if (!f.src.empty() && f.src != src) continue;
     if (!f.dst.empty() && f.dst != dst) continue;
-    fire_locked(a, a.f.at_step ? "at step " + std::to_string(*a.f.at_step) : "at t=" + secs(a.start_secs) + " s", &actions);
+    fire_locked(a, a.trigger(), &actions);
     if (f.probability < 1.0 && !(a.rng.uniform() < f.probability)) continue;
     ++a.hits;
     if (f.kind == FaultKind::kDrop) d.drop = true;
@@ -989,7 +993,7 @@ void FaultInjector::on_global_step(int64_t step) {
       a->start = now;
       if (a->f.duration_secs)
         a->end = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*a->f.duration_secs));
-      fire_locked(*a, "at step " + std::to_string(*a->f.at_step) + " (observed " + std::to_string(step) + ")", &actions);
+      fire_locked(*a, "(observed step " + std::to_string(step) + ")", &actions);
     }
     cv_.notify_all();  // end times to watch
   }
@@ -1013,7 +1017,7 @@ double FaultInjector::slow_factor(const std::string& device_name) {
             device_name.compare(device_name.size() - suffix.size(), suffix.size(), suffix) != 0)
           continue;
       }
-      fire_locked(*a, a->f.at_step ? "at step " + std::to_string(*a->f.at_step) : "at t=" + secs(a->start_secs) + " s",
+      fire_locked(*a, a->trigger(),
                   &actions);
       ++a->hits;
       factor = std::max(factor, a->f.factor);
@@ -1035,7 +1039,7 @@ void FaultInjector::maybe_throw(const std::string& actor_kind, const std::string
     for (auto& a : faults_) {
       if (a->f.kind != FaultKind::kThrow || a->f.actor != actor_kind || !a->active(now)) continue;
       if (!task.empty() && !a->f.task.empty() && a->f.task != task) continue;
-      fire_locked(*a, a->f.at_step ? "at step " + std::to_string(*a->f.at_step) : "at t=" + secs(a->start_secs) + " s",
+      fire_locked(*a, a->trigger(),
                   &actions);
       a->fired = true;
       ++a->hits;

@@ -395,7 +395,8 @@ TEST(FaultInjectorTest, KillAtStepAndAfterTime) {
   EXPECT_TRUE(kills.empty());
   inj.on_global_step(301);
   ASSERT_EQ(kills.size(), 1u);
-  EXPECT_NE(kills[0].find("fault injected: kill worker/1 at step 300"), std::string::npos) << kills[0];
+  EXPECT_NE(kills[0].find("fault injected: kill worker/1 at step 300 (observed step 301) (seed 7)"), std::string::npos)
+      << kills[0];
   EXPECT_NE(kills[0].find("(seed 7)"), std::string::npos) << kills[0];
   inj.on_global_step(302);
   EXPECT_EQ(kills.size(), 1u);  // once
@@ -658,6 +659,24 @@ TEST_F(ClusterFaults, PartitionFailsStepsThenHeals) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 2s);  // nothing crossed the partition
 }
 
+TEST_F(ClusterFaults, PlanLoadedAtTheReceiverDropsItsIncomingLink) {
+  // As `actorflow chaos` does: worker 1 loads a plan and enforces the host -> worker/1 link
+  // itself (heartbeats and tensors from the host are dropped there) for 2 s.
+  auto loaded = send_plan(
+      "seed = 4\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"worker/1\"\nduration_secs = 2\n");
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0], "drop host/0 -> worker/1 p=1 for 2 s (starts at t=0.000 s)");
+  EXPECT_EQ(FaultInjector::global().armed(), false);  // nothing in the host's own injector
+  auto r = step();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(kW1), std::string::npos) << r.status();
+  Result<std::vector<Tensor>> ok = Internal("no step succeeded");
+  for (int i = 0; i < 10 && !ok.ok(); ++i) ok = step();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)[0].to_string(), "[3. 4.]");
+  EXPECT_TRUE(w1_->wait_for_output("fault healed: drop host/0 -> worker/1", 10s)) << w1_->output();
+}
+
 TEST_F(ClusterFaults, SlowDeviceMakesStepsSlowerButCorrect) {
   // A compute-heavy partition on worker 1: four chained 384x384 matmuls.
   Scope root = Scope::root();
@@ -772,7 +791,7 @@ TEST(ChaosTest, NodeLoadsItsPartOfAPlanAtStart) {
 
 TEST(ChaosTest, UpPassesThePlanToEachTasksFirstStart) {
   Cluster c;
-  // Only the workers' addresses are local here... all are: up starts host/0, worker/0, worker/1.
+  // Every address is local: up starts host/0, worker/0 and worker/1.
   const std::string plan = c.dir.write("plan.toml",
                                        "seed = 3\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nafter_secs = 0.5\n");
   auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", c.file, "--plan", plan});
