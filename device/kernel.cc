@@ -1,5 +1,7 @@
 #include "device/kernel.h"
 
+#include "graph/shape_util.h"
+
 #ifdef AF_WITH_CUDA
 #include "device/cuda/cuda_device.h"
 #endif
@@ -88,6 +90,60 @@ class PlaceholderKernel : public OpKernel {
   }
 };
 
+// ExpandDims: forwards x's buffer with size-1 dims inserted at attr `axes` of the output.
+class ExpandDimsKernel : public OpKernel {
+ public:
+  explicit ExpandDimsKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    auto axes = ctx.attrs().get<std::vector<int64_t>>("axes");
+    if (!axes.ok()) return ctx.invalid_argument(axes.status().message());
+    const Tensor& x = ctx.input(0);
+    const int rank = x.shape().rank() + static_cast<int>(axes->size());
+    auto mask = reduction_mask(*axes, rank);
+    if (!mask.ok()) return ctx.invalid_argument(mask.status().message());
+    std::vector<int64_t> dims;
+    int next = 0;
+    for (int i = 0; i < rank; ++i) dims.push_back((*mask)[static_cast<size_t>(i)] ? 1 : x.shape().dim(next++));
+    auto t = x.reshaped(Shape(std::move(dims)));
+    if (!t.ok()) return ctx.invalid_argument(t.status().message());
+    ctx.set_output(0, *t);
+    return Status::OK();
+  }
+};
+
+// ReshapeLike: forwards x's buffer under the shape of input 1 (whose data is not read).
+class ReshapeLikeKernel : public OpKernel {
+ public:
+  explicit ReshapeLikeKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& like = ctx.input(1).shape();
+    if (x.num_elements() != like.num_elements())
+      return ctx.invalid_argument("cannot reshape " + x.shape().to_string() + " (" +
+                                  std::to_string(x.num_elements()) + " elements) like " + like.to_string() + " (" +
+                                  std::to_string(like.num_elements()) + " elements)");
+    auto t = x.reshaped(like);
+    if (!t.ok()) return ctx.invalid_argument(t.status().message());
+    ctx.set_output(0, *t);
+    return Status::OK();
+  }
+};
+
+// EnsureShape: forwards x after checking its shape against attr `shape`.
+class EnsureShapeKernel : public OpKernel {
+ public:
+  explicit EnsureShapeKernel(const Node& n) : OpKernel(n) {}
+  Status compute(OpKernelContext& ctx) override {
+    auto want = ctx.attrs().get<Shape>("shape");
+    if (!want.ok()) return ctx.invalid_argument(want.status().message());
+    if (!ctx.input(0).shape().compatible_with(*want))
+      return ctx.invalid_argument("shape " + ctx.input(0).shape().to_string() + " is not compatible with " +
+                                  want->to_string());
+    ctx.set_output(0, ctx.release_input(0));
+    return Status::OK();
+  }
+};
+
 class NoOpKernel : public OpKernel {
  public:
   explicit NoOpKernel(const Node& n) : OpKernel(n) {}
@@ -103,6 +159,10 @@ void register_core_kernels(KernelRegistry& r) {
     r.add("NoOp", dev, simple_factory<NoOpKernel>());
     r.add("Placeholder", dev, simple_factory<PlaceholderKernel>());
     r.add("StopGradient", dev, simple_factory<IdentityKernel>());
+    // Shape-only ops: they forward a buffer under a new shape, whatever the device.
+    r.add("ExpandDims", dev, simple_factory<ExpandDimsKernel>());
+    r.add("ReshapeLike", dev, simple_factory<ReshapeLikeKernel>());
+    r.add("EnsureShape", dev, simple_factory<EnsureShapeKernel>());
   }
 }
 
@@ -112,6 +172,7 @@ void register_all_kernels(KernelRegistry& r) {
   register_cpu_math_kernels(r);
   register_cpu_array_kernels(r);
   register_cpu_nn_kernels(r);
+  register_cpu_nn_grad_kernels(r);
   register_cpu_variable_kernels(r);
 #ifdef AF_WITH_CUDA
   register_gpu_kernels(r);

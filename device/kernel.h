@@ -116,10 +116,11 @@ KernelFactory simple_factory() {
 }
 
 // Registration hooks, one per family, called by KernelRegistry::global().
-void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp (device-independent)
+void register_core_kernels(KernelRegistry& r);   // Const, Identity, NoOp, shape-only ops (device-independent)
 void register_cpu_math_kernels(KernelRegistry& r);   // device/cpu/math_kernels.cc
 void register_cpu_array_kernels(KernelRegistry& r);  // device/cpu/array_kernels.cc
 void register_cpu_nn_kernels(KernelRegistry& r);  // device/cpu/nn_kernels.cc (oneDNN)
+void register_cpu_nn_grad_kernels(KernelRegistry& r);  // device/cpu/nn_grad_kernels.cc (second-order ops)
 void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_kernels.cc
 void register_all_kernels(KernelRegistry& r);
 

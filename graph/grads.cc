@@ -1,8 +1,7 @@
 // Gradient functions of the differentiable ops (registered with OpRegistry::set_grad).
-// Shapes may be partially unknown (a placeholder's batch dim): broadcasting gradients use the
-// run-time SumToShape op and reductions rebuild shapes with one -1.
-#include <algorithm>
-
+// Shapes may be partially unknown (a placeholder's batch dim): every gradient works on run-time
+// shapes — broadcasting gradients use SumToShape, reductions ExpandDims, reshapes ReshapeLike —
+// and gradients() gives each result its x's static shape.
 #include "graph/gradients.h"
 #include "graph/op_registry.h"
 #include "graph/ops.h"
@@ -22,38 +21,19 @@ Output input_of(const Scope& s, const Node& n, int i) {
 
 Output output_of(const Scope& s, const Node& n, int i) { return Output(graph_of(s)->node(n.id), i); }
 
-// The static shape of `x` with the reduced axes set to 1, as a reshape target (one -1 allowed).
-Result<std::vector<int64_t>> keep_dims_shape(const Shape& x, std::vector<int64_t> axes) {
-  if (x.unknown_rank()) return InvalidArgument("gradient of a reduction needs the input's rank");
-  const int r = x.rank();
-  if (axes.empty())
-    for (int i = 0; i < r; ++i) axes.push_back(i);
-  std::vector<int64_t> out(static_cast<size_t>(r));
-  int unknown = 0;
-  for (int i = 0; i < r; ++i) {
-    bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end() ||
-                   std::find(axes.begin(), axes.end(), i - r) != axes.end();
-    out[static_cast<size_t>(i)] = reduced ? 1 : x.dim(i);
-    if (out[static_cast<size_t>(i)] < 0) {
-      out[static_cast<size_t>(i)] = -1;
-      ++unknown;
-    }
-  }
-  if (unknown > 1) return InvalidArgument("gradient of a reduction over an input with several unknown dims");
-  return out;
+// dy of a reduction (attrs axes, keep_dims) of x, reshaped so that it broadcasts against x:
+// the reduced axes come back as size-1 dims (run-time shapes, so unknown dims are fine).
+Output keep_dims_of(const Scope& s, const Node& n, const Output& dy) {
+  const auto axes = n.attrs.get_or<std::vector<int64_t>>("axes", {});
+  const bool keep = n.attrs.get_or<bool>("keep_dims", false);
+  // Reducing every axis gives a scalar (or all-ones dims), which broadcasts as it is.
+  if (keep || axes.empty()) return dy;
+  return ops::expand_dims(s, dy, axes);
 }
 
 // dy of a reduction broadcast back to x's shape.
-Result<Output> unreduce(const Scope& s, const Node& n, const Output& dy) {
-  Output x = input_of(s, n, 0);
-  const auto axes = n.attrs.get_or<std::vector<int64_t>>("axes", {});
-  const bool keep = n.attrs.get_or<bool>("keep_dims", false);
-  Output d = dy;
-  if (!keep) {
-    AF_ASSIGN_OR_RETURN(auto shape, keep_dims_shape(x.shape(), axes));
-    d = ops::reshape(s, dy, shape);
-  }
-  return ops::mul(s, ops::ones_like(s, x), d);
+Output unreduce(const Scope& s, const Node& n, const Output& dy) {
+  return ops::mul(s, ops::ones_like(s, input_of(s, n, 0)), keep_dims_of(s, n, dy));
 }
 
 Status grad_identity(const Scope&, const Node&, const Outs& dy, Outs* dx) {
@@ -87,10 +67,11 @@ Status grad_div(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   return Status::OK();
 }
 
+// Ties go to x, as in TensorFlow (x >= y).
 Status grad_maximum(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   Output x = input_of(s, n, 0), y = input_of(s, n, 1);
-  Output mx = ops::cast(s, ops::greater(s, x, y), x.dtype());
-  Output my = ops::sub(s, ops::ones_like(s, mx), mx);
+  Output my = ops::cast(s, ops::greater(s, y, x), x.dtype());
+  Output mx = ops::sub(s, ops::ones_like(s, my), my);
   dx->push_back(ops::sum_to_shape_of(s, ops::mul(s, dy[0], mx), x));
   dx->push_back(ops::sum_to_shape_of(s, ops::mul(s, dy[0], my), y));
   return Status::OK();
@@ -146,13 +127,12 @@ Status grad_select(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
 }
 
 Status grad_sum(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
-  AF_ASSIGN_OR_RETURN(Output d, unreduce(s, n, dy[0]));
-  dx->push_back(d);
+  dx->push_back(unreduce(s, n, dy[0]));
   return Status::OK();
 }
 
 Status grad_mean(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
-  AF_ASSIGN_OR_RETURN(Output d, unreduce(s, n, dy[0]));
+  Output d = unreduce(s, n, dy[0]);
   Output x = input_of(s, n, 0);
   const int64_t nx = x.shape().num_elements(), ny = output_of(s, n, 0).shape().num_elements();
   if (nx > 0 && ny > 0) {
@@ -167,33 +147,27 @@ Status grad_mean(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
 }
 
 Status grad_max(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  // TensorFlow's rule: the gradient goes to every position equal to the maximum, split evenly
+  // between ties.
   Output x = input_of(s, n, 0);
-  Output y = output_of(s, n, 0);
   const auto axes = n.attrs.get_or<std::vector<int64_t>>("axes", {});
-  const bool keep = n.attrs.get_or<bool>("keep_dims", false);
-  Output yk = y, dyk = dy[0];
-  if (!keep) {
-    AF_ASSIGN_OR_RETURN(auto shape, keep_dims_shape(x.shape(), axes));
-    yk = ops::reshape(s, y, shape);
-    dyk = ops::reshape(s, dy[0], shape);
-  }
+  Output yk = keep_dims_of(s, n, output_of(s, n, 0)), dyk = keep_dims_of(s, n, dy[0]);
   Output mask = ops::cast(s, ops::equal(s, x, ops::mul(s, ops::ones_like(s, x), yk)), x.dtype());
   Output count = ops::reduce_sum(s, mask, axes, true);  // ties share the gradient
   dx->push_back(ops::div(s, ops::mul(s, mask, dyk), count));
   return Status::OK();
 }
 
+// Reshape, ExpandDims: dy back in x's run-time shape.
 Status grad_reshape(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
-  Output x = input_of(s, n, 0);
-  if (x.shape().unknown_rank()) return InvalidArgument("gradient of Reshape needs the input's rank");
-  std::vector<int64_t> shape;
-  int unknown = 0;
-  for (int64_t d : x.shape().dims()) {
-    shape.push_back(d < 0 ? -1 : d);
-    unknown += d < 0;
-  }
-  if (unknown > 1) return InvalidArgument("gradient of Reshape: input has several unknown dims");
-  dx->push_back(ops::reshape(s, dy[0], shape));
+  dx->push_back(ops::reshape_like(s, dy[0], input_of(s, n, 0)));
+  return Status::OK();
+}
+
+// ReshapeLike(x, like): the same, and `like` only lends its shape.
+Status grad_reshape_like(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::reshape_like(s, dy[0], input_of(s, n, 0)));
+  dx->push_back(Output());
   return Status::OK();
 }
 
@@ -236,12 +210,25 @@ Status grad_bias_add(const Scope& s, const Node&, const Outs& dy, Outs* dx) {
   return Status::OK();
 }
 
+// The input gradient of a convolution over `x`: Conv2DBackpropInput with x's sizes, a constant
+// when x's shape is fully known, else its run-time shape (then EnsureShape carries x's known
+// dims into the static shape at no cost).
+Output conv_input_grad(const Scope& s, const Output& x, const Output& filter, const Output& dy,
+                       const std::vector<int64_t>& strides, const std::string& padding) {
+  if (x.shape().fully_defined()) {
+    Tensor sizes = Tensor::from_vector<int64_t>(x.shape().dims(), Shape{x.shape().rank()});
+    return ops::conv2d_backprop_input(s, sizes, filter, dy, strides, padding);
+  }
+  return ops::ensure_shape(s, ops::conv2d_backprop_input(s, ops::shape_of(s, x), filter, dy, strides, padding),
+                           x.shape());
+}
+
 Status grad_conv2d(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   Output x = input_of(s, n, 0), f = input_of(s, n, 1);
   const auto strides = n.attrs.get_or<std::vector<int64_t>>("strides", {1, 1, 1, 1});
   const std::string padding = n.attrs.get_or<std::string>("padding", "SAME");
-  if (!f.shape().fully_defined()) return InvalidArgument("gradient of Conv2D needs a filter of known shape");
-  dx->push_back(ops::conv2d_backprop_input(s, ops::shape_of(s, x), f, dy[0], strides, padding));
+  if (!f.shape().fully_defined()) return InvalidArgument("needs a filter of known shape, got " + f.shape().to_string());
+  dx->push_back(conv_input_grad(s, x, f, dy[0], strides, padding));
   dx->push_back(ops::conv2d_backprop_filter(s, x, f.shape().dims(), dy[0], strides, padding));
   return Status::OK();
 }
@@ -261,17 +248,102 @@ Status grad_softmax(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   return Status::OK();
 }
 
+// SoftmaxCrossEntropyWithLogits(logits, labels) -> (loss [batch], backprop = softmax - labels).
+// d/dlogits = backprop * dloss (+ the softmax Jacobian applied to dbackprop);
+// d/dlabels = -log_softmax(logits) * dloss (- dbackprop), as TensorFlow's v2 op.
 Status grad_xent(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
-  // d loss / d logits = backprop * dloss (per row); labels get no gradient here.
-  if (!dy[0].valid()) {
-    dx->push_back(Output());
-    dx->push_back(Output());
-    return Status::OK();
+  Output logits = input_of(s, n, 0);
+  Outs dlogits, dlabels;
+  if (dy[0].valid()) {
+    Output dl = ops::expand_dims(s, dy[0], {-1});
+    dlogits.push_back(ops::mul(s, output_of(s, n, 1), dl));
+    Output shifted = ops::sub(s, logits, ops::reduce_max(s, logits, {-1}, true));
+    Output log_sum = ops::log(s, ops::reduce_sum(s, ops::exp(s, shifted), {-1}, true));
+    dlabels.push_back(ops::mul(s, ops::sub(s, log_sum, shifted), dl));
   }
-  Output backprop = output_of(s, n, 1);
-  Output dl = ops::reshape(s, dy[0], {-1, 1});
-  dx->push_back(ops::mul(s, backprop, dl));
+  if (dy.size() > 1 && dy[1].valid()) {
+    Output sm = ops::softmax(s, logits);
+    Output dot = ops::reduce_sum(s, ops::mul(s, dy[1], sm), {-1}, true);
+    dlogits.push_back(ops::mul(s, ops::sub(s, dy[1], dot), sm));
+    dlabels.push_back(ops::neg(s, dy[1]));
+  }
+  auto total = [&](const Outs& v) { return v.size() == 1 ? v[0] : ops::add_n(s, v); };
+  dx->push_back(total(dlogits));
+  dx->push_back(total(dlabels));
+  return Status::OK();
+}
+
+// ZerosLike, OnesLike: the output does not depend on x's values.
+Status grad_none(const Scope&, const Node& n, const Outs&, Outs* dx) {
+  dx->assign(n.inputs.size(), Output());
+  return Status::OK();
+}
+
+// SumToShape(x, like): dy (like's shape) broadcast back to x's shape; `like` only lends its shape.
+Status grad_sum_to_shape(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::mul(s, ops::ones_like(s, input_of(s, n, 0)), dy[0]));
   dx->push_back(Output());
+  return Status::OK();
+}
+
+// ReluGrad(gradients, features) = gradients * (features > 0): linear in gradients, piecewise
+// constant in features (zero gradient almost everywhere).
+Status grad_relu_grad(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::relu_grad(s, dy[0], input_of(s, n, 1)));
+  dx->push_back(Output());
+  return Status::OK();
+}
+
+// BiasAddGrad(out_backprop) sums all but the last dim: dy [C] broadcast back.
+Status grad_bias_add_grad(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::mul(s, ops::ones_like(s, input_of(s, n, 0)), dy[0]));
+  return Status::OK();
+}
+
+// Conv2DBackpropInput(input_sizes, filter, out_backprop) is linear in filter and out_backprop:
+// the transposed convolution, whose adjoints are Conv2D and Conv2DBackpropFilter.
+Status grad_conv2d_backprop_input(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  Output f = input_of(s, n, 1), g = input_of(s, n, 2);
+  const auto strides = n.attrs.get_or<std::vector<int64_t>>("strides", {1, 1, 1, 1});
+  const std::string padding = n.attrs.get_or<std::string>("padding", "SAME");
+  if (!f.shape().fully_defined()) return InvalidArgument("needs a filter of known shape, got " + f.shape().to_string());
+  dx->push_back(Output());
+  dx->push_back(ops::conv2d_backprop_filter(s, dy[0], f.shape().dims(), g, strides, padding));
+  dx->push_back(ops::conv2d(s, dy[0], f, strides, padding));
+  return Status::OK();
+}
+
+// Conv2DBackpropFilter(input, out_backprop), linear in each: d/dinput is the backprop-input of
+// out_backprop through dy (as a filter), d/dout_backprop the convolution of input with dy.
+Status grad_conv2d_backprop_filter(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  Output x = input_of(s, n, 0), g = input_of(s, n, 1);
+  const auto strides = n.attrs.get_or<std::vector<int64_t>>("strides", {1, 1, 1, 1});
+  const std::string padding = n.attrs.get_or<std::string>("padding", "SAME");
+  dx->push_back(conv_input_grad(s, x, dy[0], g, strides, padding));
+  dx->push_back(ops::conv2d(s, x, dy[0], strides, padding));
+  return Status::OK();
+}
+
+// MaxPoolGrad(orig_input, orig_output, grad) routes grad to each window's maximum: linear in
+// grad (adjoint MaxPoolGradGrad), piecewise constant in orig_input and orig_output.
+Status grad_max_pool_grad(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  const auto ksize = n.attrs.get_or<std::vector<int64_t>>("ksize", {1, 2, 2, 1});
+  const auto strides = n.attrs.get_or<std::vector<int64_t>>("strides", {1, 2, 2, 1});
+  const std::string padding = n.attrs.get_or<std::string>("padding", "VALID");
+  dx->push_back(Output());
+  dx->push_back(Output());
+  dx->push_back(ops::max_pool_grad_grad(s, input_of(s, n, 0), input_of(s, n, 1), dy[0], ksize, strides, padding));
+  return Status::OK();
+}
+
+// MaxPoolGradGrad picks grad at each window's maximum: its adjoint in grad is MaxPoolGrad.
+Status grad_max_pool_grad_grad(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  const auto ksize = n.attrs.get_or<std::vector<int64_t>>("ksize", {1, 2, 2, 1});
+  const auto strides = n.attrs.get_or<std::vector<int64_t>>("strides", {1, 2, 2, 1});
+  const std::string padding = n.attrs.get_or<std::string>("padding", "VALID");
+  dx->push_back(Output());
+  dx->push_back(Output());
+  dx->push_back(ops::max_pool_grad(s, input_of(s, n, 0), input_of(s, n, 1), dy[0], ksize, strides, padding));
   return Status::OK();
 }
 
@@ -307,6 +379,17 @@ void register_gradients(OpRegistry& r) {
   set("MaxPool", grad_max_pool);
   set("Softmax", grad_softmax);
   set("SoftmaxCrossEntropyWithLogits", grad_xent);
+  set("ZerosLike", grad_none);
+  set("OnesLike", grad_none);
+  set("SumToShape", grad_sum_to_shape);
+  set("ExpandDims", grad_reshape);
+  set("ReshapeLike", grad_reshape_like);
+  set("ReluGrad", grad_relu_grad);
+  set("BiasAddGrad", grad_bias_add_grad);
+  set("Conv2DBackpropInput", grad_conv2d_backprop_input);
+  set("Conv2DBackpropFilter", grad_conv2d_backprop_filter);
+  set("MaxPoolGrad", grad_max_pool_grad);
+  set("MaxPoolGradGrad", grad_max_pool_grad_grad);
 }
 
 }  // namespace actorflow

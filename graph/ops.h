@@ -63,6 +63,16 @@ Output transpose(const Scope& s, Input x, const std::vector<int64_t>& perm);
 // Sums `x` down to the shape of `like` (used by broadcasting gradients).
 Output sum_to_shape_of(const Scope& s, Input x, Input like);
 Output one_hot(const Scope& s, Input indices, int64_t depth, float on = 1.f, float off = 0.f);
+// `x` with size-1 dims inserted at `axes` of the result (rank x.rank + axes.size(); negative
+// axes count from the result's end), e.g. [2,3] with axes {0, -1} -> [1,2,3,1]. Works on any
+// run-time shape (gradients of reductions use it). Shares x's buffer.
+Output expand_dims(const Scope& s, Input x, const std::vector<int64_t>& axes);
+// `x`'s elements in the run-time shape of `like` (element counts must match; like's values are
+// not read). The static shape is like's. Shares x's buffer.
+Output reshape_like(const Scope& s, Input x, Input like);
+// `x` unchanged, its static shape merged with `shape` (-1 dims or Shape::unknown() allowed);
+// the run-time shape is checked against `shape` (tf.ensure_shape). Shares x's buffer.
+Output ensure_shape(const Scope& s, Input x, const Shape& shape);
 
 // ---- neural-network ops (graph/ops_nn.cc) -----------------------------------------------
 struct MatMulAttrs { bool transpose_a = false; bool transpose_b = false; };

@@ -1,4 +1,5 @@
-// Array ops: Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot — shape
+// Array ops: Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot, ExpandDims,
+// ReshapeLike, EnsureShape — shape
 // functions (register_array_ops) and the ops:: builders declared in graph/ops.h.
 #include "graph/op_registry.h"
 #include "graph/ops.h"
@@ -103,6 +104,48 @@ Status sum_to_shape_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// ExpandDims(x), attr axes: x with size-1 dims inserted at `axes` of the output (rank
+// x.rank + axes.size(); negative axes count from the output's end).
+Status expand_dims_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(auto axes, c.attrs().get<std::vector<int64_t>>("axes"));
+  const Shape& in = c.input_shape(0);
+  if (in.unknown_rank()) {
+    c.set_output(0, c.input_type(0), Shape::unknown());
+    return Status::OK();
+  }
+  if (axes.empty()) return InvalidArgument("axes must not be empty");
+  const int rank = in.rank() + static_cast<int>(axes.size());
+  AF_ASSIGN_OR_RETURN(auto mask, reduction_mask(axes, rank));
+  std::vector<int64_t> out;
+  int next = 0;
+  for (int i = 0; i < rank; ++i) out.push_back(mask[static_cast<size_t>(i)] ? 1 : in.dim(next++));
+  c.set_output(0, c.input_type(0), Shape(std::move(out)));
+  return Status::OK();
+}
+
+// ReshapeLike(x, like): x's elements in like's shape (equal element counts, checked where known).
+Status reshape_like_shape(InferenceContext& c) {
+  const int64_t nx = c.input_shape(0).num_elements(), nl = c.input_shape(1).num_elements();
+  if (nx >= 0 && nl >= 0 && nx != nl)
+    return InvalidArgument("cannot reshape " + c.input_shape(0).to_string() + " (" + std::to_string(nx) +
+                           " elements) like " + c.input_shape(1).to_string() + " (" + std::to_string(nl) +
+                           " elements)");
+  c.set_output(0, c.input_type(0), c.input_shape(1));
+  return Status::OK();
+}
+
+// EnsureShape(x), attr shape (may hold -1 or be unknown): x, whose static shape becomes the
+// merge of both; incompatible shapes are an error.
+Status ensure_shape_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(Shape want, c.attrs().get<Shape>("shape"));
+  auto merged = merge_shapes(c.input_shape(0), want);
+  if (!merged.ok())
+    return InvalidArgument("input shape " + c.input_shape(0).to_string() + " is not compatible with " +
+                           want.to_string());
+  c.set_output(0, c.input_type(0), *merged);
+  return Status::OK();
+}
+
 Status one_hot_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), {DType::kInt32, DType::kInt64}, "indices"));
   AF_ASSIGN_OR_RETURN(int64_t depth, c.attrs().get<int64_t>("depth"));
@@ -139,6 +182,9 @@ void register_array_ops(OpRegistry& r) {
   r.add(op_def("Transpose", 1, transpose_shape));
   r.add(op_def("SumToShape", 2, sum_to_shape_shape));
   r.add(op_def("OneHot", 1, one_hot_shape));
+  r.add(op_def("ExpandDims", 1, expand_dims_shape));
+  r.add(op_def("ReshapeLike", 2, reshape_like_shape));
+  r.add(op_def("EnsureShape", 1, ensure_shape_shape));
 }
 
 namespace ops {
@@ -169,6 +215,18 @@ Output one_hot(const Scope& s, Input indices, int64_t depth, float on, float off
       .attr("off_value", static_cast<double>(off))
       .attr("axis", int64_t{-1})
       .output();
+}
+
+Output expand_dims(const Scope& s, Input x, const std::vector<int64_t>& axes) {
+  return NodeBuilder(s, "ExpandDims").input(x).attr("axes", axes).output();
+}
+
+Output reshape_like(const Scope& s, Input x, Input like) {
+  return NodeBuilder(s, "ReshapeLike").input(x).input(like).output();
+}
+
+Output ensure_shape(const Scope& s, Input x, const Shape& shape) {
+  return NodeBuilder(s, "EnsureShape").input(x).attr("shape", shape).output();
 }
 
 }  // namespace ops

@@ -273,6 +273,26 @@ Status max_pool_grad_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// MaxPoolGradGrad(orig_input, orig_output, grad) -> orig_output's (pooled) shape; grad has
+// orig_input's shape.
+Status max_pool_grad_grad_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_floating(c.input_type(0), "orig_input"));
+  AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(1), "orig_input", "orig_output"));
+  AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(2), "orig_input", "grad"));
+  AF_ASSIGN_OR_RETURN(Shape pooled, max_pool_output(c.input_shape(0), c.attrs()));
+  AF_RETURN_IF_ERROR(check_rank(c.input_shape(1), 4, "orig_output"));
+  AF_RETURN_IF_ERROR(check_rank(c.input_shape(2), 4, "grad"));
+  if (!pooled.compatible_with(c.input_shape(1)))
+    return InvalidArgument("orig_output " + c.input_shape(1).to_string() + " does not match the pooled shape " +
+                           pooled.to_string());
+  if (!c.input_shape(0).compatible_with(c.input_shape(2)))
+    return InvalidArgument("grad " + c.input_shape(2).to_string() + " does not match orig_input " +
+                           c.input_shape(0).to_string());
+  AF_ASSIGN_OR_RETURN(Shape out, merge_shapes(pooled, c.input_shape(1), "pooled shape", "orig_output"));
+  c.set_output(0, c.input_type(0), std::move(out));
+  return Status::OK();
+}
+
 OpDef op_def(const char* name, int num_inputs, ShapeFn fn) {
   OpDef d;
   d.name = name;
@@ -296,6 +316,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(op_def("Conv2DBackpropInput", 3, conv2d_backprop_input_shape));
   r.add(op_def("Conv2DBackpropFilter", 2, conv2d_backprop_filter_shape));
   r.add(op_def("MaxPoolGrad", 3, max_pool_grad_shape));
+  r.add(op_def("MaxPoolGradGrad", 3, max_pool_grad_grad_shape));
 }
 
 namespace ops {
@@ -377,6 +398,19 @@ Output max_pool_grad(const Scope& s, Input orig_input, Input orig_output, Input 
                      const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                      const std::string& padding) {
   return NodeBuilder(s, "MaxPoolGrad")
+      .input(orig_input)
+      .input(orig_output)
+      .input(grad)
+      .attr("ksize", ksize)
+      .attr("strides", strides)
+      .attr("padding", padding)
+      .output();
+}
+
+Output max_pool_grad_grad(const Scope& s, Input orig_input, Input orig_output, Input grad,
+                          const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                          const std::string& padding) {
+  return NodeBuilder(s, "MaxPoolGradGrad")
       .input(orig_input)
       .input(orig_output)
       .input(grad)

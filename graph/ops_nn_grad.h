@@ -39,5 +39,12 @@ Output max_pool_grad(const Scope& s, Input orig_input, Input orig_output, Input 
                      const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                      const std::string& padding);
 
+// Gradient of MaxPoolGrad with respect to its `grad` input: for each pooled position, `grad`
+// (orig_input's shape) at the first maximum of the window of `orig_input` (the position
+// MaxPoolGrad routes to). Result shape: orig_output's. CPU only.
+Output max_pool_grad_grad(const Scope& s, Input orig_input, Input orig_output, Input grad,
+                          const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                          const std::string& padding);
+
 }  // namespace ops
 }  // namespace actorflow
