@@ -26,8 +26,10 @@ struct VarState {
   int64_t adam_t = 0;
   // Synchronous replicas.
   int64_t sync_step = 0;     // the global step the accumulator collects for
+  bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
   Tensor sync_sum;
   int64_t sync_count = 0;
+  int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
   std::vector<caf::response_promise> sync_waiting;
   std::chrono::steady_clock::time_point sync_first;
   static constexpr const char* name = "variable";
@@ -155,10 +157,28 @@ void observe_global_step(const VarState& st) {
     FaultInjector::global().on_global_step(st.value.data<int64_t>()[0]);
 }
 
+float attr_f(const AttrMap& attrs, const char* name, double dflt) {
+  return static_cast<float>(attrs.get_or<double>(name, dflt));
+}
+
+// Ends the current accumulation without applying it: the waiting workers get -1 (their gradient
+// was dropped, as a stale one is) and the accumulator forgets its step, so it aligns with the
+// local step of the next contribution. Called when the variable is assigned or restored (for
+// example a checkpoint rolls the model and the global step back).
+void reset_sync(VarState& st) {
+  auto waiting = std::move(st.sync_waiting);
+  st.sync_waiting.clear();
+  st.sync_sum = Tensor();
+  st.sync_count = 0;
+  st.sync_step = 0;
+  st.sync_aligned = false;
+  for (auto& rp : waiting) rp.deliver(one(Tensor::scalar<int64_t>(-1)));
+}
+
 // Finishes the current sync step: average, apply once, release everyone.
 void finish_sync_step(VarState& st, const AttrMap& attrs) {
   const std::string opt = attrs.get_or<std::string>("optimizer", "adam");
-  const float lr = static_cast<float>(attrs.get_or<double>("lr", 1e-4));
+  const float lr = attr_f(attrs, "lr", 1e-4);
   Status s;
   if (opt == "increment") {
     Tensor one_t(st.dtype, st.shape);
@@ -172,7 +192,16 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
     float* sum = st.sync_sum.data<float>();
     const float inv = 1.f / static_cast<float>(st.sync_count);
     for (int64_t i = 0; i < st.sync_sum.num_elements(); ++i) sum[i] *= inv;
-    s = opt == "sgd" ? apply_sgd(st, lr, st.sync_sum) : apply_adam(st, lr, 0.9f, 0.999f, 1e-8f, st.sync_sum);
+    if (opt == "sgd") {
+      s = apply_sgd(st, lr, st.sync_sum);
+    } else if (opt == "momentum") {
+      s = apply_momentum(st, lr, st.sync_sum, attr_f(attrs, "momentum", 0.9));
+    } else if (opt == "adam") {
+      s = apply_adam(st, lr, attr_f(attrs, "beta1", 0.9), attr_f(attrs, "beta2", 0.999),
+                     attr_f(attrs, "epsilon", 1e-8), st.sync_sum);
+    } else {
+      s = err(st, Code::kInvalidArgument, "unknown synchronous optimizer '" + opt + "'");
+    }
   }
   ++st.version;
   const int64_t applied = st.sync_step;
@@ -222,6 +251,7 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
           st.value = args[0].deep_copy();
           ++st.version;
           observe_global_step(st);
+          if (st.sync_aligned) reset_sync(st);
           return one(st.value);
         }
         Status s = require_init(st);
@@ -252,16 +282,27 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
             s = check_like(st, args[0], "the gradient");
             if (!s.ok()) return fail(s);
           }
+          if (args[1].dtype() != DType::kInt64 || args[1].num_elements() != 1)
+            return fail(err(st, Code::kInvalidArgument,
+                            "apply_sync: local_step must be an int64 scalar, got " +
+                                std::string(dtype_name(args[1].dtype())) + " " + args[1].shape().to_string()));
           const int64_t local_step = args[1].data<int64_t>()[0];
           const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
+          if (!st.sync_aligned) {  // the first contribution: start at its step (the global step)
+            st.sync_step = local_step;
+            st.sync_aligned = true;
+          }
           if (local_step < st.sync_step) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped
-          if (st.sync_count == 0 && local_step > st.sync_step) st.sync_step = local_step;  // align with global step
+          // A contribution computed at a later step than the accumulator's counts for the current
+          // step: the accumulator never skips a step, so every variable applies the same sequence
+          // of aggregated updates as the global step, whatever order the messages arrive in.
           if (st.sync_count == 0) {
             st.sync_first = std::chrono::steady_clock::now();
             if (opt != "increment") st.sync_sum = args[0].deep_copy();
             const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+            ++st.sync_generation;
             self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
-                               sync_check_atom::value, st.sync_step, replicas, timeout);
+                               sync_check_atom::value, st.sync_generation, replicas, timeout);
           } else if (opt != "increment") {
             float* sum = st.sync_sum.data<float>();
             const float* g = args[0].data<float>();
@@ -279,11 +320,12 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
         observe_global_step(st);
         return one(st.value);
       },
-      [=](sync_check_atom, int64_t step, int64_t replicas, double timeout) {
+      [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
         auto& st = self->state;
-        if (st.sync_step != step || st.sync_count == 0) return;  // that step completed
+        // That accumulation completed (or was reset) and another may be under way.
+        if (st.sync_generation != generation || st.sync_count == 0) return;
         Status s = err(st, Code::kDeadlineExceeded,
-                       "synchronous step " + std::to_string(step) + ": only " + std::to_string(st.sync_count) + " of " +
+                       "synchronous step " + std::to_string(st.sync_step) + ": only " + std::to_string(st.sync_count) + " of " +
                            std::to_string(replicas) + " gradients arrived within " + std::to_string(timeout) + " s");
         AF_LOG(WARNING) << s.message();
         auto waiting = std::move(st.sync_waiting);

@@ -7,12 +7,16 @@
 //   read, assign(value), assign_add(delta), is_initialized -> bool scalar,
 //   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad)
 //     -> the new value (host tensor);
-//   apply_sync(grad, local_step) attrs optimizer ("adam"|"sgd"|"increment"), lr,
-//     replicas_to_aggregate, total_num_replicas -> int64 step the update applied to, or -1 when the
-//     gradient was stale/extra. The reply is held until replicas_to_aggregate gradients of the
-//     step have arrived (the waiting workers are released together), or fails with
-//     DeadlineExceeded after sync_timeout (default 60 s) naming how many arrived.
-//   save -> value; restore(value) (same as assign).
+//   apply_sync(grad, local_step) attrs optimizer ("sgd"|"momentum"|"adam"|"increment"), lr,
+//     momentum, beta1, beta2, epsilon, replicas_to_aggregate, total_num_replicas,
+//     sync_timeout_secs -> int64 step the update applied to, or -1 when the gradient was dropped
+//     (local_step below the accumulator's step, or an extra one of a backup worker). The reply is
+//     held until replicas_to_aggregate gradients of the step have arrived; then their average is
+//     applied once and the waiting workers are released together. A step that does not fill within
+//     sync_timeout_secs (default 60) fails its waiting workers with DeadlineExceeded naming how
+//     many arrived. The accumulator starts at the local step of its first contribution.
+//   save -> value; restore(value) (same as assign). An assign/restore drops a pending
+//     accumulation (its workers get -1) and lets the accumulator re-align with the next local step.
 // Errors name the variable: "variable 'w' is not initialized", shape/dtype mismatches.
 #pragma once
 

@@ -87,8 +87,12 @@ void register_variable_ops(OpRegistry& r) {
            return write_shape_fn(c);
          }, nullptr, true});
   r.add({"ApplyGradientSync", 2, [](InferenceContext& c) -> Status {
-           AF_RETURN_IF_ERROR(check_value(c, 0, "gradient"));
+           if (c.attrs().get_or<std::string>("optimizer", "adam") != "increment")
+             AF_RETURN_IF_ERROR(check_value(c, 0, "gradient"));
            if (c.input_type(1) != DType::kInt64) return InvalidArgument("local_step must be int64");
+           if (!c.input_shape(1).unknown_rank() && c.input_shape(1).fully_defined() &&
+               c.input_shape(1).num_elements() != 1)
+             return InvalidArgument("local_step must be a scalar, got shape " + c.input_shape(1).to_string());
            c.set_output(0, DType::kInt64, Shape{});
            return Status::OK();
          }, nullptr, true});
@@ -171,39 +175,65 @@ Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2,
   return var_builder(s, v, "ApplyAdam").input(lr).input(beta1).input(beta2).input(epsilon).input(grad).output();
 }
 
-namespace {
-Output apply_sync(const Scope& s, Input var, Input grad, Input local_step, const std::string& optimizer, float lr,
-                  int replicas, int total) {
+Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o) {
   Node* v = var_node(s, var, "ApplyGradientSync");
   if (!v) return Output();
+  const int replicas = o.replicas_to_aggregate, total = o.total_num_replicas;
   if (replicas < 1 || total < replicas) {
-    s.update_status(InvalidArgument("ApplyGradientSync: need 1 <= replicas_to_aggregate (" + std::to_string(replicas) +
-                                    ") <= total_num_replicas (" + std::to_string(total) + ")"));
+    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': need 1 <= replicas_to_aggregate (" +
+                                    std::to_string(replicas) + ") <= total_num_replicas (" + std::to_string(total) + ")"));
+    return Output();
+  }
+  if (o.optimizer != "sgd" && o.optimizer != "momentum" && o.optimizer != "adam" && o.optimizer != "increment") {
+    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': unknown optimizer '" +
+                                    o.optimizer + "' (sgd, momentum, adam, increment)"));
+    return Output();
+  }
+  if (!(o.timeout_secs > 0)) {
+    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': timeout_secs must be > 0"));
     return Output();
   }
   return var_builder(s, v, "ApplyGradientSync")
       .input(grad)
       .input(local_step)
-      .attr("optimizer", optimizer)
-      .attr("lr", static_cast<double>(lr))
+      .attr("optimizer", o.optimizer)
+      .attr("lr", static_cast<double>(o.lr))
+      .attr("momentum", static_cast<double>(o.momentum))
+      .attr("beta1", static_cast<double>(o.beta1))
+      .attr("beta2", static_cast<double>(o.beta2))
+      .attr("epsilon", static_cast<double>(o.epsilon))
       .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
       .attr("total_num_replicas", static_cast<int64_t>(total))
+      .attr("sync_timeout_secs", o.timeout_secs)
       .output();
+}
+
+namespace {
+SyncOptions sync_options(const std::string& optimizer, float lr, int replicas, int total) {
+  SyncOptions o;
+  o.optimizer = optimizer;
+  o.lr = lr;
+  o.replicas_to_aggregate = replicas;
+  o.total_num_replicas = total;
+  return o;
 }
 }  // namespace
 
 Output apply_adam_sync(const Scope& s, Input var, Input grad, Input local_step, float lr, int replicas, int total) {
-  return apply_sync(s, var, grad, local_step, "adam", lr, replicas, total);
+  return apply_gradient_sync(s, var, grad, local_step, sync_options("adam", lr, replicas, total));
 }
 
 Output increment_sync(const Scope& s, Input var, Input local_step, int replicas, int total) {
-  Node* v = var_node(s, var, "ApplyGradientSync");
-  if (!v) return Output();
-  return apply_sync(s, var, Tensor::scalar<int64_t>(1), local_step, "increment", 0.f, replicas, total);
+  return apply_gradient_sync(s, var, Tensor::scalar<int64_t>(1), local_step,
+                             sync_options("increment", 0.f, replicas, total));
 }
 
 Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, float lr, int replicas, int total) {
-  return apply_sync(s, var, grad, local_step, "sgd", lr, replicas, total);
+  return apply_gradient_sync(s, var, grad, local_step, sync_options("sgd", lr, replicas, total));
+}
+
+Output global_step(const Scope& s) {
+  return variable(s.with_op_name("global_step"), Shape{}, DType::kInt64);
 }
 
 Output zeros(const Scope& s, const Shape& shape, DType dtype) {
@@ -218,25 +248,29 @@ Output fill(const Scope& s, const Shape& shape, float value) {
       .output();
 }
 
-Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed) {
+Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed,
+                      uint64_t seed2) {
   return NodeBuilder(s, "RandomUniform")
       .attr("shape", shape)
       .attr("minval", static_cast<double>(minval))
       .attr("maxval", static_cast<double>(maxval))
       .attr("seed", static_cast<int64_t>(seed))
+      .attr("seed2", static_cast<int64_t>(seed2))
       .output();
 }
 
-Output truncated_normal(const Scope& s, const Shape& shape, float mean, float stddev, uint64_t seed) {
+Output truncated_normal(const Scope& s, const Shape& shape, float mean, float stddev, uint64_t seed,
+                        uint64_t seed2) {
   return NodeBuilder(s, "TruncatedNormal")
       .attr("shape", shape)
       .attr("mean", static_cast<double>(mean))
       .attr("stddev", static_cast<double>(stddev))
       .attr("seed", static_cast<int64_t>(seed))
+      .attr("seed2", static_cast<int64_t>(seed2))
       .output();
 }
 
-Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed) {
+Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_t seed2) {
   double fan_in = 1, fan_out = 1;
   if (shape.rank() == 2) {
     fan_in = static_cast<double>(shape.dim(0));
@@ -250,7 +284,7 @@ Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed) {
     fan_in = fan_out = static_cast<double>(shape.dim(0));
   }
   const float limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
-  return random_uniform(s, shape, -limit, limit, seed);
+  return random_uniform(s, shape, -limit, limit, seed, seed2);
 }
 
 }  // namespace ops

@@ -3,10 +3,12 @@
 // A variable is a node `VariableV2` whose output is the variable's current value. The value
 // lives in a variable actor of the task the node is placed on (actors/variable_actor.cc),
 // shared by name (attr shared_name, default the node name) across sessions and processes —
-// TensorFlow's resource container. Every op that changes a variable takes the variable node as
-// input 0 and is placed with it (the placer colocates such "ref consumers"), and carries attr
-// var_name so its kernel knows which actor to call. Optimizer updates run on the variable
-// actor: a worker sends a gradient, never a whole new value.
+// TensorFlow's resource container. The builders of the ops that change a variable take the
+// variable's Output to learn its name, dtype, shape and device, but the op does not consume the
+// variable's value (no data edge: that would read the variable before assigning it); it carries
+// attr var_name so its kernel knows which actor to call, and is requested on the variable's
+// device. Optimizer updates run on the variable actor: a worker sends a gradient, never a whole
+// new value. Builders report errors through the scope's status and return an invalid Output.
 #pragma once
 
 #include <cstdint>
@@ -44,15 +46,39 @@ Output increment_sync(const Scope& s, Input var, Input local_step, int replicas_
 Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, float lr,
                       int replicas_to_aggregate, int total_replicas);
 
+// What a synchronous update applies once its step is complete (SyncReplicasOptimizer's options).
+struct SyncOptions {
+  std::string optimizer = "sgd";  // "sgd", "momentum", "adam", or "increment" (var += 1; the global step)
+  float lr = 0.01f;
+  float momentum = 0.9f;                              // "momentum"
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // "adam"
+  int replicas_to_aggregate = 1;  // gradients averaged per step
+  int total_num_replicas = 1;     // workers; more than replicas_to_aggregate gives backup workers
+  double timeout_secs = 60;       // a step that does not fill in time fails its waiting workers
+};
+// The general form of the *_sync builders above: op ApplyGradientSync with `o` as attrs. `grad`
+// is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.
+Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o);
+
+// tf.train.get_or_create_global_step's variable: an int64 scalar variable named "global_step"
+// (under the scope's name prefix). Initialise it with assign(s, gs, Tensor::scalar<int64_t>(0)).
+Output global_step(const Scope& s);
+
 // ---- initializers and random ops (seeded: the same seed gives the same values) ----------
+// A tensor of `shape` filled with 0 (of `dtype`) or with `value` (float32): tf.zeros_initializer,
+// tf.constant_initializer.
 Output zeros(const Scope& s, const Shape& shape, DType dtype);
 Output fill(const Scope& s, const Shape& shape, float value);
-Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed);
+// The values depend only on (seed, seed2): every run of the op gives the same values, and two
+// ops with the same seeds and shape give the same values (give each initializer its own seed).
+Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed,
+                      uint64_t seed2 = 0);
 // Normal(mean, stddev) values redrawn until within 2 stddev (tf.truncated_normal).
-Output truncated_normal(const Scope& s, const Shape& shape, float mean, float stddev, uint64_t seed);
+Output truncated_normal(const Scope& s, const Shape& shape, float mean, float stddev, uint64_t seed,
+                        uint64_t seed2 = 0);
 // Uniform(-limit, limit), limit = sqrt(6 / (fan_in + fan_out)) (Xavier/Glorot; conv filters
 // [h, w, in, out] use fan_in = h*w*in, fan_out = h*w*out).
-Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed);
+Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_t seed2 = 0);
 
 }  // namespace ops
 }  // namespace actorflow

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "actorflow/actorflow.h"
@@ -168,6 +169,262 @@ TEST(VariablesTest, SyncReplicasApplyOncePerStepAndDropStale) {
   ASSERT_TRUE(late.ok());
   EXPECT_EQ((*late)[0].data<int64_t>()[0], -1);
   EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], -2.f);
+}
+
+TEST(VariablesTest, ConstantInitializersGlobalStepAndRuntimeMismatches) {
+  auto server = server2();
+  Scope root = Scope::root();
+  Scope ps = root.with_device("/cpu:1");
+  auto w = ops::variable(ps.with_op_name("w"), Shape{2, 3}, DType::kFloat32);
+  auto gs = ops::global_step(ps);
+  auto init = ops::no_op(root, {ops::assign(root, w, ops::fill(root, Shape{2, 3}, 0.25f)),
+                                ops::assign(root, gs, ops::zeros(root, Shape{}, DType::kInt64))});
+  auto bump = ops::assign_add(root, gs, Tensor::scalar<int64_t>(5));
+  // Placeholders of unknown shape/dtype-checked at run time only: the variable actor checks.
+  auto value = ops::placeholder(root, DType::kFloat32, Shape::unknown(), "value");
+  auto set = ops::assign(root, w, value);
+  auto grad = ops::placeholder(root, DType::kFloat32, Shape::unknown(), "grad");
+  auto sgd = ops::apply_gradient_descent(root, w, 0.5f, grad);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(gs.node()->name, "global_step");
+  EXPECT_EQ(gs.node()->requested_device, "/cpu:1");
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {init}).ok());
+  ASSERT_TRUE(sess.run({}, {}, {bump}).ok());
+  auto r = sess.run({w, gs});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE((*r)[0].equals(Tensor::from_vector<float>({.25f, .25f, .25f, .25f, .25f, .25f}, {2, 3})));
+  EXPECT_EQ((*r)[1].dtype(), DType::kInt64);
+  EXPECT_EQ((*r)[1].data<int64_t>()[0], 5);
+  auto bad = sess.run({{value, Tensor::from_vector<float>({1, 2, 3}, {3})}}, {set});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("variable 'w': the assigned value has shape [3], the variable has shape [2,3]"),
+            std::string::npos)
+      << bad.status();
+  auto bad_grad = sess.run({{grad, Tensor::from_vector<float>({1, 2}, {2, 1})}}, {sgd});
+  ASSERT_FALSE(bad_grad.ok());
+  EXPECT_NE(bad_grad.status().message().find("variable 'w': the gradient has shape [2,1], the variable has shape [2,3]"),
+            std::string::npos)
+      << bad_grad.status();
+  // The failed updates left the value alone; a good one applies.
+  auto ok = sess.run({{grad, Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}}, {sgd});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE((*ok)[0].equals(Tensor::from_vector<float>({-.25f, -.75f, -1.25f, -1.75f, -2.25f, -2.75f}, {2, 3})));
+}
+
+TEST(VariablesTest, RandomOpsDependOnlyOnTheirSeeds) {
+  auto server = server2();
+  Scope root = Scope::root();
+  auto a = ops::random_uniform(root, Shape{64}, -1.f, 1.f, 5);
+  auto b = ops::random_uniform(root, Shape{64}, -1.f, 1.f, 5, 1);  // other seed2
+  auto c = ops::random_uniform(root, Shape{64}, -1.f, 1.f, 6);
+  auto t = ops::truncated_normal(root, Shape{4000}, 3.f, 2.f, 9, 4);
+  Session sess(root, server->target());
+  auto r1 = sess.run({a, b, c, t});
+  auto r2 = sess.run({a, b, c, t});
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE((*r1)[i].equals((*r2)[i])) << i;  // every run the same
+  EXPECT_FALSE((*r1)[0].equals((*r1)[1]));
+  EXPECT_FALSE((*r1)[0].equals((*r1)[2]));
+  double mean = 0, sq = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const double x = (*r1)[3].data<float>()[i];
+    EXPECT_GE(x, 3 - 4.0);  // within 2 stddev of the mean
+    EXPECT_LE(x, 3 + 4.0);
+    mean += x;
+    sq += (x - 3) * (x - 3);
+  }
+  EXPECT_NEAR(mean / 4000, 3.0, 0.1);
+  // A normal truncated at 2 sigma has stddev 0.8796 sigma.
+  EXPECT_NEAR(std::sqrt(sq / 4000), 0.8796 * 2, 0.08);
+}
+
+// One between-graph replica: its own graph and Session on the shared server. Runs sync steps
+// until the global step reaches `steps`; records the step each accepted contribution applied to.
+struct SyncWorker {
+  std::vector<int64_t> w_steps, gs_steps;
+  int dropped = 0;
+  Status status;
+  void run(Server& server, int64_t steps, int replicas, int total) {
+    Scope root = Scope::root();
+    Scope ps = root.with_device("/cpu:1");
+    auto w = ops::variable(ps.with_op_name("w"), Shape{2}, DType::kFloat32);
+    auto gs = ops::global_step(ps);
+    ops::SyncOptions o;
+    o.lr = 1.f;
+    o.replicas_to_aggregate = replicas;
+    o.total_num_replicas = total;
+    o.timeout_secs = 30;  // bounded: a lost release fails the test instead of hanging it
+    // The local step is the global step the worker read before computing its gradient (TF's
+    // local_step); reading it inside the update's own run could see the step after the last one.
+    auto local = ops::placeholder(root, DType::kInt64, Shape{}, "local_step");
+    auto apply = ops::apply_gradient_sync(root, w, Tensor::from_vector<float>({1, 2}, {2}), local, o);
+    o.optimizer = "increment";
+    auto inc = ops::apply_gradient_sync(root, gs, Tensor::scalar<int64_t>(1), local, o);
+    if (!root.ok()) {
+      status = root.status();
+      return;
+    }
+    Session sess(root, server.target());
+    for (int guard = 0; guard < 10000; ++guard) {
+      auto g = sess.run({gs});
+      if (!g.ok()) {
+        status = g.status();
+        return;
+      }
+      if ((*g)[0].data<int64_t>()[0] >= steps) return;
+      auto r = sess.run({{local, (*g)[0]}}, {apply, inc});
+      if (!r.ok()) {
+        status = r.status();
+        return;
+      }
+      const int64_t ws = (*r)[0].data<int64_t>()[0], gss = (*r)[1].data<int64_t>()[0];
+      if (ws >= 0) w_steps.push_back(ws);
+      if (gss >= 0) gs_steps.push_back(gss);
+      if (ws < 0 || gss < 0) ++dropped;
+    }
+    status = Internal("worker did not finish");
+  }
+};
+
+// Runs `workers` replicas (of `total`) to `steps` global steps and checks that every step was
+// aggregated from exactly `replicas` contributions, applied once.
+void run_sync_training(int workers, int replicas, int total, int64_t steps) {
+  auto server = server2();
+  {
+    Scope root = Scope::root();
+    Scope ps = root.with_device("/cpu:1");
+    auto w = ops::variable(ps.with_op_name("w"), Shape{2}, DType::kFloat32);
+    auto gs = ops::global_step(ps);
+    auto init = ops::no_op(root, {ops::assign(root, w, ops::zeros(root, Shape{2}, DType::kFloat32)),
+                                  ops::assign(root, gs, Tensor::scalar<int64_t>(0))});
+    ASSERT_TRUE(root.ok()) << root.status();
+    Session chief(root, server->target());
+    ASSERT_TRUE(chief.run({}, {}, {init}).ok());
+  }
+  std::vector<SyncWorker> ws(static_cast<size_t>(workers));
+  std::vector<std::thread> th;
+  for (auto& w : ws) th.emplace_back([&] { w.run(*server, steps, replicas, total); });
+  for (auto& t : th) t.join();
+  std::map<int64_t, int> w_count, gs_count;
+  int dropped = 0;
+  for (auto& w : ws) {
+    ASSERT_TRUE(w.status.ok()) << w.status;
+    for (int64_t s : w.w_steps) ++w_count[s];
+    for (int64_t s : w.gs_steps) ++gs_count[s];
+    dropped += w.dropped;
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    EXPECT_EQ(w_count[s], replicas) << "step " << s;
+    EXPECT_EQ(gs_count[s], replicas) << "step " << s;
+  }
+  EXPECT_EQ(static_cast<int64_t>(w_count.size()), steps);
+  EXPECT_EQ(static_cast<int64_t>(gs_count.size()), steps);
+  if (workers == replicas) EXPECT_EQ(dropped, 0);
+  Scope root = Scope::root();
+  auto w = ops::variable(root.with_device("/cpu:1").with_op_name("w"), Shape{2}, DType::kFloat32);
+  auto gs = ops::global_step(root.with_device("/cpu:1"));
+  Session sess(root, server->target());
+  auto r = sess.run({w, gs});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Every worker sends gradient [1, 2], so each aggregated update moves w by exactly -[1, 2].
+  EXPECT_EQ((*r)[0].data<float>()[0], -1.f * static_cast<float>(steps));
+  EXPECT_EQ((*r)[0].data<float>()[1], -2.f * static_cast<float>(steps));
+  EXPECT_EQ((*r)[1].data<int64_t>()[0], steps);
+}
+
+TEST(VariablesTest, SyncReplicasThreeWorkersTwoAggregated) { run_sync_training(3, 2, 3, 30); }
+
+TEST(VariablesTest, SyncReplicasGoOnWhenABackupWorkerIsGone) { run_sync_training(2, 2, 3, 20); }
+
+TEST(VariablesTest, SyncReplicasAllAggregated) { run_sync_training(3, 3, 3, 15); }
+
+TEST(VariablesTest, SyncStepTimesOutNamingTheVariableThenRecovers) {
+  auto server = server2();
+  Scope root = Scope::root();
+  auto w = ops::variable(root.with_device("/cpu:1").with_op_name("slow"), Shape{1}, DType::kFloat32);
+  auto init = ops::assign(root, w, Tensor::from_vector<float>({0}, {1}));
+  auto grad = ops::placeholder(root, DType::kFloat32, Shape{1}, "grad");
+  auto local = ops::placeholder(root, DType::kInt64, Shape{}, "local_step");
+  ops::SyncOptions o;
+  o.optimizer = "momentum";
+  o.lr = 0.1f;
+  o.momentum = 0.9f;
+  o.replicas_to_aggregate = 2;
+  o.total_num_replicas = 2;
+  o.timeout_secs = 0.3;
+  auto apply = ops::apply_gradient_sync(root, w, grad, local, o);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {init}).ok());
+  auto contribute = [&](float g, int64_t step) {
+    return sess.run({{grad, Tensor::from_vector<float>({g}, {1})}, {local, Tensor::scalar<int64_t>(step)}}, {apply});
+  };
+  // The other replica never comes: the step fails after the timeout, naming the variable.
+  auto alone = contribute(1, 0);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), Code::kDeadlineExceeded);
+  EXPECT_NE(alone.status().message().find("variable 'slow': synchronous step 0: only 1 of 2"), std::string::npos)
+      << alone.status();
+  EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], 0.f);  // nothing applied
+  // Both replicas now: momentum over the averages 2 and 2: accum 2 then 3.8; w = -0.1 * 5.8.
+  for (int64_t step = 0; step < 2; ++step) {
+    Result<std::vector<Tensor>> r1 = Internal("unset");
+    std::thread t1([&] { r1 = contribute(1, step); });
+    auto r2 = contribute(3, step);
+    t1.join();
+    ASSERT_TRUE(r1.ok() && r2.ok()) << r1.status() << " " << r2.status();
+    EXPECT_EQ((*r1)[0].data<int64_t>()[0], step);
+    EXPECT_EQ((*r2)[0].data<int64_t>()[0], step);
+  }
+  EXPECT_NEAR((*sess.run({w}))[0].data<float>()[0], -0.58f, 1e-6);
+}
+
+TEST(VariablesTest, AssignResetsTheSyncAccumulator) {
+  auto server = server2();
+  Scope root = Scope::root();
+  auto w = ops::variable(root.with_device("/cpu:1").with_op_name("w"), Shape{1}, DType::kFloat32);
+  auto restore = ops::assign(root, w, Tensor::from_vector<float>({10}, {1}));
+  auto local = ops::placeholder(root, DType::kInt64, Shape{}, "local_step");
+  auto apply = ops::apply_sgd_sync(root, w, Tensor::from_vector<float>({1}, {1}), local, 1.f, 1, 1);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {restore}).ok());
+  auto at = [&](int64_t step) {
+    auto r = sess.run({{local, Tensor::scalar<int64_t>(step)}}, {apply});
+    return r.ok() ? (*r)[0].data<int64_t>()[0] : -100;
+  };
+  EXPECT_EQ(at(7), 7);   // the accumulator aligns with the first local step
+  EXPECT_EQ(at(8), 8);
+  EXPECT_EQ(at(3), -1);  // stale
+  EXPECT_EQ(at(20), 9);  // computed later than the current step: counts for it, no step skipped
+  EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], 7.f);
+  // A restore rolls the model back (say to a checkpoint of step 3): step 3 is current again.
+  ASSERT_TRUE(sess.run({}, {}, {restore}).ok());
+  EXPECT_EQ(at(3), 3);
+  EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], 9.f);
+  EXPECT_EQ(at(2), -1);
+}
+
+TEST(VariablesTest, SyncBuilderRejectsBadOptions) {
+  Scope root = Scope::root();
+  auto w = ops::variable(root.with_op_name("w"), Shape{1}, DType::kFloat32);
+  ops::SyncOptions o;
+  o.replicas_to_aggregate = 3;
+  o.total_num_replicas = 2;
+  ops::apply_gradient_sync(root, w, Tensor::from_vector<float>({1}, {1}), Tensor::scalar<int64_t>(0), o);
+  ASSERT_FALSE(root.ok());
+  EXPECT_NE(root.status().message().find("variable 'w': need 1 <= replicas_to_aggregate (3) <= total_num_replicas (2)"),
+            std::string::npos)
+      << root.status();
+  Scope r2 = Scope::root();
+  auto w2 = ops::variable(r2.with_op_name("w"), Shape{1}, DType::kFloat32);
+  ops::SyncOptions o2;
+  o2.optimizer = "rmsprop";
+  ops::apply_gradient_sync(r2, w2, Tensor::from_vector<float>({1}, {1}), Tensor::scalar<int64_t>(0), o2);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("unknown optimizer 'rmsprop'"), std::string::npos) << r2.status();
 }
 
 }  // namespace

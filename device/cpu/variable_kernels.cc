@@ -74,8 +74,10 @@ class RandomKernel : public OpKernel {
   Status compute(OpKernelContext& ctx) override {
     const AttrMap& a = ctx.attrs();
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, ctx.node().output_shapes[0]));
-    // The same seed gives the same values on every run (as an op-level seed does in TF).
-    std::mt19937_64 rng(static_cast<uint64_t>(a.get_or<int64_t>("seed", 0)) * 0x9E3779B97F4A7C15ull + 12345);
+    // The same (seed, seed2) gives the same values on every run.
+    const uint64_t seed = static_cast<uint64_t>(a.get_or<int64_t>("seed", 0));
+    const uint64_t seed2 = static_cast<uint64_t>(a.get_or<int64_t>("seed2", 0));
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 12345 + seed2 * 0xD1B54A32D192ED03ull);
     float* d = out->data<float>();
     const int64_t n = out->num_elements();
     if (normal_) {
