@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "actors/faults.h"
+#include "actors/restart.h"
 #include "core/logging.h"
 #include "graph/graph_def.h"
 
@@ -60,6 +61,8 @@ struct DeviceState {
   std::unordered_set<int64_t> ended;
   std::deque<int64_t> ended_order;
   std::unordered_map<int64_t, Status> aborted_before_start;
+  RestartBudget restarts;  // in-place restarts after exceptions
+  Status failed;           // set when the restart budget is spent: every run gets it
   static constexpr const char* name = "device";
 
   void mark_ended(int64_t step) {
@@ -109,8 +112,9 @@ Status register_partition(DeviceState& st, const std::string& handle, GraphPtr g
   return Status::OK();
 }
 
-// Runs the step as far as it goes; replies and cleans up when it is done.
-void drive(DeviceActor* self, int64_t step_id) {
+// Runs the step as far as it goes; replies and cleans up when it is done. May throw (a kernel
+// bug, bad_alloc): drive() below catches.
+void drive_unguarded(DeviceActor* self, int64_t step_id) {
   auto& st = self->state;
   auto it = st.steps.find(step_id);
   if (it == st.steps.end()) return;
@@ -126,6 +130,38 @@ void drive(DeviceActor* self, int64_t step_id) {
   else it->second.rp.deliver(to_caf_error(step.status()));
   st.steps.erase(it);
   st.mark_ended(step_id);
+}
+
+// After an exception escaped a kernel or a handler: restart in place (one_for_one). Every
+// in-flight step fails with Aborted (its session retries or recovers), buffered tensors are
+// dropped, the registered partitions and the actor's handle stay. Past the restart budget
+// the actor keeps answering every run with the budget's error (naming the device, hence the
+// task, and how often it failed). Returns the error for the request that threw.
+Status restart_in_place(DeviceActor* self, const std::string& what) {
+  auto& st = self->state;
+  const std::string dev = st.device ? st.device->name() : std::string("device");
+  Status budget = st.restarts.record_failure(dev + " (device actor)", what);
+  Status why = budget.ok() ? Aborted(dev + ": exception in the device actor: " + what + "; the actor restarted in place")
+                           : budget;
+  auto steps = std::move(st.steps);
+  st.steps.clear();
+  for (auto& [id, step] : steps) {
+    step.exec->abort(why);
+    step.rp.deliver(to_caf_error(why));
+    st.mark_ended(id);
+  }
+  st.early.clear();
+  st.aborted_before_start.clear();
+  if (!budget.ok()) st.failed = budget;
+  return why;
+}
+
+void drive(DeviceActor* self, int64_t step_id) {
+  try {
+    drive_unguarded(self, step_id);
+  } catch (const std::exception& e) {
+    restart_in_place(self, e.what());
+  }
 }
 
 // A tensor for a _Recv of step `step_id`. A tensor that arrives twice (a duplicating link) is
@@ -229,14 +265,15 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         return self->state.partitions.erase(handle) > 0;
       },
       [=](run_atom, const std::string& handle, int64_t step_id, std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
-        // An exception in here fails this request (naming the device, hence the task) and
-        // leaves the actor and its other steps running (CAF 0.17 would stop the actor).
+        if (!self->state.failed.ok()) return to_caf_error(self->state.failed);
+        // An exception in here (an injected `throw` fault or a real one) fails this request
+        // (naming the device, hence the task) and restarts the actor in place: CAF 0.17 would
+        // stop it instead.
         try {
           FaultInjector::global().maybe_throw("device", self->state.device->name());
           return start_step(self, handle, step_id, args);
         } catch (const std::exception& e) {
-          AF_LOG(ERROR) << self->state.device->name() << ": step " << step_id << " failed by an exception: " << e.what();
-          return to_caf_error(Internal(self->state.device->name() + ": exception in the device actor: " + e.what()));
+          return to_caf_error(restart_in_place(self, e.what()));
         }
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {

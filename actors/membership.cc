@@ -162,7 +162,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
 }
 
 Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& address,
-                                    std::chrono::milliseconds timeout) {
+                                    std::chrono::milliseconds timeout, bool quiet) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = up_.find(task);
@@ -170,6 +170,19 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
   }
   if (timeout.count() <= 0) timeout = cfg_.connect_timeout;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::shared_ptr<std::mutex> connecting;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto& m = connecting_[task];
+    if (!m) m = std::make_shared<std::mutex>();
+    connecting = m;
+  }
+  std::lock_guard<std::mutex> one_handshake(*connecting);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = up_.find(task);
+    if (it != up_.end()) return it->second;  // connected while we waited for the handshake lock
+  }
   std::chrono::milliseconds backoff(100);
   int attempt = 0;
   Status last;
@@ -183,7 +196,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
       up_[task] = *p;
       watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, this, cfg_.heartbeat_interval, cfg_.peer_timeout);
       ++epoch_;
-      if (attempt > 1) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
+      if (attempt > 1 && !quiet) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
       return *p;
     }
     last = p.status();
@@ -192,7 +205,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
         last.code() == Code::kInvalidArgument)
       return last;
     if (std::chrono::steady_clock::now() + backoff > deadline) break;
-    if (attempt == 1 || attempt % 10 == 0)
+    if (!quiet && (attempt == 1 || attempt % 10 == 0))
       AF_LOG(INFO) << "waiting for task " << task << " at " << address << " (attempt " << attempt << "): " << last.message();
     std::this_thread::sleep_for(backoff);  // retry pacing while a peer starts, not synchronisation
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));

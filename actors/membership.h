@@ -51,9 +51,11 @@ class Membership {
   ~Membership();
 
   // Connected, authenticated peer `task` at `address` (cached while up). Blocks with bounded
-  // retries up to `timeout` (0 = the configured connect_timeout).
+  // retries up to `timeout` (0 = the configured connect_timeout); a timeout shorter than the
+  // first backoff means one attempt. `quiet` suppresses the "waiting for task" log lines (for
+  // callers that poll).
   Result<PeerInfo> ensure(const std::string& task, const std::string& address,
-                          std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+                          std::chrono::milliseconds timeout = std::chrono::milliseconds(0), bool quiet = false);
   // Forgets `task` (it will be reconnected by the next ensure()).
   void mark_down(const std::string& task, const std::string& reason);
   // Actors told (down_atom, task, reason) whenever a peer goes down. Thread-safe.
@@ -70,6 +72,9 @@ class Membership {
   mutable std::mutex mu_;
   std::map<std::string, PeerInfo> up_;
   std::map<std::string, caf::actor> watchers_;
+  // One handshake per peer at a time: two concurrent hellos from this process to one node
+  // would overwrite each other's challenge and fail authentication.
+  std::map<std::string, std::shared_ptr<std::mutex>> connecting_;
   std::vector<caf::actor> listeners_;
   uint64_t epoch_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "actors/server.h"
 
+#include "actors/restart.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -8,6 +10,8 @@
 #include <atomic>
 #include <set>
 #include <condition_variable>
+#include <cstdio>
+#include <thread>
 #include <map>
 
 #include "actors/master_actor.h"
@@ -303,6 +307,8 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
                               " has non-loopback addresses: a cluster secret is required (secret_file or "
                               "ACTORFLOW_SECRET)");
   const ServerOptions opts = cluster.server_options(task);
+  // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
+  set_restart_policy(RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs});
   DeviceEnumerationOptions d;
   d.cpu_devices = opts.cpu_devices;
   d.visible_devices = opts.visible_devices;
@@ -431,6 +437,28 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
   }
   for (const auto& p : peers) out.insert(out.end(), p.devices.begin(), p.devices.end());
   return out;
+}
+
+void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout) {
+  if (!server) return;
+  const std::string task = server->task_prefix();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> l(mu);
+    if (cv.wait_for(l, bound, [&] { return done; })) return;
+    AF_LOG(ERROR) << task << ": shutdown took longer than " << bound.count() << " ms; exiting";
+    std::fflush(nullptr);
+    _exit(exit_code_on_timeout);
+  });
+  server.reset();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
 }
 
 }  // namespace actorflow

@@ -121,4 +121,11 @@ class Server {
   bool stopped_ = false;
 };
 
+// For a program's main(): destroys `server` (stopping its actors and, if it owns it, its actor
+// system) but bounds how long that may take. When it does not finish within `bound` (a stuck
+// peer, or a detached actor CAF 0.17 never releases), logs an ERROR naming the task and ends
+// the process with _exit(exit_code_on_timeout), so no process outlives its job. Never returns
+// on timeout. Not for embedders: it may end the caller's process.
+void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout);
+
 }  // namespace actorflow

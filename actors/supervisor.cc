@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <condition_variable>
 #include <thread>
 
+#include "actors/membership.h"
 #include "actors/server.h"
 #include "core/logging.h"
 #include "data/checkpoint.h"
@@ -55,7 +58,10 @@ class Supervisor::Impl {
     }
   }
 
-  ~Impl() { stop_actor(); }
+  ~Impl() {
+    stop_actor();
+    stop_monitor();
+  }
 
   static std::string sanitize(std::string s) {
     for (auto& c : s)
@@ -70,6 +76,7 @@ class Supervisor::Impl {
     session_ = sess.get();
     server_ = Server::find(target);
     if (cfg_.is_chief) {
+      start_monitor();
       AF_RETURN_IF_ERROR(prepare_chief(*sess));
       start_actor();
     } else {
@@ -84,6 +91,23 @@ class Supervisor::Impl {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(cfg_.ready_timeout_secs));
+    // A restarted chief whose parameter servers kept the model (only the chief died): adopt
+    // it as it is. Restoring a checkpoint would roll back what the other workers trained
+    // meanwhile, and initializing would throw it away.
+    auto ready = model_ready(sess);
+    if (ready.ok() && *ready) {
+      int64_t step = 0;
+      if (cfg_.global_step.valid()) {
+        auto gs = sess.run({cfg_.global_step});
+        if (gs.ok() && (*gs)[0].num_elements() == 1)
+          step = (*gs)[0].dtype() == DType::kInt64 ? (*gs)[0].data<int64_t>()[0]
+                                                   : static_cast<int64_t>((*gs)[0].data<int32_t>()[0]);
+      }
+      owner_->restored_step_ = step;
+      AF_LOG(INFO) << cfg_.task_name << ": the model is already initialized on the parameter servers (global step "
+                   << step << "); resuming without restoring or initializing";
+      return Status::OK();
+    }
     if (ckpt_) {
       auto restored = ckpt_->restore_latest();
       if (!restored.ok()) {
@@ -221,6 +245,90 @@ class Supervisor::Impl {
     }
   }
 
+  // --- the chief's task monitor -------------------------------------------------------------
+  // A thread that keeps a Membership connection to every other task of the cluster: the
+  // connection's watcher (actors/membership.cc) detects a closed connection at once and a silent
+  // peer within peer_timeout_ms, and logs it; this loop notices the task left the membership,
+  // records the outage and reconnects when the task is back (logging how long it was gone).
+  void start_monitor() {
+    if (!cfg_.monitor_tasks || !server_ || !server_->membership() || monitor_.joinable()) return;
+    const ClusterSpec& cluster = server_->cluster();
+    for (const TaskId& t : cluster.all_tasks()) {
+      const std::string prefix = t.device_prefix();
+      if (prefix == server_->task_prefix()) continue;
+      auto addr = cluster.task_address(t);
+      if (!addr.ok()) continue;
+      Health h;
+      h.info.task = prefix;
+      h.address = *addr;
+      health_.push_back(h);
+    }
+    if (health_.empty()) return;
+    AF_LOG(INFO) << cfg_.task_name << ": supervisor monitoring " << health_.size() << " tasks";
+    monitor_ = std::thread([this] { monitor_loop(); });
+  }
+
+  void monitor_loop() {
+    Membership* m = server_->membership();
+    std::unique_lock<std::mutex> l(health_mu_);
+    while (!monitor_stop_) {
+      std::set<std::string> up;
+      l.unlock();
+      for (const auto& p : m->peers()) up.insert(p.task);
+      l.lock();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& h : health_) {
+        if (monitor_stop_) break;
+        if (up.count(h.info.task)) {
+          h.info.up = true;
+          continue;
+        }
+        if (h.info.up) {  // it left the membership (the watcher logged why)
+          h.info.up = false;
+          ++h.info.times_down;
+          h.down_since = now;
+        }
+        const std::string task = h.info.task, address = h.address;
+        l.unlock();
+        auto r = m->ensure(task, address, std::chrono::milliseconds(1), /*quiet=*/true);
+        l.lock();
+        if (r.ok()) {
+          h.info.up = true;
+          if (h.info.times_down > 0) {
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - h.down_since).count();
+            h.info.down_secs += secs;
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.2f", secs);
+            AF_LOG(INFO) << cfg_.task_name << ": supervisor: task " << task << " is back after " << buf << " s";
+          }
+        }
+      }
+      // Pace reconnection attempts; stop() wakes us at once.
+      monitor_cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return monitor_stop_; });
+    }
+  }
+
+  void stop_monitor() {
+    {
+      std::lock_guard<std::mutex> l(health_mu_);
+      monitor_stop_ = true;
+    }
+    monitor_cv_.notify_all();
+    if (monitor_.joinable()) monitor_.join();
+  }
+
+  std::vector<TaskHealth> task_health() const {
+    std::lock_guard<std::mutex> l(health_mu_);
+    std::vector<TaskHealth> out;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& h : health_) {
+      TaskHealth t = h.info;
+      if (!t.up && t.times_down > 0) t.down_secs += std::chrono::duration<double>(now - h.down_since).count();
+      out.push_back(t);
+    }
+    return out;
+  }
+
   Result<std::string> save_checkpoint() {
     if (!cfg_.is_chief) return FailedPrecondition("only the chief saves checkpoints");
     if (!ckpt_) return FailedPrecondition("no logdir: checkpoints are off");
@@ -302,6 +410,16 @@ class Supervisor::Impl {
   Session* session_ = nullptr;
   Server* server_ = nullptr;
   caf::actor actor_;
+  struct Health {
+    TaskHealth info;
+    std::string address;
+    std::chrono::steady_clock::time_point down_since;
+  };
+  mutable std::mutex health_mu_;
+  std::condition_variable monitor_cv_;
+  std::vector<Health> health_;
+  bool monitor_stop_ = false;
+  std::thread monitor_;
   Status stop_reason_;
   std::mutex stop_mu_;
   bool stopped_ = false;
@@ -330,6 +448,8 @@ void Supervisor::summary(int64_t step, const std::map<std::string, double>& valu
 
 Result<std::string> Supervisor::save_checkpoint() { return impl_->save_checkpoint(); }
 
+std::vector<TaskHealth> Supervisor::task_health() const { return impl_->task_health(); }
+
 Status Supervisor::recover(const Status& failure, int64_t last_global_step) {
   return impl_->recover(failure, last_global_step);
 }
@@ -342,6 +462,7 @@ Status Supervisor::stop() {
   }
   stop_ = true;
   impl_->stop_actor();
+  impl_->stop_monitor();
   if (impl_->cfg_.is_chief && impl_->ckpt_ && impl_->session_) {
     auto p = impl_->save_checkpoint();
     if (!p.ok()) AF_LOG(WARNING) << impl_->cfg_.task_name << ": final checkpoint failed: " << p.status();

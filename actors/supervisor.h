@@ -33,6 +33,19 @@ struct SupervisorConfig {
   double ready_timeout_secs = 120;     // how long a non-chief waits for the model
   double save_summaries_secs = 10;     // steps/s summaries; 0 = off
   std::string task_name = "worker";    // used in log lines and the summary file name
+  // Chief of a multi-task cluster: watch every task of the cluster (not only those its session
+  // uses). A closed connection is detected at once, a silent task after the cluster's
+  // peer_timeout_ms (default 3 s); both are logged ("task T is down: why"), and so is the task's
+  // return ("supervisor: task T is back after S s").
+  bool monitor_tasks = true;
+};
+
+// What the chief's supervisor knows about one task (see Supervisor::task_health).
+struct TaskHealth {
+  std::string task;        // "/job:worker/replica:0/task:1"
+  bool up = false;
+  int times_down = 0;      // how often it went down since the supervisor started
+  double down_secs = 0;    // total time it was down (including now, if down)
 };
 
 class Supervisor {
@@ -61,6 +74,8 @@ class Supervisor {
   // checkpoint when the model is gone (logging how many global steps were rolled back) and other
   // workers wait until the model is ready again. Bounded by ready_timeout_secs.
   Status recover(const Status& failure, int64_t last_global_step);
+  // The chief's view of every other task (empty unless monitoring). Thread-safe.
+  std::vector<TaskHealth> task_health() const;
   // The global step the chief restored (0 when it initialized).
   int64_t restored_step() const { return restored_step_; }
   // Final checkpoint (chief), stops the periodic work. Idempotent. Returns the stop reason.

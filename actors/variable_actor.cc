@@ -7,6 +7,7 @@
 #include "actors/messages.h"
 #include "actors/resources.h"
 #include "actors/faults.h"
+#include "actors/restart.h"
 #include "core/logging.h"
 #include "device/functors.h"
 
@@ -32,6 +33,8 @@ struct VarState {
   int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
   std::vector<caf::response_promise> sync_waiting;
   std::chrono::steady_clock::time_point sync_first;
+  RestartBudget restarts;    // in-place restarts after exceptions
+  Status failed;             // set when the restart budget is spent
   static constexpr const char* name = "variable";
 };
 using VarActor = caf::stateful_actor<VarState>;
@@ -217,108 +220,137 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
   }
 }
 
+// One request to the variable (see the handler). May throw (a kernel bug, bad_alloc, an
+// injected fault): the caller restarts the actor in place.
+caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallPtr& call) {
+  auto& st = self->state;
+  const std::string& m = call->method;
+  const auto& args = call->args;
+  auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
+  Status decl = check_declared(st, call->attrs);
+  if (!decl.ok()) return fail(decl);
+  if (m == "read" || m == "save") {
+    Status s = require_init(st);
+    if (!s.ok()) return fail(s);
+    return one(st.value);
+  }
+  if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
+  if (m == "assign" || m == "restore") {
+    if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
+    if (st.dtype == DType::kInvalid) {
+      st.dtype = args[0].dtype();
+      st.shape = args[0].shape();
+    }
+    Status s = check_like(st, args[0], "the assigned value");
+    if (!s.ok()) return fail(s);
+    st.value = args[0].deep_copy();
+    ++st.version;
+    observe_global_step(st);
+    if (st.sync_aligned) reset_sync(st);
+    return one(st.value);
+  }
+  Status s = require_init(st);
+  if (!s.ok()) return fail(s);
+  if (m == "assign_add") {
+    if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
+    s = check_like(st, args[0], "the delta");
+    if (s.ok()) s = assign_add(st, args[0]);
+  } else if (m == "apply_sgd") {
+    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sgd takes lr and grad"));
+    s = check_like(st, args[1], "the gradient");
+    if (s.ok()) s = apply_sgd(st, static_cast<float>(scalar_of(args[0])), args[1]);
+  } else if (m == "apply_momentum") {
+    if (args.size() != 3) return fail(err(st, Code::kInvalidArgument, "apply_momentum takes lr, grad, momentum"));
+    s = check_like(st, args[1], "the gradient");
+    if (s.ok())
+      s = apply_momentum(st, static_cast<float>(scalar_of(args[0])), args[1], static_cast<float>(scalar_of(args[2])));
+  } else if (m == "apply_adam") {
+    if (args.size() != 5) return fail(err(st, Code::kInvalidArgument, "apply_adam takes lr, b1, b2, eps, grad"));
+    s = check_like(st, args[4], "the gradient");
+    if (s.ok())
+      s = apply_adam(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
+                     static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
+  } else if (m == "apply_sync") {
+    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sync takes grad and local_step"));
+    const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
+    if (opt != "increment") {
+      s = check_like(st, args[0], "the gradient");
+      if (!s.ok()) return fail(s);
+    }
+    if (args[1].dtype() != DType::kInt64 || args[1].num_elements() != 1)
+      return fail(err(st, Code::kInvalidArgument,
+                      "apply_sync: local_step must be an int64 scalar, got " +
+                          std::string(dtype_name(args[1].dtype())) + " " + args[1].shape().to_string()));
+    const int64_t local_step = args[1].data<int64_t>()[0];
+    const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
+    if (!st.sync_aligned) {  // the first contribution: start at its step (the global step)
+      st.sync_step = local_step;
+      st.sync_aligned = true;
+    }
+    if (local_step < st.sync_step) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped
+    // A contribution computed at a later step than the accumulator's counts for the current
+    // step: the accumulator never skips a step, so every variable applies the same sequence
+    // of aggregated updates as the global step, whatever order the messages arrive in.
+    if (st.sync_count == 0) {
+      st.sync_first = std::chrono::steady_clock::now();
+      if (opt != "increment") st.sync_sum = args[0].deep_copy();
+      const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+      ++st.sync_generation;
+      self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
+                         sync_check_atom::value, st.sync_generation, replicas, timeout);
+    } else if (opt != "increment") {
+      float* sum = st.sync_sum.data<float>();
+      const float* g = args[0].data<float>();
+      for (int64_t i = 0; i < args[0].num_elements(); ++i) sum[i] += g[i];
+    }
+    ++st.sync_count;
+    st.sync_waiting.push_back(self->make_response_promise());
+    if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
+    return caf::delegated<std::vector<Tensor>>();
+  } else {
+    return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
+  }
+  if (!s.ok()) return fail(s);
+  ++st.version;
+  observe_global_step(st);
+  return one(st.value);
+}
+
+// After an exception: fail the pending synchronous contributions (their workers retry), keep
+// the value and optimizer slots (the durable state), and count the restart. Returns the error
+// for the request that threw.
+Status restart_in_place(VarActor* self, const std::string& what) {
+  auto& st = self->state;
+  const std::string who = "variable '" + st.var + "' (variable actor)";
+  Status budget = st.restarts.record_failure(who, what);
+  Status why = budget.ok() ? Aborted("variable '" + st.var + "': exception in the variable actor: " + what +
+                                     "; the actor restarted in place")
+                           : budget;
+  auto waiting = std::move(st.sync_waiting);
+  st.sync_waiting.clear();
+  st.sync_sum = Tensor();
+  st.sync_count = 0;
+  st.sync_aligned = false;
+  ++st.sync_generation;
+  for (auto& rp : waiting) rp.deliver(to_caf_error(why));
+  if (!budget.ok()) st.failed = budget;
+  return why;
+}
+
 caf::behavior variable_actor(VarActor* self, std::string name) {
   self->state.var = std::move(name);
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
-        auto& st = self->state;
-        const std::string& m = call->method;
-        const auto& args = call->args;
-        auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
-        // Fault injection: a `throw` fault for actor "variable" fails this request with the
-        // exception's text; the variable and its value are untouched (CAF 0.17 would stop the actor).
+        // Past its restart budget the actor answers every request with that error.
+        if (!self->state.failed.ok()) return to_caf_error(self->state.failed);
+        // An exception (an injected `throw` fault for actor "variable", or a real one) fails
+        // this request and restarts the actor in place (CAF 0.17 would stop the actor).
         try {
           FaultInjector::global().maybe_throw("variable", "");
+          return handle_call(self, call);
         } catch (const std::exception& e) {
-          return fail(Internal("variable '" + st.var + "': exception in the variable actor: " + e.what()));
+          return to_caf_error(restart_in_place(self, e.what()));
         }
-        Status decl = check_declared(st, call->attrs);
-        if (!decl.ok()) return fail(decl);
-        if (m == "read" || m == "save") {
-          Status s = require_init(st);
-          if (!s.ok()) return fail(s);
-          return one(st.value);
-        }
-        if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
-        if (m == "assign" || m == "restore") {
-          if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
-          if (st.dtype == DType::kInvalid) {
-            st.dtype = args[0].dtype();
-            st.shape = args[0].shape();
-          }
-          Status s = check_like(st, args[0], "the assigned value");
-          if (!s.ok()) return fail(s);
-          st.value = args[0].deep_copy();
-          ++st.version;
-          observe_global_step(st);
-          if (st.sync_aligned) reset_sync(st);
-          return one(st.value);
-        }
-        Status s = require_init(st);
-        if (!s.ok()) return fail(s);
-        if (m == "assign_add") {
-          if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
-          s = check_like(st, args[0], "the delta");
-          if (s.ok()) s = assign_add(st, args[0]);
-        } else if (m == "apply_sgd") {
-          if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sgd takes lr and grad"));
-          s = check_like(st, args[1], "the gradient");
-          if (s.ok()) s = apply_sgd(st, static_cast<float>(scalar_of(args[0])), args[1]);
-        } else if (m == "apply_momentum") {
-          if (args.size() != 3) return fail(err(st, Code::kInvalidArgument, "apply_momentum takes lr, grad, momentum"));
-          s = check_like(st, args[1], "the gradient");
-          if (s.ok())
-            s = apply_momentum(st, static_cast<float>(scalar_of(args[0])), args[1], static_cast<float>(scalar_of(args[2])));
-        } else if (m == "apply_adam") {
-          if (args.size() != 5) return fail(err(st, Code::kInvalidArgument, "apply_adam takes lr, b1, b2, eps, grad"));
-          s = check_like(st, args[4], "the gradient");
-          if (s.ok())
-            s = apply_adam(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
-                           static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
-        } else if (m == "apply_sync") {
-          if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sync takes grad and local_step"));
-          const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
-          if (opt != "increment") {
-            s = check_like(st, args[0], "the gradient");
-            if (!s.ok()) return fail(s);
-          }
-          if (args[1].dtype() != DType::kInt64 || args[1].num_elements() != 1)
-            return fail(err(st, Code::kInvalidArgument,
-                            "apply_sync: local_step must be an int64 scalar, got " +
-                                std::string(dtype_name(args[1].dtype())) + " " + args[1].shape().to_string()));
-          const int64_t local_step = args[1].data<int64_t>()[0];
-          const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
-          if (!st.sync_aligned) {  // the first contribution: start at its step (the global step)
-            st.sync_step = local_step;
-            st.sync_aligned = true;
-          }
-          if (local_step < st.sync_step) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped
-          // A contribution computed at a later step than the accumulator's counts for the current
-          // step: the accumulator never skips a step, so every variable applies the same sequence
-          // of aggregated updates as the global step, whatever order the messages arrive in.
-          if (st.sync_count == 0) {
-            st.sync_first = std::chrono::steady_clock::now();
-            if (opt != "increment") st.sync_sum = args[0].deep_copy();
-            const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
-            ++st.sync_generation;
-            self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
-                               sync_check_atom::value, st.sync_generation, replicas, timeout);
-          } else if (opt != "increment") {
-            float* sum = st.sync_sum.data<float>();
-            const float* g = args[0].data<float>();
-            for (int64_t i = 0; i < args[0].num_elements(); ++i) sum[i] += g[i];
-          }
-          ++st.sync_count;
-          st.sync_waiting.push_back(self->make_response_promise());
-          if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
-          return caf::delegated<std::vector<Tensor>>();
-        } else {
-          return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
-        }
-        if (!s.ok()) return fail(s);
-        ++st.version;
-        observe_global_step(st);
-        return one(st.value);
       },
       [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
         auto& st = self->state;

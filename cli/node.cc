@@ -70,17 +70,7 @@ int run_node(const NodeOptions& o) {
   sigwait(&set, &sig);
   AF_LOG(INFO) << "received " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down " << task.to_string();
   // Bound the shutdown: a stuck peer must not keep the process alive.
-  std::atomic<bool> done{false};
-  std::thread watchdog([&] {
-    for (int i = 0; i < 100 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!done.load()) {
-      AF_LOG(ERROR) << "shutdown took longer than 10 s; exiting";
-      _exit(1);
-    }
-  });
-  server->reset();
-  done = true;
-  watchdog.join();
+  destroy_server_bounded(std::move(*server), std::chrono::seconds(10), 1);
   return 0;
 }
 

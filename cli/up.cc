@@ -160,6 +160,24 @@ int run_up(const UpOptions& o) {
         break;
       }
     }
+    // A training program's parameter servers serve forever (server.join()); once every other
+    // task finished successfully there is nobody left to serve: stop them, like Ctrl-C would.
+    bool workers_done = !stopping && !o.program.empty();
+    bool any_ps = false, any_worker = false;
+    for (auto& c : children) {
+      if (c.task.job == "ps") {
+        any_ps |= c.pid > 0;
+        continue;
+      }
+      any_worker = true;
+      if (!c.finished) workers_done = false;
+    }
+    if (workers_done && any_worker && any_ps) {
+      stopping = true;
+      AF_LOG(INFO) << "every worker finished; stopping the parameter servers";
+      for (auto& c : children)
+        if (c.pid > 0) kill(c.pid, SIGTERM);
+    }
     if (stopping) {
       bool any = false;
       for (auto& c : children) any |= c.pid > 0;

@@ -55,11 +55,12 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   auto pool = [&](const std::string& name, Output in) {
     return ops::max_pool(w.new_sub_scope(name), in, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
   };
-  auto net = pool("pool1", conv("conv1", x_image, 1, 32));
-  net = pool("pool2", conv("conv2", net, 32, 64));
-  net = ops::reshape(w.new_sub_scope("flatten"), net, {-1, 7 * 7 * 64});
+  const int64_t c1 = o.conv1_channels, c2 = o.conv2_channels;
+  auto net = pool("pool1", conv("conv1", x_image, 1, c1));
+  net = pool("pool2", conv("conv2", net, c1, c2));
+  net = ops::reshape(w.new_sub_scope("flatten"), net, {-1, 7 * 7 * c2});
   {
-    auto k = weight("fully_connected/weights", Shape{7 * 7 * 64, o.hidden});
+    auto k = weight("fully_connected/weights", Shape{7 * 7 * c2, o.hidden});
     auto b = bias("fully_connected/biases", o.hidden);
     Scope s = w.new_sub_scope("fully_connected");
     net = ops::relu(s, ops::bias_add(s, ops::matmul(s, net, k), b));
@@ -112,7 +113,9 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   sc.save_checkpoint_secs = o.save_checkpoint_secs;
   sc.task_name = "worker/" + std::to_string(o.task_index);
   Supervisor sv(root, sc);
-  AF_ASSIGN_OR_RETURN(auto sess, sv.managed_session(server.target()));
+  SessionOptions so;
+  if (o.step_timeout_secs > 0) so.timeout(std::chrono::milliseconds(static_cast<int64_t>(o.step_timeout_secs * 1000)));
+  AF_ASSIGN_OR_RETURN(auto sess, sv.managed_session(server.target(), so));
 
   auto ds = Dataset::from_tensors({data.train_images, train_y})
                 .shuffle(Dataset::kFullBuffer, o.seed * 1000 + static_cast<uint64_t>(o.task_index))
@@ -163,19 +166,23 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   // Test accuracy in chunks (the whole test set at once would need ~1 GB of activations).
   const int64_t n = data.test_images.shape().dim(0);
   const int64_t chunk = 1000;
-  double correct = 0;
+  double correct = 0, loss = 0;
   for (int64_t s = 0; s < n; s += chunk) {
     const int64_t len = std::min(chunk, n - s);
     Tensor xs(DType::kFloat32, Shape{len, 784}), ys(DType::kFloat32, Shape{len, 10});
     std::memcpy(xs.raw_data(), data.test_images.data<float>() + s * 784, static_cast<size_t>(len) * 784 * 4);
     std::memcpy(ys.raw_data(), test_y.data<float>() + s * 10, static_cast<size_t>(len) * 10 * 4);
-    AF_ASSIGN_OR_RETURN(auto r, sess->run({{m.x, xs}, {m.labels, ys}}, {m.accuracy}));
+    AF_ASSIGN_OR_RETURN(auto r, sess->run({{m.x, xs}, {m.labels, ys}}, {m.accuracy, m.loss}));
     correct += r[0].data<float>()[0] * static_cast<double>(len);
+    loss += r[1].data<float>()[0] * static_cast<double>(len);
   }
   res.test_accuracy = correct / static_cast<double>(n);
+  res.test_loss = loss / static_cast<double>(n);
   res.final_global_step = step;
   char line[64];
   std::snprintf(line, sizeof line, "Test-Accuracy: %.4f", res.test_accuracy);
+  out(line);
+  std::snprintf(line, sizeof line, "Test-Loss: %.4f", res.test_loss);
   out(line);
   AF_RETURN_IF_ERROR(sv.stop());
   return res;

@@ -26,6 +26,8 @@ struct CnnOptions {
   int num_ps = 1;                    // variables are spread round-robin over /job:ps/task:K
   uint64_t seed = 1;                 // initializers
   int hidden = 500;                  // the fc layer's width
+  int conv1_channels = 32;           // the seed's widths; smaller ones make a fast test model
+  int conv2_channels = 64;
 };
 
 struct CnnModel {
@@ -53,6 +55,9 @@ struct CnnTrainOptions {
   int num_workers = 1;
   bool is_chief = false;
   uint64_t seed = 1;
+  // Bound on one training step (0 = none): a step whose tensors a faulty link lost fails with
+  // DeadlineExceeded after this long and the worker recovers instead of waiting forever.
+  double step_timeout_secs = 0;
   // Called with each progress line (default: print to stdout).
   std::function<void(const std::string&)> out;
 };
@@ -61,11 +66,12 @@ struct CnnTrainResult {
   int64_t final_global_step = 0;
   int64_t local_steps = 0;
   double test_accuracy = 0;
+  double test_loss = 0;       // mean cross-entropy over the test set
   double images_per_sec = 0;  // this worker's training throughput
 };
 
 // The seed's worker: managed session, `Worker : N, Step: S, Accuracy (batch): A` lines, then
-// `Test-Accuracy: A`. `server` is this worker's server (targeted by the session).
+// `Test-Accuracy: A` and `Test-Loss: L`. `server` is this worker's server (targeted by the session).
 Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& model_opts,
                                               const CnnTrainOptions& opts);
 

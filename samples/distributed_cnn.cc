@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
   int64_t steps = 5000;
   float lr = 1e-4f;
   bool sync = false;
-  double save_secs = -1;
+  double save_secs = -1, step_timeout = 0;
+  int hidden = 500, conv1 = 32, conv2 = 64;
+  uint64_t seed = 1;
   app.add_option("--cluster", cluster_file, "cluster file")->required();
   app.add_option("--job", job, "ps or worker")->required();
   app.add_option("--task", task, "task index")->required();
@@ -33,6 +35,13 @@ int main(int argc, char** argv) {
   app.add_option("--logdir", logdir, "checkpoints and summaries (default: [supervisor] logdir)");
   app.add_option("--save-checkpoint-secs", save_secs, "checkpoint period (default: [supervisor])");
   app.add_option("--worker-device", worker_device, "cpu or gpu");
+  app.add_option("--hidden", hidden, "width of the fully connected layer (seed: 500)")->check(CLI::Range(1, 100000));
+  app.add_option("--conv1", conv1, "channels of the first convolution (seed: 32)")->check(CLI::Range(1, 4096));
+  app.add_option("--conv2", conv2, "channels of the second convolution (seed: 64)")->check(CLI::Range(1, 4096));
+  app.add_option("--seed", seed, "initializer and shuffle seed");
+  app.add_option("--step-timeout-secs", step_timeout,
+                 "fail (and recover from) a step that takes longer than this; 0 = wait forever")
+      ->check(CLI::Range(0.0, 86400.0));
   CLI11_PARSE(app, argc, argv);
 
   auto cluster = af::ClusterSpec::from_file(cluster_file);
@@ -64,6 +73,7 @@ int main(int argc, char** argv) {
     std::cout << "ps " << task << " serving " << (*server)->target() << std::endl;
     int sig = 0;
     sigwait(&set, &sig);  // server.join(): until SIGINT/SIGTERM
+    af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), 0);
     return 0;
   }
   auto server = af::Server::create(*cluster, me);
@@ -79,6 +89,10 @@ int main(int argc, char** argv) {
   mo.total_replicas = workers;
   mo.worker_device = "/job:worker/task:" + std::to_string(task) + (worker_device == "gpu" ? "/device:GPU:0" : "");
   mo.num_ps = cluster->num_tasks("ps");
+  mo.hidden = hidden;
+  mo.conv1_channels = conv1;
+  mo.conv2_channels = conv2;
+  mo.seed = seed;
   af::CnnTrainOptions to;
   to.data_dir = data;
   to.steps = steps;
@@ -88,10 +102,10 @@ int main(int argc, char** argv) {
   to.task_index = task;
   to.num_workers = workers;
   to.is_chief = cluster->supervisor().chief == me;
+  to.seed = seed;
+  to.step_timeout_secs = step_timeout;
   auto r = af::train_mnist_cnn_worker(**server, mo, to);
-  if (!r.ok()) {
-    std::cerr << "distributed_cnn: worker " << task << ": " << r.status() << "\n";
-    return 1;
-  }
-  return 0;
+  if (!r.ok()) std::cerr << "distributed_cnn: worker " << task << ": " << r.status() << "\n";
+  af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), r.ok() ? 0 : 1);
+  return r.ok() ? 0 : 1;
 }

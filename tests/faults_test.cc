@@ -708,10 +708,10 @@ TEST_F(ClusterFaults, SlowDeviceMakesStepsSlowerButCorrect) {
   EXPECT_EQ(loaded[0], "slow worker/1 by x3 (starts at t=0.000 s)");
   const auto slow = timed(&slow_value);
   EXPECT_EQ(slow_value, base_value);  // the same kernels on the same inputs
-  // Worker 1's kernels take 3x as long: the fastest step of five grows well beyond the fastest
-  // unslowed one (a generous margin; the log line below is the exact evidence).
-  EXPECT_GT(slow, base * 3 / 2) << "base " << std::chrono::duration<double>(base).count() << " s, slowed "
-                                << std::chrono::duration<double>(slow).count() << " s";
+  // Timing is not asserted (tests never assert timing on a shared machine): the log line below
+  // is the evidence the fault acted; the times are printed for a human.
+  std::printf("fastest step: %.4f s unslowed, %.4f s slowed x3\n", std::chrono::duration<double>(base).count(),
+              std::chrono::duration<double>(slow).count());
   EXPECT_TRUE(w1_->wait_for_output("fault injected: slow worker/1 by x3", 10s)) << w1_->output();
   EXPECT_TRUE(send_plan("").empty());  // clears
 }

@@ -67,15 +67,23 @@ TEST(UpTest, GivesUpPastMaxRestarts) {
       << up->output();
 }
 
-TEST(UpTest, ProgramPerTaskGetsItsFlags) {
+TEST(UpTest, ProgramPerTaskGetsItsFlagsAndParameterServersStopWhenWorkersFinish) {
   TempDir dir;
   const std::string file = dir.write("c.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) +
                                                    "\"]\nworker = [\"localhost:" + std::to_string(free_port()) +
                                                    "\"]\n");
-  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", "/bin/echo", "hello"});
-  EXPECT_EQ(up->wait(30s), 0) << up->output();
+  // Each task prints its flags. The ps then serves "forever" (like a real ps); the worker waits
+  // until the ps has started (its marker file), then finishes: `up` must stop the ps and exit 0.
+  const std::string marker = dir.path() + "/ps-started";
+  const std::string script =
+      "echo hello \"$@\"; case \"$*\" in *'--job ps'*) touch " + marker + "; exec sleep 120;; esac; "
+      "for i in $(seq 300); do [ -f " + marker + " ] && exit 0; sleep 0.1; done; exit 3";
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", "/bin/sh", "-c", script, "sh"});
+  EXPECT_EQ(up->wait(60s), 0) << up->output();
   EXPECT_NE(up->output().find("hello --cluster " + file + " --job ps --task 0"), std::string::npos) << up->output();
   EXPECT_NE(up->output().find("hello --cluster " + file + " --job worker --task 0"), std::string::npos) << up->output();
+  EXPECT_NE(up->output().find("every worker finished; stopping the parameter servers"), std::string::npos)
+      << up->output();
 }
 
 }  // namespace

@@ -1,0 +1,331 @@
+// The fault scenario suite (issue 5): for every fault kind, a real training job (1 ps + 2
+// workers, each a process under `actorflow up`, a small seed-002 CNN on Fashion-MNIST) gets the
+// fault from `actorflow chaos` while it trains, and must
+//   - finish: every worker prints its test accuracy, `up` exits 0 on its own;
+//   - train well: test accuracy above, test loss below a bound (a fault-free run reaches ~0.85);
+//   - keep global_step monotonic, except the rollbacks a parameter-server restore logs;
+//   - leave every checkpoint readable (except the one a corrupt_checkpoint fault damaged);
+//   - leave no process behind.
+// Plus a seeded random plan with several faults in one job (the soak test).
+//
+// Each run prints a line "SCENARIO name: detection .. s, recovery .. s, rolled back .. steps,
+// accuracy .." measured from the log lines' own timestamps; with AF_SCENARIO_REPORT=FILE set the
+// same figures are appended to FILE as JSON lines (docs/reliability.md's table comes from there).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "data/checkpoint.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+
+constexpr int kSteps = 2000;
+constexpr double kMinAccuracy = 0.75;   // fault-free: ~0.85 after 2000 steps
+constexpr double kMaxLoss = 0.75;       // fault-free: ~0.42
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// Seconds since the epoch of a log line "2026-11-22 11:50:17.365757: ..." (-1: no timestamp).
+double stamp(const std::string& line) {
+  std::tm tm{};
+  int us = 0;
+  if (std::sscanf(line.c_str(), "%4d-%2d-%2d %2d:%2d:%2d.%6d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &us) != 7)
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + us / 1e6;
+}
+
+bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+// Processes whose command line mentions `needle` (the run's unique temporary directory).
+std::vector<int> processes_mentioning(const std::string& needle) {
+  std::vector<int> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmd.find(needle) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+struct Outcome {
+  std::string name;
+  std::string out;              // everything `up` and its children printed
+  int up_exit = -1;
+  std::vector<double> accuracy, loss;
+  double detection_secs = -1;   // fault injected -> first failure noticed ("is down", "step failed")
+  double recovery_secs = -1;    // fault injected -> training resumed (restored / ready / resuming)
+  int64_t rolled_back = 0;      // global steps a parameter-server restore rolled back
+  double wall_secs = 0;
+};
+
+// The first violation of "global_step never goes backwards except by a logged ps restore", or "".
+std::string check_monotonic(const std::string& out) {
+  static const std::regex step_re("Worker : ([0-9]+), Step: ([0-9]+)");
+  static const std::regex restore_re("restored from global step ([0-9]+)");
+  std::map<int, int64_t> last;
+  std::smatch m;
+  for (const auto& l : lines_of(out)) {
+    if (std::regex_search(l, m, restore_re)) {
+      const int64_t r = std::stoll(m[1]);
+      for (auto& [w, s] : last) s = std::min(s, r);
+      continue;
+    }
+    if (!std::regex_search(l, m, step_re)) continue;
+    const int w = std::stoi(m[1]);
+    const int64_t s = std::stoll(m[2]);
+    auto it = last.find(w);
+    if (it != last.end() && s < it->second)
+      return "worker " + std::to_string(w) + " saw global step " + std::to_string(s) + " after " +
+             std::to_string(it->second) + " with no parameter-server restore in between";
+    last[w] = s;
+  }
+  return "";
+}
+
+void report(const Outcome& o) {
+  char buf[512];
+  const double acc = o.accuracy.empty() ? 0 : *std::min_element(o.accuracy.begin(), o.accuracy.end());
+  const double loss = o.loss.empty() ? 0 : *std::max_element(o.loss.begin(), o.loss.end());
+  std::snprintf(buf, sizeof buf,
+                "{\"scenario\": \"%s\", \"detection_secs\": %.3f, \"recovery_secs\": %.3f, \"rolled_back\": %lld, "
+                "\"accuracy\": %.4f, \"loss\": %.4f, \"wall_secs\": %.1f}",
+                o.name.c_str(), o.detection_secs, o.recovery_secs, static_cast<long long>(o.rolled_back), acc, loss,
+                o.wall_secs);
+  std::printf("SCENARIO %s\n", buf);
+  if (const char* f = std::getenv("AF_SCENARIO_REPORT")) std::ofstream(f, std::ios::app) << buf << "\n";
+}
+
+// Runs the job with `plan` (TOML; "" = no fault) applied by `actorflow chaos` once training
+// has started, and checks everything the suite promises. `plan` may contain "@LOGDIR@".
+Outcome run_job(const std::string& name, std::string plan, const std::vector<std::string>& extra_args = {}) {
+  Outcome o;
+  o.name = name;
+  TempDir dir;
+  const std::string logdir = dir.path() + "/logs";
+  const std::string file = dir.write(
+      "cluster.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) + "\"]\nworker = [\"localhost:" +
+                          std::to_string(free_port()) + "\", \"localhost:" + std::to_string(free_port()) +
+                          "\"]\n[supervisor]\nlogdir = \"" + logdir +
+                          "\"\nsave_checkpoint_secs = 0.5\nmax_restarts = 5\nrestart_window_secs = 60\n");
+  std::vector<std::string> argv = {binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
+                                   "--steps", std::to_string(kSteps), "--print-every", "10", "--learning-rate", "2e-3",
+                                   "--conv1", "8", "--conv2", "16", "--hidden", "64", "--step-timeout-secs", "5",
+                                   "--seed", "1"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto up = ChildProcess::start(argv);
+  if (!up) return o;
+  if (!plan.empty()) {
+    for (size_t p; (p = plan.find("@LOGDIR@")) != std::string::npos;) plan.replace(p, 8, logdir);
+    const std::string plan_file = dir.write("plan.toml", plan);
+    EXPECT_TRUE(up->wait_for_output("Step: ", 120s)) << up->output();
+    auto chaos = ChildProcess::start({binary("actorflow"), "chaos", "--cluster", file, "--plan", plan_file});
+    if (chaos) EXPECT_EQ(chaos->wait(60s), 0) << chaos->output();
+  }
+  o.up_exit = up->wait(300s);
+  o.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.up_exit == -1) {  // a hang: stop everything, then fail below
+    up->signal(SIGTERM);
+    up->wait(30s);
+  }
+  o.out = up->output();
+
+  // Outcome figures.
+  static const std::regex acc_re("Test-Accuracy: ([0-9.]+)"), loss_re("Test-Loss: ([0-9.]+)"),
+      rolled_re("; ([0-9]+) global steps rolled back");
+  double fault_t = -1;
+  std::smatch m;
+  for (const auto& l : lines_of(o.out)) {
+    if (std::regex_search(l, m, acc_re)) o.accuracy.push_back(std::stod(m[1]));
+    if (std::regex_search(l, m, loss_re)) o.loss.push_back(std::stod(m[1]));
+    if (std::regex_search(l, m, rolled_re)) o.rolled_back += std::stoll(m[1]);
+    const double t = stamp(l);
+    if (t < 0) continue;
+    if (fault_t < 0 && contains(l, "fault injected:")) fault_t = t;
+    if (fault_t < 0) continue;
+    if (contains(l, "user_shutdown")) continue;  // a task that finished and closed its connections
+    if (o.detection_secs < 0 && (contains(l, " is down: ") || contains(l, "step failed (")))
+      o.detection_secs = t - fault_t;
+    if (o.recovery_secs < 0 && o.detection_secs >= 0 &&
+        (contains(l, "global steps rolled back") || contains(l, "model is available again") ||
+         contains(l, "resuming without restoring") || contains(l, ": model is ready")))
+      o.recovery_secs = t - fault_t;
+  }
+
+  // What every scenario must satisfy.
+  EXPECT_EQ(o.up_exit, 0) << name << ": `actorflow up` did not finish cleanly\n" << o.out;
+  EXPECT_EQ(o.accuracy.size(), 2u) << name << ": both workers must finish\n" << o.out;
+  for (double a : o.accuracy) EXPECT_GT(a, kMinAccuracy) << name;
+  for (double l : o.loss) EXPECT_LT(l, kMaxLoss) << name;
+  const std::string mono = check_monotonic(o.out);
+  EXPECT_EQ(mono, "") << name << "\n" << o.out;
+  // Every checkpoint is readable, except one a fault damaged on purpose.
+  std::string damaged;
+  static const std::regex damaged_re(": damaged (\\S+)");
+  if (std::regex_search(o.out, m, damaged_re)) damaged = m[1];
+  CheckpointManager mgr(logdir, 0);
+  const auto files = mgr.list();
+  EXPECT_FALSE(files.empty()) << name << ": no checkpoint was written";
+  for (const auto& f : files) {
+    if (f == damaged) continue;
+    auto r = read_checkpoint(f);
+    EXPECT_TRUE(r.ok()) << name << ": " << f << ": " << r.status();
+  }
+  // No process left behind: every task's command line names this run's directory.
+  const auto left = processes_mentioning(dir.path());
+  EXPECT_TRUE(left.empty()) << name << ": " << left.size() << " process(es) left behind";
+  for (int pid : left) kill(pid, SIGKILL);
+  report(o);
+  return o;
+}
+
+TEST(ScenarioTest, FaultFree) {
+  auto o = run_job("none", "");
+  EXPECT_EQ(o.rolled_back, 0);
+  EXPECT_FALSE(contains(o.out, "step failed")) << o.out;
+}
+
+TEST(ScenarioTest, KillWorker) {
+  auto o = run_job("kill worker/1", "seed = 1\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nat_step = 500\n");
+  EXPECT_TRUE(contains(o.out, "restarted worker/1")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0) << "a worker failure must not roll the model back";
+  // The chief's supervisor saw it go and come back.
+  EXPECT_TRUE(contains(o.out, "task /job:worker/replica:0/task:1 is down: connection closed")) << o.out;
+  EXPECT_GE(o.detection_secs, 0);
+}
+
+TEST(ScenarioTest, KillChief) {
+  auto o = run_job("kill worker/0 (chief)", "seed = 2\n[[fault]]\nkind = \"kill\"\ntask = \"worker/0\"\nat_step = 500\n");
+  EXPECT_TRUE(contains(o.out, "restarted worker/0")) << o.out;
+  // The restarted chief takes over the live model: no re-initialisation, no rollback.
+  EXPECT_TRUE(contains(o.out, "resuming without restoring or initializing")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0);
+}
+
+TEST(ScenarioTest, KillParameterServer) {
+  auto o = run_job("kill ps/0", "seed = 3\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 500\n");
+  EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
+  EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+}
+
+TEST(ScenarioTest, ThrowInADeviceActor) {
+  auto o = run_job("throw in worker/1's device actor",
+                   "seed = 4\n[[fault]]\nkind = \"throw\"\ntask = \"worker/1\"\nactor = \"device\"\nafter_secs = 0.5\n");
+  EXPECT_TRUE(contains(o.out, "restarted in place")) << o.out;
+  EXPECT_FALSE(contains(o.out, "restarted worker/1")) << "the process must survive\n" << o.out;
+}
+
+TEST(ScenarioTest, ThrowInAVariableActor) {
+  auto o = run_job("throw in ps/0's variable actor",
+                   "seed = 5\n[[fault]]\nkind = \"throw\"\ntask = \"ps/0\"\nactor = \"variable\"\nafter_secs = 0.5\n");
+  EXPECT_TRUE(contains(o.out, "restarted in place")) << o.out;
+  EXPECT_FALSE(contains(o.out, "restarted ps/0")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0);
+}
+
+TEST(ScenarioTest, DropMessages) {
+  auto o = run_job("drop worker/1 -> ps/0 (p 0.5, 3 s)",
+                   "seed = 6\n[[fault]]\nkind = \"drop\"\nsrc = \"worker/1\"\ndst = \"ps/0\"\nprobability = 0.5\n"
+                   "after_secs = 0.5\nduration_secs = 3\n");
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
+}
+
+TEST(ScenarioTest, DelayMessages) {
+  auto o = run_job("delay worker/1 -> ps/0 (200 ms, p 0.5, 3 s)",
+                   "seed = 7\n[[fault]]\nkind = \"delay\"\nsrc = \"worker/1\"\ndst = \"ps/0\"\ndelay_ms = 200\n"
+                   "probability = 0.5\nafter_secs = 0.5\nduration_secs = 3\n");
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
+}
+
+TEST(ScenarioTest, DuplicateMessages) {
+  auto o = run_job("duplicate worker/1 -> ps/0 (p 0.5, 3 s)",
+                   "seed = 8\n[[fault]]\nkind = \"duplicate\"\nsrc = \"worker/1\"\ndst = \"ps/0\"\nprobability = 0.5\n"
+                   "after_secs = 0.5\nduration_secs = 3\n");
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
+}
+
+TEST(ScenarioTest, Partition) {
+  auto o = run_job("partition {worker/1} | {ps/0} for 4 s",
+                   "seed = 9\n[[fault]]\nkind = \"partition\"\ntasks_a = [\"worker/1\"]\ntasks_b = [\"ps/0\"]\n"
+                   "after_secs = 0.5\nduration_secs = 4\n");
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
+  EXPECT_GE(o.detection_secs, 0) << "worker/1 must notice it cannot reach ps/0\n" << o.out;
+}
+
+TEST(ScenarioTest, SlowDevice) {
+  auto o = run_job("slow worker/1 x5 for 3 s",
+                   "seed = 10\n[[fault]]\nkind = \"slow\"\ntask = \"worker/1\"\nfactor = 5\nafter_secs = 0.5\n"
+                   "duration_secs = 3\n");
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
+}
+
+TEST(ScenarioTest, CorruptCheckpointThenKillParameterServer) {
+  // ps/0 damages the newest checkpoint and dies at the same step: the chief must skip the
+  // damaged one (logging it) and restore the one before.
+  auto o = run_job("corrupt newest checkpoint + kill ps/0",
+                   "seed = 11\n[[fault]]\nkind = \"corrupt_checkpoint\"\ntask = \"ps/0\"\nlogdir = \"@LOGDIR@\"\n"
+                   "at_step = 600\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 600\n");
+  EXPECT_TRUE(contains(o.out, ": damaged ")) << o.out;
+  EXPECT_TRUE(contains(o.out, "skipped checkpoint")) << o.out;
+  EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+}
+
+// Several faults in one job, drawn from a seed (AF_SOAK_SEED overrides the default, to
+// explore; a failing seed reproduces the same plan).
+std::string random_plan(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  std::ostringstream p;
+  p << "seed = " << seed << "\n";
+  const char* workers[] = {"worker/0", "worker/1"};
+  // A killed worker, a killed parameter server (later), and two transient faults.
+  p << "[[fault]]\nkind = \"kill\"\ntask = \"" << workers[pick(2)] << "\"\nat_step = " << 300 + pick(400) << "\n";
+  p << "[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = " << 1000 + pick(400) << "\n";
+  p << "[[fault]]\nkind = \"partition\"\ntasks_a = [\"" << workers[pick(2)] << "\"]\ntasks_b = [\"ps/0\"]\n"
+    << "after_secs = " << uniform(0.5, 3) << "\nduration_secs = " << uniform(1, 3) << "\n";
+  p << "[[fault]]\nkind = \"throw\"\ntask = \"" << workers[pick(2)] << "\"\nafter_secs = " << uniform(0.5, 4) << "\n";
+  p << "[[fault]]\nkind = \"delay\"\nsrc = \"" << workers[pick(2)] << "\"\ndst = \"ps/0\"\ndelay_ms = " << 50 + pick(150)
+    << "\nprobability = 0.3\nafter_secs = " << uniform(0.5, 4) << "\nduration_secs = 2\n";
+  return p.str();
+}
+
+TEST(ScenarioTest, SeededRandomPlanSoak) {
+  uint64_t seed = 7;
+  if (const char* s = std::getenv("AF_SOAK_SEED")) seed = std::strtoull(s, nullptr, 10);
+  const std::string plan = random_plan(seed);
+  EXPECT_EQ(plan, random_plan(seed)) << "the plan must be a function of the seed";
+  auto o = run_job("soak (seed " + std::to_string(seed) + ", 5 faults)", plan);
+  EXPECT_TRUE(contains(o.out, "restarted ps/0")) << plan << "\n" << o.out;
+}
+
+}  // namespace
+}  // namespace actorflow
