@@ -78,16 +78,25 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
   AF_ASSIGN_OR_RETURN(auto grads, gradients(w, {m.loss}, vars));
   std::vector<Output> updates;
+  auto sync_opts = [&](const char* optimizer) {
+    ops::SyncOptions so;
+    so.optimizer = optimizer;
+    so.lr = o.learning_rate;
+    so.replicas_to_aggregate = o.replicas_to_aggregate;
+    so.total_num_replicas = o.total_replicas;
+    so.timeout_secs = o.sync_timeout_secs;
+    return so;
+  };
   for (size_t i = 0; i < vars.size(); ++i) {
     if (o.sync) {
-      updates.push_back(ops::apply_adam_sync(w, vars[i], grads[i], m.global_step, o.learning_rate,
-                                             o.replicas_to_aggregate, o.total_replicas));
+      updates.push_back(ops::apply_gradient_sync(w, vars[i], grads[i], m.global_step, sync_opts("adam")));
     } else {
       updates.push_back(ops::apply_adam(w, vars[i], o.learning_rate, 0.9f, 0.999f, 1e-8f, grads[i]));
     }
   }
   if (o.sync) {
-    updates.push_back(ops::increment_sync(w, m.global_step, m.global_step, o.replicas_to_aggregate, o.total_replicas));
+    updates.push_back(ops::apply_gradient_sync(w, m.global_step, Tensor::scalar<int64_t>(1), m.global_step,
+                                               sync_opts("increment")));
     m.train_op = ops::no_op(w, updates, "train");
   } else {
     auto inc = ops::assign_add(w.with_control_dependencies(updates), m.global_step, Tensor::scalar<int64_t>(1));

@@ -22,6 +22,7 @@ struct CnnOptions {
   bool sync = false;                 // SyncReplicasOptimizer semantics
   int replicas_to_aggregate = 0;     // sync: 0 = number of workers
   int total_replicas = 0;            // sync: 0 = number of workers
+  double sync_timeout_secs = 60;     // sync: a step not filled in time fails its waiting workers
   std::string worker_device;         // e.g. "/job:worker/task:1" (+ "/device:GPU:0")
   int num_ps = 1;                    // variables are spread round-robin over /job:ps/task:K
   uint64_t seed = 1;                 // initializers

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   int64_t steps = 5000;
   float lr = 1e-4f;
   bool sync = false;
-  double save_secs = -1, step_timeout = 0;
+  double save_secs = -1, step_timeout = 0, sync_timeout = 60;
   int hidden = 500, conv1 = 32, conv2 = 64;
   uint64_t seed = 1;
   app.add_option("--cluster", cluster_file, "cluster file")->required();
@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "width of the fully connected layer (seed: 500)")->check(CLI::Range(1, 100000));
   app.add_option("--conv1", conv1, "channels of the first convolution (seed: 32)")->check(CLI::Range(1, 4096));
   app.add_option("--conv2", conv2, "channels of the second convolution (seed: 64)")->check(CLI::Range(1, 4096));
+  app.add_option("--sync-timeout-secs", sync_timeout,
+                 "sync: fail a step whose replicas do not all arrive within this many seconds")
+      ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--seed", seed, "initializer and shuffle seed");
   app.add_option("--step-timeout-secs", step_timeout,
                  "fail (and recover from) a step that takes longer than this; 0 = wait forever")
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
   mo.worker_device = "/job:worker/task:" + std::to_string(task) + (worker_device == "gpu" ? "/device:GPU:0" : "");
   mo.num_ps = cluster->num_tasks("ps");
   mo.hidden = hidden;
+  mo.sync_timeout_secs = sync_timeout;
   mo.conv1_channels = conv1;
   mo.conv2_channels = conv2;
   mo.seed = seed;

@@ -125,7 +125,8 @@ void report(const Outcome& o) {
 
 // Runs the job with `plan` (TOML; "" = no fault) applied by `actorflow chaos` once training
 // has started, and checks everything the suite promises. `plan` may contain "@LOGDIR@".
-Outcome run_job(const std::string& name, std::string plan, const std::vector<std::string>& extra_args = {}) {
+Outcome run_job(const std::string& name, std::string plan, const std::vector<std::string>& extra_args = {},
+                int steps = kSteps) {
   Outcome o;
   o.name = name;
   TempDir dir;
@@ -136,7 +137,7 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
                           "\"]\n[supervisor]\nlogdir = \"" + logdir +
                           "\"\nsave_checkpoint_secs = 0.5\nmax_restarts = 5\nrestart_window_secs = 60\n");
   std::vector<std::string> argv = {binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
-                                   "--steps", std::to_string(kSteps), "--print-every", "10", "--learning-rate", "2e-3",
+                                   "--steps", std::to_string(steps), "--print-every", "10", "--learning-rate", "2e-3",
                                    "--conv1", "8", "--conv2", "16", "--hidden", "64", "--step-timeout-secs", "5",
                                    "--seed", "1"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
@@ -296,6 +297,35 @@ TEST(ScenarioTest, CorruptCheckpointThenKillParameterServer) {
   EXPECT_TRUE(contains(o.out, ": damaged ")) << o.out;
   EXPECT_TRUE(contains(o.out, "skipped checkpoint")) << o.out;
   EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+}
+
+// Synchronous training (SyncReplicasOptimizer semantics) with a dead worker. With a backup
+// worker (1 of 2 replicas needed) training goes on; with every replica needed the waiting
+// workers get an error naming the missing gradients within the sync timeout, recover, and
+// continue once the dead worker is back.
+TEST(ScenarioTest, SyncWithABackupWorkerSurvivesAKilledWorker) {
+  auto o = run_job("sync 1 of 2, kill worker/1", "seed = 12\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nat_step = 300\n",
+                   {"--sync", "--replicas-to-aggregate", "1", "--sync-timeout-secs", "3"}, 1000);
+  EXPECT_TRUE(contains(o.out, "restarted worker/1")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0);
+}
+
+TEST(ScenarioTest, SyncWithoutABackupWaitsForAKilledWorker) {
+  auto o = run_job("sync 2 of 2, kill worker/1", "seed = 13\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nat_step = 300\n",
+                   {"--sync", "--sync-timeout-secs", "3"}, 1000);
+  EXPECT_TRUE(contains(o.out, "restarted worker/1")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0);
+}
+
+TEST(ScenarioTest, SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout) {
+  auto o = run_job("sync 2 of 2, partition {worker/1} | {ps/0} for 6 s",
+                   "seed = 14\n[[fault]]\nkind = \"partition\"\ntasks_a = [\"worker/1\"]\ntasks_b = [\"ps/0\"]\n"
+                   "after_secs = 0.5\nduration_secs = 6\n",
+                   {"--sync", "--sync-timeout-secs", "3"}, 1000);
+  // The chief's step is failed by the accumulator's timeout, naming what was missing, instead
+  // of hanging; training goes on once the partition heals.
+  EXPECT_TRUE(contains(o.out, "of 2 gradients arrived within 3")) << o.out;
+  EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
 }
 
 // Several faults in one job, drawn from a seed (AF_SOAK_SEED overrides the default, to
