@@ -123,7 +123,9 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   if (!node) return Unavailable("cannot reach task " + task + " at " + address + ": " + sys_.render(node.error()));
   caf::scoped_actor self{sys_};
   Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
-  const auto t = std::chrono::seconds(10);
+  // A handshake request unanswered for peer_timeout means the peer is not reachable now (a
+  // partition or a stopped process): fail this attempt and let the caller retry.
+  const auto t = std::max<std::chrono::milliseconds>(cfg_.peer_timeout, std::chrono::milliseconds(1000));
   std::string server_nonce;
   bool hello_ok = false;
   self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, cfg_.self_task)
