@@ -221,6 +221,7 @@ class Supervisor::Impl {
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(cfg_.ready_timeout_secs));
     std::chrono::milliseconds backoff(100);
+    auto last_log = std::chrono::steady_clock::now();
     while (true) {
       auto ready = model_ready(*session_);
       if (ready.ok() && *ready) {
@@ -237,7 +238,15 @@ class Supervisor::Impl {
           return Status::OK();
         }
       }
-      if (std::chrono::steady_clock::now() + backoff > deadline)
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_log >= std::chrono::seconds(5)) {
+        AF_LOG(INFO) << cfg_.task_name << ": still waiting for the model to come back ("
+                     << (ready.ok() ? std::string("a parameter server lost its variables") : ready.status().message())
+                     << "); giving up in "
+                     << std::chrono::duration_cast<std::chrono::seconds>(deadline - now).count() << " s";
+        last_log = now;
+      }
+      if (now + backoff > deadline)
         return DeadlineExceeded(cfg_.task_name + ": the model did not come back within " +
                                 std::to_string(cfg_.ready_timeout_secs) + " s after: " + failure.message());
       std::this_thread::sleep_for(backoff);  // polling a restarting task, bounded by the deadline

@@ -146,7 +146,13 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
       if (c == Code::kUnavailable || c == Code::kAborted || c == Code::kFailedPrecondition ||
           c == Code::kDeadlineExceeded) {
         Status rs = sv.recover(r.status(), step);
-        if (rs.ok()) continue;
+        if (rs.ok()) {
+          // The others may have finished meanwhile (a synchronous step that can no longer fill
+          // up fails by its timeout): go on from the current global step, not the last one seen.
+          auto gs = sess->run({m.global_step});
+          if (gs.ok()) step = (*gs)[0].data<int64_t>()[0];
+          continue;
+        }
         loop_status = rs;
       } else {
         loop_status = r.status();

@@ -19,16 +19,12 @@ using testing::ChildProcess;
 using testing::free_port;
 using testing::TempDir;
 
+// A process of this run whose command line has both needles and is not `actorflow up`, or -1.
 int pid_of(const std::string& needle_a, const std::string& needle_b) {
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
+  for (int pid : testing::processes_with({needle_a, needle_b})) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
     std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    for (auto& c : cmd) if (c == '\0') c = ' ';
-    if (cmd.find(needle_a) != std::string::npos && cmd.find(needle_b) != std::string::npos &&
-        cmd.find("actorflow up") == std::string::npos)
-      return std::stoi(name);
+    if (cmd.find(std::string("actorflow") + '\0' + "up" + '\0') == std::string::npos) return pid;
   }
   return -1;
 }

@@ -62,19 +62,6 @@ double stamp(const std::string& line) {
 
 bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
-// Processes whose command line mentions `needle` (the run's unique temporary directory).
-std::vector<int> processes_mentioning(const std::string& needle) {
-  std::vector<int> pids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmd.find(needle) != std::string::npos) pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
-
 struct Outcome {
   std::string name;
   std::string out;              // everything `up` and its children printed
@@ -151,7 +138,7 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
     auto chaos = ChildProcess::start({binary("actorflow"), "chaos", "--cluster", file, "--plan", plan_file});
     if (chaos) EXPECT_EQ(chaos->wait(60s), 0) << chaos->output();
   }
-  o.up_exit = up->wait(300s);
+  o.up_exit = up->wait(180s);  // below ctest's 300 s, so a hang is reported with its output
   o.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.up_exit == -1) {  // a hang: stop everything, then fail below
     up->signal(SIGTERM);
@@ -201,7 +188,7 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
     EXPECT_TRUE(r.ok()) << name << ": " << f << ": " << r.status();
   }
   // No process left behind: every task's command line names this run's directory.
-  const auto left = processes_mentioning(dir.path());
+  const auto left = testing::processes_with({dir.path()});
   EXPECT_TRUE(left.empty()) << name << ": " << left.size() << " process(es) left behind";
   for (int pid : left) kill(pid, SIGKILL);
   report(o);

@@ -142,6 +142,25 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   return p;
 }
 
+std::vector<int> processes_with(const std::vector<std::string>& needles) {
+  std::vector<int> pids;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd)
+      if (c == '\0') c = ' ';
+    bool all = !cmd.empty();
+    for (const auto& n : needles) all = all && cmd.find(n) != std::string::npos;
+    if (all) pids.push_back(pid);
+  }
+  return pids;
+}
+
 std::string binary(const std::string& rel) { return std::string(AF_BINARY_DIR) + "/" + rel; }
 
 }  // namespace testing

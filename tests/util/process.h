@@ -65,6 +65,9 @@ class TempDir {
  private:
   std::string path_;
 };
+// Pids of the running processes whose command line contains every one of `needles` (a run's
+// unique temporary directory, a "--job ps" flag...), excluding this process. Reads /proc.
+std::vector<int> processes_with(const std::vector<std::string>& needles);
 // Path of a built binary: AF_BINARY_DIR + "/" + rel (e.g. "actorflow", "samples/remote_matmul").
 std::string binary(const std::string& rel);
 
