@@ -107,7 +107,11 @@ void Membership::mark_down(const std::string& task, const std::string& reason) {
     ++epoch_;
     listeners = listeners_;
   }
-  AF_LOG(WARNING) << "task " << task << " is down: " << reason;
+  // A peer that shut down on purpose (its job finished, Ctrl-C) is news, not a warning.
+  if (reason.find("user_shutdown") != std::string::npos || reason.find("exit_reason(normal)") != std::string::npos)
+    AF_LOG(INFO) << "task " << task << " is down: " << reason;
+  else
+    AF_LOG(WARNING) << "task " << task << " is down: " << reason;
   for (auto& a : listeners) caf::anon_send(a, down_atom::value, task, reason);
 }
 
