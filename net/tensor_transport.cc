@@ -126,7 +126,7 @@ class FrameReader {
 class TensorServer::Impl {
  public:
   Impl(const TransportOptions& options, Callback cb) : opts_(options), cb_(std::move(cb)) {
-    if (!opts_.allocator) opts_.allocator = cpu_allocator();
+    if (!opts_.allocator) opts_.allocator = cpu_receive_pool();
     hs_ = handshake_config(opts_);
   }
 

@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "graph/allocator.h"
+#include "graph/pooling_allocator.h"
 #include "graph/tensor.h"
 #include "net/handshake.h"
 #include "net/wire.h"
@@ -47,7 +48,7 @@ struct TransportOptions {
   std::chrono::milliseconds io_timeout{60000};
   int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's auto-tuning
   FrameLimits limits;           // receive-side caps (tensor size, key and error length)
-  Allocator* allocator = nullptr;  // receive buffers; null = cpu_allocator(); must outlive the tensors
+  Allocator* allocator = nullptr;  // receive buffers; null = cpu_receive_pool() (reuses large buffers); must outlive the tensors
   int max_connections = 1024;   // server: further connections are refused and logged
 };
 

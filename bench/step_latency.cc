@@ -1,0 +1,186 @@
+// Round trip of a tiny cross-process Session step against a raw TCP ping-pong, in one run.
+//
+//   build/bench/step_latency [iterations]      (default 3000)
+//
+// The step: a host task (this process) feeds a float scalar, `y = x + 1` runs on worker/0 (an
+// `actorflow node` child process on loopback), and the host fetches y: the master's dispatch,
+// the node actor, the worker's device actor and the tensor data plane both ways. The baseline: a
+// 64-byte message echoed by a child process over one raw loopback TCP connection. Both medians
+// and their ratio are printed (goal: <= 2x).
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorflow/actorflow.h"
+#include "net/socket.h"
+
+namespace af = actorflow;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median microseconds of a 64-byte ping-pong with a forked echo process.
+double raw_ping_pong_us(int iterations) {
+  auto listener = af::net::listen_tcp("127.0.0.1", 0);
+  if (!listener.ok()) {
+    std::fprintf(stderr, "step_latency: %s\n", listener.status().to_string().c_str());
+    std::exit(1);
+  }
+  const uint16_t port = af::net::local_port(listener->get());
+  pid_t child = fork();
+  if (child == 0) {
+    auto c = af::net::connect_tcp("127.0.0.1:" + std::to_string(port), std::chrono::seconds(10));
+    if (!c.ok()) _exit(1);
+    af::net::SocketTuning t;
+    af::net::tune_socket(c->get(), t);
+    char buf[64];
+    while (true) {
+      size_t got = 0;
+      while (got < sizeof buf) {
+        ssize_t r = ::recv(c->get(), buf + got, sizeof buf - got, 0);
+        if (r <= 0) _exit(0);
+        got += static_cast<size_t>(r);
+      }
+      if (::send(c->get(), buf, sizeof buf, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof buf)) _exit(0);
+    }
+  }
+  pollfd pfd{listener->get(), POLLIN, 0};
+  if (::poll(&pfd, 1, 10000) != 1) {  // the listener is non-blocking
+    std::fprintf(stderr, "step_latency: the echo process never connected\n");
+    std::exit(1);
+  }
+  int fd = ::accept(listener->get(), nullptr, nullptr);
+  af::net::SocketTuning t;
+  af::net::tune_socket(fd, t);
+  char buf[64] = {1};
+  std::vector<double> us;
+  for (int i = 0; i < iterations + 200; ++i) {
+    const auto t0 = Clock::now();
+    if (::send(fd, buf, sizeof buf, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof buf)) break;
+    size_t got = 0;
+    while (got < sizeof buf) {
+      ssize_t r = ::recv(fd, buf + got, sizeof buf - got, 0);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  ::close(fd);
+  kill(child, SIGKILL);  // the echo child has no other way out that we rely on
+  waitpid(child, nullptr, 0);
+  return median(us);
+}
+
+std::string actorflow_binary() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string self = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  return self.substr(0, self.rfind('/')) + "/../actorflow";  // build/bench/.. = build
+}
+
+int free_port() {
+  auto l = af::net::listen_tcp("127.0.0.1", 0);
+  return l.ok() ? af::net::local_port(l->get()) : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::max(100, std::atoi(argv[1])) : 3000;
+  const double raw = raw_ping_pong_us(iterations);
+
+  // For reference: the same step inside one process (session, master and device actor, no
+  // network): the floor any cross-process step pays on top of its network round trips.
+  double local = 0;
+  {
+    auto ls = af::Server::local();
+    if (!ls.ok()) return 1;
+    af::Scope r = af::Scope::root();
+    auto lx = af::ops::placeholder(r, af::DType::kFloat32, af::Shape{}, "x");
+    auto ly = af::ops::add(r.with_op_name("y"), lx, af::ops::constant(r, af::Tensor::scalar<float>(1)));
+    af::Session s(r, (*ls)->target());
+    std::vector<double> lus;
+    for (int i = 0; i < iterations + 200; ++i) {
+      const auto t0 = Clock::now();
+      auto res = s.run({{lx, af::Tensor::scalar<float>(1.f)}}, {ly});
+      if (!res.ok()) return 1;
+      if (i >= 200) lus.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    local = median(lus);
+  }
+
+  // The cluster: host/0 here, worker/0 a child `actorflow node`.
+  char dir_tmpl[] = "/tmp/af_step_latency_XXXXXX";
+  const std::string dir = mkdtemp(dir_tmpl);
+  const std::string file = dir + "/cluster.toml";
+  std::ofstream(file) << "[jobs]\nhost = [\"localhost:" << free_port() << "\"]\nworker = [\"localhost:" << free_port()
+                      << "\"]\n";
+  pid_t node = fork();
+  if (node == 0) {
+    execl(actorflow_binary().c_str(), "actorflow", "node", "--cluster", file.c_str(), "--job", "worker", "--task", "0",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto cluster = af::ClusterSpec::from_file(file);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "step_latency: %s\n", cluster.status().to_string().c_str());
+    return 1;
+  }
+  auto server = af::Server::create(*cluster, af::TaskId{"host", 0});
+  if (!server.ok()) {
+    std::fprintf(stderr, "step_latency: %s\n", server.status().to_string().c_str());
+    kill(node, SIGKILL);
+    return 1;
+  }
+  af::Scope root = af::Scope::root();
+  auto x = af::ops::placeholder(root.with_device("/job:host/task:0"), af::DType::kFloat32, af::Shape{}, "x");
+  auto y = af::ops::add(root.with_device("/job:worker/task:0").with_op_name("y"), x,
+                        af::ops::constant(root.with_device("/job:worker/task:0"), af::Tensor::scalar<float>(1)));
+  af::Session sess(root, (*server)->target());
+  std::vector<double> us;
+  float v = 0;
+  bool ok = true;
+  for (int i = 0; i < iterations + 200 && ok; ++i) {
+    const auto t0 = Clock::now();
+    auto r = sess.run({{x, af::Tensor::scalar<float>(v)}}, {y});  // the first runs connect and register
+    if (!r.ok()) {
+      std::fprintf(stderr, "step_latency: step %d: %s\n", i, r.status().to_string().c_str());
+      ok = false;
+      break;
+    }
+    v = (*r)[0].data<float>()[0];
+    if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  const double step = median(us);
+  kill(node, SIGTERM);
+  waitpid(node, nullptr, 0);
+  std::remove(file.c_str());
+  rmdir(dir.c_str());
+  if (!ok) return 1;
+  if (v != static_cast<float>(iterations + 200)) {
+    std::fprintf(stderr, "step_latency: wrong result %g after %d steps\n", v, iterations + 200);
+    return 1;
+  }
+  std::printf("Tiny cross-process step round trip (%d steps after 200 warm-up, medians)\n", iterations);
+  std::printf("  raw TCP ping-pong, 64 bytes:                       %8.1f us\n", raw);
+  std::printf("  Session::run, y = x + 1 on a worker process:       %8.1f us  ratio %.2fx (goal <= 2x)\n", step,
+              raw > 0 ? step / raw : 0);
+  std::printf("  for reference, the same step in one process:      %8.1f us\n", local);
+  return 0;
+}
