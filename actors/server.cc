@@ -272,6 +272,10 @@ void Server::configure(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.set("logger.verbosity", caf::atom("quiet"));
   cfg.set("logger.console", caf::atom("none"));
+  // CAF 0.17's default work-stealing scheduler lets idle workers sleep between polls, so every
+  // hand-off of a step (session -> master -> device actor -> reply) can wait out a sleep. The
+  // sharing policy wakes a worker through a condition variable at once.
+  cfg.set("scheduler.policy", caf::atom("sharing"));
 }
 
 Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const TaskId& task) {
