@@ -10,21 +10,16 @@
 #include "actorflow/actorflow.h"
 #include "cli/commands.h"
 #include "models/mnist_cnn.h"
+#include "net/socket.h"
 
 namespace actorflow {
 namespace cli {
 namespace {
 
+// A free loopback port, or 0 (the cluster file check then reports the bad address).
 int pick_free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  auto p = net::free_loopback_port();
+  return p.ok() ? *p : 0;
 }
 
 }  // namespace
