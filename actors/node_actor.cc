@@ -7,6 +7,7 @@
 #include "actors/auth.h"
 #include "actors/device_actor.h"
 #include "actors/faults.h"
+#include "actors/peer_link.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -25,12 +26,19 @@ bool sender_allowed(caf::local_actor* self, const AuthenticatedPeers* peers, con
 
 namespace {
 
+// Self-message: has `node` authenticated by now? (node, generation of its auth watch)
+using authcheck_atom = caf::atom_constant<caf::atom("authcheck")>;
+
 struct NodeState {
   NodeActorConfig cfg;
   std::map<std::string, caf::actor> local;  // device name -> device actor
   std::map<caf::node_id, std::string> challenges;  // server nonce per peer node
   std::map<caf::node_id, std::string> peer_tasks;  // task each peer node named in its hello
   std::set<std::tuple<caf::node_id, caf::actor_id, uint64_t>> redelivered;  // delayed requests
+  // Remote nodes that contacted us and have not authenticated yet -> generation of their
+  // pending auth check (a node that reconnects after being dropped starts a new one).
+  std::map<caf::node_id, uint64_t> auth_pending;
+  uint64_t auth_generation = 0;
   static constexpr const char* name = "node";
 };
 using NodeActor = caf::stateful_actor<NodeState>;
@@ -60,6 +68,33 @@ bool fault_gate(NodeActor* self) {
   return true;
 }
 
+// ---- unauthenticated peers ----------------------------------------------------------------
+// A remote node that says hello or sends anything before authenticating must complete the
+// handshake within cfg.auth_timeout; one whose proof fails is checked at once. A node still
+// unauthenticated at its check has its CAF connection closed (actors/peer_link.h).
+void check_auth_later(NodeActor* self, const caf::node_id& node, std::chrono::milliseconds after) {
+  auto& st = self->state;
+  if (node == self->home_system().node() || (st.cfg.peers && st.cfg.peers->contains(node))) return;
+  auto it = st.auth_pending.find(node);
+  uint64_t gen;
+  if (it == st.auth_pending.end()) {
+    gen = ++st.auth_generation;
+    st.auth_pending.emplace(node, gen);
+  } else {
+    gen = it->second;
+    if (after >= st.cfg.auth_timeout) return;  // its deadline is already scheduled
+  }
+  self->delayed_send(self, after, authcheck_atom::value, node, gen);
+}
+
+// sender_allowed, plus: a remote sender that is refused gets an auth deadline.
+bool allowed(NodeActor* self, const char* what) {
+  if (sender_allowed(self, self->state.cfg.peers.get(), what)) return true;
+  const auto& sender = self->current_sender();
+  if (sender) check_auth_later(self, sender->node(), self->state.cfg.auth_timeout);
+  return false;
+}
+
 caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
   for (const auto& d : self->state.cfg.devices) self->state.local[d.name] = d.actor;
@@ -83,7 +118,10 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](hello_atom, uint32_t version, const std::string& fingerprint,
           const std::string& client_task) -> caf::result<std::string> {
         auto& st = self->state;
-        if (self->current_sender()) st.peer_tasks[self->current_sender()->node()] = client_task;
+        if (self->current_sender()) {
+          st.peer_tasks[self->current_sender()->node()] = client_task;
+          check_auth_later(self, self->current_sender()->node(), st.cfg.auth_timeout);
+        }
         if (fault_gate(self)) return caf::delegated<std::string>();
         if (version != kProtocolVersion) {
           AF_LOG(WARNING) << "peer " << client_task << " speaks protocol " << version << ", this task "
@@ -117,20 +155,23 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         if (!proofs_equal(expected, client_proof)) {
           AF_LOG(WARNING) << "peer node " << caf::to_string(sender->node())
                           << " failed authentication (wrong cluster secret): dropped";
+          // Closed once this error reply had time to leave (the peer then sees why).
+          check_auth_later(self, sender->node(), std::chrono::milliseconds(100));
           return to_caf_error(Unauthenticated("authentication failed: wrong cluster secret"));
         }
         if (sender->node() != self->home_system().node()) st.cfg.peers->add(sender->node());
+        st.auth_pending.erase(sender->node());
         return caf::result<NodeInfo, std::string>(
             NodeInfo{st.cfg.task, advertised(), st.cfg.data_addr},
             auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
       },
       [=](devices_atom) -> caf::result<std::vector<DeviceInfo>> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "devices request")) return unauth("devices");
+        if (!allowed(self, "devices request")) return unauth("devices");
         if (fault_gate(self)) return caf::delegated<std::vector<DeviceInfo>>();
         return advertised();
       },
       [=](register_atom, const std::string& dev, const std::string& handle, std::string& graph_def) -> caf::result<bool> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "partition registration")) return unauth("register");
+        if (!allowed(self, "partition registration")) return unauth("register");
         if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -138,7 +179,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         return caf::delegated<bool>();
       },
       [=](deregister_atom, const std::string& dev, const std::string& handle) -> caf::result<bool> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "deregistration")) return unauth("deregister");
+        if (!allowed(self, "deregistration")) return unauth("deregister");
         if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -147,7 +188,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](run_atom, const std::string& dev, const std::string& handle, int64_t step_id,
           std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "run request")) return unauth("run");
+        if (!allowed(self, "run request")) return unauth("run");
         if (fault_gate(self)) return caf::delegated<std::vector<Tensor>>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -155,23 +196,36 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         return caf::delegated<std::vector<Tensor>>();
       },
       [=](abort_atom, const std::string& dev, int64_t step_id, const std::string& why) {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "abort")) return;
+        if (!allowed(self, "abort")) return;
         if (fault_gate(self)) return;  // a dropped abort: the step ends by its own error or timeout
         if (auto a = device(dev)) self->send(a, abort_atom::value, step_id, why);
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "tensor")) return;
+        if (!allowed(self, "tensor")) return;
         const std::string dst = rendezvous_key_destination(key);
         if (auto a = device(dst)) self->send(a, tensor_atom::value, step_id, key, std::move(t));
         else AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
       },
+      [=](authcheck_atom, const caf::node_id& node, uint64_t gen) {
+        auto& st = self->state;
+        auto it = st.auth_pending.find(node);
+        if (it == st.auth_pending.end() || it->second != gen) return;  // authenticated, or a newer check
+        st.auth_pending.erase(it);
+        if (st.cfg.peers && st.cfg.peers->contains(node)) return;
+        auto task = st.peer_tasks.find(node);
+        close_peer_connection(self->home_system(), node,
+                              "peer" + (task == st.peer_tasks.end() ? std::string() : " claiming task " + task->second) +
+                                  " did not authenticate within " + std::to_string(st.cfg.auth_timeout.count()) +
+                                  " ms or failed to");
+        st.peer_tasks.erase(node);
+      },
       [=](ping_atom) -> caf::result<std::string> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "ping")) return unauth("ping");
+        if (!allowed(self, "ping")) return unauth("ping");
         if (fault_gate(self)) return caf::delegated<std::string>();
         return self->state.cfg.task;
       },
       [=](fault_atom, const std::string& plan_toml) -> caf::result<std::vector<std::string>> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "fault plan")) return unauth("fault");
+        if (!allowed(self, "fault plan")) return unauth("fault");
         if (plan_toml.empty()) {
           FaultInjector::global().clear();
           return std::vector<std::string>{};
@@ -183,7 +237,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         return std::move(*loaded);
       },
       [=](peers_atom, std::vector<std::string>& tasks) -> caf::result<bool> {
-        if (!sender_allowed(self, self->state.cfg.peers.get(), "peer list")) return unauth("peers");
+        if (!allowed(self, "peer list")) return unauth("peers");
         if (fault_gate(self)) return caf::delegated<bool>();
         auto fn = self->state.cfg.connect_peers;
         if (!fn) return true;

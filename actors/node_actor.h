@@ -24,6 +24,10 @@
 // message of actorflow carries a sender).
 // Messages from unauthenticated remote senders are dropped, logged, and answered with
 // Unauthenticated; nothing is executed for them. Local senders are trusted.
+// Dropping a peer: a remote node that fails authentication (wrong or no secret) has its CAF
+// connection closed about 100 ms later (after the error reply left); one that says hello or
+// sends anything but does not complete authentication within auth_timeout is closed then
+// (actors/peer_link.h). The peer sees its connection closed (its proxies go down).
 // Fault injection: requests from remote peers pass the receiving task's link faults first
 // (FaultInjector::on_receive with the peer's task, known from its hello): a dropped request is
 // never answered (the sender's timeout or heartbeats notice), a delayed one is handled later.
@@ -31,6 +35,7 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -87,6 +92,8 @@ struct NodeActorConfig {
   std::vector<DeviceInfo> devices;   // with the local device actors
   std::string data_addr;
   std::shared_ptr<AuthenticatedPeers> peers;
+  // How long a remote node that contacted us may take to authenticate before it is dropped.
+  std::chrono::milliseconds auth_timeout{5000};
   // Connects to the given tasks (blocking; run on a detached worker) so this task can send
   // them tensors. Answers (peers_atom, tasks).
   std::function<Status(const std::vector<std::string>& tasks)> connect_peers;

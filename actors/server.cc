@@ -335,6 +335,8 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.secret = mc.secret;
   nc.devices = device_infos_;
   nc.peers = auth_peers_;
+  // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
+  nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
   // The tensor data plane: its own listener on the task's host (ephemeral port, advertised
   // to authenticated peers in NodeInfo), with its own challenge-response handshake.

@@ -5,7 +5,12 @@
 
 #include <thread>
 
+#include <caf/io/all.hpp>
+
 #include "actorflow/actorflow.h"
+#include "actors/auth.h"
+#include "actors/node_actor.h"
+#include "actors/server.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -39,6 +44,56 @@ struct Cluster {
 };
 
 bool started(ChildProcess* p) { return p && p->wait_for_output("serving", 20s); }
+
+// How an in-process intruder without the cluster secret talks to a node actor.
+enum class Intruder { kWrongProof, kNoProof, kHelloOnly, kNoHello };
+
+// Connects a fresh CAF node (its own actor system) to the node actor on 127.0.0.1:`port`,
+// misbehaves as `how`, and returns whether the node then closed the connection: a down_msg for
+// the node's proxy within `bound`. `log` collects what happened (replies, errors).
+bool intruder_dropped(int port, const std::string& fingerprint, Intruder how, std::chrono::milliseconds bound,
+                      std::string* log) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto node = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(port));
+  if (!node) {
+    *log += "cannot connect: " + sys.render(node.error());
+    return false;
+  }
+  caf::scoped_actor self{sys};
+  self->monitor(*node);
+  auto failed = [&](const char* what) {
+    return [what, log, &sys](caf::error& e) { *log += std::string(what) + " refused: " + sys.render(e) + "\n"; };
+  };
+  if (how == Intruder::kNoHello) {
+    self->request(*node, 10s, ping_atom::value)
+        .receive([&](std::string&) { *log += "ping answered without authentication!\n"; }, failed("ping"));
+  } else {
+    std::string nonce;
+    self->request(*node, 10s, hello_atom::value, kProtocolVersion, fingerprint, std::string("/job:intruder/task:0"))
+        .receive([&](std::string& n) { nonce = n; }, failed("hello"));
+    if (how != Intruder::kHelloOnly) {
+      const std::string proof = how == Intruder::kWrongProof
+                                    ? auth_proof("wrong-secret", "client", nonce, fingerprint, kProtocolVersion)
+                                    : auth_proof("", "client", nonce, fingerprint, kProtocolVersion);
+      self->request(*node, 10s, auth_atom::value, proof, random_nonce())
+          .receive([&](NodeInfo&, std::string&) { *log += "authenticated without the secret!\n"; }, failed("auth"));
+      self->request(*node, 10s, devices_atom::value)
+          .receive([&](std::vector<DeviceInfo>&) { *log += "devices listed without authentication!\n"; },
+                   failed("devices"));
+    }
+  }
+  bool down = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  self->receive([&](caf::down_msg& dm) { down = dm.source == node->address(); },
+                caf::after(bound) >> [&] { *log += "connection still open after the bound\n"; });
+  *log += "down after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+                             .count()) +
+          " ms\n";
+  return down;
+}
 
 TEST(ClusterTest, Seed000AcrossThreeProcesses) {
   Cluster c;
@@ -97,6 +152,20 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
     EXPECT_EQ(host->output().find("[[26.8"), std::string::npos) << host->output();
     EXPECT_TRUE(host->output().find("secret") != std::string::npos) << host->output();
     EXPECT_EQ(host->output().find("right-secret"), std::string::npos) << "secret leaked: " << host->output();
+  }
+  // The node closes the connection of a peer that fails authentication (at once), and of one
+  // that says hello or sends a request but never authenticates (after peer_timeout_ms = 1500).
+  {
+    auto spec = ClusterSpec::from_file(c.file);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (Intruder how : {Intruder::kWrongProof, Intruder::kNoProof, Intruder::kHelloOnly, Intruder::kNoHello}) {
+      std::string log;
+      EXPECT_TRUE(intruder_dropped(c.w0, spec->fingerprint(), how, 15s, &log))
+          << "intruder " << static_cast<int>(how) << ": " << log << "\n" << w0->output();
+      EXPECT_EQ(log.find("without"), std::string::npos) << log;  // nothing was served
+      if (how == Intruder::kWrongProof) EXPECT_NE(log.find("wrong cluster secret"), std::string::npos) << log;
+    }
+    EXPECT_NE(w0->output().find("closing the connection of peer node"), std::string::npos) << w0->output();
   }
   EXPECT_NE(w0->output().find("failed authentication"), std::string::npos) << w0->output();
   EXPECT_EQ(w0->output().find("right-secret"), std::string::npos);
