@@ -276,6 +276,9 @@ void Server::configure(caf::actor_system_config& cfg) {
   // hand-off of a step (session -> master -> device actor -> reply) can wait out a sleep. The
   // sharing policy wakes a worker through a condition variable at once.
   cfg.set("scheduler.policy", caf::atom("sharing"));
+  // BASP deserializes incoming messages inline on the middleman's I/O thread instead of handing
+  // each to a BASP worker (one more thread hand-off per message on its way to the actor).
+  cfg.set("middleman.workers", 0);
 }
 
 Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const TaskId& task) {

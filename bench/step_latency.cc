@@ -22,7 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include <caf/io/all.hpp>
+
 #include "actorflow/actorflow.h"
+#include "actors/messages.h"
+#include "actors/server.h"
 #include "net/socket.h"
 
 namespace af = actorflow;
@@ -99,6 +103,22 @@ int free_port() {
   return l.ok() ? af::net::local_port(l->get()) : 0;
 }
 
+// Median microseconds of `iterations` CAF request/response round trips (ping_atom) from a
+// scoped actor of `sys` to `dest`; 0 when a request fails.
+double caf_ping_us(caf::actor_system& sys, const caf::actor& dest, int iterations) {
+  caf::scoped_actor self{sys};
+  std::vector<double> us;
+  for (int i = 0; i < iterations + 200; ++i) {
+    const auto t0 = Clock::now();
+    bool ok = false;
+    self->request(dest, std::chrono::seconds(10), af::ping_atom::value)
+        .receive([&](const std::string&) { ok = true; }, [&](caf::error&) {});
+    if (!ok) return 0;
+    if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return median(us);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,7 +149,8 @@ int main(int argc, char** argv) {
   char dir_tmpl[] = "/tmp/af_step_latency_XXXXXX";
   const std::string dir = mkdtemp(dir_tmpl);
   const std::string file = dir + "/cluster.toml";
-  std::ofstream(file) << "[jobs]\nhost = [\"localhost:" << free_port() << "\"]\nworker = [\"localhost:" << free_port()
+  const int worker_port = free_port();
+  std::ofstream(file) << "[jobs]\nhost = [\"localhost:" << free_port() << "\"]\nworker = [\"localhost:" << worker_port
                       << "\"]\n";
   pid_t node = fork();
   if (node == 0) {
@@ -168,6 +189,18 @@ int main(int argc, char** argv) {
     if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   const double step = median(us);
+  // Where the time goes: one CAF request/response with the worker's node actor (the control
+  // plane hop a step's run request takes; this host authenticated with it during the steps),
+  // and one with an actor of this process (a hop between two threads, no network).
+  double caf_remote = 0, caf_local = 0;
+  if (ok) {
+    auto& sys = (*server)->system();
+    auto worker_node = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(worker_port));
+    if (worker_node) caf_remote = caf_ping_us(sys, *worker_node, iterations);
+    auto echo = sys.spawn([]() -> caf::behavior { return {[](af::ping_atom) { return std::string("pong"); }}; });
+    caf_local = caf_ping_us(sys, echo, iterations);
+    caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  }
   kill(node, SIGTERM);
   waitpid(node, nullptr, 0);
   std::remove(file.c_str());
@@ -182,5 +215,8 @@ int main(int argc, char** argv) {
   std::printf("  Session::run, y = x + 1 on a worker process:       %8.1f us  ratio %.2fx (goal <= 2x)\n", step,
               raw > 0 ? step / raw : 0);
   std::printf("  for reference, the same step in one process:      %8.1f us\n", local);
+  std::printf("  for reference, a CAF request to the worker's node: %8.1f us  ratio %.2fx\n", caf_remote,
+              raw > 0 ? caf_remote / raw : 0);
+  std::printf("  for reference, a CAF request to a local actor:     %8.1f us\n", caf_local);
   return 0;
 }
