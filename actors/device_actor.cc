@@ -53,6 +53,10 @@ struct DeviceState {
   struct Step {
     std::unique_ptr<StepExecution> exec;
     caf::response_promise rp;
+    // Set for a step dispatched over the data plane: where its outcome goes (Router::reply_step).
+    std::string reply_to;
+    // Replies to whoever started the step: the CAF request's promise or the data plane.
+    void finish(const Status& s, std::vector<Tensor> retvals, DeviceState& st, int64_t step_id);
   };
   std::unordered_map<int64_t, Step> steps;
   // Tensors that arrived before their step started.
@@ -76,6 +80,18 @@ struct DeviceState {
     early.erase(step);
   }
 };
+
+void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, DeviceState& st, int64_t step_id) {
+  if (reply_to.empty()) {
+    if (s.ok()) rp.deliver(std::move(retvals));
+    else rp.deliver(to_caf_error(s));
+    return;
+  }
+  Status sent = st.router ? st.router->reply_step(reply_to, step_id, st.device->name(), s, retvals)
+                          : Unavailable("no router");
+  if (!sent.ok())
+    AF_LOG(WARNING) << st.device->name() << ": cannot report step " << step_id << " to " << reply_to << ": " << sent;
+}
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   const int64_t step = call.step_id;
@@ -126,8 +142,7 @@ void drive_unguarded(DeviceActor* self, int64_t step_id) {
   step.run();
   if (slow > 1.0) std::this_thread::sleep_for((slow - 1.0) * (std::chrono::steady_clock::now() - ran_from));
   if (!step.done()) return;
-  if (step.status().ok()) it->second.rp.deliver(std::move(step.retvals()));
-  else it->second.rp.deliver(to_caf_error(step.status()));
+  it->second.finish(step.status(), step.status().ok() ? std::move(step.retvals()) : std::vector<Tensor>{}, st, step_id);
   st.steps.erase(it);
   st.mark_ended(step_id);
 }
@@ -147,7 +162,7 @@ Status restart_in_place(DeviceActor* self, const std::string& what) {
   st.steps.clear();
   for (auto& [id, step] : steps) {
     step.exec->abort(why);
-    step.rp.deliver(to_caf_error(why));
+    step.finish(why, {}, st, id);
     st.mark_ended(id);
   }
   st.early.clear();
@@ -180,8 +195,10 @@ void accept_tensor(DeviceActor* self, int64_t step_id, const std::string& key, T
 
 // Starts step `step_id` of partition `handle` and runs it as far as it goes; the reply is
 // delivered when the step ends.
+// `reply_to` non-empty: a step dispatched over the data plane (its outcome goes there; the
+// returned result is then only meaningful as an immediate error).
 caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string& handle, int64_t step_id,
-                                            std::vector<Tensor>& args) {
+                                            std::vector<Tensor>& args, const std::string& reply_to = "") {
   auto& st = self->state;
   auto pit = st.partitions.find(handle);
   if (pit == st.partitions.end())
@@ -213,13 +230,13 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   };
   DeviceState::Step step;
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
-  step.rp = self->make_response_promise();
+  if (reply_to.empty()) step.rp = self->make_response_promise();
+  step.reply_to = reply_to;
   auto ear = st.early.find(step_id);
   if (ear != st.early.end()) {
     for (auto& [k, t] : ear->second) step.exec->deliver(k, std::move(t));
     st.early.erase(ear);
   }
-  auto rp = step.rp;
   st.steps.emplace(step_id, std::move(step));
   drive(self, step_id);
   return caf::delegated<std::vector<Tensor>>();
@@ -276,6 +293,25 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
           return to_caf_error(restart_in_place(self, e.what()));
         }
       },
+      [=](steprun_atom, const std::string& handle, int64_t step_id, const std::string& reply_to) {
+        // A run request that came over the data plane (Router::dispatch_step): same as run_atom
+        // without arguments, but the outcome goes back over the data plane to `reply_to`.
+        auto& st = self->state;
+        auto report = [&](const Status& s) {
+          Status sent = st.router ? st.router->reply_step(reply_to, step_id, st.device->name(), s, {})
+                                  : Unavailable("no router");
+          if (!sent.ok()) AF_LOG(WARNING) << st.device->name() << ": cannot report step " << step_id << ": " << sent;
+        };
+        if (!st.failed.ok()) return report(st.failed);
+        std::vector<Tensor> no_args;
+        try {
+          FaultInjector::global().maybe_throw("device", st.device->name());
+          auto r = start_step(self, handle, step_id, no_args, reply_to);
+          if (r.flag == caf::rt_error) report(from_caf_error(r.err));
+        } catch (const std::exception& e) {
+          report(restart_in_place(self, e.what()));
+        }
+      },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
         // Fault injection: a tensor from another task passes this task's link faults.
         if (FaultInjector::global().armed()) {
@@ -303,7 +339,7 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         Status s = Aborted(why);
         if (it != st.steps.end()) {
           it->second.exec->abort(s);
-          it->second.rp.deliver(to_caf_error(s));
+          it->second.finish(s, {}, st, step_id);
           st.steps.erase(it);
         } else if (!st.ended.count(step_id)) {
           st.aborted_before_start[step_id] = s;

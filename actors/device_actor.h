@@ -30,7 +30,36 @@ class Router {
   virtual ~Router() = default;
   // Delivers (step_id, key, t) to the destination; errors name the destination device.
   virtual Status route(int64_t step_id, const std::string& key, const Tensor& t) = 0;
+
+  // Step dispatch over the data plane (optional: the defaults say "not available", and callers
+  // then use CAF requests). A dispatched step's device actor gets
+  //   (steprun_atom, handle, step_id, string reply_to)
+  // and reports its outcome with reply_step(); the master of the process at `reply_to` then
+  // gets one (stepret_atom, step_id, device, int32 fetch index, Tensor) per fetched tensor and
+  // finally (stepdone_atom, step_id, device, int32 code, string message) (code 0 = OK).
+  //
+  // True when run requests for `device` (of another process) can be sent now without
+  // connecting first. Thread-safe.
+  virtual bool can_dispatch(const std::string& device) { (void)device; return false; }
+  // Sends the run request of step `step_id` of partition `handle` on `device`, on behalf of task
+  // `from_task`. Unavailable when it could not be written.
+  virtual Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
+                               const std::string& from_task) {
+    (void)device; (void)handle; (void)step_id; (void)from_task;
+    return Unimplemented("step dispatch over the data plane");
+  }
+  // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are
+  // skipped) of `device` back to `reply_to`.
+  virtual Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device,
+                            const Status& status, const std::vector<Tensor>& retvals) {
+    (void)reply_to; (void)step_id; (void)device; (void)status; (void)retvals;
+    return Unimplemented("step dispatch over the data plane");
+  }
 };
+
+using steprun_atom = caf::atom_constant<caf::atom("steprun")>;
+using stepret_atom = caf::atom_constant<caf::atom("stepret")>;
+using stepdone_atom = caf::atom_constant<caf::atom("stepdone")>;
 
 // Builds the rendezvous key of a cross-device edge: "src;dst;edge". Pure.
 std::string make_rendezvous_key(const std::string& src_device, const std::string& dst_device,

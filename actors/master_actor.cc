@@ -43,6 +43,8 @@ struct MasterState {
   std::map<std::string, std::shared_ptr<Plan>> plans;
   int64_t next_step = 0;
   uint64_t handle_seq = 0;
+  std::shared_ptr<Router> router;  // may dispatch steps over the data plane (may be null)
+  std::string task;                // this master's task prefix
   static constexpr const char* name = "master";
 };
 
@@ -137,7 +139,12 @@ struct StepRun {
   caf::response_promise rp;
   std::vector<std::string> devices;
   std::function<void(const Status&)> fail;
+  // Partitions dispatched over the data plane whose stepdone has not arrived (device names).
+  std::set<std::string> dispatched;
+  std::function<void()> one_done;  // a partition finished OK
 };
+
+using steptimeout_atom = caf::atom_constant<caf::atom("steptmo")>;
 
 void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
   if (is_remote(self, d.actor)) self->send(d.actor, abort_atom::value, d.name, step_id, why);
@@ -175,26 +182,46 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     self->state.inflight.erase(run->step_id);
   };
   const caf::duration timeout = req->timeout.count() > 0 ? caf::duration{req->timeout} : caf::duration{caf::infinite};
+  run->one_done = [self, weak_run, req] {
+    auto run = weak_run.lock();
+    if (!run || run->failed) return;
+    if (--run->pending == 0) {
+      // Fault injection: a fetched global step drives at_step faults of this process.
+      for (size_t i = 0; i < req->sig.fetches.size() && i < run->fetches.size(); ++i)
+        if (is_global_step_name(req->sig.fetches[i]) && run->fetches[i].dtype() == DType::kInt64 &&
+            run->fetches[i].num_elements() == 1)
+          FaultInjector::global().on_global_step(run->fetches[i].data<int64_t>()[0]);
+      run->rp.deliver(std::move(run->fetches));
+      self->state.inflight.erase(run->step_id);
+    }
+  };
+  auto& router = self->state.router;
+  const bool may_dispatch = router && !FaultInjector::global().armed();
   for (const auto& part : plan->partitions) {
+    // Over the data plane: a remote partition without arguments, on an open connection.
+    if (may_dispatch && part.arg_indices.empty() && is_remote(self, part.device.actor) &&
+        router->can_dispatch(part.device.name)) {
+      run->dispatched.insert(part.device.name);
+      Status s = router->dispatch_step(part.device.name, part.handle, run->step_id, self->state.task);
+      if (!s.ok()) {
+        run->fail(s);
+        return;
+      }
+      if (req->timeout.count() > 0)
+        self->delayed_send(self, req->timeout, steptimeout_atom::value, run->step_id, part.device.name);
+      continue;
+    }
     std::vector<Tensor> args;
     for (int idx : part.arg_indices) {
       if (static_cast<size_t>(idx) >= args.size()) args.resize(static_cast<size_t>(idx) + 1);
       args[static_cast<size_t>(idx)] = req->feeds[static_cast<size_t>(idx)];
     }
     const std::string dev_name = part.device.name;
-    auto on_ok = [self, run, req](std::vector<Tensor>& retvals) {
+    auto on_ok = [run](std::vector<Tensor>& retvals) {
       if (run->failed) return;
       for (size_t i = 0; i < retvals.size() && i < run->fetches.size(); ++i)
         if (retvals[i].is_initialized()) run->fetches[i] = std::move(retvals[i]);
-      if (--run->pending == 0) {
-        // Fault injection: a fetched global step drives at_step faults of this process.
-        for (size_t i = 0; i < req->sig.fetches.size() && i < run->fetches.size(); ++i)
-          if (is_global_step_name(req->sig.fetches[i]) && run->fetches[i].dtype() == DType::kInt64 &&
-              run->fetches[i].num_elements() == 1)
-            FaultInjector::global().on_global_step(run->fetches[i].data<int64_t>()[0]);
-        run->rp.deliver(std::move(run->fetches));
-        self->state.inflight.erase(run->step_id);
-      }
+      run->one_done();
     };
     auto on_err = [run, dev_name](caf::error& err) { run->fail(from_caf_error(err, dev_name)); };
     if (is_remote(self, part.device.actor))
@@ -206,7 +233,10 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
   }
 }
 
-caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device) {
+caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device,
+                           std::shared_ptr<Router> router) {
+  self->state.router = std::move(router);
+  self->state.task = task_of_device(default_device);
   // Step ids must be unique across every master that uses a device (several workers' masters
   // share the ps devices): start from a random 62-bit value.
   std::random_device rd;
@@ -268,6 +298,31 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
         }
         return caf::delegated<std::vector<Tensor>>();
       },
+      [=](stepret_atom, int64_t step_id, const std::string& dev, int32_t index, Tensor& t) {
+        auto it = self->state.inflight.find(step_id);
+        if (it == self->state.inflight.end()) return;  // failed or finished already
+        auto run = it->second;
+        if (run->failed || !run->dispatched.count(dev)) return;
+        if (index >= 0 && static_cast<size_t>(index) < run->fetches.size()) run->fetches[static_cast<size_t>(index)] = std::move(t);
+      },
+      [=](stepdone_atom, int64_t step_id, const std::string& dev, int32_t code, const std::string& message) {
+        auto it = self->state.inflight.find(step_id);
+        if (it == self->state.inflight.end()) return;
+        auto run = it->second;
+        if (run->failed || !run->dispatched.erase(dev)) return;
+        if (code != 0) {
+          run->fail(Status(static_cast<Code>(code), message));
+          return;
+        }
+        run->one_done();
+      },
+      [=](steptimeout_atom, int64_t step_id, const std::string& dev) {
+        auto it = self->state.inflight.find(step_id);
+        if (it == self->state.inflight.end()) return;
+        auto run = it->second;
+        if (run->failed || !run->dispatched.count(dev)) return;
+        run->fail(from_caf_error(caf::make_error(caf::sec::request_timeout), dev));
+      },
       [=](devices_atom) { return self->state.devices; },
       [=](devices_atom, std::vector<DeviceInfo>& devs) {
         self->state.devices = std::move(devs);
@@ -296,8 +351,9 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
 
 }  // namespace
 
-caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device) {
-  return sys.spawn(master_actor, std::move(devices), std::move(default_device));
+caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device,
+                              std::shared_ptr<Router> router) {
+  return sys.spawn(master_actor, std::move(devices), std::move(default_device), std::move(router));
 }
 
 }  // namespace actorflow

@@ -12,6 +12,9 @@
 //   (devices_atom)                       -> std::vector<DeviceInfo> the devices it places on
 //   (devices_atom, std::vector<DeviceInfo>)   replaces the device list (cluster membership)
 //   (down_atom, task, reason)            fails every in-flight step that involves `task`
+//   (stepret_atom, step_id, device, int32 fetch index, Tensor)   a fetched tensor of a step
+//        dispatched over the data plane (from the router)
+//   (stepdone_atom, step_id, device, int32 code, string message) its outcome (code 0 = OK)
 #pragma once
 
 #include <caf/all.hpp>
@@ -41,9 +44,15 @@ struct RunRequest {
 };
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
 
+class Router;
+
 // Spawns a master that places on `devices` and puts unconstrained ops on `default_device`.
+// With a `router` that can dispatch steps over the data plane (Router::can_dispatch), runs of
+// remote partitions without arguments are sent that way instead of as CAF requests (fewer
+// thread hand-offs per step); the router must then deliver stepret/stepdone messages to this
+// master. Otherwise, and whenever fault injection is armed in this process, CAF requests.
 caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
-                              std::string default_device);
+                              std::string default_device, std::shared_ptr<Router> router = nullptr);
 
 }  // namespace actorflow
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <map>
 
+#include "actors/faults.h"
 #include "actors/master_actor.h"
 #include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
@@ -45,9 +46,120 @@ class LocalRouter final : public Router {
     remote_[task_prefix] = std::move(node);
     if (!data_addr.empty()) data_[task_prefix] = data_addr;
   }
-  void set_data_client(net::TensorClient* client) {
+  void set_data_client(net::TensorClient* client, const std::string& own_data_addr = "") {
     std::lock_guard<std::mutex> l(mu_);
     client_ = client;
+    own_data_addr_ = own_data_addr;
+  }
+  void set_master(caf::actor master) {
+    std::lock_guard<std::mutex> l(mu_);
+    master_ = std::move(master);
+  }
+  // A message from the data plane: a tensor for a local device, or step control (steps
+  // dispatched over the data plane, see Router): keys starting with kControl.
+  void deliver(const net::TensorMessage& m) {
+    if (m.key.empty() || m.key[0] != kControl) {
+      if (m.status_error.empty()) deliver_local(m.step_id, m.key, m.tensor);
+      return;
+    }
+    std::vector<std::string> f = split_control(m.key);
+    if (f.size() == 5 && f[0] == "run") {  // run, device, handle, reply_to, from_task
+      caf::actor a;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = local_.find(f[1]);
+        if (it != local_.end()) a = it->second;
+      }
+      if (!a) {
+        AF_LOG(WARNING) << "step " << m.step_id << " dispatched to unknown device " << f[1] << " here";
+        Status s = reply_step(f[3], m.step_id, f[1], NotFound("no device '" + f[1] + "' on this task"), {});
+        if (!s.ok()) AF_LOG(WARNING) << "cannot report step " << m.step_id << ": " << s;
+        return;
+      }
+      // Fault injection: the same link faults as a run request through the node actor.
+      if (FaultInjector::global().armed()) {
+        LinkDecision d = FaultInjector::global().on_receive(f[4], task_of_device(f[1]));
+        if (d.drop) return;
+        if (d.delay_ms > 0) {
+          caf::delayed_anon_send(a, std::chrono::milliseconds(d.delay_ms), steprun_atom::value, f[2], m.step_id, f[3]);
+          return;
+        }
+      }
+      caf::anon_send(a, steprun_atom::value, f[2], m.step_id, f[3]);
+      return;
+    }
+    caf::actor master;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      master = master_;
+    }
+    if (!master) return;
+    if (f.size() == 3 && f[0] == "ret") {  // ret, device, fetch index
+      caf::anon_send(master, stepret_atom::value, m.step_id, f[1], static_cast<int32_t>(std::atoi(f[2].c_str())),
+                     m.tensor);
+    } else if (f.size() == 3 && f[0] == "done") {  // done, device, status code
+      caf::anon_send(master, stepdone_atom::value, m.step_id, f[1], static_cast<int32_t>(std::atoi(f[2].c_str())),
+                     m.status_error);
+    } else {
+      AF_LOG(WARNING) << "data plane: ignored a malformed step control message (step " << m.step_id << ")";
+    }
+  }
+  bool can_dispatch(const std::string& device) override {
+    std::string addr;
+    net::TensorClient* client = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto da = data_.find(task_of_device(device));
+      if (da == data_.end() || !client_ || own_data_addr_.empty()) return false;
+      addr = da->second;
+      client = client_;
+    }
+    return client->is_connected(addr);
+  }
+  Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
+                       const std::string& from_task) override {
+    std::string addr, own;
+    net::TensorClient* client = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto da = data_.find(task_of_device(device));
+      if (da == data_.end() || !client_ || own_data_addr_.empty())
+        return Unavailable("no data-plane route to " + device);
+      addr = da->second;
+      own = own_data_addr_;
+      client = client_;
+    }
+    net::TensorMessage m;
+    m.step_id = step_id;
+    m.key = control_key({"run", device, handle, own, from_task});
+    m.tensor = Tensor::scalar<int64_t>(0);
+    Status s = client->send(addr, m);
+    if (!s.ok()) return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " + s.message());
+    return Status::OK();
+  }
+  Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
+                    const std::vector<Tensor>& retvals) override {
+    net::TensorClient* client = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      client = client_;
+    }
+    if (!client) return Unavailable("no data plane in this process");
+    net::TensorMessage m;
+    m.step_id = step_id;
+    if (status.ok()) {
+      for (size_t i = 0; i < retvals.size(); ++i) {
+        if (!retvals[i].is_initialized()) continue;
+        m.key = control_key({"ret", device, std::to_string(i)});
+        m.tensor = retvals[i];
+        AF_RETURN_IF_ERROR(client->send(reply_to, m));
+      }
+      m.tensor = Tensor::scalar<int64_t>(0);
+    } else {
+      m.status_error = status.message().empty() ? std::string("error") : status.message();
+    }
+    m.key = control_key({"done", device, std::to_string(static_cast<int>(status.code()))});
+    return client->send(reply_to, m);
   }
   // A tensor that arrived over the data plane: hand it to the local device actor.
   void deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
@@ -71,6 +183,7 @@ class LocalRouter final : public Router {
     data_.clear();
     client_ = nullptr;
     self_node_ = nullptr;
+    master_ = nullptr;
   }
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override {
     const std::string dst = rendezvous_key_destination(key);
@@ -118,7 +231,32 @@ class LocalRouter final : public Router {
   }
 
  private:
+  // Step control keys: kControl, then fields separated by kSep (never in device names or handles).
+  static constexpr char kControl = '\x01';
+  static constexpr char kSep = '\x1f';
+  static std::string control_key(const std::vector<std::string>& fields) {
+    std::string k(1, kControl);
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (i) k += kSep;
+      k += fields[i];
+    }
+    return k;
+  }
+  static std::vector<std::string> split_control(const std::string& key) {
+    std::vector<std::string> out;
+    size_t start = 1;
+    while (true) {
+      size_t e = key.find(kSep, start);
+      out.push_back(key.substr(start, e == std::string::npos ? std::string::npos : e - start));
+      if (e == std::string::npos) break;
+      start = e + 1;
+    }
+    return out;
+  }
+
   std::mutex mu_;
+  caf::actor master_;
+  std::string own_data_addr_;
   std::map<std::string, caf::actor> local_;
   std::map<std::string, caf::actor> remote_;
   std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
@@ -174,7 +312,8 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
     info.actor = a;
     device_infos_.push_back(info);
   }
-  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0");
+  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0", router_);
+  router->set_master(master_);
   target_ = "local://" + std::to_string(++counter);
   std::lock_guard<std::mutex> l(g_registry_mu);
   registry()[target_] = this;
@@ -351,15 +490,13 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
     auto* router = static_cast<LocalRouter*>(router_.get());
     auto ds = net::TensorServer::start(topts, is_loopback_name(hp.first) ? bind_ip : "0.0.0.0", 0,
-                                       [router](const net::TensorMessage& m) {
-                                         if (m.status_error.empty()) router->deliver_local(m.step_id, m.key, m.tensor);
-                                       });
+                                       [router](const net::TensorMessage& m) { router->deliver(m); });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
     data_server_ = std::move(*ds);
     data_client_ = std::make_unique<net::TensorClient>(topts);
-    router->set_data_client(data_client_.get());
     nc.data_addr = (bind_ip.find(':') != std::string::npos ? "[" + bind_ip + "]" : bind_ip) + ":" +
                    std::to_string(data_server_->port());
+    router->set_data_client(data_client_.get(), nc.data_addr);
   }
   node_ = spawn_node_actor(*sys_, nc);
   static_cast<LocalRouter*>(router_.get())->set_self_node(node_);

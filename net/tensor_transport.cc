@@ -430,6 +430,18 @@ class TensorClient::Impl {
     peer->fd.reset();
   }
 
+  bool is_connected(const std::string& addr) const {
+    std::shared_ptr<Peer> peer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = peers_.find(addr);
+      if (it == peers_.end()) return false;
+      peer = it->second;
+    }
+    std::lock_guard<std::mutex> lock(peer->mu);
+    return peer->fd.valid() && still_open(peer->fd.get());
+  }
+
   size_t num_connections() const {
     std::vector<std::shared_ptr<Peer>> peers;
     {
@@ -498,6 +510,7 @@ Status TensorClient::send(const std::string& peer_addr, const TensorMessage& msg
 }
 void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
 size_t TensorClient::num_connections() const { return impl_->num_connections(); }
+bool TensorClient::is_connected(const std::string& peer_addr) const { return impl_->is_connected(peer_addr); }
 
 }  // namespace net
 }  // namespace actorflow

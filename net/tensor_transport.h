@@ -128,6 +128,9 @@ class TensorClient {
   void disconnect(const std::string& peer_addr);
   // Number of open pooled connections. Thread-safe.
   size_t num_connections() const;
+  // True when a pooled, authenticated connection to `peer_addr` is open now (so send() will not
+  // block on connecting, unless that connection breaks). Thread-safe.
+  bool is_connected(const std::string& peer_addr) const;
 
   class Impl;
 

@@ -303,3 +303,40 @@ TEST(ClusterTest, StatusShowsUpAndDownTasks) {
 }
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+// Runs of a remote partition without arguments go over the data plane once a connection to
+// that task is open (the first step's tensor opens it): values, fetches from the remote
+// partition, a kernel error there (code and op kept), and the session staying usable.
+TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto host = root.with_device("/job:host/task:0");
+  auto x = ops::placeholder(host, DType::kInt32, Shape{2}, "x");
+  auto d = ops::placeholder(host, DType::kInt32, Shape{}, "d");
+  auto q = ops::div(root.with_device("/job:worker/task:0").with_op_name("q"), x, d);
+  Session sess(root, h.server->target(), SessionOptions{});
+  for (int i = 0; i < 50; ++i) {
+    auto r = sess.run({{x, Tensor::from_vector<int32_t>({6 * i, -4 * i}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q});
+    ASSERT_TRUE(r.ok()) << "step " << i << ": " << r.status();
+    ASSERT_EQ((*r)[0].data<int32_t>()[0], 3 * i);
+    ASSERT_EQ((*r)[0].data<int32_t>()[1], -2 * i);
+  }
+  auto bad = sess.run({{x, Tensor::from_vector<int32_t>({1, 2}, {2})}, {d, Tensor::scalar<int32_t>(0)}}, {q});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("integer division by zero"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("'q'"), std::string::npos) << bad.status();
+  auto again = sess.run({{x, Tensor::from_vector<int32_t>({9, 7}, {2})}, {d, Tensor::scalar<int32_t>(3)}}, {q});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].data<int32_t>()[0], 3);
+  EXPECT_EQ((*again)[0].data<int32_t>()[1], 2);
+}
+
+}  // namespace
+}  // namespace actorflow
