@@ -41,11 +41,20 @@ class Router {
   // True when run requests for `device` (of another process) can be sent now without
   // connecting first. Thread-safe.
   virtual bool can_dispatch(const std::string& device) { (void)device; return false; }
+  // Opens the data-plane connection run requests for `device` would use (blocks: connect and
+  // authenticate, bounded by the transport's timeouts). OK when can_dispatch(device) may now be
+  // true; Unavailable/Unimplemented when steps for it cannot go over the data plane.
+  virtual Status open_dispatch(const std::string& device) {
+    (void)device;
+    return Unimplemented("step dispatch over the data plane");
+  }
   // Sends the run request of step `step_id` of partition `handle` on `device`, on behalf of task
-  // `from_task`. Unavailable when it could not be written.
+  // `from_task`, preceded (in the same write) by `feeds`: tensors for _Recvs of that partition,
+  // as (rendezvous key, tensor). Unavailable when it could not be written.
   virtual Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
-                               const std::string& from_task) {
-    (void)device; (void)handle; (void)step_id; (void)from_task;
+                               const std::string& from_task,
+                               const std::vector<std::pair<std::string, Tensor>>& feeds = {}) {
+    (void)device; (void)handle; (void)step_id; (void)from_task; (void)feeds;
     return Unimplemented("step dispatch over the data plane");
   }
   // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are

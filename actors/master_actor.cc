@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/device_actor.h"
+#include "actors/direct_step.h"
 #include "actors/faults.h"
 #include "actors/membership.h"
 #include "actors/node_actor.h"
@@ -23,6 +24,9 @@ struct PartitionRef {
   std::string handle;
   std::vector<int> arg_indices;
   std::vector<int> retval_indices;
+  // A partition of only _Arg -> _Send (it passes feeds on to other devices): what it sends.
+  bool forwarder = false;
+  std::vector<DirectPlan::Forward> forwards;
 };
 
 struct Plan {
@@ -30,6 +34,7 @@ struct Plan {
   std::vector<DType> arg_types;
   std::vector<Shape> arg_shapes;
   size_t num_fetches = 0;
+  std::vector<std::string> feed_names;
   bool ready = false;
   Status error;
   std::vector<std::function<void()>> waiters;  // runs queued until registration finishes
@@ -41,14 +46,16 @@ struct MasterState {
   std::map<int64_t, std::shared_ptr<StepRun>> inflight;
   std::string default_device;
   std::map<std::string, std::shared_ptr<Plan>> plans;
-  int64_t next_step = 0;
   uint64_t handle_seq = 0;
   std::shared_ptr<Router> router;  // may dispatch steps over the data plane (may be null)
   std::string task;                // this master's task prefix
+  std::shared_ptr<DirectSteps> direct;  // where direct-step plans are published (may be null)
   static constexpr const char* name = "master";
 };
 
 using MasterActor = caf::stateful_actor<MasterState>;
+
+}  // namespace
 
 std::string plan_key(const RunRequest& r) {
   std::string k = std::to_string(r.graph_id) + "#" + std::to_string(r.graph->num_nodes()) + "#" +
@@ -61,6 +68,8 @@ std::string plan_key(const RunRequest& r) {
   for (const auto& f : r.sig.targets) k += f + ",";
   return k;
 }
+
+namespace {
 
 // Places and partitions; fills plan (not yet registered) and the partition graphs.
 Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vector<GraphPtr>& graphs) {
@@ -81,6 +90,7 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
     std::cout << out << std::flush;
   }
   plan.num_fetches = req.sig.fetches.size();
+  plan.feed_names = req.sig.feeds;
   plan.arg_types.assign(req.sig.feeds.size(), DType::kInvalid);
   plan.arg_shapes.assign(req.sig.feeds.size(), Shape::unknown());
   for (int i = 0; i < g.num_nodes(); ++i) {
@@ -109,6 +119,17 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
       if (n->op == "_Arg") ref.arg_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
       if (n->op == "_Retval") ref.retval_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
     }
+    ref.forwarder = pg.num_nodes() > 0;
+    for (int i = 0; i < pg.num_nodes() && ref.forwarder; ++i) {
+      const Node* n = pg.node(i);
+      if (!n->control_inputs.empty()) ref.forwarder = false;
+      else if (n->op == "_Send" && n->inputs.size() == 1 && pg.node(n->inputs[0].node)->op == "_Arg")
+        ref.forwards.push_back(DirectPlan::Forward{
+            static_cast<int>(pg.node(n->inputs[0].node)->attrs.get_or<int64_t>("index", 0)),
+            n->attrs.get_or<std::string>("tensor_name", "")});
+      else if (n->op != "_Arg") ref.forwarder = false;
+    }
+    if (!ref.forwarder) ref.forwards.clear();
     plan.partitions.push_back(std::move(ref));
     graphs.push_back(std::make_shared<const Graph>(std::move(pg)));
   }
@@ -129,6 +150,50 @@ Status validate_feeds(const Plan& plan, const RunRequest& req) {
                              t.shape().to_string());
   }
   return Status::OK();
+}
+
+// The direct-step form of a registered plan (see actors/direct_step.h), or null when some
+// partition computes in this process or takes feeds on another, or a fetch comes from no
+// remote partition.
+std::shared_ptr<const DirectPlan> make_direct_plan(MasterActor* self, const Plan& plan) {
+  auto dp = std::make_shared<DirectPlan>();
+  std::vector<bool> fetched(plan.num_fetches, false);
+  std::vector<DirectPlan::Forward> forwards;
+  for (const auto& part : plan.partitions) {
+    if (is_remote(self, part.device.actor)) {
+      if (!part.arg_indices.empty()) return nullptr;
+      dp->dispatches.push_back(DirectPlan::Dispatch{part.device, part.handle, {}});
+      for (int r : part.retval_indices)
+        if (r >= 0 && static_cast<size_t>(r) < fetched.size()) fetched[static_cast<size_t>(r)] = true;
+    } else {
+      if (!part.forwarder) return nullptr;
+      for (const auto& f : part.forwards) {
+        if (f.key.empty() || f.arg < 0 || static_cast<size_t>(f.arg) >= plan.arg_types.size()) return nullptr;
+        forwards.push_back(f);
+      }
+    }
+  }
+  // Each forwarded feed travels with the run request of the partition that receives it.
+  for (const auto& f : forwards) {
+    const std::string dst = rendezvous_key_destination(f.key);
+    bool placed = false;
+    for (auto& d : dp->dispatches)
+      if (d.device.name == dst) {
+        d.forwards.push_back(f);
+        placed = true;
+        break;
+      }
+    if (!placed) return nullptr;
+  }
+  if (dp->dispatches.empty()) return nullptr;
+  for (bool f : fetched)
+    if (!f) return nullptr;
+  dp->feed_names = plan.feed_names;
+  dp->arg_types = plan.arg_types;
+  dp->arg_shapes = plan.arg_shapes;
+  dp->num_fetches = plan.num_fetches;
+  dp->from_task = self->state.task;
+  return dp;
 }
 
 struct StepRun {
@@ -162,7 +227,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     return;
   }
   auto run = std::make_shared<StepRun>();
-  run->step_id = ++self->state.next_step;
+  run->step_id = next_step_id();
   run->pending = plan->partitions.size();
   run->fetches.resize(plan->num_fetches);
   run->rp = rp;
@@ -234,13 +299,12 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
 }
 
 caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device,
-                           std::shared_ptr<Router> router) {
+                           std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
   self->state.router = std::move(router);
+  self->state.direct = std::move(direct);
   self->state.task = task_of_device(default_device);
-  // Step ids must be unique across every master that uses a device (several workers' masters
-  // share the ps devices): start from a random 62-bit value.
-  std::random_device rd;
-  self->state.next_step = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 2);
+  // Step ids (next_step_id) must be unique across every master that uses a device (several
+  // workers' masters share the ps devices): random 62-bit start.
   self->state.devices = std::move(devices);
   self->state.default_device = std::move(default_device);
   return {
@@ -268,6 +332,8 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
         auto remaining = std::make_shared<size_t>(plan->partitions.size());
         auto finish_registration = [=] {
           plan->ready = true;
+          if (plan->error.ok() && self->state.direct)
+            if (auto dp = make_direct_plan(self, *plan)) self->state.direct->publish(key, std::move(dp));
           auto waiters = std::move(plan->waiters);
           plan->waiters.clear();
           if (!plan->error.ok()) self->state.plans.erase(key);
@@ -327,9 +393,11 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
       [=](devices_atom, std::vector<DeviceInfo>& devs) {
         self->state.devices = std::move(devs);
         self->state.plans.clear();
+        if (self->state.direct) self->state.direct->clear_plans();
       },
       [=](down_atom, const std::string& task, const std::string& reason) {
         auto& st = self->state;
+        if (st.direct) st.direct->task_down(task, reason);
         const std::string prefix = task + "/";
         std::vector<std::shared_ptr<StepRun>> hit;
         for (auto& [id, run] : st.inflight)
@@ -352,8 +420,8 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
 }  // namespace
 
 caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device,
-                              std::shared_ptr<Router> router) {
-  return sys.spawn(master_actor, std::move(devices), std::move(default_device), std::move(router));
+                              std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
+  return sys.spawn(master_actor, std::move(devices), std::move(default_device), std::move(router), std::move(direct));
 }
 
 }  // namespace actorflow

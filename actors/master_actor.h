@@ -45,14 +45,22 @@ struct RunRequest {
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
 
 class Router;
+class DirectSteps;
+
+// The key under which the master caches the plan of `r` (graph, signature, devices, membership
+// epoch, placement options); direct-step plans are published under the same key. Pure.
+std::string plan_key(const RunRequest& r);
 
 // Spawns a master that places on `devices` and puts unconstrained ops on `default_device`.
 // With a `router` that can dispatch steps over the data plane (Router::can_dispatch), runs of
 // remote partitions without arguments are sent that way instead of as CAF requests (fewer
 // thread hand-offs per step); the router must then deliver stepret/stepdone messages to this
 // master. Otherwise, and whenever fault injection is armed in this process, CAF requests.
+// With `direct` (may be null), plans whose work all runs on other processes are published
+// there once registered, for sessions to run without the master (actors/direct_step.h).
 caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
-                              std::string default_device, std::shared_ptr<Router> router = nullptr);
+                              std::string default_device, std::shared_ptr<Router> router = nullptr,
+                              std::shared_ptr<DirectSteps> direct = nullptr);
 
 }  // namespace actorflow
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <map>
 
+#include "actors/direct_step.h"
 #include "actors/faults.h"
 #include "actors/master_actor.h"
 #include "net/tensor_transport.h"
@@ -51,9 +52,10 @@ class LocalRouter final : public Router {
     client_ = client;
     own_data_addr_ = own_data_addr;
   }
-  void set_master(caf::actor master) {
+  void set_master(caf::actor master, std::shared_ptr<DirectSteps> direct) {
     std::lock_guard<std::mutex> l(mu_);
     master_ = std::move(master);
+    direct_ = std::move(direct);
   }
   // A message from the data plane: a tensor for a local device, or step control (steps
   // dispatched over the data plane, see Router): keys starting with kControl.
@@ -89,10 +91,19 @@ class LocalRouter final : public Router {
       return;
     }
     caf::actor master;
+    std::shared_ptr<DirectSteps> direct;
     {
       std::lock_guard<std::mutex> l(mu_);
       master = master_;
+      direct = direct_;
     }
+    // A direct step's outcome completes its caller's wait here, on this reader thread.
+    if (direct && f.size() == 3 && f[0] == "ret" &&
+        direct->on_ret(m.step_id, f[1], static_cast<int32_t>(std::atoi(f[2].c_str())), m.tensor))
+      return;
+    if (direct && f.size() == 3 && f[0] == "done" &&
+        direct->on_done(m.step_id, f[1], static_cast<int32_t>(std::atoi(f[2].c_str())), m.status_error))
+      return;
     if (!master) return;
     if (f.size() == 3 && f[0] == "ret") {  // ret, device, fetch index
       caf::anon_send(master, stepret_atom::value, m.step_id, f[1], static_cast<int32_t>(std::atoi(f[2].c_str())),
@@ -104,36 +115,45 @@ class LocalRouter final : public Router {
       AF_LOG(WARNING) << "data plane: ignored a malformed step control message (step " << m.step_id << ")";
     }
   }
-  bool can_dispatch(const std::string& device) override {
-    std::string addr;
-    net::TensorClient* client = nullptr;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto da = data_.find(task_of_device(device));
-      if (da == data_.end() || !client_ || own_data_addr_.empty()) return false;
-      addr = da->second;
-      client = client_;
-    }
-    return client->is_connected(addr);
+  // Where run requests for `device` go: its task's data-plane address, this process's own (for
+  // replies) and the client; false when steps for it cannot go over the data plane.
+  bool dispatch_route(const std::string& device, std::string* addr, std::string* own, net::TensorClient** client) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto da = data_.find(task_of_device(device));
+    if (da == data_.end() || !client_ || own_data_addr_.empty()) return false;
+    *addr = da->second;
+    *own = own_data_addr_;
+    *client = client_;
+    return true;
   }
-  Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
-                       const std::string& from_task) override {
+  bool can_dispatch(const std::string& device) override {
     std::string addr, own;
     net::TensorClient* client = nullptr;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto da = data_.find(task_of_device(device));
-      if (da == data_.end() || !client_ || own_data_addr_.empty())
-        return Unavailable("no data-plane route to " + device);
-      addr = da->second;
-      own = own_data_addr_;
-      client = client_;
+    return dispatch_route(device, &addr, &own, &client) && client->is_connected(addr);
+  }
+  Status open_dispatch(const std::string& device) override {
+    std::string addr, own;
+    net::TensorClient* client = nullptr;
+    if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+    return client->ensure_connected(addr);
+  }
+  Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
+                       const std::string& from_task,
+                       const std::vector<std::pair<std::string, Tensor>>& feeds) override {
+    std::string addr, own;
+    net::TensorClient* client = nullptr;
+    if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+    std::vector<net::TensorMessage> msgs(feeds.size() + 1);
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      msgs[i].step_id = step_id;
+      msgs[i].key = feeds[i].first;
+      msgs[i].tensor = feeds[i].second;
     }
-    net::TensorMessage m;
+    net::TensorMessage& m = msgs.back();
     m.step_id = step_id;
     m.key = control_key({"run", device, handle, own, from_task});
     m.tensor = Tensor::scalar<int64_t>(0);
-    Status s = client->send(addr, m);
+    Status s = client->send_batch(addr, msgs);
     if (!s.ok()) return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " + s.message());
     return Status::OK();
   }
@@ -145,21 +165,24 @@ class LocalRouter final : public Router {
       client = client_;
     }
     if (!client) return Unavailable("no data plane in this process");
-    net::TensorMessage m;
-    m.step_id = step_id;
-    if (status.ok()) {
+    // The fetched tensors and the outcome in one write: the master's reader gets them together.
+    std::vector<net::TensorMessage> msgs;
+    if (status.ok())
       for (size_t i = 0; i < retvals.size(); ++i) {
         if (!retvals[i].is_initialized()) continue;
-        m.key = control_key({"ret", device, std::to_string(i)});
-        m.tensor = retvals[i];
-        AF_RETURN_IF_ERROR(client->send(reply_to, m));
+        net::TensorMessage r;
+        r.step_id = step_id;
+        r.key = control_key({"ret", device, std::to_string(i)});
+        r.tensor = retvals[i];
+        msgs.push_back(std::move(r));
       }
-      m.tensor = Tensor::scalar<int64_t>(0);
-    } else {
-      m.status_error = status.message().empty() ? std::string("error") : status.message();
-    }
+    net::TensorMessage m;
+    m.step_id = step_id;
+    if (status.ok()) m.tensor = Tensor::scalar<int64_t>(0);
+    else m.status_error = status.message().empty() ? std::string("error") : status.message();
     m.key = control_key({"done", device, std::to_string(static_cast<int>(status.code()))});
-    return client->send(reply_to, m);
+    msgs.push_back(std::move(m));
+    return client->send_batch(reply_to, msgs);
   }
   // A tensor that arrived over the data plane: hand it to the local device actor.
   void deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
@@ -184,6 +207,7 @@ class LocalRouter final : public Router {
     client_ = nullptr;
     self_node_ = nullptr;
     master_ = nullptr;
+    direct_ = nullptr;
   }
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override {
     const std::string dst = rendezvous_key_destination(key);
@@ -256,6 +280,7 @@ class LocalRouter final : public Router {
 
   std::mutex mu_;
   caf::actor master_;
+  std::shared_ptr<DirectSteps> direct_;
   std::string own_data_addr_;
   std::map<std::string, caf::actor> local_;
   std::map<std::string, caf::actor> remote_;
@@ -312,8 +337,9 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
     info.actor = a;
     device_infos_.push_back(info);
   }
-  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0", router_);
-  router->set_master(master_);
+  direct_ = std::make_shared<DirectSteps>();
+  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0", router_, direct_);
+  router->set_master(master_, direct_);
   target_ = "local://" + std::to_string(++counter);
   std::lock_guard<std::mutex> l(g_registry_mu);
   registry()[target_] = this;

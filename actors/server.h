@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/device_actor.h"
+#include "actors/direct_step.h"
 #include "actors/membership.h"
 #include "actors/messages.h"
 #include "config/cluster_spec.h"
@@ -81,6 +82,12 @@ class Server {
   caf::actor_system& system() { return *sys_; }
   caf::actor master() const { return master_; }
   const std::vector<DeviceInfo>& devices() const { return device_infos_; }
+  // The direct-step plans and waiting steps of this server (actors/direct_step.h); owned by
+  // the server, valid while it lives. Used by Session::run.
+  DirectSteps* direct_steps() const { return direct_.get(); }
+  // Routes tensors and step dispatches of this server's devices (data plane included); owned
+  // by the server, valid while it lives. Thread-safe.
+  Router* router() const { return router_.get(); }
 
   // Blocks until stop() is called (tf.train.Server.join()).
   void join();
@@ -104,6 +111,7 @@ class Server {
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<DeviceInfo> device_infos_;
   std::shared_ptr<Router> router_;
+  std::shared_ptr<DirectSteps> direct_;
   std::shared_ptr<ResourceManager> resources_;
   caf::actor master_;
   caf::actor node_;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "actors/direct_step.h"
 #include "actors/master_actor.h"
 #include "actors/server.h"
 
@@ -103,6 +104,15 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
                                                  const std::vector<std::string>& fetches,
                                                  const std::vector<std::string>& targets) {
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
+  // The steady state of a signature whose work runs on other processes: straight over the
+  // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
+  // possible right now, through the master.
+  if (DirectSteps* direct = server_->direct_steps()) {
+    if (auto plan = direct->find(plan_key(*req))) {
+      auto r = direct->run(*server_->router(), *plan, req->feeds, opts_.timeout());
+      if (r) return std::move(*r);
+    }
+  }
   caf::scoped_actor self{server_->system()};
   Result<std::vector<Tensor>> out = Internal("no reply from the master");
   const caf::duration timeout =

@@ -207,7 +207,7 @@ Status write_all(int fd, struct iovec* iov, int iovcnt, const std::string& peer)
   while (iovcnt > 0) {
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    msg.msg_iovlen = static_cast<size_t>(std::min(iovcnt, 1024));  // IOV_MAX on Linux
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -375,28 +375,41 @@ class TensorClient::Impl {
     wipe(hs_.secret);
   }
 
-  Status send(const std::string& addr, const TensorMessage& msg) {
-    std::string prefix;
-    const void* data = nullptr;
-    size_t nbytes = 0;
-    if (!msg.status_error.empty()) {
-      AF_RETURN_IF_ERROR(encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0,
-                                             msg.status_error, &prefix));
-    } else {
-      const Tensor& t = msg.tensor;
-      if (!t.is_initialized())
-        return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
-      if (!t.shape().fully_defined())
-        return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
-      if (!t.on_host())
-        return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
-                               addr);
-      nbytes = t.bytes();
-      data = t.raw_data();
-      if (nbytes && (!data || !t.buffer() || t.buffer()->size() < nbytes))
-        return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(nbytes) + " bytes");
-      AF_RETURN_IF_ERROR(encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(),
-                                             nbytes, "", &prefix));
+  // Encodes the frame prefix of `msg` and where its payload is. Errors as send().
+  static Status encode(const std::string& addr, const TensorMessage& msg, std::string* prefix, const void** data,
+                       size_t* nbytes) {
+    *data = nullptr;
+    *nbytes = 0;
+    if (!msg.status_error.empty())
+      return encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0, msg.status_error,
+                                 prefix);
+    const Tensor& t = msg.tensor;
+    if (!t.is_initialized())
+      return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
+    if (!t.shape().fully_defined())
+      return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
+    if (!t.on_host())
+      return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
+                             addr);
+    *nbytes = t.bytes();
+    *data = t.raw_data();
+    if (*nbytes && (!*data || !t.buffer() || t.buffer()->size() < *nbytes))
+      return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
+    return encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(), *nbytes, "",
+                               prefix);
+  }
+
+  Status send(const std::string& addr, const TensorMessage* msgs, size_t count) {
+    if (count == 0) return Status::OK();
+    std::vector<std::string> prefixes(count);
+    std::vector<iovec> iov;
+    iov.reserve(2 * count);
+    for (size_t i = 0; i < count; ++i) {
+      const void* data = nullptr;
+      size_t nbytes = 0;
+      AF_RETURN_IF_ERROR(encode(addr, msgs[i], &prefixes[i], &data, &nbytes));
+      iov.push_back(iovec{const_cast<char*>(prefixes[i].data()), prefixes[i].size()});
+      if (nbytes) iov.push_back(iovec{const_cast<void*>(data), nbytes});
     }
 
     std::shared_ptr<Peer> peer = get_peer(addr);
@@ -407,12 +420,15 @@ class TensorClient::Impl {
       reused = false;
     }
     if (!peer->fd.valid()) AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
-    Status st = write_frame(peer->fd.get(), prefix, data, nbytes, addr);
+    // write_all advances the iovecs it is given: keep the originals for a retry.
+    std::vector<iovec> pending = iov;
+    Status st = write_all(peer->fd.get(), pending.data(), static_cast<int>(pending.size()), addr);
     if (!st.ok() && reused) {
       AF_LOG(INFO) << "data plane: connection to " << addr << " broke (" << st.message() << "); reconnecting once";
       peer->fd.reset();
       AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
-      st = write_frame(peer->fd.get(), prefix, data, nbytes, addr);
+      pending = iov;
+      st = write_all(peer->fd.get(), pending.data(), static_cast<int>(pending.size()), addr);
     }
     if (!st.ok()) peer->fd.reset();
     return st;
@@ -440,6 +456,14 @@ class TensorClient::Impl {
     }
     std::lock_guard<std::mutex> lock(peer->mu);
     return peer->fd.valid() && still_open(peer->fd.get());
+  }
+
+  Status ensure_connected(const std::string& addr) {
+    std::shared_ptr<Peer> peer = get_peer(addr);
+    std::lock_guard<std::mutex> lock(peer->mu);
+    if (peer->fd.valid() && still_open(peer->fd.get())) return Status::OK();
+    peer->fd.reset();
+    return connect(addr, &peer->fd);
   }
 
   size_t num_connections() const {
@@ -492,11 +516,6 @@ class TensorClient::Impl {
     return Status::OK();
   }
 
-  static Status write_frame(int fd, const std::string& prefix, const void* data, size_t n, const std::string& addr) {
-    iovec iov[2] = {{const_cast<char*>(prefix.data()), prefix.size()}, {const_cast<void*>(data), n}};
-    return write_all(fd, iov, n ? 2 : 1, addr);
-  }
-
   TransportOptions opts_;
   HandshakeConfig hs_;
   mutable std::mutex mu_;  // guards peers_ (the map, not the connections)
@@ -506,11 +525,15 @@ class TensorClient::Impl {
 TensorClient::TensorClient(TransportOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 TensorClient::~TensorClient() = default;
 Status TensorClient::send(const std::string& peer_addr, const TensorMessage& msg) {
-  return impl_->send(peer_addr, msg);
+  return impl_->send(peer_addr, &msg, 1);
+}
+Status TensorClient::send_batch(const std::string& peer_addr, const std::vector<TensorMessage>& msgs) {
+  return impl_->send(peer_addr, msgs.data(), msgs.size());
 }
 void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
 size_t TensorClient::num_connections() const { return impl_->num_connections(); }
 bool TensorClient::is_connected(const std::string& peer_addr) const { return impl_->is_connected(peer_addr); }
+Status TensorClient::ensure_connected(const std::string& peer_addr) { return impl_->ensure_connected(peer_addr); }
 
 }  // namespace net
 }  // namespace actorflow

@@ -123,6 +123,10 @@ class TensorClient {
   // connection lost, stalled), FailedPrecondition (protocol version or cluster file mismatch),
   // Unauthenticated (wrong or one-sided secret, or the peer failed to prove itself).
   Status send(const std::string& peer_addr, const TensorMessage& msg);
+  // Writes `msgs` to the peer in this order with one system call where the socket allows (the
+  // peer's reader then usually gets them in one read). All or nothing as far as validation goes:
+  // a bad message fails the batch before anything is written. Errors as send().
+  Status send_batch(const std::string& peer_addr, const std::vector<TensorMessage>& msgs);
 
   // Closes the pooled connection to `peer_addr`, if any; the next send() reconnects. Thread-safe.
   void disconnect(const std::string& peer_addr);
@@ -131,6 +135,9 @@ class TensorClient {
   // True when a pooled, authenticated connection to `peer_addr` is open now (so send() will not
   // block on connecting, unless that connection breaks). Thread-safe.
   bool is_connected(const std::string& peer_addr) const;
+  // Opens (connects and authenticates) the pooled connection to `peer_addr` unless one is open.
+  // Blocks at most about TransportOptions::connect_timeout plus the handshake. Errors as send().
+  Status ensure_connected(const std::string& peer_addr);
 
   class Impl;
 

@@ -249,6 +249,7 @@ TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
   w1->wait(10s);
   runner.join();
   stop = true;
+  EXPECT_GT(h.server->direct_steps()->steps_run(), 0u);  // the steps in flight went direct
   EXPECT_FALSE(first_error.ok());
   EXPECT_NE(first_error.message().find("/job:worker/replica:0/task:1"), std::string::npos) << first_error;
   // Bring it back: the same session works again.
@@ -327,15 +328,40 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
     ASSERT_EQ((*r)[0].data<int32_t>()[0], 3 * i);
     ASSERT_EQ((*r)[0].data<int32_t>()[1], -2 * i);
   }
+  // After the first step (placement, registration) the host's partition only forwards feeds:
+  // the steps went direct (actors/direct_step.h), from this thread over the data plane.
+  EXPECT_GE(h.server->direct_steps()->steps_run(), 45u);
+  const uint64_t direct_before = h.server->direct_steps()->steps_run();
   auto bad = sess.run({{x, Tensor::from_vector<int32_t>({1, 2}, {2})}, {d, Tensor::scalar<int32_t>(0)}}, {q});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status();
   EXPECT_NE(bad.status().message().find("integer division by zero"), std::string::npos) << bad.status();
   EXPECT_NE(bad.status().message().find("'q'"), std::string::npos) << bad.status();
+  EXPECT_GT(h.server->direct_steps()->steps_run(), direct_before);  // the error came back directly
   auto again = sess.run({{x, Tensor::from_vector<int32_t>({9, 7}, {2})}, {d, Tensor::scalar<int32_t>(3)}}, {q});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)[0].data<int32_t>()[0], 3);
   EXPECT_EQ((*again)[0].data<int32_t>()[1], 2);
+  // A feed of the wrong type is rejected before anything is sent.
+  auto wrong = sess.run({{x, Tensor::from_vector<float>({1, 2}, {2})}, {d, Tensor::scalar<int32_t>(3)}}, {q});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Code::kInvalidArgument) << wrong.status();
+  EXPECT_NE(wrong.status().message().find("feed 'x'"), std::string::npos) << wrong.status();
+  // A step timeout applies to direct steps: the worker is stopped (alive, silent), the step
+  // ends with DeadlineExceeded naming the worker's device long before heartbeats would matter.
+  SessionOptions timed;
+  timed.timeout(std::chrono::milliseconds(400));
+  Session tsess(root, h.server->target(), timed);
+  ASSERT_TRUE(tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q}).ok());
+  ASSERT_TRUE(tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q}).ok());
+  const uint64_t before_stop = h.server->direct_steps()->steps_run();
+  w0->signal(SIGSTOP);
+  ASSERT_TRUE(w0->wait_stopped(5s));
+  auto late = tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q});
+  w0->signal(SIGCONT);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(h.server->direct_steps()->steps_run(), before_stop + 1);
+  EXPECT_NE(late.status().message().find("/job:worker/replica:0/task:0"), std::string::npos) << late.status();
 }
 
 }  // namespace

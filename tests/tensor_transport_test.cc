@@ -221,6 +221,45 @@ TEST(TensorTransportTest, RoundTripEveryDtypeAndShape) {
   EXPECT_EQ(server->stats().frames_received, static_cast<int64_t>(sent.size() + 1));
 }
 
+TEST(TensorTransportTest, BatchesArriveWholeAndInOrder) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient client(o);
+  EXPECT_FALSE(client.is_connected(addr_of(*server)));
+  ASSERT_TRUE(client.ensure_connected(addr_of(*server)).ok());
+  EXPECT_TRUE(client.is_connected(addr_of(*server)));
+  // 600 messages (more iovecs than one sendmsg takes), a 4 MiB tensor and an error among them.
+  std::vector<TensorMessage> batch;
+  for (int i = 0; i < 600; ++i)
+    batch.push_back(TensorMessage{i, "k" + std::to_string(i), Tensor::scalar<int32_t>(3 * i), ""});
+  batch.push_back(TensorMessage{600, "big", patterned(DType::kFloat32, Shape{1024, 1024}, 7), ""});
+  batch.push_back(TensorMessage{601, "err", Tensor(), "Aborted: step 601"});
+  ASSERT_TRUE(client.send_batch(addr_of(*server), batch).ok());
+  ASSERT_TRUE(inbox.wait_for(batch.size()));
+  auto got = inbox.take();
+  ASSERT_EQ(got.size(), batch.size());
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)].key, "k" + std::to_string(i));
+    ASSERT_EQ(got[static_cast<size_t>(i)].tensor.data<int32_t>()[0], 3 * i);
+  }
+  EXPECT_TRUE(got[600].tensor.equals(batch[600].tensor));
+  EXPECT_EQ(got[601].status_error, "Aborted: step 601");
+  // A bad message anywhere in a batch refuses the whole batch: nothing is written.
+  std::vector<TensorMessage> bad = {TensorMessage{1, "fine", Tensor::scalar<float>(1.f), ""},
+                                    TensorMessage{2, "uninitialised", Tensor(), ""}};
+  Status s = client.send_batch(addr_of(*server), bad);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  TensorMessage marker{3, "marker", Tensor::scalar<float>(2.f), ""};
+  ASSERT_TRUE(client.send(addr_of(*server), marker).ok());
+  ASSERT_TRUE(inbox.wait_for(1));
+  auto after = inbox.take();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].key, "marker");
+  EXPECT_EQ(client.num_connections(), 1u);
+}
+
 TEST(TensorTransportTest, ManyConcurrentSenders) {
   Inbox inbox;
   auto o = options();

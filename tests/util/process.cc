@@ -90,6 +90,20 @@ void ChildProcess::signal(int sig) {
   if (pid_ > 0 && !exited_) ::kill(pid_, sig);
 }
 
+bool ChildProcess::wait_stopped(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0 || exited_) return false;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    siginfo_t info{};
+    // WNOWAIT: observe the stop without consuming it (wait() still sees the final exit).
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_ &&
+        info.si_code == CLD_STOPPED)
+      return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // polls a kernel state, bounded
+  }
+}
+
 int ChildProcess::wait(std::chrono::milliseconds timeout) {
   if (exited_) return status_;
   // Poll waitpid with WNOHANG; there is no waitpid with a timeout.

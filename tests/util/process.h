@@ -33,6 +33,9 @@ class ChildProcess {
   std::string output() const;
   // Sends `sig` (e.g. SIGKILL, SIGSTOP, SIGCONT, SIGTERM).
   void signal(int sig);
+  // After signal(SIGSTOP): waits up to `timeout` until every thread of the process has stopped.
+  // True when it has.
+  bool wait_stopped(std::chrono::milliseconds timeout);
   // Waits up to `timeout` for exit; returns the exit code, 128+signal for a signal, or -1 on
   // timeout.
   int wait(std::chrono::milliseconds timeout);

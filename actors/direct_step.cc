@@ -1,0 +1,214 @@
+#include "actors/direct_step.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <set>
+
+#include "actors/faults.h"
+#include "core/logging.h"
+
+namespace actorflow {
+
+int64_t next_step_id() {
+  static std::atomic<int64_t> next{[] {
+    std::random_device rd;
+    return static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 2);
+  }()};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+// How long a waiting caller polls before it sleeps: a wake-up through the kernel can cost tens
+// of microseconds on a VM whose other vCPU is halted, more than a tiny step itself.
+// AF_DIRECT_SPIN_US overrides (0 = never poll).
+std::chrono::microseconds spin_budget() {
+  static const std::chrono::microseconds us{[] {
+    const char* e = std::getenv("AF_DIRECT_SPIN_US");
+    if (!e || !*e) return 50L;
+    long v = std::strtol(e, nullptr, 10);
+    return v < 0 ? 0L : (v > 10000 ? 10000L : v);
+  }()};
+  return us;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How often a waiting step checks its connections and deadline.
+constexpr std::chrono::milliseconds kLivenessSlice{250};
+
+}  // namespace
+
+struct DirectSteps::Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> done{false};
+  std::set<std::string> pending;  // dispatched devices that have not reported
+  std::vector<Tensor> fetches;
+  Status status;
+  int64_t step_id = 0;
+};
+
+bool DirectSteps::finish(Waiter& w, const Status& s) {
+  if (w.done.load(std::memory_order_relaxed)) return false;
+  w.status = s;
+  w.done.store(true, std::memory_order_release);
+  w.cv.notify_all();
+  return true;
+}
+
+void DirectSteps::publish(const std::string& plan_key, std::shared_ptr<const DirectPlan> plan) {
+  std::lock_guard<std::mutex> l(mu_);
+  plans_[plan_key] = std::move(plan);
+}
+
+std::shared_ptr<const DirectPlan> DirectSteps::find(const std::string& plan_key) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = plans_.find(plan_key);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+void DirectSteps::clear_plans() {
+  std::lock_guard<std::mutex> l(mu_);
+  plans_.clear();
+}
+
+void DirectSteps::task_down(const std::string& task, const std::string& reason) {
+  const std::string prefix = task + "/";
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = plans_.begin(); it != plans_.end();) {
+    bool uses = false;
+    for (const auto& d : it->second->dispatches)
+      if (d.device.name.rfind(prefix, 0) == 0) uses = true;
+    if (uses) it = plans_.erase(it);
+    else ++it;
+  }
+  for (auto& [id, w] : waiting_) {
+    std::lock_guard<std::mutex> wl(w->mu);
+    for (const auto& d : w->pending)
+      if (d.rfind(prefix, 0) == 0) {
+        finish(*w, Unavailable("task " + task + " failed during step " + std::to_string(id) + ": " + reason));
+        break;
+      }
+  }
+}
+
+void DirectSteps::abort_others(const DirectPlan& plan, int64_t step_id, const std::string& why) {
+  for (const auto& d : plan.dispatches)
+    if (d.device.actor) caf::anon_send(d.device.actor, abort_atom::value, d.device.name, step_id, why);
+}
+
+std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, const DirectPlan& plan,
+                                                            const std::vector<Tensor>& feeds,
+                                                            std::chrono::milliseconds timeout) {
+  if (plan.dispatches.empty() || FaultInjector::global().armed()) return std::nullopt;
+  for (const auto& d : plan.dispatches)
+    if (!router.can_dispatch(d.device.name) && !router.open_dispatch(d.device.name).ok()) return std::nullopt;
+  // The master's feed checks.
+  if (feeds.size() != plan.arg_types.size())
+    return Result<std::vector<Tensor>>(Internal("direct step: " + std::to_string(feeds.size()) + " feeds for a plan of " +
+                                                std::to_string(plan.arg_types.size())));
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Tensor& t = feeds[i];
+    const std::string& name = plan.feed_names[i];
+    if (!t.is_initialized()) return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': the tensor is empty"));
+    if (plan.arg_types[i] == DType::kInvalid) continue;
+    if (t.dtype() != plan.arg_types[i])
+      return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': expected " + dtype_name(plan.arg_types[i]) +
+                                                         ", got " + dtype_name(t.dtype())));
+    if (!plan.arg_shapes[i].compatible_with(t.shape()))
+      return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': expected shape " +
+                                                         plan.arg_shapes[i].to_string() + ", got " +
+                                                         t.shape().to_string()));
+  }
+
+  steps_run_.fetch_add(1, std::memory_order_relaxed);
+  auto w = std::make_shared<Waiter>();
+  w->step_id = next_step_id();
+  w->fetches.resize(plan.num_fetches);
+  for (const auto& d : plan.dispatches) w->pending.insert(d.device.name);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting_[w->step_id] = w;
+  }
+  auto fail_now = [&](const Status& s) {
+    std::lock_guard<std::mutex> wl(w->mu);
+    finish(*w, s);
+  };
+  // Each run request goes with the feeds of its partition, in one write.
+  std::vector<std::pair<std::string, Tensor>> carried;
+  for (const auto& d : plan.dispatches) {
+    carried.clear();
+    for (const auto& f : d.forwards) carried.emplace_back(f.key, feeds[static_cast<size_t>(f.arg)]);
+    Status s = router.dispatch_step(d.device.name, d.handle, w->step_id, plan.from_task, carried);
+    if (!s.ok()) {
+      fail_now(s);
+      break;
+    }
+  }
+
+  // Wait: poll briefly, then sleep in slices that check the deadline and the connections.
+  const auto start = std::chrono::steady_clock::now();
+  const auto spin_end = start + spin_budget();
+  while (!w->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) cpu_relax();
+  {
+    std::unique_lock<std::mutex> wl(w->mu);
+    while (!w->done.load(std::memory_order_relaxed)) {
+      if (w->cv.wait_for(wl, kLivenessSlice, [&] { return w->done.load(std::memory_order_relaxed); })) break;
+      const std::string first = w->pending.empty() ? std::string("the step") : *w->pending.begin();
+      if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
+        finish(*w, from_caf_error(caf::make_error(caf::sec::request_timeout), first));
+        break;
+      }
+      for (const auto& d : w->pending)
+        if (!router.can_dispatch(d)) {
+          finish(*w, Unavailable("the data-plane connection to " + task_of_device(d) + " closed during step " +
+                                 std::to_string(w->step_id)));
+          break;
+        }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting_.erase(w->step_id);
+  }
+  if (!w->status.ok()) {
+    abort_others(plan, w->step_id, w->status.message());
+    return Result<std::vector<Tensor>>(w->status);
+  }
+  return Result<std::vector<Tensor>>(std::move(w->fetches));
+}
+
+std::shared_ptr<DirectSteps::Waiter> DirectSteps::waiter(int64_t step_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = waiting_.find(step_id);
+  return it == waiting_.end() ? nullptr : it->second;
+}
+
+bool DirectSteps::on_ret(int64_t step_id, const std::string& device, int32_t index, Tensor t) {
+  std::shared_ptr<Waiter> w = waiter(step_id);
+  if (!w) return false;
+  std::lock_guard<std::mutex> wl(w->mu);
+  if (w->done.load(std::memory_order_relaxed) || !w->pending.count(device)) return true;
+  if (index >= 0 && static_cast<size_t>(index) < w->fetches.size()) w->fetches[static_cast<size_t>(index)] = std::move(t);
+  return true;
+}
+
+bool DirectSteps::on_done(int64_t step_id, const std::string& device, int32_t code, const std::string& message) {
+  std::shared_ptr<Waiter> w = waiter(step_id);
+  if (!w) return false;
+  std::lock_guard<std::mutex> wl(w->mu);
+  if (w->done.load(std::memory_order_relaxed) || !w->pending.erase(device)) return true;
+  if (code != 0) finish(*w, Status(static_cast<Code>(code), message));
+  else if (w->pending.empty()) finish(*w, Status::OK());
+  return true;
+}
+
+}  // namespace actorflow
