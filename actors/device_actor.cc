@@ -293,9 +293,11 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
           return to_caf_error(restart_in_place(self, e.what()));
         }
       },
-      [=](steprun_atom, const std::string& handle, int64_t step_id, const std::string& reply_to) {
+      [=](steprun_atom, const std::string& handle, int64_t step_id, const std::string& reply_to,
+          std::vector<std::string>& keys, std::vector<Tensor>& tensors) {
         // A run request that came over the data plane (Router::dispatch_step): same as run_atom
-        // without arguments, but the outcome goes back over the data plane to `reply_to`.
+        // without arguments, but the outcome goes back over the data plane to `reply_to`; the
+        // tensors for its _Recvs that came with it (keys[i] -> tensors[i]) are delivered first.
         auto& st = self->state;
         auto report = [&](const Status& s) {
           Status sent = st.router ? st.router->reply_step(reply_to, step_id, st.device->name(), s, {})
@@ -304,10 +306,17 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         };
         if (!st.failed.ok()) return report(st.failed);
         std::vector<Tensor> no_args;
+        if (!keys.empty() && keys.size() == tensors.size() && !st.ended.count(step_id) && !st.steps.count(step_id)) {
+          auto& early = st.early[step_id];
+          for (size_t i = 0; i < keys.size(); ++i) early.emplace_back(std::move(keys[i]), std::move(tensors[i]));
+        }
         try {
           FaultInjector::global().maybe_throw("device", st.device->name());
           auto r = start_step(self, handle, step_id, no_args, reply_to);
-          if (r.flag == caf::rt_error) report(from_caf_error(r.err));
+          if (r.flag == caf::rt_error) {
+            if (!st.steps.count(step_id)) st.early.erase(step_id);
+            report(from_caf_error(r.err));
+          }
         } catch (const std::exception& e) {
           report(restart_in_place(self, e.what()));
         }

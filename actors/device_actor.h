@@ -33,7 +33,7 @@ class Router {
 
   // Step dispatch over the data plane (optional: the defaults say "not available", and callers
   // then use CAF requests). A dispatched step's device actor gets
-  //   (steprun_atom, handle, step_id, string reply_to)
+  //   (steprun_atom, handle, step_id, string reply_to, vector<string> keys, vector<Tensor> feeds)
   // and reports its outcome with reply_step(); the master of the process at `reply_to` then
   // gets one (stepret_atom, step_id, device, int32 fetch index, Tensor) per fetched tensor and
   // finally (stepdone_atom, step_id, device, int32 code, string message) (code 0 = OK).

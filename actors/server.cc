@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <thread>
 #include <map>
+#include <unordered_map>
 
 #include "actors/direct_step.h"
 #include "actors/faults.h"
@@ -65,12 +66,32 @@ class LocalRouter final : public Router {
       return;
     }
     std::vector<std::string> f = split_control(m.key);
+    if (f.size() == 2 && f[0] == "feed") {  // feed, rendezvous key: travels with the run that follows
+      if (!m.status_error.empty()) return;
+      std::lock_guard<std::mutex> l(mu_);
+      if (carried_.size() >= kMaxCarried) {
+        AF_LOG(WARNING) << "data plane: " << carried_.size() << " steps' feeds arrived without their run requests; dropped";
+        carried_.clear();
+      }
+      carried_[m.step_id].emplace_back(f[1], m.tensor);
+      return;
+    }
     if (f.size() == 5 && f[0] == "run") {  // run, device, handle, reply_to, from_task
       caf::actor a;
+      std::vector<std::string> keys;
+      std::vector<Tensor> tensors;
       {
         std::lock_guard<std::mutex> l(mu_);
         auto it = local_.find(f[1]);
         if (it != local_.end()) a = it->second;
+        auto c = carried_.find(m.step_id);
+        if (c != carried_.end()) {
+          for (auto& [k, t] : c->second) {
+            keys.push_back(std::move(k));
+            tensors.push_back(std::move(t));
+          }
+          carried_.erase(c);
+        }
       }
       if (!a) {
         AF_LOG(WARNING) << "step " << m.step_id << " dispatched to unknown device " << f[1] << " here";
@@ -83,11 +104,13 @@ class LocalRouter final : public Router {
         LinkDecision d = FaultInjector::global().on_receive(f[4], task_of_device(f[1]));
         if (d.drop) return;
         if (d.delay_ms > 0) {
-          caf::delayed_anon_send(a, std::chrono::milliseconds(d.delay_ms), steprun_atom::value, f[2], m.step_id, f[3]);
+          caf::delayed_anon_send(a, std::chrono::milliseconds(d.delay_ms), steprun_atom::value, f[2], m.step_id, f[3],
+                                 std::move(keys), std::move(tensors));
           return;
         }
       }
-      caf::anon_send(a, steprun_atom::value, f[2], m.step_id, f[3]);
+      // One message with the step's feeds: the device actor wakes once.
+      caf::anon_send(a, steprun_atom::value, f[2], m.step_id, f[3], std::move(keys), std::move(tensors));
       return;
     }
     caf::actor master;
@@ -146,7 +169,7 @@ class LocalRouter final : public Router {
     std::vector<net::TensorMessage> msgs(feeds.size() + 1);
     for (size_t i = 0; i < feeds.size(); ++i) {
       msgs[i].step_id = step_id;
-      msgs[i].key = feeds[i].first;
+      msgs[i].key = control_key({"feed", feeds[i].first});
       msgs[i].tensor = feeds[i].second;
     }
     net::TensorMessage& m = msgs.back();
@@ -278,6 +301,10 @@ class LocalRouter final : public Router {
     return out;
   }
 
+  // Feeds of dispatched steps whose run request has not been read yet (they precede it in the
+  // same write); bounded.
+  static constexpr size_t kMaxCarried = 4096;
+  std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
   std::mutex mu_;
   caf::actor master_;
   std::shared_ptr<DirectSteps> direct_;

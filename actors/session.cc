@@ -90,12 +90,30 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->allow_soft_placement = opts_.allow_soft_placement();
   req->default_device = opts_.default_device();
   req->timeout = opts_.timeout();
-  if (server_->membership()) {
-    const auto connect_timeout = opts_.timeout().count() > 0 ? opts_.timeout() : std::chrono::milliseconds(0);
-    auto devs = server_->cluster_devices_for(*req->graph, connect_timeout);
-    if (!devs.ok()) return devs.status();
-    req->devices = std::move(*devs);
-    req->membership_epoch = server_->membership()->epoch();
+  if (Membership* membership = server_->membership()) {
+    // Connecting and routing happen once per graph version and membership change.
+    const uint64_t epoch = membership->epoch();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (devices_graph_ == req->graph && devices_epoch_ == epoch) {
+        req->devices = devices_;
+        req->membership_epoch = epoch;
+      }
+    }
+    if (req->devices.empty()) {
+      const auto connect_timeout = opts_.timeout().count() > 0 ? opts_.timeout() : std::chrono::milliseconds(0);
+      const uint64_t before = membership->epoch();
+      auto devs = server_->cluster_devices_for(*req->graph, connect_timeout);
+      if (!devs.ok()) return devs.status();
+      req->devices = std::move(*devs);
+      req->membership_epoch = membership->epoch();
+      if (req->membership_epoch == before) {
+        std::lock_guard<std::mutex> l(mu_);
+        devices_graph_ = req->graph;
+        devices_epoch_ = req->membership_epoch;
+        devices_ = req->devices;
+      }
+    }
   }
   return std::shared_ptr<const RunRequest>(req);
 }

@@ -15,6 +15,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/messages.h"
 #include "core/status.h"
 #include "graph/scope.h"
 #include "graph/tensor.h"
@@ -95,6 +96,11 @@ class Session {
   std::shared_ptr<const Graph> snapshot_;
   int snapshot_nodes_ = -1;
   bool closed_ = false;
+  // The cluster devices of snapshot_ while the membership epoch stays `devices_epoch_` (no task
+  // came or went, so every task the graph names is still up and routed). Guarded by mu_.
+  std::shared_ptr<const Graph> devices_graph_;
+  uint64_t devices_epoch_ = 0;
+  std::vector<DeviceInfo> devices_;
 };
 
 }  // namespace actorflow
