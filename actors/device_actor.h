@@ -41,6 +41,9 @@ class Router {
   // True when run requests for `device` (of another process) can be sent now without
   // connecting first. Thread-safe.
   virtual bool can_dispatch(const std::string& device) { (void)device; return false; }
+  // Like can_dispatch, but also checks (a system call) that the peer has not closed the
+  // connection since. For liveness checks while a dispatched step waits.
+  virtual bool dispatch_connection_open(const std::string& device) { return can_dispatch(device); }
   // Opens the data-plane connection run requests for `device` would use (blocks: connect and
   // authenticate, bounded by the transport's timeouts). OK when can_dispatch(device) may now be
   // true; Unavailable/Unimplemented when steps for it cannot go over the data plane.

@@ -168,7 +168,7 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
         break;
       }
       for (const auto& d : w->pending)
-        if (!router.can_dispatch(d)) {
+        if (!router.dispatch_connection_open(d)) {
           finish(*w, Unavailable("the data-plane connection to " + task_of_device(d) + " closed during step " +
                                  std::to_string(w->step_id)));
           break;

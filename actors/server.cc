@@ -152,7 +152,12 @@ class LocalRouter final : public Router {
   bool can_dispatch(const std::string& device) override {
     std::string addr, own;
     net::TensorClient* client = nullptr;
-    return dispatch_route(device, &addr, &own, &client) && client->is_connected(addr);
+    return dispatch_route(device, &addr, &own, &client) && client->is_connected(addr, /*probe=*/false);
+  }
+  bool dispatch_connection_open(const std::string& device) override {
+    std::string addr, own;
+    net::TensorClient* client = nullptr;
+    return dispatch_route(device, &addr, &own, &client) && client->is_connected(addr, /*probe=*/true);
   }
   Status open_dispatch(const std::string& device) override {
     std::string addr, own;

@@ -446,7 +446,7 @@ class TensorClient::Impl {
     peer->fd.reset();
   }
 
-  bool is_connected(const std::string& addr) const {
+  bool is_connected(const std::string& addr, bool probe) const {
     std::shared_ptr<Peer> peer;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -455,7 +455,7 @@ class TensorClient::Impl {
       peer = it->second;
     }
     std::lock_guard<std::mutex> lock(peer->mu);
-    return peer->fd.valid() && still_open(peer->fd.get());
+    return peer->fd.valid() && (!probe || still_open(peer->fd.get()));
   }
 
   Status ensure_connected(const std::string& addr) {
@@ -532,7 +532,9 @@ Status TensorClient::send_batch(const std::string& peer_addr, const std::vector<
 }
 void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
 size_t TensorClient::num_connections() const { return impl_->num_connections(); }
-bool TensorClient::is_connected(const std::string& peer_addr) const { return impl_->is_connected(peer_addr); }
+bool TensorClient::is_connected(const std::string& peer_addr, bool probe) const {
+  return impl_->is_connected(peer_addr, probe);
+}
 Status TensorClient::ensure_connected(const std::string& peer_addr) { return impl_->ensure_connected(peer_addr); }
 
 }  // namespace net

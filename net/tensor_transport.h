@@ -133,8 +133,9 @@ class TensorClient {
   // Number of open pooled connections. Thread-safe.
   size_t num_connections() const;
   // True when a pooled, authenticated connection to `peer_addr` is open now (so send() will not
-  // block on connecting, unless that connection breaks). Thread-safe.
-  bool is_connected(const std::string& peer_addr) const;
+  // block on connecting, unless that connection breaks). With `probe` false, only whether one
+  // was opened and not found broken yet (no system call). Thread-safe.
+  bool is_connected(const std::string& peer_addr, bool probe = true) const;
   // Opens (connects and authenticates) the pooled connection to `peer_addr` unless one is open.
   // Blocks at most about TransportOptions::connect_timeout plus the handshake. Errors as send().
   Status ensure_connected(const std::string& peer_addr);
