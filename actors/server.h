@@ -82,12 +82,12 @@ class Server {
   caf::actor_system& system() { return *sys_; }
   caf::actor master() const { return master_; }
   const std::vector<DeviceInfo>& devices() const { return device_infos_; }
-  // The direct-step plans and waiting steps of this server (actors/direct_step.h); owned by
-  // the server, valid while it lives. Used by Session::run.
-  DirectSteps* direct_steps() const { return direct_.get(); }
-  // Routes tensors and step dispatches of this server's devices (data plane included); owned
-  // by the server, valid while it lives. Thread-safe.
-  Router* router() const { return router_.get(); }
+  // The direct-step plans and waiting steps of this server (actors/direct_step.h), shared with
+  // the caller (Session::run holds it for the length of a step). Never null after creation.
+  std::shared_ptr<DirectSteps> direct_steps() const { return direct_; }
+  // Routes tensors and step dispatches of this server's devices (data plane included), shared
+  // with the caller; after the server stops it routes nothing. Thread-safe.
+  std::shared_ptr<Router> router() const { return router_; }
 
   // Blocks until stop() is called (tf.train.Server.join()).
   void join();

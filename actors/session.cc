@@ -125,9 +125,11 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
   // possible right now, through the master.
-  if (DirectSteps* direct = server_->direct_steps()) {
-    if (auto plan = direct->find(plan_key(*req))) {
-      auto r = direct->run(*server_->router(), *plan, req->feeds, opts_.timeout());
+  if (std::shared_ptr<DirectSteps> direct = server_->direct_steps()) {
+    auto plan = direct->find(plan_key(*req));
+    std::shared_ptr<Router> router = plan ? server_->router() : nullptr;
+    if (plan && router) {
+      auto r = direct->run(*router, *plan, req->feeds, opts_.timeout());
       if (r) return std::move(*r);
     }
   }

@@ -311,6 +311,39 @@ namespace {
 // Runs of a remote partition without arguments go over the data plane once a connection to
 // that task is open (the first step's tensor opens it): values, fetches from the remote
 // partition, a kernel error there (code and op kept), and the session staying usable.
+TEST(ClusterTest, ConcurrentDirectStepsGetTheirOwnResults) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  HostFixture h(c);
+  Scope root = Scope::root();
+  // Two remote partitions per step: x goes to worker 1, worker 0 fetches from there.
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::mul(root.with_device("/job:worker/task:1"), x, 2.f);
+  auto z = ops::add(root.with_device("/job:worker/task:0"), y, 1.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  ASSERT_TRUE(sess.run({{x, Tensor::from_vector<float>({0, 0}, {2})}}, {z, y}).ok());
+  constexpr int kThreads = 4, kSteps = 100;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kSteps && errors[static_cast<size_t>(t)].empty(); ++i) {
+        const float v = static_cast<float>(t * 1000 + i);
+        auto r = sess.run({{x, Tensor::from_vector<float>({v, -v}, {2})}}, {z, y});
+        if (!r.ok()) errors[static_cast<size_t>(t)] = r.status().to_string();
+        else if ((*r)[0].data<float>()[0] != 2 * v + 1 || (*r)[0].data<float>()[1] != -2 * v + 1 ||
+                 (*r)[1].data<float>()[0] != 2 * v)
+          errors[static_cast<size_t>(t)] = "step " + std::to_string(i) + " of thread " + std::to_string(t) +
+                                           " got " + (*r)[0].to_string() + " " + (*r)[1].to_string();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
+  EXPECT_GE(h.server->direct_steps()->steps_run(), static_cast<uint64_t>(kThreads * kSteps));
+}
+
 TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
   Cluster c;
   auto w0 = c.node("worker", 0);
