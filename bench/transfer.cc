@@ -148,6 +148,8 @@ int child_main(int cmd_fd, int reply_fd) {
   std::vector<char> buf;
   std::unique_ptr<CafConfig> caf_cfg;
   std::unique_ptr<caf::actor_system> caf_sys;
+  caf::actor caf_sink_actor;
+  uint16_t caf_port = 0;
   for (;;) {
     Cmd c{};
     if (!get(cmd_fd, &c, sizeof c)) break;
@@ -191,12 +193,20 @@ int child_main(int cmd_fd, int reply_fd) {
       case kCafStart: {
         caf_cfg = std::make_unique<CafConfig>();
         caf_sys = std::make_unique<caf::actor_system>(*caf_cfg);
-        auto sink = caf_sys->spawn(caf_sink);
-        auto port = caf_sys->middleman().publish(sink, 0, "127.0.0.1");
-        put64(reply_fd, port ? *port : 0);
+        caf_sink_actor = caf_sys->spawn(caf_sink);
+        auto port = caf_sys->middleman().publish(caf_sink_actor, 0, "127.0.0.1");
+        caf_port = port ? *port : 0;
+        put64(reply_fd, caf_port);
         break;
       }
       case kCafStop: {
+        // Unpublish and stop the sink first: CAF 0.17 otherwise may wait forever for it when
+        // the actor system is destroyed.
+        if (caf_sys && caf_sink_actor) {
+          if (caf_port) caf_sys->middleman().unpublish(caf_sink_actor, caf_port);
+          caf::anon_send_exit(caf_sink_actor, caf::exit_reason::user_shutdown);
+          caf_sink_actor = nullptr;
+        }
         caf_sys.reset();
         caf_cfg.reset();
         put64(reply_fd, 0);
