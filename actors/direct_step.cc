@@ -75,6 +75,11 @@ std::shared_ptr<const DirectPlan> DirectSteps::find(const std::string& plan_key)
   return it == plans_.end() ? nullptr : it->second;
 }
 
+bool DirectSteps::has_plans() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return !plans_.empty();
+}
+
 void DirectSteps::clear_plans() {
   std::lock_guard<std::mutex> l(mu_);
   plans_.clear();

@@ -75,6 +75,8 @@ class DirectSteps {
   void publish(const std::string& plan_key, std::shared_ptr<const DirectPlan> plan);
   // The plan published under `plan_key`, or null.
   std::shared_ptr<const DirectPlan> find(const std::string& plan_key) const;
+  // True when any plan is published (a cheap check before computing a plan key).
+  bool has_plans() const;
   // Withdraws every plan (the master's device list changed).
   void clear_plans();
   // Task `task` (a prefix such as "/job:worker/task:0") went down: withdraws the plans that

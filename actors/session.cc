@@ -125,7 +125,8 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
   // possible right now, through the master.
-  if (std::shared_ptr<DirectSteps> direct = server_->direct_steps()) {
+  std::shared_ptr<DirectSteps> direct = server_->membership() ? server_->direct_steps() : nullptr;
+  if (direct && direct->has_plans()) {
     auto plan = direct->find(plan_key(*req));
     std::shared_ptr<Router> router = plan ? server_->router() : nullptr;
     if (plan && router) {
