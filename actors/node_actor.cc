@@ -28,6 +28,7 @@ namespace {
 
 // Self-message: has `node` authenticated by now? (node, generation of its auth watch)
 using authcheck_atom = caf::atom_constant<caf::atom("authcheck")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweepconn")>;
 
 struct NodeState {
   NodeActorConfig cfg;
@@ -111,6 +112,8 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
     for (auto& d : out) d.actor = caf::actor_cast<caf::actor>(self);
     return out;
   };
+  if (self->state.cfg.sweeper)
+    self->delayed_send(self, self->state.cfg.sweeper->limit() / 2, sweep_atom::value);
   auto unauth = [](const char* what) {
     return to_caf_error(Unauthenticated(std::string(what) + " refused: peer has not authenticated"));
   };
@@ -218,6 +221,14 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
                                   " did not authenticate within " + std::to_string(st.cfg.auth_timeout.count()) +
                                   " ms or failed to");
         st.peer_tasks.erase(node);
+      },
+      [=](sweep_atom) {
+        // Only this process's own timer (a remote sender could only make it sweep more often).
+        if (self->current_sender() && self->current_sender()->node() != self->home_system().node()) return;
+        auto& sw = self->state.cfg.sweeper;
+        if (!sw) return;
+        sw->sweep();
+        self->delayed_send(self, sw->limit() / 2, sweep_atom::value);
       },
       [=](ping_atom) -> caf::result<std::string> {
         if (!allowed(self, "ping")) return unauth("ping");

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/peer_link.h"
 
 namespace actorflow {
 
@@ -94,6 +95,8 @@ struct NodeActorConfig {
   std::shared_ptr<AuthenticatedPeers> peers;
   // How long a remote node that contacted us may take to authenticate before it is dropped.
   std::chrono::milliseconds auth_timeout{5000};
+  // Sweeps connections that never complete CAF's handshake, every limit / 2 (may be null).
+  std::shared_ptr<SilentConnectionSweeper> sweeper;
   // Connects to the given tasks (blocking; run on a detached worker) so this task can send
   // them tensors. Answers (peers_atom, tasks).
   std::function<Status(const std::vector<std::string>& tasks)> connect_peers;

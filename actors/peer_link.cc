@@ -3,6 +3,8 @@
 #include <caf/io/all.hpp>
 #include <caf/io/basp_broker.hpp>
 
+#include <unordered_map>
+
 #include "core/logging.h"
 
 namespace actorflow {
@@ -22,6 +24,41 @@ void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, con
     AF_LOG(WARNING) << "closing the connection of peer node " << caf::to_string(peer) << ": " << why;
     broker->connection_cleanup(*hdl, caf::sec::none);
     broker->close(*hdl);
+  });
+}
+
+struct SilentConnectionSweeper::Seen {
+  std::unordered_map<int64_t, std::chrono::steady_clock::time_point> first;
+};
+
+SilentConnectionSweeper::SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit)
+    : sys_(sys), limit_(limit), seen_(std::make_shared<Seen>()) {}
+
+void SilentConnectionSweeper::sweep() {
+  auto* mm = &sys_.middleman();
+  const auto limit = limit_;
+  std::shared_ptr<Seen> seen = seen_;
+  mm->run_later([mm, limit, seen] {
+    caf::actor handle = mm->named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(handle));
+    if (broker == nullptr || broker->getf(caf::abstract_actor::is_terminated_flag)) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::unordered_map<int64_t, std::chrono::steady_clock::time_point> still;
+    for (const auto& hdl : broker->connections()) {
+      if (broker->instance.tbl().lookup_direct(hdl) != caf::none) continue;  // a node: CAF's handshake done
+      auto it = seen->first.find(hdl.id());
+      const auto first = it == seen->first.end() ? now : it->second;
+      if (now - first < limit) {
+        still.emplace(hdl.id(), first);
+        continue;
+      }
+      AF_LOG(WARNING) << "closing the control-plane connection from " << broker->remote_addr(hdl) << ":"
+                      << broker->remote_port(hdl) << ": no CAF handshake within "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(limit).count() << " ms";
+      broker->connection_cleanup(hdl, caf::sec::none);
+      broker->close(hdl);
+    }
+    seen->first = std::move(still);
   });
 }
 

@@ -14,6 +14,8 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 namespace actorflow {
@@ -23,5 +25,25 @@ namespace actorflow {
 // logged at WARNING with the peer's node id when the connection is found and closed. Requires
 // the middleman module to be loaded in `sys`. Thread-safe.
 void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, const std::string& why);
+
+// Closes this process's BASP connections that never completed CAF's own handshake (a TCP
+// client on the node's port that sends nothing, or garbage CAF cannot parse into a handshake):
+// CAF 0.17 keeps those open forever. Each sweep() looks at every connection on the middleman's
+// I/O thread; one that still has no node behind it `limit` after a sweep first saw it is closed
+// and logged at WARNING with its remote address. Call sweep() periodically (every limit / 2
+// bounds detection to 1.5 x limit). Thread-safe; the object may be destroyed while a sweep is
+// queued.
+class SilentConnectionSweeper {
+ public:
+  SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit);
+  void sweep();
+  std::chrono::milliseconds limit() const { return limit_; }
+
+ private:
+  struct Seen;  // first-seen times, only touched on the middleman thread
+  caf::actor_system& sys_;
+  std::chrono::milliseconds limit_;
+  std::shared_ptr<Seen> seen_;
+};
 
 }  // namespace actorflow

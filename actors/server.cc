@@ -18,6 +18,7 @@
 #include "actors/direct_step.h"
 #include "actors/faults.h"
 #include "actors/master_actor.h"
+#include "actors/peer_link.h"
 #include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
 #include "core/logging.h"
@@ -538,6 +539,8 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
+  // TCP clients of the node's port that never complete CAF's handshake are closed too.
+  nc.sweeper = std::make_shared<SilentConnectionSweeper>(*sys_, nc.auth_timeout);
   // The tensor data plane: its own listener on the task's host (ephemeral port, advertised
   // to authenticated peers in NodeInfo), with its own challenge-response handshake.
   {

@@ -1,7 +1,12 @@
 // Multi-process clusters on 127.0.0.1: seed 000 across three processes, start-order
 // permutations, authentication, a task killed mid-step, a silent (SIGSTOPped) task.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -137,6 +142,33 @@ TEST(ClusterTest, TaskThatNeverComesIsNamed) {
       << host->output();
 }
 
+// Opens a raw TCP connection to 127.0.0.1:`port`, writes `garbage` (may be empty), then reads
+// whatever comes until the peer closes. True when it closed within `bound`.
+bool raw_client_closed_within(int port, const std::string& garbage, std::chrono::milliseconds bound) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool closed = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      (garbage.empty() || ::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(garbage.size()))) {
+    const auto end = std::chrono::steady_clock::now() + bound;
+    char buf[512];
+    while (!closed) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+      if (r <= 0) closed = true;  // EOF or reset
+    }
+  }
+  ::close(fd);
+  return closed;
+}
+
 TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
   Cluster c;
   auto w0 = c.node("worker", 0, {{"ACTORFLOW_SECRET", "right-secret"}});
@@ -170,6 +202,11 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
   EXPECT_NE(w0->output().find("failed authentication"), std::string::npos) << w0->output();
   EXPECT_EQ(w0->output().find("right-secret"), std::string::npos);
   EXPECT_EQ(w0->output().find("wrong-secret"), std::string::npos);
+  // TCP clients of the node's port that never complete CAF's handshake (silent, or garbage) are
+  // closed within 1.5 x the handshake deadline (peer_timeout_ms = 1500 here).
+  EXPECT_TRUE(raw_client_closed_within(c.w0, "", 15s)) << w0->output();
+  EXPECT_TRUE(raw_client_closed_within(c.w0, std::string(64, '\x7f'), 15s)) << w0->output();
+  EXPECT_NE(w0->output().find("no CAF handshake within"), std::string::npos) << w0->output();
   EXPECT_TRUE(w0->running());
   EXPECT_TRUE(w1->running());
   // A host with the right secret still gets served.
