@@ -3,6 +3,7 @@
 #include <caf/io/all.hpp>
 #include <caf/io/basp_broker.hpp>
 
+#include <atomic>
 #include <unordered_map>
 
 #include "core/logging.h"
@@ -28,17 +29,21 @@ void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, con
 }
 
 struct SilentConnectionSweeper::Seen {
+  std::atomic<bool> retired{false};  // the sweeper is gone: queued sweeps do nothing
   std::unordered_map<int64_t, std::chrono::steady_clock::time_point> first;
 };
 
 SilentConnectionSweeper::SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit)
     : sys_(sys), limit_(limit), seen_(std::make_shared<Seen>()) {}
 
+SilentConnectionSweeper::~SilentConnectionSweeper() { seen_->retired.store(true); }
+
 void SilentConnectionSweeper::sweep() {
   auto* mm = &sys_.middleman();
   const auto limit = limit_;
   std::shared_ptr<Seen> seen = seen_;
   mm->run_later([mm, limit, seen] {
+    if (seen->retired.load()) return;
     caf::actor handle = mm->named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(handle));
     if (broker == nullptr || broker->getf(caf::abstract_actor::is_terminated_flag)) return;

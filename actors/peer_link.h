@@ -36,6 +36,11 @@ void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, con
 class SilentConnectionSweeper {
  public:
   SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit);
+  // Sweeps queued but not yet run do nothing once the sweeper is gone (its owner, the node
+  // actor, ends before the middleman stops).
+  ~SilentConnectionSweeper();
+  SilentConnectionSweeper(const SilentConnectionSweeper&) = delete;
+  SilentConnectionSweeper& operator=(const SilentConnectionSweeper&) = delete;
   void sweep();
   std::chrono::milliseconds limit() const { return limit_; }
 
