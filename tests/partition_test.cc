@@ -239,8 +239,8 @@ TEST(PartitionTest, PartitionsExecuteAcrossTwoCpuDevices) {
 }
 
 TEST(PartitionTest, SeedMatMulAcrossTwoCpuDevices) {
-  if (!OpRegistry::global().lookup("MatMul").ok() || !KernelRegistry::global().has("MatMul", "CPU"))
-    GTEST_SKIP() << "MatMul and its CPU kernel are not registered in this build yet";
+  ASSERT_TRUE(OpRegistry::global().lookup("MatMul").ok() && KernelRegistry::global().has("MatMul", "CPU"))
+      << "MatMul and its CPU kernel must be registered";
   Scope root = Scope::root();
   auto a = ops::constant(root.with_device("/cpu:0"), {1, 2, 3, 4, 5, 6}, {2, 3}, "a");
   auto b = ops::constant(root.with_device("/cpu:1"), {1, 2, 3, 4, 5, 6}, {3, 2}, "b");
