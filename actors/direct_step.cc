@@ -10,6 +10,22 @@
 
 namespace actorflow {
 
+Status check_feeds(const std::vector<std::string>& names, const std::vector<DType>& types,
+                   const std::vector<Shape>& shapes, const std::vector<Tensor>& feeds) {
+  for (size_t i = 0; i < feeds.size() && i < names.size(); ++i) {
+    const Tensor& t = feeds[i];
+    const std::string& name = names[i];
+    if (!t.is_initialized()) return InvalidArgument("feed '" + name + "': the tensor is empty");
+    if (i >= types.size() || types[i] == DType::kInvalid) continue;  // fed but unused
+    if (t.dtype() != types[i])
+      return InvalidArgument("feed '" + name + "': expected " + dtype_name(types[i]) + ", got " + dtype_name(t.dtype()));
+    if (i < shapes.size() && !shapes[i].compatible_with(t.shape()))
+      return InvalidArgument("feed '" + name + "': expected shape " + shapes[i].to_string() + ", got " +
+                             t.shape().to_string());
+  }
+  return Status::OK();
+}
+
 int64_t next_step_id() {
   static std::atomic<int64_t> next{[] {
     std::random_device rd;
@@ -116,23 +132,11 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
   if (plan.dispatches.empty() || FaultInjector::global().armed()) return std::nullopt;
   for (const auto& d : plan.dispatches)
     if (!router.can_dispatch(d.device.name) && !router.open_dispatch(d.device.name).ok()) return std::nullopt;
-  // The master's feed checks.
   if (feeds.size() != plan.arg_types.size())
     return Result<std::vector<Tensor>>(Internal("direct step: " + std::to_string(feeds.size()) + " feeds for a plan of " +
                                                 std::to_string(plan.arg_types.size())));
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    const Tensor& t = feeds[i];
-    const std::string& name = plan.feed_names[i];
-    if (!t.is_initialized()) return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': the tensor is empty"));
-    if (plan.arg_types[i] == DType::kInvalid) continue;
-    if (t.dtype() != plan.arg_types[i])
-      return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': expected " + dtype_name(plan.arg_types[i]) +
-                                                         ", got " + dtype_name(t.dtype())));
-    if (!plan.arg_shapes[i].compatible_with(t.shape()))
-      return Result<std::vector<Tensor>>(InvalidArgument("feed '" + name + "': expected shape " +
-                                                         plan.arg_shapes[i].to_string() + ", got " +
-                                                         t.shape().to_string()));
-  }
+  Status fed = check_feeds(plan.feed_names, plan.arg_types, plan.arg_shapes, feeds);
+  if (!fed.ok()) return Result<std::vector<Tensor>>(fed);
 
   steps_run_.fetch_add(1, std::memory_order_relaxed);
   auto w = std::make_shared<Waiter>();

@@ -58,6 +58,13 @@ struct DirectPlan {
   std::string from_task;              // the master's task prefix ("/job:host/task:0")
 };
 
+// Checks `feeds` against a plan's feed signature: every feed initialised, and of the dtype and a
+// shape compatible with `types[i]` / `shapes[i]` (kInvalid: fed but unused, not checked).
+// InvalidArgument naming the feed (`names[i]`) otherwise. Pure; used by the master and by direct
+// steps so both reject the same feeds with the same words.
+Status check_feeds(const std::vector<std::string>& names, const std::vector<DType>& types,
+                   const std::vector<Shape>& shapes, const std::vector<Tensor>& feeds);
+
 // Returns a step id unique in this process and, with overwhelming probability, across the
 // cluster (random 62-bit start, then increments). Thread-safe. Every master and direct step of
 // a process draws from it.

@@ -137,19 +137,7 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
 }
 
 Status validate_feeds(const Plan& plan, const RunRequest& req) {
-  for (size_t i = 0; i < req.feeds.size(); ++i) {
-    const Tensor& t = req.feeds[i];
-    const std::string& name = req.sig.feeds[i];
-    if (!t.is_initialized()) return InvalidArgument("feed '" + name + "': the tensor is empty");
-    if (plan.arg_types[i] == DType::kInvalid) continue;  // fed but unused
-    if (t.dtype() != plan.arg_types[i])
-      return InvalidArgument("feed '" + name + "': expected " + dtype_name(plan.arg_types[i]) + ", got " +
-                             dtype_name(t.dtype()));
-    if (!plan.arg_shapes[i].compatible_with(t.shape()))
-      return InvalidArgument("feed '" + name + "': expected shape " + plan.arg_shapes[i].to_string() + ", got " +
-                             t.shape().to_string());
-  }
-  return Status::OK();
+  return check_feeds(req.sig.feeds, plan.arg_types, plan.arg_shapes, req.feeds);
 }
 
 // The direct-step form of a registered plan (see actors/direct_step.h), or null when some
