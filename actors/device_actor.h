@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,10 @@
 #include "device/executor.h"
 
 namespace actorflow {
+
+namespace net {
+class ClientConnection;
+}
 
 // Routes a _Send's tensor to the device actor that owns the matching _Recv. The key's
 // second ';'-separated field is the destination device (see master's partitioning).
@@ -60,8 +65,28 @@ class Router {
     (void)device; (void)handle; (void)step_id; (void)from_task; (void)feeds;
     return Unimplemented("step dispatch over the data plane");
   }
+  // Like dispatch_step, but the outcome (the same ret and done messages) comes back on the
+  // connection the request went on, not to a reply address: whoever waits for it reads it with
+  // await_dispatched() on its own thread, no reader thread in between. Returns that connection
+  // (shared with other requests to the same task). Unavailable as dispatch_step.
+  virtual Result<std::shared_ptr<net::ClientConnection>> dispatch_step_awaiting(
+      const std::string& device, const std::string& handle, int64_t step_id, const std::string& from_task,
+      const std::vector<std::pair<std::string, Tensor>>& feeds) {
+    (void)device; (void)handle; (void)step_id; (void)from_task; (void)feeds;
+    return Unimplemented("step dispatch over the data plane");
+  }
+  // Reads outcomes arriving on `conn` (of any step dispatched on it: each goes where a reply
+  // address would have taken it) until `done()` holds, `wait` passes (OK both) or the
+  // connection fails (Unavailable). Polls for the first `spin`. `done` must be a cheap check
+  // that takes no locks. Thread-safe: several threads may wait on one connection.
+  virtual Status await_dispatched(net::ClientConnection& conn, const std::function<bool()>& done,
+                                  std::chrono::microseconds spin, std::chrono::milliseconds wait) {
+    (void)conn; (void)done; (void)spin; (void)wait;
+    return Unimplemented("step dispatch over the data plane");
+  }
   // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are
-  // skipped) of `device` back to `reply_to`.
+  // skipped) of `device` back to `reply_to`: a data-plane address, or a token for the connection
+  // the request came on (see dispatch_step_awaiting).
   virtual Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device,
                             const Status& status, const std::vector<Tensor>& retvals) {
     (void)reply_to; (void)step_id; (void)device; (void)status; (void)retvals;

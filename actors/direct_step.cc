@@ -151,29 +151,62 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
     std::lock_guard<std::mutex> wl(w->mu);
     finish(*w, s);
   };
+  const auto start = std::chrono::steady_clock::now();
+  auto timed_out = [&] { return timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout; };
+  auto deadline_error = [&] {
+    const std::string first = w->pending.empty() ? std::string("the step") : *w->pending.begin();
+    return from_caf_error(caf::make_error(caf::sec::request_timeout), first);
+  };
   // Each run request goes with the feeds of its partition, in one write.
   std::vector<std::pair<std::string, Tensor>> carried;
-  for (const auto& d : plan.dispatches) {
+  auto carry = [&](const DirectPlan::Dispatch& d) {
     carried.clear();
     for (const auto& f : d.forwards) carried.emplace_back(f.key, feeds[static_cast<size_t>(f.arg)]);
-    Status s = router.dispatch_step(d.device.name, d.handle, w->step_id, plan.from_task, carried);
-    if (!s.ok()) {
-      fail_now(s);
-      break;
+  };
+  if (plan.dispatches.size() == 1) {
+    // One partition: its outcome comes back on the request's own connection and this thread
+    // reads it (no reader thread to wake in between).
+    const auto& d = plan.dispatches.front();
+    carry(d);
+    auto conn = router.dispatch_step_awaiting(d.device.name, d.handle, w->step_id, plan.from_task, carried);
+    if (!conn.ok()) fail_now(conn.status());
+    auto is_done = [&w] { return w->done.load(std::memory_order_acquire); };
+    std::chrono::microseconds spin = spin_budget();
+    while (conn.ok() && !is_done()) {
+      auto wait = kLivenessSlice;
+      if (timeout.count() > 0) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(timeout - (std::chrono::steady_clock::now() - start));
+        wait = std::max(std::chrono::milliseconds(1), std::min(wait, left));
+      }
+      Status s = router.await_dispatched(**conn, is_done, spin, wait);
+      spin = std::chrono::microseconds(0);
+      std::lock_guard<std::mutex> wl(w->mu);
+      if (w->done.load(std::memory_order_relaxed)) break;
+      if (!s.ok()) {
+        finish(*w, Unavailable("the data-plane connection to " + task_of_device(d.device.name) + " closed during step " +
+                               std::to_string(w->step_id) + ": " + s.message()));
+      } else if (timed_out()) {
+        finish(*w, deadline_error());
+      }
     }
-  }
-
-  // Wait: poll briefly, then sleep in slices that check the deadline and the connections.
-  const auto start = std::chrono::steady_clock::now();
-  const auto spin_end = start + spin_budget();
-  while (!w->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) cpu_relax();
-  {
+  } else {
+    for (const auto& d : plan.dispatches) {
+      carry(d);
+      Status s = router.dispatch_step(d.device.name, d.handle, w->step_id, plan.from_task, carried);
+      if (!s.ok()) {
+        fail_now(s);
+        break;
+      }
+    }
+    // Wait for the process's reader threads: poll briefly, then sleep in slices that check the
+    // deadline and the connections.
+    const auto spin_end = start + spin_budget();
+    while (!w->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) cpu_relax();
     std::unique_lock<std::mutex> wl(w->mu);
     while (!w->done.load(std::memory_order_relaxed)) {
       if (w->cv.wait_for(wl, kLivenessSlice, [&] { return w->done.load(std::memory_order_relaxed); })) break;
-      const std::string first = w->pending.empty() ? std::string("the step") : *w->pending.begin();
-      if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
-        finish(*w, from_caf_error(caf::make_error(caf::sec::request_timeout), first));
+      if (timed_out()) {
+        finish(*w, deadline_error());
         break;
       }
       for (const auto& d : w->pending)

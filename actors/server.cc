@@ -83,6 +83,19 @@ class LocalRouter final : public Router {
       std::vector<Tensor> tensors;
       {
         std::lock_guard<std::mutex> l(mu_);
+        if (f[3].empty()) {
+          // Reply on the connection the request came on: the device actor gets a token for it.
+          if (!m.reply) {
+            AF_LOG(WARNING) << "step " << m.step_id << " asks for a reply on a connection that has none; ignored";
+            return;
+          }
+          f[3] = std::string(1, kChannelToken) + std::to_string(m.reply->id());
+          if (channels_.emplace(f[3], m.reply).second && channels_.size() > 2 * channels_pruned_at_) {
+            for (auto it = channels_.begin(); it != channels_.end();)
+              it = it->second.expired() ? channels_.erase(it) : std::next(it);
+            channels_pruned_at_ = std::max<size_t>(16, channels_.size());
+          }
+        }
         auto it = local_.find(f[1]);
         if (it != local_.end()) a = it->second;
         auto c = carried_.find(m.step_id);
@@ -172,28 +185,48 @@ class LocalRouter final : public Router {
     std::string addr, own;
     net::TensorClient* client = nullptr;
     if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
-    std::vector<net::TensorMessage> msgs(feeds.size() + 1);
-    for (size_t i = 0; i < feeds.size(); ++i) {
-      msgs[i].step_id = step_id;
-      msgs[i].key = control_key({"feed", feeds[i].first});
-      msgs[i].tensor = feeds[i].second;
-    }
-    net::TensorMessage& m = msgs.back();
-    m.step_id = step_id;
-    m.key = control_key({"run", device, handle, own, from_task});
-    m.tensor = Tensor::scalar<int64_t>(0);
-    Status s = client->send_batch(addr, msgs);
+    Status s = client->send_batch(addr, run_request(device, handle, step_id, own, from_task, feeds));
     if (!s.ok()) return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " + s.message());
     return Status::OK();
   }
-  Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
-                    const std::vector<Tensor>& retvals) override {
+  Result<std::shared_ptr<net::ClientConnection>> dispatch_step_awaiting(
+      const std::string& device, const std::string& handle, int64_t step_id, const std::string& from_task,
+      const std::vector<std::pair<std::string, Tensor>>& feeds) override {
+    std::string addr, own;
+    net::TensorClient* client = nullptr;
+    if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+    // An empty reply address: the outcome comes back on this connection.
+    auto conn = client->send_batch_awaiting(addr, run_request(device, handle, step_id, "", from_task, feeds));
+    if (!conn.ok())
+      return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " +
+                         conn.status().message());
+    return conn;
+  }
+  Status await_dispatched(net::ClientConnection& conn, const std::function<bool()>& done,
+                          std::chrono::microseconds spin, std::chrono::milliseconds wait) override {
     net::TensorClient* client = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
       client = client_;
     }
     if (!client) return Unavailable("no data plane in this process");
+    return client->await_replies(
+        conn, [this](const net::TensorMessage& m) { deliver_reply(m); }, done, spin, wait);
+  }
+  Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
+                    const std::vector<Tensor>& retvals) override {
+    net::TensorClient* client = nullptr;
+    std::shared_ptr<net::ReplyChannel> channel;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      client = client_;
+      if (!reply_to.empty() && reply_to[0] == kChannelToken) {
+        auto it = channels_.find(reply_to);
+        if (it != channels_.end()) channel = it->second.lock();
+        if (!channel) return Unavailable("the connection step " + std::to_string(step_id) + " came on is closed");
+      }
+    }
+    if (!channel && !client) return Unavailable("no data plane in this process");
     // The fetched tensors and the outcome in one write: the master's reader gets them together.
     std::vector<net::TensorMessage> msgs;
     if (status.ok())
@@ -211,7 +244,19 @@ class LocalRouter final : public Router {
     else m.status_error = status.message().empty() ? std::string("error") : status.message();
     m.key = control_key({"done", device, std::to_string(static_cast<int>(status.code()))});
     msgs.push_back(std::move(m));
+    if (channel) return channel->send_batch(msgs);
     return client->send_batch(reply_to, msgs);
+  }
+  // The outcome of a step this process dispatched, read from the request's connection: only
+  // step outcomes are accepted there.
+  void deliver_reply(const net::TensorMessage& m) {
+    if (m.key.size() > 4 && m.key[0] == kControl && (m.key.compare(1, 4, "ret" + std::string(1, kSep)) == 0 ||
+                                                     m.key.compare(1, 5, "done" + std::string(1, kSep)) == 0)) {
+      deliver(m);
+      return;
+    }
+    AF_LOG(WARNING) << "data plane: ignored a message that is not a step outcome on a request connection (step "
+                    << m.step_id << ")";
   }
   // A tensor that arrived over the data plane: hand it to the local device actor.
   void deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
@@ -286,6 +331,8 @@ class LocalRouter final : public Router {
  private:
   // Step control keys: kControl, then fields separated by kSep (never in device names or handles).
   static constexpr char kControl = '\x01';
+  // First character of a reply address that names a connection of this process's TensorServer.
+  static constexpr char kChannelToken = '#';
   static constexpr char kSep = '\x1f';
   static std::string control_key(const std::vector<std::string>& fields) {
     std::string k(1, kControl);
@@ -294,6 +341,23 @@ class LocalRouter final : public Router {
       k += fields[i];
     }
     return k;
+  }
+  // The frames of a run request: `feeds` for the partition's _Recvs, then the run itself.
+  static std::vector<net::TensorMessage> run_request(const std::string& device, const std::string& handle,
+                                                     int64_t step_id, const std::string& reply_to,
+                                                     const std::string& from_task,
+                                                     const std::vector<std::pair<std::string, Tensor>>& feeds) {
+    std::vector<net::TensorMessage> msgs(feeds.size() + 1);
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      msgs[i].step_id = step_id;
+      msgs[i].key = control_key({"feed", feeds[i].first});
+      msgs[i].tensor = feeds[i].second;
+    }
+    net::TensorMessage& m = msgs.back();
+    m.step_id = step_id;
+    m.key = control_key({"run", device, handle, reply_to, from_task});
+    m.tensor = Tensor::scalar<int64_t>(0);
+    return msgs;
   }
   static std::vector<std::string> split_control(const std::string& key) {
     std::vector<std::string> out;
@@ -311,6 +375,9 @@ class LocalRouter final : public Router {
   // same write); bounded.
   static constexpr size_t kMaxCarried = 4096;
   std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
+  // Connections run requests came on that want their replies there, by token ("#<id>").
+  std::unordered_map<std::string, std::weak_ptr<net::ReplyChannel>> channels_;
+  size_t channels_pruned_at_ = 16;
   std::mutex mu_;
   caf::actor master_;
   std::shared_ptr<DirectSteps> direct_;

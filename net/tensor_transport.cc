@@ -81,6 +81,9 @@ class FrameReader {
     return Status::OK();
   }
 
+  // True when bytes received earlier wait in the buffer.
+  bool buffered() const { return pos_ < end_; }
+
   // Discards n bytes.
   Status skip(size_t n) {
     unsigned char scratch[4096];
@@ -118,7 +121,121 @@ class FrameReader {
   size_t pos_ = 0, end_ = 0;
 };
 
+// Reads one whole frame from `reader` into `msg` (received tensors come from `allocator`).
+// Cancelled("eof") when the peer closed cleanly between frames; DataLoss/InvalidArgument for a
+// bad or truncated frame (the connection must then be dropped). A tensor that cannot be
+// allocated is skipped and turned into an error message, keeping the stream in sync.
+Status read_frame(FrameReader& reader, const FrameLimits& limits, Allocator* allocator, const std::string& who,
+                  TensorMessage* msg) {
+  unsigned char fixed[kFrameFixedBytes];
+  AF_RETURN_IF_ERROR(reader.read(fixed, sizeof fixed, /*frame_started=*/false));
+  AF_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_fixed(fixed, limits));
+  std::vector<unsigned char> var(h.variable_bytes());
+  if (!var.empty()) AF_RETURN_IF_ERROR(reader.read(var.data(), var.size(), true));
+  AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, decode_frame_dims(h, var.data()));
+  msg->step_id = h.step_id;
+  const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
+  msg->key.assign(p, h.key_bytes);
+  msg->status_error.assign(p + h.key_bytes, h.error_bytes);
+  msg->tensor = Tensor();
+  if (h.kind != FrameKind::kTensor) return Status::OK();
+  Result<Tensor> t = Tensor::allocate(allocator, h.dtype, Shape(std::move(dims)));
+  if (!t.ok()) {
+    AF_RETURN_IF_ERROR(reader.skip(h.data_bytes));
+    msg->status_error = "tensor '" + msg->key + "' from " + who + " could not be received: " + t.status().to_string();
+    AF_LOG(ERROR) << "data plane: " << msg->status_error;
+    return Status::OK();
+  }
+  msg->tensor = std::move(*t);
+  if (h.data_bytes) AF_RETURN_IF_ERROR(reader.read(msg->tensor.raw_data(), h.data_bytes, true));
+  if (h.dtype == DType::kBool) {
+    const auto* b = static_cast<const unsigned char*>(msg->tensor.raw_data());
+    for (uint64_t i = 0; i < h.data_bytes; ++i)
+      if (b[i] > 1)
+        return DataLoss("bool tensor '" + msg->key + "' holds byte value " + std::to_string(b[i]) + " at element " +
+                        std::to_string(i));
+  }
+  return Status::OK();
+}
+
+// Encodes the frame prefix of `msg` for `addr` and where its payload is. InvalidArgument for a
+// message that cannot be sent.
+Status encode_message(const std::string& addr, const TensorMessage& msg, std::string* prefix, const void** data,
+                      size_t* nbytes) {
+  *data = nullptr;
+  *nbytes = 0;
+  if (!msg.status_error.empty())
+    return encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0, msg.status_error,
+                               prefix);
+  const Tensor& t = msg.tensor;
+  if (!t.is_initialized()) return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
+  if (!t.shape().fully_defined())
+    return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
+  if (!t.on_host())
+    return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
+                           addr);
+  *nbytes = t.bytes();
+  *data = t.raw_data();
+  if (*nbytes && (!*data || !t.buffer() || t.buffer()->size() < *nbytes))
+    return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
+  return encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(), *nbytes, "",
+                             prefix);
+}
+
+// The frames of msgs[0..count) as iovecs over `prefixes` (filled here) and the tensors' buffers
+// (which must outlive the write). All or nothing: InvalidArgument for the first bad message.
+Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t count,
+                    std::vector<std::string>* prefixes, std::vector<iovec>* iov) {
+  prefixes->assign(count, std::string());
+  iov->clear();
+  iov->reserve(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const void* data = nullptr;
+    size_t nbytes = 0;
+    AF_RETURN_IF_ERROR(encode_message(addr, msgs[i], &(*prefixes)[i], &data, &nbytes));
+    iov->push_back(iovec{const_cast<char*>((*prefixes)[i].data()), (*prefixes)[i].size()});
+    if (nbytes) iov->push_back(iovec{const_cast<void*>(data), nbytes});
+  }
+  return Status::OK();
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+std::atomic<uint64_t> g_next_channel_id{1};
+
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// ReplyChannel
+
+ReplyChannel::ReplyChannel(int fd, std::string peer)
+    : fd_(fd), peer_(std::move(peer)), id_(g_next_channel_id.fetch_add(1)) {}
+
+ReplyChannel::~ReplyChannel() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
+  if (msgs.empty()) return Status::OK();
+  std::vector<std::string> prefixes;
+  std::vector<iovec> iov;
+  AF_RETURN_IF_ERROR(encode_batch(peer_, msgs.data(), msgs.size(), &prefixes, &iov));
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (closed_.load()) return Unavailable("the connection from " + peer_ + " is closed");
+  Status st = write_all(fd_, iov.data(), static_cast<int>(iov.size()), peer_);
+  if (!st.ok()) {
+    // A partly written batch leaves the stream unusable: end the connection for both sides.
+    closed_.store(true);
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+  return st;
+}
 
 // ---------------------------------------------------------------------------------------------
 // TensorServer
@@ -141,7 +258,8 @@ class TensorServer::Impl {
     std::list<std::shared_ptr<Conn>> conns;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto& c : conns_) ::shutdown(c->fd.get(), SHUT_RDWR);
+      for (auto& c : conns_)
+        if (c->chan) ::shutdown(c->chan->fd(), SHUT_RDWR);
       conns.swap(conns_);
     }
     for (auto& c : conns)
@@ -174,7 +292,7 @@ class TensorServer::Impl {
 
  private:
   struct Conn {
-    Fd fd;
+    std::shared_ptr<ReplyChannel> chan;  // owns the socket; shared with replies in flight
     std::string peer;
     std::thread thread;
     std::atomic<bool> done{false};
@@ -216,7 +334,7 @@ class TensorServer::Impl {
                           << stats_.active_connections << " connections (max_connections)";
           continue;
         }
-        c->fd = std::move(fd);
+        c->chan = std::make_shared<ReplyChannel>(fd.release(), c->peer);
         ++stats_.connections_accepted;
         ++stats_.active_connections;
         conns_.push_back(c);
@@ -244,7 +362,7 @@ class TensorServer::Impl {
   }
 
   void serve(Conn& c) {
-    const int fd = c.fd.get();
+    const int fd = c.chan->fd();
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
     Status st = tune_socket(fd, tuning);
@@ -254,6 +372,7 @@ class TensorServer::Impl {
       if (!stopping_.load()) {
         AF_LOG(WARNING) << "data plane: rejected connection on port " << port_ << ": " << id.status();
       }
+      c.chan->close_for_writes();
       ::shutdown(fd, SHUT_RDWR);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -269,7 +388,8 @@ class TensorServer::Impl {
     const std::string who = c.peer + " (task '" + id->task_name + "')";
     tuning.io_timeout = opts_.io_timeout;
     st = tune_socket(fd, tuning);
-    if (st.ok()) st = read_frames(fd, who);
+    if (st.ok()) st = read_frames(c.chan, who);
+    c.chan->close_for_writes();
     bool bad = !st.ok() && st.code() != Code::kCancelled;
     if (bad && !stopping_.load()) {
       AF_LOG(ERROR) << "data plane: dropping connection from " << who << " on port " << port_ << ": " << st;
@@ -285,40 +405,12 @@ class TensorServer::Impl {
   }
 
   // Reads frames until the peer closes (Cancelled) or a frame is bad (any other error).
-  Status read_frames(int fd, const std::string& who) {
-    FrameReader reader(fd, who, &stopping_);
-    unsigned char fixed[kFrameFixedBytes];
-    std::vector<unsigned char> var;
+  Status read_frames(const std::shared_ptr<ReplyChannel>& chan, const std::string& who) {
+    FrameReader reader(chan->fd(), who, &stopping_);
     while (!stopping_.load()) {
-      AF_RETURN_IF_ERROR(reader.read(fixed, sizeof fixed, /*frame_started=*/false));
-      AF_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_fixed(fixed, opts_.limits));
-      var.resize(h.variable_bytes());
-      if (!var.empty()) AF_RETURN_IF_ERROR(reader.read(var.data(), var.size(), true));
-      AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, decode_frame_dims(h, var.data()));
       TensorMessage msg;
-      msg.step_id = h.step_id;
-      const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
-      msg.key.assign(p, h.key_bytes);
-      msg.status_error.assign(p + h.key_bytes, h.error_bytes);
-      if (h.kind == FrameKind::kTensor) {
-        Result<Tensor> t = Tensor::allocate(opts_.allocator, h.dtype, Shape(std::move(dims)));
-        if (!t.ok()) {
-          // Keep the stream in sync and tell the receiver instead of hanging its step.
-          AF_RETURN_IF_ERROR(reader.skip(h.data_bytes));
-          msg.status_error = "tensor '" + msg.key + "' from " + who + " could not be received: " + t.status().to_string();
-          AF_LOG(ERROR) << "data plane: " << msg.status_error;
-        } else {
-          msg.tensor = std::move(*t);
-          if (h.data_bytes) AF_RETURN_IF_ERROR(reader.read(msg.tensor.raw_data(), h.data_bytes, true));
-          if (h.dtype == DType::kBool) {
-            const auto* b = static_cast<const unsigned char*>(msg.tensor.raw_data());
-            for (uint64_t i = 0; i < h.data_bytes; ++i)
-              if (b[i] > 1)
-                return DataLoss("bool tensor '" + msg.key + "' holds byte value " + std::to_string(b[i]) +
-                                " at element " + std::to_string(i));
-          }
-        }
-      }
+      AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
+      msg.reply = chan;
       bump(&TensorServerStats::frames_received);
       try {
         cb_(msg);
@@ -367,71 +459,163 @@ bool TensorServer::wait_for_stats(const std::function<bool(const TensorServerSta
 // ---------------------------------------------------------------------------------------------
 // TensorClient
 
+// One pooled, authenticated client connection. The socket closes when the last owner (the pool,
+// a request awaiting replies) lets go; a broken connection is shut down at once so that a thread
+// reading replies wakes.
+class ClientConnection {
+ public:
+  ClientConnection(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+
+  int fd() const { return fd_.get(); }
+  const std::string& peer() const { return peer_; }
+
+  // Marks the connection failed with `why` (first reason wins), shuts the socket down and wakes
+  // every thread awaiting replies on it.
+  void fail(const Status& why) {
+    {
+      std::lock_guard<std::mutex> l(state_mu_);
+      if (!broken_) {
+        broken_ = true;
+        error_ = why;
+      }
+    }
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    cv_.notify_all();
+  }
+  bool broken() const {
+    std::lock_guard<std::mutex> l(state_mu_);
+    return broken_;
+  }
+
+  Status await(const TransportOptions& opts, const std::function<void(const TensorMessage&)>& on_reply,
+               const std::function<bool()>& done, std::chrono::microseconds spin, std::chrono::milliseconds wait) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto spin_end = start + spin;
+    const auto deadline = start + wait;
+    {
+      std::unique_lock<std::mutex> l(state_mu_);
+      while (true) {
+        if (done()) return Status::OK();
+        if (broken_) return error_;
+        if (!reading_) break;
+        if (cv_.wait_until(l, deadline) == std::cv_status::timeout) {
+          if (broken_ && !done()) return error_;
+          return Status::OK();
+        }
+      }
+      reading_ = true;  // this thread reads until its own reply is in (or time is up)
+    }
+    Status st = lead(opts, on_reply, done, spin_end, deadline);
+    {
+      std::lock_guard<std::mutex> l(state_mu_);
+      reading_ = false;
+    }
+    if (!st.ok()) fail(st);  // notifies too
+    else cv_.notify_all();   // another waiter may take over reading
+    if (!st.ok() && done()) return Status::OK();
+    return st;
+  }
+
+ private:
+  // Reads and hands on frames until done() or the deadline. Errors: the connection is unusable.
+  Status lead(const TransportOptions& opts, const std::function<void(const TensorMessage&)>& on_reply,
+              const std::function<bool()>& done, std::chrono::steady_clock::time_point spin_end,
+              std::chrono::steady_clock::time_point deadline) {
+    static const std::atomic<bool> never_stopping{false};
+    if (!reader_) reader_ = std::make_unique<FrameReader>(fd_.get(), peer_, &never_stopping);
+    while (!done()) {
+      if (!reader_->buffered()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) return Status::OK();
+        if (now < spin_end) {
+          char b;
+          ssize_t r = ::recv(fd_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            cpu_relax();
+            continue;
+          }
+        } else {
+          pollfd p{fd_.get(), POLLIN, 0};
+          auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+          int pr = ::poll(&p, 1, static_cast<int>(std::max<long long>(1, ms)));
+          if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
+          if (pr < 0) return Unavailable("waiting for replies from " + peer_ + ": " + std::strerror(errno));
+        }
+      }
+      TensorMessage msg;
+      Status st = read_frame(*reader_, opts.limits, opts.allocator, peer_, &msg);
+      if (!st.ok()) {
+        if (st.code() == Code::kCancelled) return Unavailable("the connection to " + peer_ + " was closed");
+        return Unavailable("reading replies from " + peer_ + ": " + st.message());
+      }
+      try {
+        on_reply(msg);
+      } catch (const std::exception& e) {
+        AF_LOG(ERROR) << "data plane: the reply callback threw for key '" << msg.key << "': " << e.what();
+      } catch (...) {
+        AF_LOG(ERROR) << "data plane: the reply callback threw for key '" << msg.key << "'";
+      }
+      {
+        // A follower checks done() under this lock before it sleeps: taking it here means the
+        // follower either saw its reply or gets this notification.
+        std::lock_guard<std::mutex> l(state_mu_);
+      }
+      cv_.notify_all();
+    }
+    return Status::OK();
+  }
+
+  Fd fd_;
+  const std::string peer_;
+  mutable std::mutex state_mu_;
+  std::condition_variable cv_;
+  bool reading_ = false;  // a thread is in lead()
+  bool broken_ = false;
+  Status error_;
+  std::unique_ptr<FrameReader> reader_;  // used only by the thread in lead()
+};
+
 class TensorClient::Impl {
  public:
-  explicit Impl(TransportOptions options) : opts_(std::move(options)) { hs_ = handshake_config(opts_); }
+  explicit Impl(TransportOptions options) : opts_(std::move(options)) {
+    if (!opts_.allocator) opts_.allocator = cpu_receive_pool();
+    hs_ = handshake_config(opts_);
+  }
   ~Impl() {
     wipe(opts_.secret);
     wipe(hs_.secret);
   }
 
-  // Encodes the frame prefix of `msg` and where its payload is. Errors as send().
-  static Status encode(const std::string& addr, const TensorMessage& msg, std::string* prefix, const void** data,
-                       size_t* nbytes) {
-    *data = nullptr;
-    *nbytes = 0;
-    if (!msg.status_error.empty())
-      return encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0, msg.status_error,
-                                 prefix);
-    const Tensor& t = msg.tensor;
-    if (!t.is_initialized())
-      return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
-    if (!t.shape().fully_defined())
-      return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
-    if (!t.on_host())
-      return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
-                             addr);
-    *nbytes = t.bytes();
-    *data = t.raw_data();
-    if (*nbytes && (!*data || !t.buffer() || t.buffer()->size() < *nbytes))
-      return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
-    return encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(), *nbytes, "",
-                               prefix);
-  }
+  const TransportOptions& options() const { return opts_; }
 
-  Status send(const std::string& addr, const TensorMessage* msgs, size_t count) {
-    if (count == 0) return Status::OK();
-    std::vector<std::string> prefixes(count);
+  Result<std::shared_ptr<ClientConnection>> send(const std::string& addr, const TensorMessage* msgs, size_t count) {
+    std::vector<std::string> prefixes;
     std::vector<iovec> iov;
-    iov.reserve(2 * count);
-    for (size_t i = 0; i < count; ++i) {
-      const void* data = nullptr;
-      size_t nbytes = 0;
-      AF_RETURN_IF_ERROR(encode(addr, msgs[i], &prefixes[i], &data, &nbytes));
-      iov.push_back(iovec{const_cast<char*>(prefixes[i].data()), prefixes[i].size()});
-      if (nbytes) iov.push_back(iovec{const_cast<void*>(data), nbytes});
-    }
-
+    AF_RETURN_IF_ERROR(encode_batch(addr, msgs, count, &prefixes, &iov));
     std::shared_ptr<Peer> peer = get_peer(addr);
     std::lock_guard<std::mutex> lock(peer->mu);
-    bool reused = peer->fd.valid();
-    if (reused && !still_open(peer->fd.get())) {
-      peer->fd.reset();
+    bool reused = peer->conn != nullptr;
+    if (reused && !usable(*peer->conn)) {
+      drop(*peer, Unavailable("the connection to " + addr + " was closed"));
       reused = false;
     }
-    if (!peer->fd.valid()) AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
+    if (!peer->conn) AF_RETURN_IF_ERROR(connect(addr, peer.get()));
+    if (iov.empty()) return peer->conn;
     // write_all advances the iovecs it is given: keep the originals for a retry.
     std::vector<iovec> pending = iov;
-    Status st = write_all(peer->fd.get(), pending.data(), static_cast<int>(pending.size()), addr);
+    Status st = write_all(peer->conn->fd(), pending.data(), static_cast<int>(pending.size()), addr);
     if (!st.ok() && reused) {
       AF_LOG(INFO) << "data plane: connection to " << addr << " broke (" << st.message() << "); reconnecting once";
-      peer->fd.reset();
-      AF_RETURN_IF_ERROR(connect(addr, &peer->fd));
+      drop(*peer, st);
+      AF_RETURN_IF_ERROR(connect(addr, peer.get()));
       pending = iov;
-      st = write_all(peer->fd.get(), pending.data(), static_cast<int>(pending.size()), addr);
+      st = write_all(peer->conn->fd(), pending.data(), static_cast<int>(pending.size()), addr);
     }
-    if (!st.ok()) peer->fd.reset();
-    return st;
+    if (!st.ok()) {
+      drop(*peer, st);
+      return st;
+    }
+    return peer->conn;
   }
 
   void disconnect(const std::string& addr) {
@@ -443,7 +627,7 @@ class TensorClient::Impl {
       peer = it->second;
     }
     std::lock_guard<std::mutex> lock(peer->mu);
-    peer->fd.reset();
+    drop(*peer, Unavailable("the connection to " + addr + " was closed by this process"));
   }
 
   bool is_connected(const std::string& addr, bool probe) const {
@@ -455,15 +639,15 @@ class TensorClient::Impl {
       peer = it->second;
     }
     std::lock_guard<std::mutex> lock(peer->mu);
-    return peer->fd.valid() && (!probe || still_open(peer->fd.get()));
+    return peer->conn && (!probe || usable(*peer->conn));
   }
 
   Status ensure_connected(const std::string& addr) {
     std::shared_ptr<Peer> peer = get_peer(addr);
     std::lock_guard<std::mutex> lock(peer->mu);
-    if (peer->fd.valid() && still_open(peer->fd.get())) return Status::OK();
-    peer->fd.reset();
-    return connect(addr, &peer->fd);
+    if (peer->conn && usable(*peer->conn)) return Status::OK();
+    drop(*peer, Unavailable("the connection to " + addr + " was closed"));
+    return connect(addr, peer.get());
   }
 
   size_t num_connections() const {
@@ -475,7 +659,7 @@ class TensorClient::Impl {
     size_t n = 0;
     for (auto& p : peers) {
       std::lock_guard<std::mutex> lock(p->mu);
-      if (p->fd.valid()) ++n;
+      if (p->conn) ++n;
     }
     return n;
   }
@@ -483,7 +667,7 @@ class TensorClient::Impl {
  private:
   struct Peer {
     std::mutex mu;  // serialises connecting and writing
-    Fd fd;
+    std::shared_ptr<ClientConnection> conn;
   };
 
   std::shared_ptr<Peer> get_peer(const std::string& addr) {
@@ -493,14 +677,25 @@ class TensorClient::Impl {
     return p;
   }
 
-  // The server never writes after the handshake, so a readable socket means EOF or an error.
-  static bool still_open(int fd) {
-    char b;
-    ssize_t r = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  // Forgets the peer's connection, failing whatever still awaits replies on it. Under peer.mu.
+  static void drop(Peer& peer, const Status& why) {
+    if (!peer.conn) return;
+    peer.conn->fail(why);
+    peer.conn.reset();
   }
 
-  Status connect(const std::string& addr, Fd* out) {
+  // The server writes after the handshake only replies (which stay queued until read), so a
+  // socket that is readable but has no byte to peek is closed or failed.
+  static bool usable(const ClientConnection& c) {
+    if (c.broken()) return false;
+    char b;
+    ssize_t r = ::recv(c.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0) return true;
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+  }
+
+  // Opens a new connection to `addr` as peer->conn. Under peer->mu.
+  Status connect(const std::string& addr, Peer* peer) {
     AF_ASSIGN_OR_RETURN(Fd fd, connect_tcp(addr, opts_.connect_timeout));
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
@@ -512,7 +707,7 @@ class TensorClient::Impl {
     }
     tuning.io_timeout = opts_.io_timeout;
     AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
-    *out = std::move(fd);
+    peer->conn = std::make_shared<ClientConnection>(std::move(fd), addr);
     return Status::OK();
   }
 
@@ -525,10 +720,20 @@ class TensorClient::Impl {
 TensorClient::TensorClient(TransportOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 TensorClient::~TensorClient() = default;
 Status TensorClient::send(const std::string& peer_addr, const TensorMessage& msg) {
-  return impl_->send(peer_addr, &msg, 1);
+  return impl_->send(peer_addr, &msg, 1).status();
 }
 Status TensorClient::send_batch(const std::string& peer_addr, const std::vector<TensorMessage>& msgs) {
+  if (msgs.empty()) return Status::OK();
+  return impl_->send(peer_addr, msgs.data(), msgs.size()).status();
+}
+Result<std::shared_ptr<ClientConnection>> TensorClient::send_batch_awaiting(const std::string& peer_addr,
+                                                                            const std::vector<TensorMessage>& msgs) {
   return impl_->send(peer_addr, msgs.data(), msgs.size());
+}
+Status TensorClient::await_replies(ClientConnection& conn, const std::function<void(const TensorMessage&)>& on_reply,
+                                   const std::function<bool()>& done, std::chrono::microseconds spin,
+                                   std::chrono::milliseconds wait) {
+  return conn.await(impl_->options(), on_reply, done, spin, wait);
 }
 void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
 size_t TensorClient::num_connections() const { return impl_->num_connections(); }

@@ -13,9 +13,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "graph/allocator.h"
@@ -27,12 +30,18 @@
 namespace actorflow {
 namespace net {
 
+class ReplyChannel;
+class ClientConnection;
+
 // One tensor (or one error in its place) addressed to a rendezvous key of a step.
 struct TensorMessage {
   int64_t step_id = 0;
   std::string key;
   Tensor tensor;  // host tensor; ignored when status_error is set
   std::string status_error;  // non-empty: the sender reports an error instead of a tensor
+  // Set by TensorServer on the messages it delivers: the connection the message came on, for
+  // replies the sender reads with TensorClient::await_replies. Ignored when sending.
+  std::shared_ptr<ReplyChannel> reply;
 };
 
 // Settings shared by TensorServer and TensorClient. Plain value.
@@ -102,6 +111,40 @@ class TensorServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The server end of one accepted, authenticated connection: frames written here travel back to
+// the TensorClient that opened it, where only TensorClient::await_replies reads them. Owned by
+// the server's connection and by whoever holds a shared_ptr; the socket closes when the last
+// owner lets go. Thread-safe: writers are serialised, each batch is written whole.
+class ReplyChannel {
+ public:
+  // Takes ownership of the connected, authenticated socket `fd` (TensorServer makes these;
+  // `peer` names the other end in errors).
+  ReplyChannel(int fd, std::string peer);
+  ReplyChannel(const ReplyChannel&) = delete;
+  ReplyChannel& operator=(const ReplyChannel&) = delete;
+  ~ReplyChannel();
+
+  // Writes `msgs` back to the peer, in order, with one system call where the socket allows.
+  // InvalidArgument for a bad message (nothing written); Unavailable naming the peer when the
+  // connection is closed (the server stopped serving it, or the peer went away) or stalls.
+  Status send_batch(const std::vector<TensorMessage>& msgs);
+  // A number unique among the channels of this process (never reused). Thread-safe.
+  uint64_t id() const { return id_; }
+  // The peer as shown in logs ("ip:port (task 'worker/0')").
+  const std::string& peer() const { return peer_; }
+  // The socket (owned by this object; valid for its lifetime). For the server's reader.
+  int fd() const { return fd_; }
+  // Fails every later send_batch() (the server stopped reading this connection). Thread-safe.
+  void close_for_writes() { closed_.store(true); }
+
+ private:
+  int fd_;  // owned: closed by the destructor
+  std::string peer_;
+  uint64_t id_;
+  std::mutex write_mu_;
+  std::atomic<bool> closed_{false};
+};
+
 // Sends tensors to peers' TensorServers, keeping one authenticated connection per peer.
 //
 // Thread-safe: any number of threads may call send() concurrently; sends to one peer are
@@ -139,6 +182,25 @@ class TensorClient {
   // Opens (connects and authenticates) the pooled connection to `peer_addr` unless one is open.
   // Blocks at most about TransportOptions::connect_timeout plus the handshake. Errors as send().
   Status ensure_connected(const std::string& peer_addr);
+
+  // Request/reply on one connection. send_batch_awaiting() is send_batch() that also returns
+  // the connection the batch went on; the peer answers on it through the ReplyChannel of the
+  // messages it got, and the sender reads the answers with await_replies(). The connection
+  // stays pooled (other sends share it); if it is replaced (it broke), replies still owed on
+  // the old one are lost and await_replies() on it fails.
+  Result<std::shared_ptr<ClientConnection>> send_batch_awaiting(const std::string& peer_addr,
+                                                                const std::vector<TensorMessage>& msgs);
+  // Reads frames the peer writes back on `conn` and hands each to `on_reply` (on the calling
+  // thread), until `done()` holds or `wait` has passed (both OK: the caller checks done()), or
+  // the connection fails (Unavailable naming the peer; every later call on `conn` fails too).
+  // Polls the socket without sleeping for the first `spin` (a wake-up through the kernel may
+  // cost more than a tiny reply). Any number of threads may wait on one connection: one reads
+  // at a time (and hands on frames meant for the others' requests: `on_reply` must accept any
+  // reply and must not block), the rest sleep until their done() holds or the reader leaves.
+  // `done` is called with an internal lock held: it must be a cheap check that takes no locks.
+  Status await_replies(ClientConnection& conn, const std::function<void(const TensorMessage&)>& on_reply,
+                       const std::function<bool()>& done, std::chrono::microseconds spin,
+                       std::chrono::milliseconds wait);
 
   class Impl;
 
