@@ -546,7 +546,7 @@ class ClientConnection {
       Status st = read_frame(*reader_, opts.limits, opts.allocator, peer_, &msg);
       if (!st.ok()) {
         if (st.code() == Code::kCancelled) return Unavailable("the connection to " + peer_ + " was closed");
-        return Unavailable("reading replies from " + peer_ + ": " + st.message());
+        return Unavailable("reading replies: " + st.message());
       }
       try {
         on_reply(msg);

@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include <caf/io/all.hpp>
@@ -432,6 +434,93 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(h.server->direct_steps()->steps_run(), before_stop + 1);
   EXPECT_NE(late.status().message().find("/job:worker/replica:0/task:0"), std::string::npos) << late.status();
+  // The worker resumes and answers the abandoned step on the shared connection; later steps
+  // are not confused by that late reply.
+  for (int i = 0; i < 5; ++i) {
+    auto r = sess.run({{x, Tensor::from_vector<int32_t>({10 * i, 5}, {2})}, {d, Tensor::scalar<int32_t>(5)}}, {q});
+    ASSERT_TRUE(r.ok()) << "after SIGCONT, step " << i << ": " << r.status();
+    EXPECT_EQ((*r)[0].data<int32_t>()[0], 2 * i);
+    EXPECT_EQ((*r)[0].data<int32_t>()[1], 1);
+  }
+}
+
+// Steps whose only remote partition is on one task get their outcome back on the request's
+// connection, read by the waiting threads themselves (one reads, the others sleep): threads
+// sharing that connection each get their own values; a worker killed under them fails every
+// waiting step naming the task (no hang), and the session recovers once it is back.
+TEST(ClusterTest, ThreadsSharingARequestConnection) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::mul(root.with_device("/job:worker/task:0"), x, 3.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  ASSERT_TRUE(sess.run({{x, Tensor::from_vector<float>({0, 0}, {2})}}, {y}).ok());
+  constexpr int kThreads = 4, kSteps = 150;
+  const uint64_t direct_before = h.server->direct_steps()->steps_run();
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kSteps && errors[static_cast<size_t>(t)].empty(); ++i) {
+        const float v = static_cast<float>(t * 1000 + i);
+        auto r = sess.run({{x, Tensor::from_vector<float>({v, -v}, {2})}}, {y});
+        if (!r.ok()) errors[static_cast<size_t>(t)] = r.status().to_string();
+        else if ((*r)[0].data<float>()[0] != 3 * v || (*r)[0].data<float>()[1] != -3 * v)
+          errors[static_cast<size_t>(t)] = "step " + std::to_string(i) + " of thread " + std::to_string(t) + " got " +
+                                           (*r)[0].to_string();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
+  EXPECT_GE(h.server->direct_steps()->steps_run(), direct_before + kThreads * kSteps);
+
+  // Kill the worker while every thread has steps in flight: each thread's step ends in an
+  // error naming the task.
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;  // threads that completed a step in this phase (or already failed)
+  auto count = [&] {
+    std::lock_guard<std::mutex> l(mu);
+    ++running;
+    cv.notify_all();
+  };
+  std::vector<Status> first_error(kThreads);
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      bool counted = false;
+      while (true) {
+        auto r = sess.run({{x, Tensor::from_vector<float>({1, 2}, {2})}}, {y});
+        if (!r.ok()) {
+          first_error[static_cast<size_t>(t)] = r.status();
+          break;
+        }
+        if (!counted) {
+          counted = true;
+          count();
+        }
+      }
+      if (!counted) count();
+    });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    EXPECT_TRUE(cv.wait_for(l, 30s, [&] { return running == kThreads; }));
+  }
+  w0->signal(SIGKILL);
+  w0->wait(10s);
+  for (auto& th : threads) th.join();
+  for (const auto& e : first_error) {
+    EXPECT_FALSE(e.ok());
+    EXPECT_NE(e.message().find("/job:worker/replica:0/task:0"), std::string::npos) << e;
+  }
+  auto w0b = c.node("worker", 0);
+  ASSERT_TRUE(started(w0b.get())) << w0b->output();
+  auto again = sess.run({{x, Tensor::from_vector<float>({1, 2}, {2})}}, {y});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].to_string(), "[3. 6.]");
 }
 
 }  // namespace
