@@ -25,6 +25,58 @@ std::string rendezvous_key_destination(const std::string& key) {
   return key.substr(a + 1, b - a - 1);
 }
 
+void InlinePartitions::publish(const std::string& device, const std::string& handle, Entry e) {
+  std::lock_guard<std::mutex> l(mu_);
+  entries_[{device, handle}] = std::move(e);
+}
+
+void InlinePartitions::withdraw(const std::string& device, const std::string& handle) {
+  std::lock_guard<std::mutex> l(mu_);
+  entries_.erase({device, handle});
+}
+
+void InlinePartitions::withdraw_device(const std::string& device) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = entries_.lower_bound({device, std::string()}); it != entries_.end() && it->first.first == device;)
+    it = entries_.erase(it);
+}
+
+std::optional<InlinePartitions::Entry> InlinePartitions::find(const std::string& device,
+                                                              const std::string& handle) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = entries_.find({device, handle});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const InlinePartitions::Entry& e,
+                                                                     const std::string& device, int64_t step_id,
+                                                                     std::vector<std::string>& keys,
+                                                                     std::vector<Tensor>& tensors) {
+  if (!e.exec || !e.gate || keys.size() != tensors.size()) return std::nullopt;
+  for (const auto& k : e.exec->recv_keys())
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) return std::nullopt;
+  std::unique_lock<std::mutex> lock(e.gate->mu, std::try_to_lock);
+  if (!lock.owns_lock() || !e.gate->open) return std::nullopt;
+  // Self-contained: no _Send, so the send function is never called.
+  StepExecution step(e.exec, step_id, {}, [](const std::string& key, const Tensor&) {
+    return Internal("a self-contained partition sent '" + key + "'");
+  });
+  for (size_t i = 0; i < keys.size(); ++i) step.deliver(keys[i], std::move(tensors[i]));
+  try {
+    step.run();
+  } catch (const std::exception& ex) {
+    return std::make_pair(Internal(device + ": exception in a kernel: " + ex.what()), std::vector<Tensor>{});
+  }
+  lock.unlock();
+  if (!step.done())
+    return std::make_pair(Internal(device + ": step " + std::to_string(step_id) + " of a self-contained partition " +
+                                   "did not finish in one run"),
+                          std::vector<Tensor>{});
+  if (!step.status().ok()) return std::make_pair(step.status(), std::vector<Tensor>{});
+  return std::make_pair(Status::OK(), std::move(step.retvals()));
+}
+
 namespace {
 
 struct DeviceState;
@@ -46,6 +98,8 @@ class DeviceResourceEnv final : public ResourceEnv {
 struct DeviceState {
   Device* device = nullptr;
   std::shared_ptr<Router> router;
+  // Held while this actor runs kernels; shared with inline runs (InlinePartitions).
+  std::shared_ptr<DeviceGate> gate = std::make_shared<DeviceGate>();
   std::shared_ptr<ResourceManager> resources;
   std::unique_ptr<DeviceResourceEnv> env;
   KernelOverrideFn kernel_override;
@@ -124,6 +178,13 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
 Status register_partition(DeviceState& st, const std::string& handle, GraphPtr g) {
   auto ex = Executor::create(std::move(g), st.device, st.kernel_override);
   if (!ex.ok()) return ex.status().with_prefix("registering partition on " + st.device->name());
+  InlinePartitions* inl = st.router ? st.router->inline_partitions() : nullptr;
+  if (inl) {
+    if ((*ex)->self_contained() && (*ex)->num_args() == 0 && st.device->type() == "CPU")
+      inl->publish(st.device->name(), handle, InlinePartitions::Entry{*ex, st.gate});
+    else
+      inl->withdraw(st.device->name(), handle);
+  }
   st.partitions[handle] = std::move(*ex);
   return Status::OK();
 }
@@ -139,7 +200,10 @@ void drive_unguarded(DeviceActor* self, int64_t step_id) {
   // actor: sleeping holds only this device's own thread).
   const double slow = FaultInjector::global().slow_factor(st.device->name());
   const auto ran_from = std::chrono::steady_clock::now();
-  step.run();
+  {
+    std::lock_guard<std::mutex> gate(st.gate->mu);
+    step.run();
+  }
   if (slow > 1.0) std::this_thread::sleep_for((slow - 1.0) * (std::chrono::steady_clock::now() - ran_from));
   if (!step.done()) return;
   it->second.finish(step.status(), step.status().ok() ? std::move(step.retvals()) : std::vector<Tensor>{}, st, step_id);
@@ -167,7 +231,11 @@ Status restart_in_place(DeviceActor* self, const std::string& what) {
   }
   st.early.clear();
   st.aborted_before_start.clear();
-  if (!budget.ok()) st.failed = budget;
+  if (!budget.ok()) {
+    st.failed = budget;
+    std::lock_guard<std::mutex> gate(st.gate->mu);
+    st.gate->open = false;  // no inline runs on a failed device either
+  }
   return why;
 }
 
@@ -253,6 +321,20 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
   self->state.kernel_override = std::move(kernel_override);
   // Last resort for an exception escaping a handler other than run (which catches its own):
   // CAF 0.17 always stops the actor then; the pending request gets this error naming the device.
+  {
+    // When the actor ends: no more inline runs of its partitions (the device may go next).
+    std::weak_ptr<Router> weak_router = self->state.router;
+    std::shared_ptr<DeviceGate> gate = self->state.gate;
+    const std::string name = device->name();
+    self->attach_functor([weak_router, gate, name](const caf::error&) {
+      {
+        std::lock_guard<std::mutex> l(gate->mu);
+        gate->open = false;
+      }
+      if (auto r = weak_router.lock())
+        if (auto* inl = r->inline_partitions()) inl->withdraw_device(name);
+    });
+  }
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
     std::string what = "unknown exception";
     try {
@@ -279,6 +361,8 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         return true;
       },
       [=](deregister_atom, const std::string& handle) -> bool {
+        if (auto* inl = self->state.router ? self->state.router->inline_partitions() : nullptr)
+          inl->withdraw(self->state.device->name(), handle);
         return self->state.partitions.erase(handle) > 0;
       },
       [=](run_atom, const std::string& handle, int64_t step_id, std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {

@@ -13,7 +13,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "actors/messages.h"
@@ -26,6 +29,51 @@ namespace actorflow {
 namespace net {
 class ClientConnection;
 }
+
+// The lock under which a device's kernels run, one step at a time: the device actor holds `mu`
+// while it runs a step's kernels; a data-plane reader thread may run a self-contained step
+// (InlinePartitions) when it gets `mu` without waiting. `open` (guarded by `mu`) turns false
+// for good when the device actor failed past its restart budget or ended.
+struct DeviceGate {
+  std::mutex mu;
+  bool open = true;
+};
+
+// Partitions whose steps a data-plane reader thread may run itself, instead of handing them to
+// the device actor: on the latency-bound path of a tiny step that saves a thread wake-up. Only
+// self-contained partitions (Executor::self_contained: synchronous kernels, no _Send) of CPU
+// devices, taking no arguments, are published (by their device actors, at registration), and
+// a step runs inline only when every _Recv tensor came with its run request and the device is
+// idle (its gate is free). Thread-safe.
+class InlinePartitions {
+ public:
+  struct Entry {
+    std::shared_ptr<const Executor> exec;
+    std::shared_ptr<DeviceGate> gate;
+  };
+  // Publishes (replaces) partition `handle` of `device`.
+  void publish(const std::string& device, const std::string& handle, Entry e);
+  // Withdraws partition `handle` of `device` / every partition of `device`.
+  void withdraw(const std::string& device, const std::string& handle);
+  void withdraw_device(const std::string& device);
+  // The entry, or nullopt.
+  std::optional<Entry> find(const std::string& device, const std::string& handle) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, Entry> entries_;
+};
+
+// Runs step `step_id` of the published partition `e` of device `device` on the calling thread,
+// with `keys[i] -> tensors[i]` for its _Recvs, if that can finish without waiting: every _Recv
+// key is among `keys` and the device's gate is open and free right now. Returns nullopt, having
+// done nothing (the tensors are left alone), when not; otherwise the step's outcome and its
+// fetches (by _Retval index; empty on error). A kernel's exception becomes Internal naming the
+// device. Thread-safe.
+std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const InlinePartitions::Entry& e,
+                                                                     const std::string& device, int64_t step_id,
+                                                                     std::vector<std::string>& keys,
+                                                                     std::vector<Tensor>& tensors);
 
 // Routes a _Send's tensor to the device actor that owns the matching _Recv. The key's
 // second ';'-separated field is the destination device (see master's partitioning).
@@ -84,6 +132,11 @@ class Router {
     (void)conn; (void)done; (void)spin; (void)wait;
     return Unimplemented("step dispatch over the data plane");
   }
+  // The partitions whose dispatched steps may run on the data plane's reader thread, or null
+  // (device actors then publish nothing). Owned by the router.
+  virtual InlinePartitions* inline_partitions() { return nullptr; }
+  // How many dispatched steps this process ran on a data-plane reader thread. Thread-safe.
+  virtual uint64_t inline_steps_run() const { return 0; }
   // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are
   // skipped) of `device` back to `reply_to`: a data-plane address, or a token for the connection
   // the request came on (see dispatch_step_awaiting).

@@ -31,9 +31,11 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
     } else if (n->op == "_Send") {
       info.send_key = n->attrs.get_or<std::string>("tensor_name", "");
       if (info.send_key.empty()) return InvalidArgument("_Send '" + n->name + "' has no tensor_name");
+      ex->self_contained_ = false;
     } else if (n->op == "_Recv") {
       info.recv_key = n->attrs.get_or<std::string>("tensor_name", "");
       if (info.recv_key.empty()) return InvalidArgument("_Recv '" + n->name + "' has no tensor_name");
+      ex->recv_keys_.push_back(info.recv_key);
     } else {
       std::unique_ptr<OpKernel> k;
       if (override_fn) {
@@ -42,6 +44,7 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
       if (!k) {
         AF_ASSIGN_OR_RETURN(k, KernelRegistry::global().create(*n, device->type()));
       }
+      if (dynamic_cast<AsyncOpKernel*>(k.get())) ex->self_contained_ = false;
       info.kernel = std::move(k);
     }
   }

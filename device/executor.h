@@ -53,6 +53,12 @@ class Executor {
   DType arg_dtype(int i) const { return arg_types_[static_cast<size_t>(i)]; }
   const Shape& arg_shape(int i) const { return arg_shapes_[static_cast<size_t>(i)]; }
   const std::string& arg_name(int i) const { return arg_names_[static_cast<size_t>(i)]; }
+  // True when no kernel is asynchronous (AsyncOpKernel: resource calls) and there is no _Send:
+  // given every _Recv tensor up front, one StepExecution::run() ends the step without waiting
+  // for anything or sending anything anywhere.
+  bool self_contained() const { return self_contained_; }
+  // The rendezvous keys of the _Recv nodes, in node order.
+  const std::vector<std::string>& recv_keys() const { return recv_keys_; }
 
  private:
   friend class StepExecution;
@@ -75,6 +81,8 @@ class Executor {
   std::vector<DType> arg_types_;
   std::vector<Shape> arg_shapes_;
   std::vector<std::string> arg_names_;
+  bool self_contained_ = true;
+  std::vector<std::string> recv_keys_;
 };
 
 class StepExecution {
