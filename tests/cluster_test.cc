@@ -18,6 +18,7 @@
 #include "actors/auth.h"
 #include "actors/node_actor.h"
 #include "actors/server.h"
+#include "graph/ops_variables.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -442,6 +443,53 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
     EXPECT_EQ((*r)[0].data<int32_t>()[0], 2 * i);
     EXPECT_EQ((*r)[0].data<int32_t>()[1], 1);
   }
+}
+
+// A remote partition that is self-contained (synchronous kernels, no _Send) and gets every
+// _Recv tensor with its run request runs on the worker's data-plane reader thread; one that
+// calls a variable (asynchronous kernel) goes to the device actor. Both give the same values.
+TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
+  Cluster c;
+  auto spec = ClusterSpec::from_file(c.file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto worker = Server::create(*spec, TaskId{"worker", 0});  // in this process, to read its counters
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto wdev = root.with_device("/job:worker/task:0");
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::mul(wdev, x, 3.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  const uint64_t inline_before = (*worker)->router()->inline_steps_run();
+  for (int i = 0; i < 40; ++i) {
+    const float v = static_cast<float>(i);
+    auto r = sess.run({{x, Tensor::from_vector<float>({v, 1 - v}, {2})}}, {y});
+    ASSERT_TRUE(r.ok()) << "step " << i << ": " << r.status();
+    ASSERT_EQ((*r)[0].data<float>()[0], 3 * v);
+    ASSERT_EQ((*r)[0].data<float>()[1], 3 * (1 - v));
+  }
+  // The first step opens the connection through the master; the others run direct and, the
+  // device being idle, inline.
+  EXPECT_GE((*worker)->router()->inline_steps_run(), inline_before + 30);
+
+  // A variable on the worker: its partition is not self-contained, the device actor runs it.
+  Scope root2 = Scope::root();
+  auto wdev2 = root2.with_device("/job:worker/task:0");
+  auto x2 = ops::placeholder(root2.with_device("/job:host/task:0"), DType::kFloat32, Shape{}, "x2");
+  auto v = ops::variable(wdev2.with_op_name("v"), Shape{}, DType::kFloat32);
+  auto init = ops::assign(wdev2, v, ops::constant(wdev2, Tensor::scalar<float>(0)));
+  auto inc = ops::assign_add(wdev2, v, x2);
+  Session sess2(root2, h.server->target(), SessionOptions{});
+  ASSERT_TRUE(sess2.run({}, {}, {init}).ok());
+  const uint64_t inline_mid = (*worker)->router()->inline_steps_run();
+  float expect = 0;
+  for (int i = 1; i <= 20; ++i) {
+    expect += static_cast<float>(i);
+    auto r = sess2.run({{x2, Tensor::scalar<float>(static_cast<float>(i))}}, {inc});
+    ASSERT_TRUE(r.ok()) << "step " << i << ": " << r.status();
+    ASSERT_EQ((*r)[0].data<float>()[0], expect);
+  }
+  EXPECT_EQ((*worker)->router()->inline_steps_run(), inline_mid);
 }
 
 // Steps whose only remote partition is on one task get their outcome back on the request's
