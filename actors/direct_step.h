@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -114,7 +115,9 @@ class DirectSteps {
   static bool finish(Waiter& w, const Status& s);
   // The waiter of `step_id`, or null.
   std::shared_ptr<Waiter> waiter(int64_t step_id) const;
-  void abort_others(const DirectPlan& plan, int64_t step_id, const std::string& why);
+  // Tells the devices of `plan` in `pending` (those that have not reported) to abort the step.
+  void abort_others(const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
+                    const std::string& why);
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const DirectPlan>> plans_;

@@ -639,7 +639,7 @@ class TensorClient::Impl {
       peer = it->second;
     }
     std::lock_guard<std::mutex> lock(peer->mu);
-    return peer->conn && (!probe || usable(*peer->conn));
+    return peer->conn && !peer->conn->broken() && (!probe || usable(*peer->conn));
   }
 
   Status ensure_connected(const std::string& addr) {
@@ -659,7 +659,7 @@ class TensorClient::Impl {
     size_t n = 0;
     for (auto& p : peers) {
       std::lock_guard<std::mutex> lock(p->mu);
-      if (p->conn) ++n;
+      if (p->conn && !p->conn->broken()) ++n;
     }
     return n;
   }
@@ -684,14 +684,15 @@ class TensorClient::Impl {
     peer.conn.reset();
   }
 
-  // The server writes after the handshake only replies (which stay queued until read), so a
-  // socket that is readable but has no byte to peek is closed or failed.
+  // Whether the connection can still carry requests: not failed, and the peer has not closed or
+  // reset it. The server writes after the handshake only replies (which stay queued until read),
+  // so pending bytes alone say nothing; POLLRDHUP reports the peer's close even behind them.
   static bool usable(const ClientConnection& c) {
     if (c.broken()) return false;
-    char b;
-    ssize_t r = ::recv(c.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r > 0) return true;
-    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+    pollfd p{c.fd(), POLLRDHUP, 0};
+    int r = ::poll(&p, 1, 0);
+    if (r < 0) return errno == EINTR;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) == 0;
   }
 
   // Opens a new connection to `addr` as peer->conn. Under peer->mu.

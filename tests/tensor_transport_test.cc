@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -650,6 +651,628 @@ TEST(TensorTransportTest, ShutdownWithOpenConnectionsDoesNotHang) {
   server.reset();
   EXPECT_LT(Clock::now() - t0, milliseconds(2000));
   EXPECT_TRUE(wait_for_close(idle.get()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request/reply on one connection: TensorMessage::reply, ReplyChannel, send_batch_awaiting and
+// await_replies.
+
+using std::chrono::microseconds;
+
+// A request carrying the int64 scalar `value` under `step`.
+TensorMessage request(int64_t step, int64_t value, const std::string& key = "req") {
+  return TensorMessage{step, key, Tensor::scalar<int64_t>(value), "", nullptr};
+}
+
+// The answer to `req`: its int64 scalar plus one, under the request's step id.
+TensorMessage answer_to(const TensorMessage& req) {
+  return TensorMessage{req.step_id, "reply/" + req.key, Tensor::scalar<int64_t>(req.tensor.data<int64_t>()[0] + 1), "",
+                       nullptr};
+}
+
+// Starts a server that delivers to `cb` (any callback, not only an Inbox).
+std::unique_ptr<TensorServer> start_server_with(const TransportOptions& o, TensorServer::Callback cb) {
+  auto s = TensorServer::start(o, "127.0.0.1", 0, std::move(cb));
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// A server callback that answers every request at once on the connection it came on; counts
+// failed replies and signals each answer sent.
+class EchoPlusOne {
+ public:
+  TensorServer::Callback callback() {
+    return [this](const TensorMessage& m) {
+      Status st = m.reply ? m.reply->send_batch({answer_to(m)}) : Internal("no reply channel");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (st.ok()) {
+          ++answered_;
+          channel_ids_.push_back(m.reply->id());
+        } else {
+          errors_.push_back(st);
+        }
+      }
+      cv_.notify_all();
+    };
+  }
+  bool wait_answered(int n, milliseconds timeout = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return answered_ >= n; });
+  }
+  std::vector<Status> errors() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return errors_;
+  }
+  std::vector<uint64_t> channel_ids() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return channel_ids_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int answered_ = 0;
+  std::vector<uint64_t> channel_ids_;
+  std::vector<Status> errors_;
+};
+
+// Waits until `pred` holds (checked whenever `cv` is notified under `mu`); false on timeout.
+template <typename Pred>
+bool wait_until(std::mutex& mu, std::condition_variable& cv, Pred pred, milliseconds timeout = kWait) {
+  std::unique_lock<std::mutex> lock(mu);
+  return cv.wait_for(lock, timeout, pred);
+}
+
+TEST(TensorTransportTest, RepliesComeBackOnTheRequestConnection) {
+  auto o = options();
+  EchoPlusOne echo;
+  auto server = start_server_with(o, echo.callback());
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+
+  auto conn = client.send_batch_awaiting(addr, {request(41, 1000)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(*conn);
+  std::vector<TensorMessage> got;  // on_reply runs on this thread only
+  std::atomic<bool> have{false};
+  Status st = client.await_replies(
+      **conn,
+      [&](const TensorMessage& m) {
+        got.push_back(m);
+        have.store(true);
+      },
+      [&] { return have.load(); }, microseconds(100), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(have.load());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_id, 41);
+  EXPECT_EQ(got[0].key, "reply/req");
+  EXPECT_TRUE(got[0].status_error.empty()) << got[0].status_error;
+  ASSERT_TRUE(got[0].tensor.is_initialized());
+  ASSERT_EQ(got[0].tensor.dtype(), DType::kInt64);
+  EXPECT_EQ(got[0].tensor.shape(), Shape{});
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 1001);
+
+  // A batch of three on the same (pooled) connection: three replies, in order, each keyed by
+  // its request's step id and computed from its value.
+  auto conn2 = client.send_batch_awaiting(addr, {request(-7, -5, "a"), request(8, 0, "b"), request(1LL << 40, 1LL << 41, "c")});
+  ASSERT_TRUE(conn2.ok()) << conn2.status();
+  EXPECT_EQ(conn2->get(), conn->get());
+  got.clear();
+  std::atomic<int> n{0};
+  st = client.await_replies(
+      **conn2,
+      [&](const TensorMessage& m) {
+        got.push_back(m);
+        n.fetch_add(1);
+      },
+      [&] { return n.load() >= 3; }, microseconds(0), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].step_id, -7);
+  EXPECT_EQ(got[0].key, "reply/a");
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], -4);
+  EXPECT_EQ(got[1].step_id, 8);
+  EXPECT_EQ(got[1].key, "reply/b");
+  EXPECT_EQ(got[1].tensor.data<int64_t>()[0], 1);
+  EXPECT_EQ(got[2].step_id, 1LL << 40);
+  EXPECT_EQ(got[2].key, "reply/c");
+  EXPECT_EQ(got[2].tensor.data<int64_t>()[0], (1LL << 41) + 1);
+
+  ASSERT_TRUE(echo.wait_answered(4));  // the callback records after its write returned
+  EXPECT_TRUE(echo.errors().empty());
+  auto ids = echo.channel_ids();  // every request came on one connection: one reply channel
+  ASSERT_EQ(ids.size(), 4u);
+  for (uint64_t id : ids) EXPECT_EQ(id, ids[0]);
+  EXPECT_EQ(server->stats().handshakes_ok, 1);
+  EXPECT_EQ(client.num_connections(), 1u);
+}
+
+TEST(TensorTransportTest, ManyThreadsAwaitOneConnection) {
+  constexpr int kThreads = 6, kPerThread = 150, kSteps = kThreads * kPerThread;
+  auto value_of = [](int64_t step) { return step * 7 - 3; };
+  auto o = options();
+
+  // The server queues requests; a separate thread answers them in rounds: once every client
+  // thread still running has its request in, the whole round is answered in one batch in
+  // reverse order of arrival, so replies meant for one thread are mostly read by another.
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::vector<TensorMessage> queue;
+  bool stop = false;
+  auto server = start_server_with(o, [&](const TensorMessage& m) {
+    {
+      std::lock_guard<std::mutex> lock(qmu);
+      queue.push_back(m);
+    }
+    qcv.notify_all();
+  });
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+
+  std::atomic<int> replier_timeouts{0}, replier_errors{0}, rounds{0};
+  std::thread replier([&] {
+    std::vector<int> answered(kThreads, 0);
+    int active = kThreads, total = 0;
+    while (total < kSteps) {
+      std::vector<TensorMessage> round;
+      {
+        std::unique_lock<std::mutex> lock(qmu);
+        if (!qcv.wait_for(lock, kWait, [&] { return stop || static_cast<int>(queue.size()) >= active; })) {
+          ++replier_timeouts;
+          return;
+        }
+        if (stop) return;
+        round.swap(queue);
+      }
+      std::reverse(round.begin(), round.end());
+      std::vector<TensorMessage> replies;
+      for (const auto& m : round) {
+        replies.push_back(answer_to(m));
+        int t = static_cast<int>(m.step_id / kPerThread);
+        if (t < 0 || t >= kThreads) {
+          ++replier_errors;
+          continue;
+        }
+        if (++answered[static_cast<size_t>(t)] == kPerThread) --active;
+        ++total;
+      }
+      // All requests came on the client's one pooled connection: one write for the round.
+      bool one_channel = true;
+      for (const auto& m : round) one_channel = one_channel && m.reply == round[0].reply;
+      if (!one_channel) ++replier_errors;
+      if (!round[0].reply->send_batch(replies).ok()) ++replier_errors;
+      ++rounds;
+    }
+  });
+
+  TensorClient client(o);
+  std::unique_ptr<std::atomic<bool>[]> answered(new std::atomic<bool>[kSteps]());
+  std::mutex book_mu;
+  std::map<int64_t, int64_t> book;  // step -> reply value, from whichever thread read it
+  std::atomic<int> duplicates{0}, strays{0}, read_for_others{0}, failures{0};
+  std::mutex fail_mu;
+  std::vector<std::string> failure_text;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto on_reply = [&, t](const TensorMessage& m) {
+        if (m.step_id < 0 || m.step_id >= kSteps || !m.tensor.is_initialized() || m.tensor.dtype() != DType::kInt64 ||
+            m.key != "reply/req") {
+          ++strays;
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lock(book_mu);
+          if (!book.emplace(m.step_id, m.tensor.data<int64_t>()[0]).second) ++duplicates;
+        }
+        if (m.step_id / kPerThread != t) ++read_for_others;
+        answered[m.step_id].store(true);
+      };
+      for (int i = 0; i < kPerThread; ++i) {
+        const int64_t step = int64_t{t} * kPerThread + i;
+        auto fail = [&](const std::string& what) {
+          ++failures;
+          std::lock_guard<std::mutex> lock(fail_mu);
+          failure_text.push_back("thread " + std::to_string(t) + " step " + std::to_string(step) + ": " + what);
+        };
+        auto conn = client.send_batch_awaiting(addr, {request(step, value_of(step))});
+        if (!conn.ok()) return fail(conn.status().to_string());
+        Status st = client.await_replies(**conn, on_reply, [&] { return answered[step].load(); }, microseconds(50), kWait);
+        if (!st.ok()) return fail(st.to_string());
+        if (!answered[step].load()) return fail("no reply within the wait");
+      }
+    });
+  for (auto& th : threads) th.join();
+  {
+    std::lock_guard<std::mutex> lock(qmu);
+    stop = true;
+  }
+  qcv.notify_all();
+  replier.join();
+
+  EXPECT_EQ(failures.load(), 0) << (failure_text.empty() ? "" : failure_text[0]);
+  EXPECT_EQ(replier_timeouts.load(), 0);
+  EXPECT_EQ(replier_errors.load(), 0);
+  EXPECT_EQ(strays.load(), 0);
+  EXPECT_EQ(duplicates.load(), 0);
+  std::lock_guard<std::mutex> lock(book_mu);
+  EXPECT_EQ(book.size(), static_cast<size_t>(kSteps));
+  for (int64_t step = 0; step < kSteps; ++step) {
+    ASSERT_TRUE(answered[step].load()) << step;
+    auto it = book.find(step);
+    ASSERT_NE(it, book.end()) << step;
+    ASSERT_EQ(it->second, value_of(step) + 1) << step;
+  }
+  EXPECT_EQ(rounds.load(), kPerThread);  // lockstep: one round per request of each thread
+  EXPECT_GT(read_for_others.load(), 0);  // readers did hand replies to other threads
+  EXPECT_EQ(server->stats().handshakes_ok, 1);
+  EXPECT_EQ(server->stats().frames_received, kSteps);
+}
+
+// A thread sleeping in await_replies wakes as soon as the thread reading the connection hands it
+// its reply, without waiting for the reader's own reply.
+TEST(TensorTransportTest, WaiterWakesWhenAnotherThreadReadsItsReply) {
+  auto o = options();
+  Inbox inbox;  // replies are written by hand below
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+  auto conn = client.send_batch_awaiting(addr, {request(1, 10, "y"), request(2, 20, "x")});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(inbox.wait_for(2));
+  auto reqs = inbox.take();
+  ASSERT_EQ(reqs.size(), 2u);
+  std::shared_ptr<ReplyChannel> chan = reqs[0].reply;
+  ASSERT_TRUE(chan);
+  ASSERT_EQ(reqs[1].reply, chan);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> ping_seen{false}, y_done{false}, x_done{false};
+  std::thread::id ping_reader, x_reply_reader;  // guarded by mu
+  int64_t x_value = 0;                          // guarded by mu
+  bool x_started = false, x_finished = false;   // guarded by mu
+  auto on_reply = [&](const TensorMessage& m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (m.step_id == 0) ping_reader = std::this_thread::get_id();
+      if (m.step_id == 2) {
+        x_reply_reader = std::this_thread::get_id();
+        x_value = m.tensor.data<int64_t>()[0];
+      }
+    }
+    if (m.step_id == 0) ping_seen.store(true);
+    if (m.step_id == 1) y_done.store(true);
+    if (m.step_id == 2) x_done.store(true);
+    cv.notify_all();
+  };
+  // Waits far longer than the test's bounds: only a reply (or a failure) ends these early.
+  constexpr milliseconds kLong{60000};
+  Status y_result, x_result;
+  std::thread y([&] {
+    y_result = client.await_replies(**conn, on_reply, [&] { return y_done.load(); }, microseconds(0), kLong);
+  });
+  // A first frame that y reads itself: from then on y is the reader (it stays until its reply).
+  EXPECT_TRUE(chan->send_batch({TensorMessage{0, "ping", Tensor::scalar<int64_t>(0), "", nullptr}}).ok());
+  const std::thread::id y_id = y.get_id();
+  bool y_reads = wait_until(mu, cv, [&] { return ping_seen.load(); });
+  EXPECT_TRUE(y_reads);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(ping_reader, y_id);
+  }
+  std::thread x([&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      x_started = true;
+    }
+    cv.notify_all();
+    x_result = client.await_replies(**conn, on_reply, [&] { return x_done.load(); }, microseconds(0), kLong);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      x_finished = true;
+    }
+    cv.notify_all();
+  });
+  EXPECT_TRUE(wait_until(mu, cv, [&] { return x_started; }));
+  Status st = chan->send_batch({answer_to(reqs[1])});  // x's reply only
+  EXPECT_TRUE(st.ok()) << st;
+  // x must return while y still waits for its own reply (sent only afterwards).
+  EXPECT_TRUE(wait_until(mu, cv, [&] { return x_finished; }));
+  EXPECT_FALSE(y_done.load());
+  st = chan->send_batch({answer_to(reqs[0])});
+  EXPECT_TRUE(st.ok()) << st;
+  x.join();
+  y.join();
+  EXPECT_TRUE(x_result.ok()) << x_result;
+  EXPECT_TRUE(x_done.load());
+  EXPECT_TRUE(y_result.ok()) << y_result;
+  EXPECT_TRUE(y_done.load());
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(x_value, 21);
+  if (y_reads) {
+    EXPECT_EQ(x_reply_reader, y_id);  // handed over by the reader
+  }
+}
+
+TEST(TensorTransportTest, ClosedConnectionFailsEveryWaiter) {
+  constexpr int kThreads = 4;
+  auto o = options();
+  Inbox inbox;  // keeps each request, and with it its reply channel; never answers
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int waiting = 0;
+  std::shared_ptr<ClientConnection> conn;
+  std::atomic<bool> done_flags[kThreads] = {};
+  std::vector<Status> results(kThreads);
+  std::vector<int> replies_seen(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto c = client.send_batch_awaiting(addr, {request(100 + t, t)});
+      if (!c.ok()) {
+        results[static_cast<size_t>(t)] = c.status();
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++waiting;
+        if (!conn) conn = *c;
+      }
+      cv.notify_all();
+      // Nothing is ever answered: only a failed connection ends this before the 10 s wait.
+      results[static_cast<size_t>(t)] = client.await_replies(
+          **c, [&, t](const TensorMessage&) { ++replies_seen[static_cast<size_t>(t)]; },
+          [&, t] { return done_flags[t].load(); }, microseconds(20), kWait);
+    });
+  EXPECT_TRUE(inbox.wait_for(kThreads));
+  EXPECT_TRUE(wait_until(mu, cv, [&] { return waiting == kThreads; }));
+  auto requests = inbox.take();
+  server.reset();  // closes every connection while the threads wait
+  for (auto& th : threads) th.join();
+
+  for (int t = 0; t < kThreads; ++t) {
+    SCOPED_TRACE(t);
+    EXPECT_EQ(results[static_cast<size_t>(t)].code(), Code::kUnavailable) << results[static_cast<size_t>(t)];
+    EXPECT_FALSE(done_flags[t].load());
+    EXPECT_EQ(replies_seen[static_cast<size_t>(t)], 0);
+  }
+  ASSERT_TRUE(conn);
+  // Every later wait on that connection fails at once, and the pool no longer trusts it.
+  std::atomic<bool> never{false};
+  Status again = client.await_replies(*conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+                                      microseconds(0), kWait);
+  EXPECT_EQ(again.code(), Code::kUnavailable) << again;
+  EXPECT_FALSE(client.is_connected(addr, true));
+  // The reply channels the server handed out refuse to write once it stopped serving them.
+  ASSERT_EQ(requests.size(), static_cast<size_t>(kThreads));
+  for (const auto& r : requests) {
+    ASSERT_TRUE(r.reply);
+    Status st = r.reply->send_batch({answer_to(r)});
+    EXPECT_EQ(st.code(), Code::kUnavailable) << st;
+  }
+}
+
+TEST(TensorTransportTest, DisconnectFailsAwaitAndNextSendReconnects) {
+  auto o = options();
+  // Step 1 is never answered; every other request is answered at once.
+  std::atomic<int> reply_errors{0};
+  auto server = start_server_with(o, [&](const TensorMessage& m) {
+    if (m.step_id == 1) return;
+    if (!m.reply || !m.reply->send_batch({answer_to(m)}).ok()) ++reply_errors;
+  });
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+
+  auto old_conn = client.send_batch_awaiting(addr, {request(1, 10)});
+  ASSERT_TRUE(old_conn.ok()) << old_conn.status();
+  ASSERT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.frames_received == 1; }, kWait));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  std::atomic<bool> old_done{false};
+  Status old_result;
+  std::thread waiter([&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      started = true;
+    }
+    cv.notify_all();
+    old_result = client.await_replies(**old_conn, [&](const TensorMessage&) { old_done.store(true); },
+                                      [&] { return old_done.load(); }, microseconds(20), kWait);
+  });
+  EXPECT_TRUE(wait_until(mu, cv, [&] { return started; }));
+  client.disconnect(addr);
+  waiter.join();
+  EXPECT_EQ(old_result.code(), Code::kUnavailable) << old_result;
+  EXPECT_NE(old_result.message().find(addr), std::string::npos) << old_result;
+  EXPECT_FALSE(old_done.load());
+  EXPECT_EQ(client.num_connections(), 0u);
+  EXPECT_FALSE(client.is_connected(addr, false));
+
+  // A new request reconnects and gets its reply on the new connection.
+  auto new_conn = client.send_batch_awaiting(addr, {request(2, 20)});
+  ASSERT_TRUE(new_conn.ok()) << new_conn.status();
+  EXPECT_NE(new_conn->get(), old_conn->get());
+  std::vector<TensorMessage> got;
+  std::atomic<bool> have{false};
+  Status st = client.await_replies(
+      **new_conn,
+      [&](const TensorMessage& m) {
+        got.push_back(m);
+        have.store(true);
+      },
+      [&] { return have.load(); }, microseconds(20), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_id, 2);
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 21);
+  EXPECT_EQ(reply_errors.load(), 0);
+  EXPECT_EQ(server->stats().handshakes_ok, 2);
+  EXPECT_EQ(client.num_connections(), 1u);
+  // The old connection stays failed.
+  std::atomic<bool> never{false};
+  Status again = client.await_replies(**old_conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+                                      microseconds(0), kWait);
+  EXPECT_EQ(again.code(), Code::kUnavailable) << again;
+}
+
+TEST(TensorTransportTest, AwaitTimesOutQuietlyAndClosedChannelRefusesReplies) {
+  auto o = options();
+  Inbox inbox;  // answered by hand below
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+
+  auto conn = client.send_batch_awaiting(addr, {request(5, 50)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(inbox.wait_for(1));
+  auto requests = inbox.take();
+  ASSERT_EQ(requests.size(), 1u);
+  std::shared_ptr<ReplyChannel> chan = requests[0].reply;
+  ASSERT_TRUE(chan);
+
+  // Nothing comes: OK once `wait` has passed, with done() still false.
+  std::vector<TensorMessage> got;
+  std::atomic<bool> have{false};
+  auto on_reply = [&](const TensorMessage& m) {
+    got.push_back(m);
+    have.store(true);
+  };
+  auto done = [&] { return have.load(); };
+  Status st = client.await_replies(**conn, on_reply, done, microseconds(100), milliseconds(50));
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_FALSE(have.load());
+  EXPECT_TRUE(got.empty());
+  EXPECT_TRUE(client.is_connected(addr, true));
+
+  // The connection is still good: a late reply arrives on the next wait.
+  ASSERT_TRUE(chan->send_batch({answer_to(requests[0])}).ok());
+  st = client.await_replies(**conn, on_reply, done, microseconds(100), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_id, 5);
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 51);
+
+  // A bad reply is refused before anything is written.
+  Status bad = chan->send_batch({TensorMessage{6, "uninitialised", Tensor(), "", nullptr}});
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument) << bad;
+
+  // The client closes the connection: once the server has noticed, the channel refuses writes.
+  client.disconnect(addr);
+  ASSERT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.active_connections == 0; }, kWait));
+  Status refused;
+  const auto deadline = Clock::now() + kWait;
+  do {
+    refused = chan->send_batch({answer_to(requests[0])});
+  } while (refused.ok() && Clock::now() < deadline);
+  EXPECT_EQ(refused.code(), Code::kUnavailable) << refused;
+  EXPECT_NE(refused.message().find(chan->peer()), std::string::npos) << refused;
+}
+
+TEST(TensorTransportTest, IsConnectedWhileReplyPending) {
+  auto o = options();
+  EchoPlusOne echo;
+  auto server = start_server_with(o, echo.callback());
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+
+  auto conn = client.send_batch_awaiting(addr, {request(6, 60)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(echo.wait_answered(1));  // the reply is written; nobody has read it
+  EXPECT_TRUE(client.is_connected(addr, true));
+  EXPECT_TRUE(client.is_connected(addr, false));
+  EXPECT_TRUE(client.ensure_connected(addr).ok());
+  // Sending more neither drops nor replaces the connection the reply waits on.
+  auto conn2 = client.send_batch_awaiting(addr, {request(7, 70)});
+  ASSERT_TRUE(conn2.ok()) << conn2.status();
+  EXPECT_EQ(conn2->get(), conn->get());
+  ASSERT_TRUE(echo.wait_answered(2));
+  EXPECT_TRUE(client.is_connected(addr, true));
+  EXPECT_EQ(client.num_connections(), 1u);
+  EXPECT_EQ(server->stats().handshakes_ok, 1);
+
+  std::vector<TensorMessage> got;
+  std::atomic<int> n{0};
+  Status st = client.await_replies(
+      **conn,
+      [&](const TensorMessage& m) {
+        got.push_back(m);
+        n.fetch_add(1);
+      },
+      [&] { return n.load() >= 2; }, microseconds(100), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].step_id, 6);
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 61);
+  EXPECT_EQ(got[1].step_id, 7);
+  EXPECT_EQ(got[1].tensor.data<int64_t>()[0], 71);
+  EXPECT_TRUE(client.is_connected(addr, true));  // and with nothing pending
+  EXPECT_TRUE(echo.errors().empty());
+}
+
+// A reply nobody read, then the server's close: the pending bytes must not hide the close. The
+// next send goes to the restarted server on a new connection, not into the dead one.
+TEST(TensorTransportTest, UnreadReplyDoesNotHideAServerRestart) {
+  auto o = options();
+  EchoPlusOne echo;
+  auto first = start_server_with(o, echo.callback());
+  ASSERT_TRUE(first);
+  const uint16_t port = first->port();
+  const std::string addr = addr_of(*first);
+  TensorClient client(o);
+  auto conn = client.send_batch_awaiting(addr, {request(1, 10)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(echo.wait_answered(1));  // the reply waits unread in the client's socket
+  first.reset();                       // the server closes its end behind it
+  Inbox inbox;
+  auto second = start_server(o, inbox, port);
+  ASSERT_TRUE(second);
+  EXPECT_FALSE(client.is_connected(addr, true));
+  ASSERT_TRUE(client.send(addr, request(2, 20)).ok());
+  ASSERT_TRUE(inbox.wait_for(1)) << "the send after the restart was lost";
+  auto got = inbox.take();
+  EXPECT_EQ(got[0].step_id, 2);
+  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 20);
+  // The old connection is failed for whoever still waits on it; the pool has the new one only.
+  std::atomic<bool> never{false};
+  Status st = client.await_replies(**conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+                                   microseconds(0), kWait);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st;
+  EXPECT_EQ(client.num_connections(), 1u);
+}
+
+// A connection an await found broken is not counted as open, even without probing.
+TEST(TensorTransportTest, ConnectionFoundBrokenIsNotCounted) {
+  auto o = options();
+  Inbox inbox;
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  const std::string addr = addr_of(*server);
+  TensorClient client(o);
+  auto conn = client.send_batch_awaiting(addr, {request(1, 1)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(inbox.wait_for(1));
+  server.reset();
+  std::atomic<bool> never{false};
+  Status st = client.await_replies(**conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+                                   microseconds(0), kWait);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st;
+  EXPECT_FALSE(client.is_connected(addr, false));
+  EXPECT_FALSE(client.is_connected(addr, true));
+  EXPECT_EQ(client.num_connections(), 0u);
 }
 
 TEST(WireTest, ParseHostPort) {
