@@ -1,5 +1,6 @@
 #include "actors/device_actor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <thread>
@@ -62,11 +63,17 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
   StepExecution step(e.exec, step_id, {}, [](const std::string& key, const Tensor&) {
     return Internal("a self-contained partition sent '" + key + "'");
   });
-  for (size_t i = 0; i < keys.size(); ++i) step.deliver(keys[i], std::move(tensors[i]));
+  // Nothing may escape onto the reader thread: a kernel's exception already fails the step
+  // (naming the node); anything else thrown here fails it naming the device.
   try {
+    for (size_t i = 0; i < keys.size(); ++i) step.deliver(keys[i], std::move(tensors[i]));
     step.run();
   } catch (const std::exception& ex) {
-    return std::make_pair(Internal(device + ": exception in a kernel: " + ex.what()), std::vector<Tensor>{});
+    return std::make_pair(Internal(device + ": exception while running a step inline: " + ex.what()),
+                          std::vector<Tensor>{});
+  } catch (...) {
+    return std::make_pair(Internal(device + ": unknown exception while running a step inline"),
+                          std::vector<Tensor>{});
   }
   lock.unlock();
   if (!step.done())

@@ -68,8 +68,9 @@ class InlinePartitions {
 // with `keys[i] -> tensors[i]` for its _Recvs, if that can finish without waiting: every _Recv
 // key is among `keys` and the device's gate is open and free right now. Returns nullopt, having
 // done nothing (the tensors are left alone), when not; otherwise the step's outcome and its
-// fetches (by _Retval index; empty on error). A kernel's exception becomes Internal naming the
-// device. Thread-safe.
+// fetches (by _Retval index; empty on error). A kernel's exception fails the step naming the
+// node (as StepExecution does anywhere); anything else thrown becomes Internal naming the
+// device: nothing escapes to the caller. Thread-safe.
 std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const InlinePartitions::Entry& e,
                                                                      const std::string& device, int64_t step_id,
                                                                      std::vector<std::string>& keys,

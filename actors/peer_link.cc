@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/logging.h"
+#include "net/socket.h"
 
 namespace actorflow {
 
@@ -33,8 +34,14 @@ struct SilentConnectionSweeper::Seen {
   std::unordered_map<int64_t, std::chrono::steady_clock::time_point> first;
 };
 
-SilentConnectionSweeper::SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit)
-    : sys_(sys), limit_(limit), seen_(std::make_shared<Seen>()) {}
+SilentConnectionSweeper::SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit,
+                                                 uint16_t node_port,
+                                                 std::function<bool(const caf::node_id&)> authenticated)
+    : sys_(sys),
+      limit_(limit),
+      node_port_(node_port),
+      authenticated_(std::move(authenticated)),
+      seen_(std::make_shared<Seen>()) {}
 
 SilentConnectionSweeper::~SilentConnectionSweeper() { seen_->retired.store(true); }
 
@@ -42,7 +49,9 @@ void SilentConnectionSweeper::sweep() {
   auto* mm = &sys_.middleman();
   const auto limit = limit_;
   std::shared_ptr<Seen> seen = seen_;
-  mm->run_later([mm, limit, seen] {
+  const uint16_t node_port = node_port_;
+  auto authenticated = authenticated_;
+  mm->run_later([mm, limit, seen, node_port, authenticated] {
     if (seen->retired.load()) return;
     caf::actor handle = mm->named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(handle));
@@ -50,7 +59,15 @@ void SilentConnectionSweeper::sweep() {
     const auto now = std::chrono::steady_clock::now();
     std::unordered_map<int64_t, std::chrono::steady_clock::time_point> still;
     for (const auto& hdl : broker->connections()) {
-      if (broker->instance.tbl().lookup_direct(hdl) != caf::none) continue;  // a node: CAF's handshake done
+      auto node = broker->instance.tbl().lookup_direct(hdl);
+      const char* missing = "no CAF handshake";
+      if (node != caf::none) {
+        // CAF's handshake done. Ours too, or not one we must check: keep it.
+        if (!authenticated || node_port == 0 || authenticated(node)) continue;
+        // CAF 0.17's default multiplexer uses the socket descriptor as the handle id.
+        if (net::local_port(static_cast<int>(hdl.id())) != node_port) continue;  // we opened it
+        missing = "no actorflow authentication";
+      }
       auto it = seen->first.find(hdl.id());
       const auto first = it == seen->first.end() ? now : it->second;
       if (now - first < limit) {
@@ -58,7 +75,7 @@ void SilentConnectionSweeper::sweep() {
         continue;
       }
       AF_LOG(WARNING) << "closing the control-plane connection from " << broker->remote_addr(hdl) << ":"
-                      << broker->remote_port(hdl) << ": no CAF handshake within "
+                      << broker->remote_port(hdl) << ": " << missing << " within "
                       << std::chrono::duration_cast<std::chrono::milliseconds>(limit).count() << " ms";
       broker->connection_cleanup(hdl, caf::sec::none);
       broker->close(hdl);

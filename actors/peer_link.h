@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,14 +29,20 @@ void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, con
 
 // Closes this process's BASP connections that never completed CAF's own handshake (a TCP
 // client on the node's port that sends nothing, or garbage CAF cannot parse into a handshake):
-// CAF 0.17 keeps those open forever. Each sweep() looks at every connection on the middleman's
-// I/O thread; one that still has no node behind it `limit` after a sweep first saw it is closed
-// and logged at WARNING with its remote address. Call sweep() periodically (every limit / 2
-// bounds detection to 1.5 x limit). Thread-safe; the object may be destroyed while a sweep is
-// queued.
+// CAF 0.17 keeps those open forever. With `node_port` and `authenticated` set, it also closes
+// connections accepted on `node_port` whose node completed CAF's handshake but never
+// authenticated with the node actor (never said hello: the node actor's own deadline only
+// covers nodes that did). Connections this process opened (to peers it contacted) and other
+// ports' connections (an embedding service's own) are left alone. Each sweep() looks at every
+// connection on the middleman's I/O thread; one still in either state `limit` after a sweep
+// first saw it is closed and logged at WARNING with its remote address. Call sweep()
+// periodically (every limit / 2 bounds detection to 1.5 x limit). Thread-safe; the object may
+// be destroyed while a sweep is queued.
 class SilentConnectionSweeper {
  public:
-  SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit);
+  // `authenticated(node)` is called on the middleman thread: cheap, thread-safe, no blocking.
+  SilentConnectionSweeper(caf::actor_system& sys, std::chrono::milliseconds limit, uint16_t node_port = 0,
+                          std::function<bool(const caf::node_id&)> authenticated = nullptr);
   // Sweeps queued but not yet run do nothing once the sweeper is gone (its owner, the node
   // actor, ends before the middleman stops).
   ~SilentConnectionSweeper();
@@ -48,6 +55,8 @@ class SilentConnectionSweeper {
   struct Seen;  // first-seen times, only touched on the middleman thread
   caf::actor_system& sys_;
   std::chrono::milliseconds limit_;
+  uint16_t node_port_;
+  std::function<bool(const caf::node_id&)> authenticated_;
   std::shared_ptr<Seen> seen_;
 };
 

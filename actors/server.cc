@@ -620,7 +620,13 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
-  nc.sweeper = std::make_shared<SilentConnectionSweeper>(*sys_, nc.auth_timeout);
+  // So are nodes that connect to it and never authenticate with the node actor.
+  std::weak_ptr<AuthenticatedPeers> weak_peers = auth_peers_;
+  nc.sweeper = std::make_shared<SilentConnectionSweeper>(
+      *sys_, nc.auth_timeout, static_cast<uint16_t>(hp.second), [weak_peers](const caf::node_id& n) {
+        auto peers = weak_peers.lock();
+        return !peers || peers->contains(n);
+      });
   // The tensor data plane: its own listener on the task's host (ephemeral port, advertised
   // to authenticated peers in NodeInfo), with its own challenge-response handshake.
   {

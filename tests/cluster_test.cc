@@ -54,7 +54,8 @@ struct Cluster {
 bool started(ChildProcess* p) { return p && p->wait_for_output("serving", 20s); }
 
 // How an in-process intruder without the cluster secret talks to a node actor.
-enum class Intruder { kWrongProof, kNoProof, kHelloOnly, kNoHello };
+// kSilent completes CAF's handshake and then sends nothing at all.
+enum class Intruder { kWrongProof, kNoProof, kHelloOnly, kNoHello, kSilent };
 
 // Connects a fresh CAF node (its own actor system) to the node actor on 127.0.0.1:`port`,
 // misbehaves as `how`, and returns whether the node then closed the connection: a down_msg for
@@ -74,7 +75,9 @@ bool intruder_dropped(int port, const std::string& fingerprint, Intruder how, st
   auto failed = [&](const char* what) {
     return [what, log, &sys](caf::error& e) { *log += std::string(what) + " refused: " + sys.render(e) + "\n"; };
   };
-  if (how == Intruder::kNoHello) {
+  if (how == Intruder::kSilent) {
+    // Nothing: the node must notice a connected node that never authenticates.
+  } else if (how == Intruder::kNoHello) {
     self->request(*node, 10s, ping_atom::value)
         .receive([&](std::string&) { *log += "ping answered without authentication!\n"; }, failed("ping"));
   } else {
@@ -189,11 +192,13 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
     EXPECT_EQ(host->output().find("right-secret"), std::string::npos) << "secret leaked: " << host->output();
   }
   // The node closes the connection of a peer that fails authentication (at once), and of one
-  // that says hello or sends a request but never authenticates (after peer_timeout_ms = 1500).
+  // that says hello, sends a request or says nothing at all but never authenticates (after
+  // peer_timeout_ms = 1500; the silent one by the connection sweep within 1.5 x that).
   {
     auto spec = ClusterSpec::from_file(c.file);
     ASSERT_TRUE(spec.ok()) << spec.status();
-    for (Intruder how : {Intruder::kWrongProof, Intruder::kNoProof, Intruder::kHelloOnly, Intruder::kNoHello}) {
+    for (Intruder how :
+         {Intruder::kWrongProof, Intruder::kNoProof, Intruder::kHelloOnly, Intruder::kNoHello, Intruder::kSilent}) {
       std::string log;
       EXPECT_TRUE(intruder_dropped(c.w0, spec->fingerprint(), how, 15s, &log))
           << "intruder " << static_cast<int>(how) << ": " << log << "\n" << w0->output();
@@ -201,6 +206,7 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
       if (how == Intruder::kWrongProof) EXPECT_NE(log.find("wrong cluster secret"), std::string::npos) << log;
     }
     EXPECT_NE(w0->output().find("closing the connection of peer node"), std::string::npos) << w0->output();
+    EXPECT_TRUE(w0->wait_for_output("no actorflow authentication within", 10s)) << w0->output();
   }
   EXPECT_NE(w0->output().find("failed authentication"), std::string::npos) << w0->output();
   EXPECT_EQ(w0->output().find("right-secret"), std::string::npos);
