@@ -319,6 +319,7 @@ TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
   auto feed = Tensor::from_vector<float>({1, 2}, {2});
   ASSERT_TRUE(sess.run({{x, feed}}, {y}).ok());
   w1->signal(SIGSTOP);  // alive but silent: no closed connection
+  ASSERT_TRUE(w1->wait_stopped(5s));  // stopped before the step is sent
   const auto t0 = std::chrono::steady_clock::now();
   auto r = sess.run({{x, feed}}, {y});
   const auto took = std::chrono::steady_clock::now() - t0;
