@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actors/faults.h"
+#include "core/cpu_relax.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -47,14 +48,6 @@ std::chrono::microseconds spin_budget() {
     return v < 0 ? 0L : (v > 10000 ? 10000L : v);
   }()};
   return us;
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 // How often a waiting step checks its connections and deadline.

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cpu_relax.h"
 #include "core/logging.h"
 #include "net/socket.h"
 
@@ -197,14 +198,6 @@ Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t c
     if (nbytes) iov->push_back(iovec{const_cast<void*>(data), nbytes});
   }
   return Status::OK();
-}
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 std::atomic<uint64_t> g_next_channel_id{1};

@@ -5,6 +5,7 @@
 #include "device/executor.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
+#include "tests/util/partition_nodes.h"
 
 namespace actorflow {
 namespace {
@@ -78,19 +79,9 @@ TEST(ExecutorTest, RecvParksUntilDelivered) {
 }
 
 // Partition-style nodes as the master's partitioner inserts them (graph/partition.cc).
-Output recv_node(const Scope& s, const std::string& name, const std::string& key, DType dtype, const Shape& shape) {
-  return NodeBuilder(s.with_op_name(name), "_Recv")
-      .attr("tensor_name", std::string(key))
-      .attr("dtype", dtype)
-      .attr("shape", shape)
-      .output();
-}
-Node* retval_node(const Scope& s, const std::string& name, Output x, int64_t index) {
-  return NodeBuilder(s.with_op_name(name), "_Retval").input(x).attr("index", index).finalize();
-}
-Node* send_node(const Scope& s, const std::string& name, Output x, const std::string& key) {
-  return NodeBuilder(s.with_op_name(name), "_Send").input(x).attr("tensor_name", std::string(key)).finalize();
-}
+using testutil::recv_node;
+using testutil::retval_node;
+using testutil::send_node;
 
 const char* const kCpu0 = "/job:w/replica:0/task:0/device:CPU:0";
 const char* const kCpu1 = "/job:w/replica:0/task:0/device:CPU:1";

@@ -17,6 +17,7 @@
 #include "actors/server.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
+#include "tests/util/partition_nodes.h"
 
 namespace actorflow {
 namespace {
@@ -28,19 +29,9 @@ const std::string kCpu1 = "/job:w/replica:0/task:0/device:CPU:1";
 const std::string kCpu10 = "/job:w/replica:0/task:0/device:CPU:10";
 
 // Partition-style nodes as the master's partitioner inserts them (graph/partition.cc).
-Output recv_node(const Scope& s, const std::string& name, const std::string& key, DType dtype, const Shape& shape) {
-  return NodeBuilder(s.with_op_name(name), "_Recv")
-      .attr("tensor_name", std::string(key))
-      .attr("dtype", dtype)
-      .attr("shape", shape)
-      .output();
-}
-Node* retval_node(const Scope& s, const std::string& name, Output x, int64_t index) {
-  return NodeBuilder(s.with_op_name(name), "_Retval").input(x).attr("index", index).finalize();
-}
-Node* send_node(const Scope& s, const std::string& name, Output x, const std::string& key) {
-  return NodeBuilder(s.with_op_name(name), "_Send").input(x).attr("tensor_name", std::string(key)).finalize();
-}
+using testutil::recv_node;
+using testutil::retval_node;
+using testutil::send_node;
 
 // The edge from CPU:1 into CPU:0 that the partitions below receive.
 std::string in_key() { return make_rendezvous_key(kCpu1, kCpu0, "x:0"); }
