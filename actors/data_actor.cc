@@ -10,6 +10,7 @@ namespace {
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
 
 struct DataState {
+  // Destroyed with the state when the actor ends: ~Prefetcher stops and joins its thread.
   std::unique_ptr<Prefetcher> prefetcher;
   std::deque<caf::response_promise> waiting;
   static constexpr const char* name = "data";
@@ -36,7 +37,10 @@ caf::behavior data_actor(DataActor* self, std::shared_ptr<DatasetIterator> it, s
   self->state.prefetcher = std::make_unique<Prefetcher>(std::move(*it), depth, [weak] {
     if (auto strong = caf::actor_cast<caf::actor>(weak.lock())) caf::anon_send(strong, ready_atom::value);
   });
-  self->attach_functor([self] { if (self->state.prefetcher) self->state.prefetcher->stop(); });
+  // No attach_functor for stopping it: CAF destroys the state (and with it the Prefetcher, whose
+  // destructor stops and joins its thread) before it runs attached functors, so one touching
+  // self->state would use freed memory (found by AddressSanitizer: the rare "double free or
+  // corruption" when a worker process shut down).
   return {
       [=](next_atom) -> caf::result<std::vector<Tensor>> {
         auto rp = self->make_response_promise();
