@@ -133,6 +133,14 @@ class Router {
     (void)conn; (void)done; (void)spin; (void)wait;
     return Unimplemented("step dispatch over the data plane");
   }
+  // Tells `device_actor` (a device of another process, reached through its node actor) to abort
+  // step `step_id` of `device` because of `why`. Sent as this process's node actor, so that the
+  // peer, which executes only what authenticated nodes send, accepts it; the default sends it
+  // anonymously. Thread-safe.
+  virtual void abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+                                 const std::string& why) {
+    caf::anon_send(device_actor, abort_atom::value, device, step_id, why);
+  }
   // The partitions whose dispatched steps may run on the data plane's reader thread, or null
   // (device actors then publish nothing). Owned by the router.
   virtual InlinePartitions* inline_partitions() { return nullptr; }

@@ -114,12 +114,12 @@ void DirectSteps::task_down(const std::string& task, const std::string& reason) 
   }
 }
 
-void DirectSteps::abort_others(const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
-                               const std::string& why) {
+void DirectSteps::abort_others(Router& router, const DirectPlan& plan, int64_t step_id,
+                               const std::set<std::string>& pending, const std::string& why) {
   // Partitions that reported already ended on their device: only the others need the abort.
   for (const auto& d : plan.dispatches)
     if (d.device.actor && pending.count(d.device.name))
-      caf::anon_send(d.device.actor, abort_atom::value, d.device.name, step_id, why);
+      router.abort_remote_step(d.device.actor, d.device.name, step_id, why);
 }
 
 std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, const DirectPlan& plan,
@@ -223,7 +223,7 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
       std::lock_guard<std::mutex> wl(w->mu);
       pending = w->pending;
     }
-    abort_others(plan, w->step_id, pending, w->status.message());
+    abort_others(router, plan, w->step_id, pending, w->status.message());
     return Result<std::vector<Tensor>>(w->status);
   }
   return Result<std::vector<Tensor>>(std::move(w->fetches));

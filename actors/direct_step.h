@@ -115,8 +115,9 @@ class DirectSteps {
   static bool finish(Waiter& w, const Status& s);
   // The waiter of `step_id`, or null.
   std::shared_ptr<Waiter> waiter(int64_t step_id) const;
-  // Tells the devices of `plan` in `pending` (those that have not reported) to abort the step.
-  void abort_others(const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
+  // Tells the devices of `plan` in `pending` (those that have not reported) to abort the step,
+  // through `router` (as this process's node actor: the peers ignore anonymous aborts).
+  void abort_others(Router& router, const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
                     const std::string& why);
 
   mutable std::mutex mu_;

@@ -173,6 +173,16 @@ class LocalRouter final : public Router {
     return true;
   }
   InlinePartitions* inline_partitions() override { return &inline_; }
+  void abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+                         const std::string& why) override {
+    caf::actor node;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      node = self_node_;
+    }
+    if (node) caf::send_as(node, device_actor, abort_atom::value, device, step_id, why);
+    else caf::anon_send(device_actor, abort_atom::value, device, step_id, why);
+  }
   uint64_t inline_steps_run() const override { return inline_steps_.load(std::memory_order_relaxed); }
   bool can_dispatch(const std::string& device) override {
     std::string addr, own;

@@ -450,6 +450,9 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
     EXPECT_EQ((*r)[0].data<int32_t>()[0], 2 * i);
     EXPECT_EQ((*r)[0].data<int32_t>()[1], 1);
   }
+  // The timed-out step's abort reached the worker as a message from this authenticated node
+  // (the worker drops anonymous ones).
+  EXPECT_EQ(w0->output().find("rejected anonymous abort"), std::string::npos) << w0->output();
 }
 
 // A remote partition that is self-contained (synchronous kernels, no _Send) and gets every
