@@ -202,6 +202,19 @@ Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t c
 
 std::atomic<uint64_t> g_next_channel_id{1};
 
+// Calls `cb(msg)` on a data-plane thread; an exception is logged (naming the `what` callback and
+// the key) instead of ending the thread.
+void deliver_guarded(const std::function<void(const TensorMessage&)>& cb, const TensorMessage& msg,
+                     const char* what) {
+  try {
+    cb(msg);
+  } catch (const std::exception& e) {
+    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for key '" << msg.key << "': " << e.what();
+  } catch (...) {
+    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for key '" << msg.key << "'";
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -405,13 +418,7 @@ class TensorServer::Impl {
       AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
       msg.reply = chan;
       bump(&TensorServerStats::frames_received);
-      try {
-        cb_(msg);
-      } catch (const std::exception& e) {
-        AF_LOG(ERROR) << "data plane: the tensor callback threw for key '" << msg.key << "': " << e.what();
-      } catch (...) {
-        AF_LOG(ERROR) << "data plane: the tensor callback threw for key '" << msg.key << "'";
-      }
+      deliver_guarded(cb_, msg, "tensor");
     }
     return Cancelled("server shutting down");
   }
@@ -541,13 +548,7 @@ class ClientConnection {
         if (st.code() == Code::kCancelled) return Unavailable("the connection to " + peer_ + " was closed");
         return Unavailable("reading replies: " + st.message());
       }
-      try {
-        on_reply(msg);
-      } catch (const std::exception& e) {
-        AF_LOG(ERROR) << "data plane: the reply callback threw for key '" << msg.key << "': " << e.what();
-      } catch (...) {
-        AF_LOG(ERROR) << "data plane: the reply callback threw for key '" << msg.key << "'";
-      }
+      deliver_guarded(on_reply, msg, "reply");
       {
         // A follower checks done() under this lock before it sleeps: taking it here means the
         // follower either saw its reply or gets this notification.
