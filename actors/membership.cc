@@ -1,5 +1,7 @@
 #include "actors/membership.h"
 
+#include "actors/control_plane.h"
+
 #include <caf/io/all.hpp>
 
 #include <thread>
@@ -123,13 +125,22 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const uint16_t port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
-  auto node = sys_.middleman().remote_actor(host, port);
-  if (!node) return Unavailable("cannot reach task " + task + " at " + address + ": " + sys_.render(node.error()));
+  // A handshake unanswered for peer_timeout means the peer is not reachable now (a partition or
+  // a stopped process): fail this attempt and let the caller retry.
+  const auto t = std::max<std::chrono::milliseconds>(cfg_.peer_timeout, std::chrono::milliseconds(1000));
+  net::HandshakeConfig hs;
+  hs.fingerprint = cfg_.fingerprint;
+  hs.secret = cfg_.secret;
+  hs.task_name = cfg_.self_task;
+  hs.timeout = t;
+  auto node = connect_control_plane(sys_, host, port, hs, t);
+  if (!node.ok()) {
+    if (node.status().code() == Code::kUnauthenticated || node.status().code() == Code::kFailedPrecondition)
+      return node.status().with_prefix("task " + task);
+    return Unavailable("cannot reach task " + task + " at " + address + ": " + node.status().message());
+  }
   caf::scoped_actor self{sys_};
   Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
-  // A handshake request unanswered for peer_timeout means the peer is not reachable now (a
-  // partition or a stopped process): fail this attempt and let the caller retry.
-  const auto t = std::max<std::chrono::milliseconds>(cfg_.peer_timeout, std::chrono::milliseconds(1000));
   std::string server_nonce;
   bool hello_ok = false;
   self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, cfg_.self_task)

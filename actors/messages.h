@@ -52,6 +52,11 @@ typename Inspector::result_type inspect(Inspector& f, DeviceInfo& x) {
   return f(caf::meta::type_name("actorflow::DeviceInfo"), x.name, x.type, x.memory_limit, x.description, x.actor);
 }
 
+// True when `type` is a known dtype, `dims` has at most 64 entries, none negative, and
+// product(dims) * dtype_size(type), computed without overflow, equals `present` (the bytes that
+// arrived). Decoders call it before allocating anything for a tensor. Pure; thread-safe.
+bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present);
+
 // Tensors cross CAF as dtype, dims and one byte block (no per-element work). Large tensors
 // between processes use the data plane in net/ instead.
 template <class Inspector>
@@ -59,7 +64,7 @@ typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>
                                                                                                  Tensor& t) {
   uint8_t dt = static_cast<uint8_t>(t.dtype());
   std::vector<int64_t> dims = t.shape().dims();
-  std::vector<char> bytes;
+  std::string bytes;  // same encoding as a byte vector; see the loading side
   if (t.is_initialized() && t.on_host() && t.bytes()) {
     const char* p = static_cast<const char*>(t.raw_data());
     bytes.assign(p, p + t.bytes());
@@ -72,17 +77,19 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
                                                                                                   Tensor& t) {
   uint8_t dt = 0;
   std::vector<int64_t> dims;
-  std::vector<char> bytes;
+  // A std::string, not a std::vector<char>: CAF 0.17's binary deserializer resizes a byte vector
+  // to the length the sender claims (up to 4 GiB) before it checks that many bytes are present,
+  // but checks a string's length against the bytes present first.
+  std::string bytes;
   auto load = [&]() -> caf::error {
     if (dt == 0) {
       t = Tensor();
       return caf::none;
     }
     DType type = static_cast<DType>(dt);
-    if (dtype_size(type) == 0) return caf::sec::invalid_argument;
-    Shape shape(dims);
-    if (!shape.fully_defined()) return caf::sec::invalid_argument;
-    Tensor out(type, shape);
+    // Nothing is allocated before the shape is known to describe exactly the bytes that came.
+    if (!tensor_bytes_match(type, dims, bytes.size())) return caf::sec::invalid_argument;
+    Tensor out(type, Shape(dims));
     if (bytes.size() != out.bytes()) return caf::sec::invalid_argument;
     if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());
     t = std::move(out);

@@ -90,6 +90,10 @@ void check_auth_later(NodeActor* self, const caf::node_id& node, std::chrono::mi
 
 // sender_allowed, plus: a remote sender that is refused gets an auth deadline.
 bool allowed(NodeActor* self, const char* what) {
+  if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(self)) {
+    AF_LOG(WARNING) << "dropped " << what << " that claims to come from this node actor itself";
+    return false;
+  }
   if (sender_allowed(self, self->state.cfg.peers.get(), what)) return true;
   const auto& sender = self->current_sender();
   if (sender) check_auth_later(self, sender->node(), self->state.cfg.auth_timeout);
@@ -98,6 +102,20 @@ bool allowed(NodeActor* self, const char* what) {
 
 caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
+  if (self->state.cfg.shutdown_token.empty()) self->state.cfg.shutdown_token = random_nonce();
+  // Exit and error messages stop nothing here (a member's CAF node could send them in anyone's
+  // name); only the Server's shutdown message does. At most one log line per second.
+  auto last_log = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto note = [last_log](const std::string& what) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - *last_log < std::chrono::seconds(1)) return;
+    *last_log = now;
+    AF_LOG(WARNING) << "node actor ignored " << what;
+  };
+  self->set_exit_handler([note](caf::exit_msg& m) {
+    note("an exit message (" + caf::to_string(m.reason) + ") from " + caf::to_string(m.source));
+  });
+  self->set_error_handler([note](caf::error& e) { note("an error message (" + caf::to_string(e) + ")"); });
   for (const auto& d : self->state.cfg.devices) self->state.local[d.name] = d.actor;
   auto device = [self](const std::string& name) -> caf::actor {
     auto it = self->state.local.find(name);
@@ -135,9 +153,8 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         }
         if (fingerprint != st.cfg.fingerprint) {
           AF_LOG(WARNING) << "peer " << client_task << " holds a different cluster file: refused";
-          return to_caf_error(FailedPrecondition("cluster file mismatch: peer " + client_task + " has fingerprint " +
-                                                 fingerprint.substr(0, 12) + "..., task " + st.cfg.task + " has " +
-                                                 st.cfg.fingerprint.substr(0, 12) + "..."));
+          return to_caf_error(FailedPrecondition("cluster file mismatch: peer " + client_task + " and task " +
+                                                 st.cfg.task + " hold different cluster files"));
         }
         const auto& sender = self->current_sender();
         if (!sender) return to_caf_error(Unauthenticated("anonymous hello"));
@@ -208,6 +225,13 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         const std::string dst = rendezvous_key_destination(key);
         if (auto a = device(dst)) self->send(a, tensor_atom::value, step_id, key, std::move(t));
         else AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
+      },
+      [=](shutdown_atom, const std::string& token) {
+        if (!proofs_equal(token, self->state.cfg.shutdown_token)) {
+          note("a shutdown message with a wrong token");
+          return;
+        }
+        self->quit(caf::exit_reason::user_shutdown);
       },
       [=](authcheck_atom, const caf::node_id& node, uint64_t gen) {
         auto& st = self->state;

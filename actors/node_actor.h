@@ -22,6 +22,9 @@
 // Device actors are never exposed to other processes: peers reach them only through here,
 // so one check covers everything. Anonymous messages are refused (every cross-process
 // message of actorflow carries a sender).
+// Robustness against members too: exit and error messages are ignored (only
+// (shutdown_atom, token) stops it), and a request that claims the node actor itself as sender is
+// dropped (it would answer itself forever).
 // Messages from unauthenticated remote senders are dropped, logged, and answered with
 // Unauthenticated; nothing is executed for them. Local senders are trusted.
 // Dropping a peer: a remote node that fails authentication (wrong or no secret) has its CAF
@@ -100,7 +103,13 @@ struct NodeActorConfig {
   // Connects to the given tasks (blocking; run on a detached worker) so this task can send
   // them tensors. Answers (peers_atom, tasks).
   std::function<Status(const std::vector<std::string>& tasks)> connect_peers;
+  // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
+  // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
+  // send them. Empty: a random token nobody knows (the actor then ends only with its system).
+  std::string shutdown_token;
 };
+
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 
 caf::actor spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg);
 

@@ -1,5 +1,8 @@
 #include "actors/server.h"
 
+#include "actors/auth.h"
+#include "actors/control_plane.h"
+
 #include "actors/restart.h"
 
 #include <arpa/inet.h>
@@ -492,8 +495,10 @@ void Server::stop() {
   }
   if (auto* lr = dynamic_cast<LocalRouter*>(router_.get())) lr->clear();
   if (node_) {
+    stopping_flag_->store(true);
+    control_.reset();  // no new connections; BASP forgets the published node actor below
     if (port_) sys_->middleman().unpublish(node_, port_);
-    caf::anon_send_exit(node_, caf::exit_reason::user_shutdown);
+    caf::anon_send(node_, shutdown_atom::value, shutdown_token_);
   }
   for (auto& info : device_infos_) caf::anon_send_exit(info.actor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(master_, caf::exit_reason::user_shutdown);
@@ -644,9 +649,11 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     topts.cluster_fingerprint = mc.fingerprint;
     topts.secret = mc.secret;
     topts.task_name = task.to_string();
+    // The task's configured address, never the all-interfaces address.
     std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
+    if (bind_ip.size() > 2 && bind_ip.front() == '[') bind_ip = bind_ip.substr(1, bind_ip.size() - 2);
     auto* router = static_cast<LocalRouter*>(router_.get());
-    auto ds = net::TensorServer::start(topts, is_loopback_name(hp.first) ? bind_ip : "0.0.0.0", 0,
+    auto ds = net::TensorServer::start(topts, bind_ip, 0,
                                        [router](const net::TensorMessage& m) { router->deliver(m); });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
     data_server_ = std::move(*ds);
@@ -655,18 +662,37 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
                    std::to_string(data_server_->port());
     router->set_data_client(data_client_.get(), nc.data_addr);
   }
+  shutdown_token_ = random_nonce();
+  nc.shutdown_token = shutdown_token_;
   node_ = spawn_node_actor(*sys_, nc);
-  static_cast<LocalRouter*>(router_.get())->set_self_node(node_);
-  const char* bind_host = is_loopback_name(hp.first) ? hp.first.c_str() : nullptr;
-  std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
-  if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
-  auto port = sys_->middleman().publish(node_, static_cast<uint16_t>(hp.second), bind_host ? bind.c_str() : nullptr,
-                                        true /* SO_REUSEADDR: restart while old connections linger */);
-  if (!port) {
-    std::string why = sys_->render(port.error());
-    return Unavailable(where + ": cannot listen (" + why + "); is the address already in use?");
+  // A node actor that ends while the server runs (exit_reason::kill cannot be refused) leaves a
+  // task that serves nothing: say so loudly.
+  {
+    std::weak_ptr<std::atomic<bool>> stopping = stopping_flag_;
+    const std::string t = task_prefix_;
+    node_->attach_functor([stopping, t](const caf::error& reason) {
+      auto s = stopping.lock();
+      if (s && !s->load())
+        AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
+                      << "): this task no longer serves its peers";
+    });
   }
-  port_ = *port;
+  static_cast<LocalRouter*>(router_.get())->set_self_node(node_);
+  // The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h),
+  // on the task's configured address, never on every interface.
+  {
+    std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
+    if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
+    ControlPlaneListener::Options co;
+    co.handshake.fingerprint = mc.fingerprint;
+    co.handshake.secret = mc.secret;
+    co.handshake.task_name = task.to_string();
+    co.handshake_timeout = nc.auth_timeout;
+    auto cl = ControlPlaneListener::start(*sys_, node_, bind, static_cast<uint16_t>(hp.second), std::move(co));
+    if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
+    control_ = std::move(*cl);
+    port_ = control_->port();
+  }
   {
     std::lock_guard<std::mutex> l(g_registry_mu);
     registry().erase(target_);

@@ -8,6 +8,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <caf/io/all.hpp>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/control_plane.h"
 #include "actors/device_actor.h"
 #include "actors/direct_step.h"
 #include "actors/membership.h"
@@ -120,6 +122,9 @@ class Server {
   uint16_t port_ = 0;
   std::shared_ptr<AuthenticatedPeers> auth_peers_;
   std::unique_ptr<Membership> membership_;
+  std::unique_ptr<ControlPlaneListener> control_;  // the task port (cluster mode)
+  std::string shutdown_token_;                      // stops node_ (actors/node_actor.h)
+  std::shared_ptr<std::atomic<bool>> stopping_flag_ = std::make_shared<std::atomic<bool>>(false);
   std::string routes_key_;
   std::unique_ptr<actorflow::net::TensorServer> data_server_;
   std::unique_ptr<actorflow::net::TensorClient> data_client_;

@@ -19,6 +19,7 @@
 
 #include "core/cpu_relax.h"
 #include "core/logging.h"
+#include "net/preauth_listener.h"
 #include "net/socket.h"
 
 namespace actorflow {
@@ -255,12 +256,7 @@ class TensorServer::Impl {
 
   ~Impl() {
     stopping_.store(true);
-    if (wake_.valid()) {
-      uint64_t one = 1;
-      ssize_t r = ::write(wake_.get(), &one, sizeof one);
-      (void)r;
-    }
-    if (acceptor_.joinable()) acceptor_.join();
+    listener_.reset();  // joins the acceptor: no new connections after this
     std::list<std::shared_ptr<Conn>> conns;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -275,11 +271,21 @@ class TensorServer::Impl {
   }
 
   Status start(const std::string& host, uint16_t port) {
-    AF_ASSIGN_OR_RETURN(listen_, listen_tcp(host, port));
-    port_ = local_port(listen_.get());
-    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake_.valid()) return Internal(std::string("eventfd: ") + std::strerror(errno));
-    acceptor_ = std::thread([this] { accept_loop(); });
+    AF_ASSIGN_OR_RETURN(Fd fd, listen_tcp(host, port));
+    PreAuthListener::Options lo;
+    lo.handshake = hs_;
+    lo.handshake.plane = Plane::kData;
+    lo.what = "data plane";
+    lo.handshake_timeout = opts_.handshake_timeout;
+    lo.max_pending = opts_.max_pending_handshakes;
+    AF_ASSIGN_OR_RETURN(listener_,
+                        PreAuthListener::start(
+                            std::move(fd), std::move(lo),
+                            [this](Fd conn, const PeerIdentity& id, const std::string& addr) {
+                              adopt(std::move(conn), id, addr);
+                            },
+                            [this](const Status& why) { rejected(why); }, [this] { reap(); }));
+    port_ = listener_->port();
     return Status::OK();
   }
 
@@ -312,45 +318,43 @@ class TensorServer::Impl {
     stats_cv_.notify_all();
   }
 
-  void accept_loop() {
-    pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    while (!stopping_.load()) {
-      int pr = ::poll(fds, 2, -1);
-      if (pr < 0) {
-        if (errno == EINTR) continue;
-        AF_LOG(ERROR) << "data plane: poll on listener port " << port_ << " failed: " << std::strerror(errno);
-        return;
-      }
-      if (fds[1].revents) return;
-      if (!(fds[0].revents & POLLIN)) continue;
-      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (!fd.valid()) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-          AF_LOG(WARNING) << "data plane: accept on port " << port_ << " failed: " << std::strerror(errno);
-        }
-        continue;
-      }
-      reap();
-      auto c = std::make_shared<Conn>();
-      c->peer = peer_name(fd.get());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stats_.active_connections >= opts_.max_connections) {
-          AF_LOG(WARNING) << "data plane: refusing connection from " << c->peer << ": already "
-                          << stats_.active_connections << " connections (max_connections)";
-          continue;
-        }
-        c->chan = std::make_shared<ReplyChannel>(fd.release(), c->peer);
-        ++stats_.connections_accepted;
-        ++stats_.active_connections;
-        conns_.push_back(c);
-        c->thread = std::thread([this, c] { serve(*c); });
-      }
-      stats_cv_.notify_all();
+  // A failed handshake (counted after the listener logged it and shut the socket down).
+  void rejected(const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.connections_accepted;
+      ++stats_.handshakes_rejected;
+      if (why.code() == Code::kUnauthenticated) ++stats_.auth_failures;
     }
+    stats_cv_.notify_all();
   }
 
-  // Joins and forgets connections whose threads have finished. Called by the acceptor only.
+  // An authenticated member's connection: one reader thread each (members only, at most
+  // max_connections).
+  void adopt(Fd fd, const PeerIdentity& id, const std::string& addr) {
+    reap();
+    auto c = std::make_shared<Conn>();
+    c->peer = addr + " (task '" + id.task_name + "')";
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.connections_accepted;
+      if (stats_.active_connections >= opts_.max_connections) {
+        AF_LOG(WARNING) << "data plane: refusing connection from " << c->peer << ": already "
+                        << stats_.active_connections << " connections (max_connections)";
+        ++stats_.handshakes_rejected;
+        stats_cv_.notify_all();
+        return;
+      }
+      c->chan = std::make_shared<ReplyChannel>(fd.release(), c->peer);
+      ++stats_.handshakes_ok;
+      ++stats_.active_connections;
+      conns_.push_back(c);
+      c->thread = std::thread([this, c] { serve(*c); });
+    }
+    stats_cv_.notify_all();
+  }
+
+  // Joins and forgets connections whose threads have finished. Called on the listener's thread.
   void reap() {
     std::list<std::shared_ptr<Conn>> finished;
     {
@@ -371,34 +375,13 @@ class TensorServer::Impl {
     const int fd = c.chan->fd();
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
-    Status st = tune_socket(fd, tuning);
-    Result<PeerIdentity> id = st.ok() ? server_handshake(fd, hs_, c.peer) : Result<PeerIdentity>(st);
-    if (!id.ok()) {
-      // Log first, then count: whoever waits on the counters sees the log line already written.
-      if (!stopping_.load()) {
-        AF_LOG(WARNING) << "data plane: rejected connection on port " << port_ << ": " << id.status();
-      }
-      c.chan->close_for_writes();
-      ::shutdown(fd, SHUT_RDWR);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.handshakes_rejected;
-        if (id.status().code() == Code::kUnauthenticated) ++stats_.auth_failures;
-        --stats_.active_connections;
-      }
-      stats_cv_.notify_all();
-      c.done.store(true);
-      return;
-    }
-    bump(&TensorServerStats::handshakes_ok);
-    const std::string who = c.peer + " (task '" + id->task_name + "')";
     tuning.io_timeout = opts_.io_timeout;
-    st = tune_socket(fd, tuning);
-    if (st.ok()) st = read_frames(c.chan, who);
+    Status st = tune_socket(fd, tuning);
+    if (st.ok()) st = read_frames(c.chan, c.peer);
     c.chan->close_for_writes();
     bool bad = !st.ok() && st.code() != Code::kCancelled;
     if (bad && !stopping_.load()) {
-      AF_LOG(ERROR) << "data plane: dropping connection from " << who << " on port " << port_ << ": " << st;
+      AF_LOG(ERROR) << "data plane: dropping connection from " << c.peer << " on port " << port_ << ": " << st;
     }
     ::shutdown(fd, SHUT_RDWR);
     {
@@ -426,11 +409,9 @@ class TensorServer::Impl {
   TransportOptions opts_;
   HandshakeConfig hs_;
   Callback cb_;
-  Fd listen_;
-  Fd wake_;
+  std::unique_ptr<PreAuthListener> listener_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
-  std::thread acceptor_;
   mutable std::mutex mu_;  // guards conns_ and stats_
   mutable std::condition_variable stats_cv_;
   std::list<std::shared_ptr<Conn>> conns_;

@@ -58,7 +58,10 @@ struct TransportOptions {
   int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's auto-tuning
   FrameLimits limits;           // receive-side caps (tensor size, key and error length)
   Allocator* allocator = nullptr;  // receive buffers; null = cpu_receive_pool() (reuses large buffers); must outlive the tensors
-  int max_connections = 1024;   // server: further connections are refused and logged
+  int max_connections = 1024;   // server: authenticated connections beyond this are refused and logged
+  // server: connections still in the handshake at once; at the cap the oldest is closed
+  // (net/preauth_listener.h). Unauthenticated connections never get a thread of their own.
+  size_t max_pending_handshakes = 64;
 };
 
 // Counters of a TensorServer; a snapshot.
@@ -74,7 +77,8 @@ struct TensorServerStats {
 
 // Listens for peers and delivers their tensors to a callback.
 //
-// Threading: one acceptor thread plus one reader thread per connection. `on_tensor` runs on the
+// Threading: one acceptor thread that runs every handshake (net/preauth_listener.h), plus one
+// reader thread per authenticated connection. `on_tensor` runs on the
 // reader thread of the connection the message came from: messages of one connection arrive in the
 // order they were sent; messages of different connections may be delivered concurrently, so the
 // callback must be thread-safe, and it should return quickly (it blocks that connection). The

@@ -1,0 +1,83 @@
+#include "actors/control_plane.h"
+
+#include <caf/io/all.hpp>
+#include <caf/io/basp_broker.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+
+#include <set>
+
+#include "core/logging.h"
+#include "net/socket.h"
+
+namespace actorflow {
+namespace {
+
+caf::actor basp_broker(caf::actor_system& sys) {
+  return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+}
+
+std::string endpoint(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::actor_system& sys, caf::actor whom,
+                                                                          const std::string& host, uint16_t port,
+                                                                          Options opts) {
+  AF_ASSIGN_OR_RETURN(net::Fd fd, net::listen_tcp(host, port));
+  const uint16_t bound = net::local_port(fd.get());
+  net::PreAuthListener::Options lo;
+  lo.handshake = std::move(opts.handshake);
+  lo.handshake.plane = net::Plane::kControl;
+  lo.what = "control plane";
+  lo.max_pending = opts.max_pending;
+  lo.handshake_timeout = opts.handshake_timeout;
+  caf::actor broker = basp_broker(sys);
+  caf::strong_actor_ptr published = caf::actor_cast<caf::strong_actor_ptr>(whom);
+  caf::actor_system* sysp = &sys;
+  auto on_auth = [sysp, broker, published, bound](net::Fd conn, const net::PeerIdentity& id, const std::string& addr) {
+    // BASP takes the socket over: it sends its server handshake naming `published` at `bound`.
+    caf::io::scribe_ptr scribe = sysp->middleman().backend().new_scribe(conn.release());
+    AF_LOG(INFO) << "control plane: " << addr << " (task '" << id.task_name << "') authenticated";
+    caf::anon_send(broker, caf::publish_atom_v, std::move(scribe), bound, published, std::set<std::string>{});
+  };
+  std::unique_ptr<ControlPlaneListener> l(new ControlPlaneListener());
+  AF_ASSIGN_OR_RETURN(l->listener_, net::PreAuthListener::start(std::move(fd), std::move(lo), std::move(on_auth)));
+  return l;
+}
+
+ControlPlaneListener::~ControlPlaneListener() = default;
+
+Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                         const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout) {
+  const std::string addr = endpoint(host, port);
+  const auto deadline = net::Clock::now() + timeout;
+  AF_ASSIGN_OR_RETURN(net::Fd fd, net::connect_tcp(addr, timeout));
+  net::HandshakeConfig hs = handshake;
+  hs.plane = net::Plane::kControl;
+  hs.timeout = std::max<std::chrono::milliseconds>(
+      std::chrono::milliseconds(1),
+      std::min(hs.timeout, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now())));
+  AF_RETURN_IF_ERROR(net::client_handshake(fd.get(), hs, addr));
+  caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
+  caf::scoped_actor self{sys};
+  Result<caf::actor> out = Unavailable("control plane of " + addr + ": no answer to CAF's handshake");
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now());
+  self->request(basp_broker(sys), std::max(left, std::chrono::milliseconds(100)), caf::connect_atom_v,
+                std::move(scribe), port)
+      .receive(
+          [&](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            if (!ptr) {
+              out = Unavailable("control plane of " + addr + ": no actor is published there");
+              return;
+            }
+            out = caf::actor_cast<caf::actor>(std::move(ptr));
+          },
+          [&](caf::error& e) {
+            out = Unavailable("control plane of " + addr + ": CAF's handshake failed: " + sys.render(e));
+          });
+  return out;
+}
+
+}  // namespace actorflow

@@ -1,0 +1,293 @@
+#include "net/preauth_listener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <vector>
+
+#include "core/logging.h"
+
+namespace actorflow {
+namespace net {
+namespace {
+
+// At most one line per `period` for one kind of event; counts the lines it held back.
+class LogLimiter {
+ public:
+  // True when a line may be written now; `suppressed` is set to the lines held back since.
+  bool allow(int64_t* suppressed) {
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(1) && last_ != Clock::time_point()) {
+      ++held_;
+      return false;
+    }
+    last_ = now;
+    *suppressed = held_;
+    held_ = 0;
+    return true;
+  }
+
+ private:
+  Clock::time_point last_{};
+  int64_t held_ = 0;
+};
+
+std::string suppressed_note(int64_t n) {
+  return n > 0 ? " (" + std::to_string(n) + " similar lines suppressed)" : std::string();
+}
+
+}  // namespace
+
+struct PreAuthListener::Impl {
+  struct Pending {
+    Fd fd;
+    std::string addr;
+    Clock::time_point deadline;
+    std::unique_ptr<ServerHandshake> hs;
+  };
+
+  Fd listener;
+  Fd wake;
+  Options opts;
+  OnAuthenticated on_auth;
+  OnRejected on_rejected;
+  OnTick on_tick;
+  std::atomic<bool> stopping{false};
+  std::list<Pending> pending;  // oldest first
+  mutable std::mutex mu;       // guards stats
+  PreAuthStats stats;
+  LogLimiter refused_log, timeout_log, accept_log, evict_log;
+  Clock::time_point accept_resume{};  // no accepting before this (descriptor back-off)
+  std::chrono::milliseconds backoff{0};
+
+  void count(int64_t PreAuthStats::*field, int64_t delta = 1) {
+    std::lock_guard<std::mutex> l(mu);
+    stats.*field += delta;
+  }
+
+  void run() {
+    auto last_tick = Clock::now();
+    std::vector<pollfd> fds;
+    while (!stopping.load()) {
+      const auto now = Clock::now();
+      const bool accepting = now >= accept_resume;
+      fds.clear();
+      fds.push_back({wake.get(), POLLIN, 0});
+      fds.push_back({listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
+      Clock::time_point next = now + std::chrono::seconds(1);
+      if (!accepting) next = std::min(next, accept_resume);
+      for (auto& p : pending) {
+        fds.push_back({p.fd.get(), static_cast<short>(p.hs->output().empty() ? POLLIN : POLLOUT), 0});
+        next = std::min(next, p.deadline);
+      }
+      const int wait_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+      int pr = ::poll(fds.data(), fds.size(), wait_ms);
+      if (pr < 0 && errno != EINTR) {
+        AF_LOG(ERROR) << opts.what << ": poll failed on port " << local_port(listener.get()) << ": "
+                      << std::strerror(errno);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (stopping.load() || (pr > 0 && fds[0].revents)) break;
+      // Pending handshakes first (their pollfds follow the listener's, in list order).
+      if (pr > 0) {
+        size_t i = 2;
+        for (auto it = pending.begin(); it != pending.end() && i < fds.size(); ++i) {
+          const short ev = fds[i].revents;
+          if (ev == 0) {
+            ++it;
+            continue;
+          }
+          it = step(it, ev);
+        }
+      }
+      expire(Clock::now());
+      if (pr > 0 && (fds[1].revents & POLLIN)) accept_all();
+      if (on_tick && Clock::now() - last_tick >= std::chrono::seconds(1)) {
+        last_tick = Clock::now();
+        on_tick();
+      }
+    }
+    pending.clear();
+    set_pending();
+  }
+
+  void set_pending() {
+    std::lock_guard<std::mutex> l(mu);
+    stats.pending = static_cast<int64_t>(pending.size());
+  }
+
+  void accept_all() {
+    for (int n = 0; n < 64 && !stopping.load(); ++n) {
+      int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        const int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED || e == EPROTO) return;
+        count(&PreAuthStats::accept_errors);
+        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+          backoff = backoff.count() == 0 ? std::chrono::milliseconds(10)
+                                         : std::min(backoff * 2, std::chrono::milliseconds(1000));
+          accept_resume = Clock::now() + backoff;
+        }
+        int64_t held = 0;
+        if (accept_log.allow(&held)) {
+          AF_LOG(WARNING) << opts.what << ": accept on port " << local_port(listener.get())
+                          << " failed: " << std::strerror(e) << "; not accepting for " << backoff.count() << " ms"
+                          << suppressed_note(held);
+        }
+        return;
+      }
+      backoff = std::chrono::milliseconds(0);
+      count(&PreAuthStats::accepted);
+      if (pending.size() >= opts.max_pending) {
+        count(&PreAuthStats::evicted);
+        int64_t held = 0;
+        if (evict_log.allow(&held)) {
+          AF_LOG(WARNING) << opts.what << ": " << opts.max_pending
+                          << " connections already in the handshake; closing the oldest, from "
+                          << pending.front().addr << suppressed_note(held);
+        }
+        pending.pop_front();
+      }
+      Pending p;
+      p.fd = Fd(fd);
+      p.addr = peer_name(fd);
+      p.deadline = Clock::now() + opts.handshake_timeout;
+      p.hs = std::make_unique<ServerHandshake>(opts.handshake, p.addr);
+      pending.push_back(std::move(p));
+      set_pending();
+    }
+  }
+
+  // Reads what the handshake wants / writes what it has; finishes the connection when done.
+  std::list<Pending>::iterator step(std::list<Pending>::iterator it, short ev) {
+    Pending& p = *it;
+    auto& out = p.hs->output();
+    if (!out.empty() && (ev & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t w = ::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) out.erase(out.begin(), out.begin() + w);
+      else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " failed: " + std::strerror(errno)));
+    } else if (out.empty() && (ev & (POLLIN | POLLERR | POLLHUP))) {
+      unsigned char buf[1100];
+      const size_t want = std::min(sizeof buf, p.hs->wanted());
+      ssize_t r = want ? ::recv(p.fd.get(), buf, want, MSG_DONTWAIT) : 0;
+      if (r == 0)
+        return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " closed during the handshake"));
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return ++it;
+        return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " failed: " + std::strerror(errno)));
+      }
+      p.hs->feed(buf, static_cast<size_t>(r));
+      // A short answer normally fits the socket buffer at once.
+      auto& o = p.hs->output();
+      if (!o.empty()) {
+        ssize_t w = ::send(p.fd.get(), o.data(), o.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) o.erase(o.begin(), o.begin() + w);
+      }
+    }
+    if (!p.hs->output().empty()) return ++it;  // finish writing first
+    if (p.hs->state() == ServerHandshake::State::kFailed) return finish(it, p.hs->error());
+    if (p.hs->state() == ServerHandshake::State::kDone) return finish(it, Status::OK());
+    return ++it;
+  }
+
+  std::list<Pending>::iterator finish(std::list<Pending>::iterator it, const Status& st) {
+    Pending p = std::move(*it);
+    it = pending.erase(it);
+    set_pending();
+    if (st.ok()) {
+      count(&PreAuthStats::authenticated);
+      int fd = p.fd.get();
+      int flags = ::fcntl(fd, F_GETFL, 0);
+      if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+      if (on_auth) on_auth(std::move(p.fd), p.hs->peer(), p.addr);
+      return it;
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      ++stats.rejected;
+      if (st.code() == Code::kUnauthenticated) ++stats.auth_failures;
+    }
+    int64_t held = 0;
+    if (!stopping.load() && refused_log.allow(&held)) {
+      AF_LOG(WARNING) << opts.what << ": rejected connection on port " << local_port(listener.get()) << ": " << st
+                      << suppressed_note(held);
+    }
+    ::shutdown(p.fd.get(), SHUT_RDWR);
+    if (on_rejected) on_rejected(st);
+    return it;
+  }
+
+  void expire(Clock::time_point now) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      count(&PreAuthStats::timed_out);
+      {
+        std::lock_guard<std::mutex> l(mu);
+        ++stats.rejected;
+      }
+      int64_t held = 0;
+      if (timeout_log.allow(&held)) {
+        AF_LOG(WARNING) << opts.what << ": closing the connection from " << it->addr << ": no handshake within "
+                        << opts.handshake_timeout.count() << " ms" << suppressed_note(held);
+      }
+      Status why = DeadlineExceeded(opts.what + ": no handshake from " + it->addr + " within " +
+                                    std::to_string(opts.handshake_timeout.count()) + " ms");
+      it = pending.erase(it);
+      set_pending();
+      if (on_rejected) on_rejected(why);
+    }
+  }
+};
+
+Result<std::unique_ptr<PreAuthListener>> PreAuthListener::start(Fd listener, Options options, OnAuthenticated on_auth,
+                                                                OnRejected on_rejected, OnTick on_tick) {
+  std::unique_ptr<PreAuthListener> l(new PreAuthListener());
+  l->impl_ = std::make_unique<Impl>();
+  Impl& im = *l->impl_;
+  im.wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!im.wake.valid()) return Internal(std::string("eventfd: ") + std::strerror(errno));
+  int flags = ::fcntl(listener.get(), F_GETFL, 0);
+  if (flags >= 0) ::fcntl(listener.get(), F_SETFL, flags | O_NONBLOCK);
+  l->port_ = local_port(listener.get());
+  im.listener = std::move(listener);
+  im.opts = std::move(options);
+  if (im.opts.max_pending == 0) im.opts.max_pending = 1;
+  im.on_auth = std::move(on_auth);
+  im.on_rejected = std::move(on_rejected);
+  im.on_tick = std::move(on_tick);
+  l->thread_ = std::thread([&im] { im.run(); });
+  return l;
+}
+
+PreAuthListener::~PreAuthListener() {
+  if (!impl_) return;
+  impl_->stopping.store(true);
+  uint64_t one = 1;
+  ssize_t r = ::write(impl_->wake.get(), &one, sizeof one);
+  (void)r;
+  if (thread_.joinable()) thread_.join();
+  if (!impl_->opts.handshake.secret.empty())
+    std::fill(impl_->opts.handshake.secret.begin(), impl_->opts.handshake.secret.end(), '\0');
+}
+
+PreAuthStats PreAuthListener::stats() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace net
+}  // namespace actorflow

@@ -1,0 +1,442 @@
+// Attacks on a real `actorflow node` process from outside, as a stranger on the network would:
+// no cluster secret, only the task's port (and, where a case needs it, a member's view of the data
+// plane's address). Every case ends with the node still serving an honest client, nothing
+// executed or loaded for the attacker, its memory below +100 MB and a bounded number of log lines.
+// docs/security.md maps each claim to the test here that checks it.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <caf/io/all.hpp>
+
+#include "actors/control_plane.h"
+#include "actors/membership.h"
+#include "actors/messages.h"
+#include "actors/node_actor.h"
+#include "actors/server.h"
+#include "config/cluster_spec.h"
+#include "net/handshake.h"
+#include "net/socket.h"
+#include "net/tensor_transport.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+constexpr const char* kSecret = "the-right-cluster-secret";
+constexpr const char* kTask = "/job:worker/replica:0/task:0";
+
+// Resident memory of `pid` in bytes (VmRSS), or -1.
+int64_t rss_bytes(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+// CPU time (user + system) of `pid` in seconds, or -1.
+double cpu_seconds(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+size_t count_lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// One task (worker/0) of a one-task cluster with a secret, as a separate `actorflow node` process.
+// `nofile` > 0 starts it under `ulimit -n nofile`.
+struct Node {
+  TempDir dir;
+  int port = free_port();
+  std::string file;
+  std::string fingerprint;
+  std::unique_ptr<ChildProcess> proc;
+
+  explicit Node(int nofile = 0) {
+    file = dir.write("cluster.toml", "[cluster]\nname = \"sec\"\n\n[jobs]\nworker = [\"localhost:" +
+                                         std::to_string(port) + "\"]\n\n[server]\nheartbeat_interval_ms = 200\n" +
+                                         "peer_timeout_ms = 1500\n");
+    auto spec = ClusterSpec::from_file(file);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (spec.ok()) fingerprint = spec->fingerprint();
+    std::vector<std::string> argv = {binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "0"};
+    if (nofile > 0) {
+      std::string cmd = "ulimit -n " + std::to_string(nofile) + " && exec";
+      for (auto& a : argv) cmd += " '" + a + "'";
+      argv = {"/bin/sh", "-c", cmd};
+    }
+    proc = ChildProcess::start(argv, {{"ACTORFLOW_SECRET", kSecret}});
+  }
+  bool started() { return proc && proc->wait_for_output("serving", 20s); }
+  int pid() const { return proc->pid(); }
+};
+
+// An honest member: connects with the secret, authenticates with the node actor and pings it.
+// Returns the node's data-plane address on success.
+Result<std::string> honest_client(const Node& n, std::chrono::milliseconds timeout = 10s) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  MembershipConfig mc;
+  mc.self_task = "/job:client/replica:0/task:0";
+  mc.fingerprint = n.fingerprint;
+  mc.secret = kSecret;
+  mc.connect_timeout = timeout;
+  Membership m(sys, mc);
+  AF_ASSIGN_OR_RETURN(PeerInfo p, m.ensure(kTask, "localhost:" + std::to_string(n.port), timeout));
+  caf::scoped_actor self{sys};
+  Result<std::string> out = Internal("no answer to ping");
+  self->request(p.node, timeout, ping_atom::value)
+      .receive([&](std::string& task) { out = task == kTask ? Result<std::string>(p.data_addr)
+                                                           : Result<std::string>(Internal("ping named " + task)); },
+               [&](caf::error& e) { out = from_caf_error(e, "ping"); });
+  return out;
+}
+
+// A member's control-plane connection (the secret, but no actor-level handshake) to the node.
+Result<caf::actor> member_connection(caf::actor_system& sys, const Node& n) {
+  net::HandshakeConfig hs;
+  hs.fingerprint = n.fingerprint;
+  hs.secret = kSecret;
+  return connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(n.port), hs, 5s);
+}
+
+// A raw TCP connection to 127.0.0.1:port (blocking), or an invalid Fd.
+net::Fd raw_connect(int port) {
+  auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5000ms);
+  return fd.ok() ? std::move(*fd) : net::Fd();
+}
+
+// Reads until the peer closes or `bound` passes. True when it closed; `got` collects the bytes.
+bool closed_within(int fd, std::chrono::milliseconds bound, std::string* got = nullptr) {
+  const auto end = net::Clock::now() + bound;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - net::Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) return true;
+    if (got) got->append(buf, static_cast<size_t>(r));
+  }
+}
+
+void put_u16(std::string& b, uint16_t v) {
+  b.push_back(static_cast<char>(v & 0xff));
+  b.push_back(static_cast<char>(v >> 8));
+}
+
+// The client's HELLO by hand (net/handshake.h's layout).
+std::string hello_bytes(uint8_t mode, net::Plane plane, const std::string& nonce, const std::string& task = "x") {
+  std::string b = "AFHS";
+  put_u16(b, net::kProtocolVersion);
+  b.push_back(static_cast<char>(mode));
+  b.push_back(static_cast<char>(plane));
+  put_u16(b, static_cast<uint16_t>(task.size()));
+  b += nonce;
+  b += task;
+  return b;
+}
+
+std::string hmac(const std::string& key, const std::string& msg) {
+  unsigned char out[32];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+// The client's AUTH by hand.
+std::string auth_bytes(const std::string& mac, const std::string& fingerprint) {
+  std::string b = "AFHS" + mac;
+  put_u16(b, static_cast<uint16_t>(fingerprint.size()));
+  return b + fingerprint;
+}
+
+bool send_all(int fd, const std::string& b) {
+  return net::write_all(fd, b.data(), b.size(), "node").ok();
+}
+std::string read_n(int fd, size_t n) {
+  std::string b(n, '\0');
+  if (!net::read_exact_until(fd, &b[0], n, net::Clock::now() + 5s, "node").ok()) return "";
+  return b;
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(node.started()) << node.proc->output();
+    auto d = honest_client(node);
+    ASSERT_TRUE(d.ok()) << d.status() << "\n" << node.proc->output();
+    data_addr = *d;
+    rss0 = rss_bytes(node.pid());
+    lines0 = count_lines(node.proc->output());
+  }
+  // The node still serves an honest client on both planes, grew less than 100 MB, wrote at most
+  // `max_lines` log lines since SetUp, and loaded or ran nothing for the attacker.
+  void expect_unharmed(size_t max_lines = 40) {
+    EXPECT_TRUE(node.proc->running()) << node.proc->output();
+    auto d = honest_client(node);
+    EXPECT_TRUE(d.ok()) << d.status() << "\n" << node.proc->output();
+    net::TransportOptions o;
+    o.cluster_fingerprint = node.fingerprint;
+    o.secret = kSecret;
+    o.task_name = "client/0";
+    net::TensorClient c(o);
+    EXPECT_TRUE(c.send(data_addr, net::TensorMessage{1, "probe", Tensor::scalar<float>(1.f), ""}).ok());
+    const int64_t rss = rss_bytes(node.pid());
+    EXPECT_LT(rss - rss0, 100ll << 20) << "node grew from " << rss0 << " to " << rss << " bytes";
+    const std::string out = node.proc->output();
+    EXPECT_LE(count_lines(out) - lines0, max_lines) << out.substr(out.size() > 4000 ? out.size() - 4000 : 0);
+    EXPECT_EQ(out.find("loaded for"), std::string::npos) << out;  // no fault plan was loaded
+    EXPECT_EQ(out.find("SIGKILL"), std::string::npos) << out;
+    EXPECT_EQ(out.find(kSecret), std::string::npos) << "secret leaked";
+  }
+  int data_port() const { return net::parse_host_port(data_addr)->port; }
+
+  Node node;
+  std::string data_addr;
+  int64_t rss0 = 0;
+  size_t lines0 = 0;
+};
+
+// A plain CAF client (CAF's own handshake, as `caf::send_as(node, node, fault_atom, plan)` needs)
+// never reaches BASP: it cannot obtain a handle, so no spoofed fault plan, register, run or exit
+// message can be sent.
+TEST_F(SecurityTest, PlainCafClientReachesNothing) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto h = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(node.port));
+  EXPECT_FALSE(h) << "a CAF client without the secret got a handle to the node actor";
+  expect_unharmed();
+}
+
+// Wrong and missing secrets are refused on the control plane before anything reaches CAF.
+TEST_F(SecurityTest, WrongOrNoSecretIsRefused) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  for (const char* secret : {"wrong", ""}) {
+    net::HandshakeConfig hs;
+    hs.fingerprint = node.fingerprint;
+    hs.secret = secret;
+    auto h = connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(node.port), hs, 5s);
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.status().code(), Code::kUnauthenticated) << h.status();
+  }
+  expect_unharmed();
+}
+
+// A raw BASP header claiming a 4 GiB payload, and garbage, before any handshake: closed at once,
+// nothing allocated for them.
+TEST_F(SecurityTest, OversizedBaspHeaderAndGarbageAreClosed) {
+  for (int plane = 0; plane < 2; ++plane) {
+    const int port = plane == 0 ? node.port : data_port();
+    {
+      net::Fd fd = raw_connect(port);
+      ASSERT_TRUE(fd.valid());
+      // CAF 0.17 BASP header: operation, 3 bytes padding/flags, payload_len = 0xFFFFFFFF, ...
+      std::string basp(4, '\0');
+      basp += std::string(4, '\xff');
+      basp += std::string(64, '\x01');
+      ASSERT_TRUE(send_all(fd.get(), basp));
+      EXPECT_TRUE(closed_within(fd.get(), 3s));
+    }
+    {
+      net::Fd fd = raw_connect(port);
+      ASSERT_TRUE(fd.valid());
+      std::string junk(1 << 20, '\0');
+      RAND_bytes(reinterpret_cast<unsigned char*>(&junk[0]), static_cast<int>(junk.size()));
+      net::write_all(fd.get(), junk.data(), junk.size(), "node");  // may fail once the node closed
+      EXPECT_TRUE(closed_within(fd.get(), 3s));
+    }
+  }
+  expect_unharmed();
+}
+
+// Without the secret, a right and a wrong cluster fingerprint get byte-identical answers (apart
+// from the fresh server nonce): no oracle for the cluster file.
+TEST_F(SecurityTest, NoFingerprintOracle) {
+  for (net::Plane plane : {net::Plane::kControl, net::Plane::kData}) {
+    const int port = plane == net::Plane::kControl ? node.port : data_port();
+    std::string answers[2];
+    for (int i = 0; i < 2; ++i) {
+      net::Fd fd = raw_connect(port);
+      ASSERT_TRUE(fd.valid());
+      ASSERT_TRUE(send_all(fd.get(), hello_bytes(1, plane, std::string(32, 'n'))));
+      std::string ch = read_n(fd.get(), 42);
+      ASSERT_EQ(ch.size(), 42u);
+      EXPECT_EQ(ch[6], 0) << "challenge code";
+      const std::string fp = i == 0 ? node.fingerprint : std::string(64, 'f');
+      ASSERT_TRUE(send_all(fd.get(), auth_bytes(std::string(32, 'm'), fp)));
+      answers[i] = ch.substr(0, 10) + read_n(fd.get(), 40);
+      EXPECT_TRUE(closed_within(fd.get(), 3s));
+    }
+    EXPECT_EQ(answers[0], answers[1]);
+    EXPECT_EQ(answers[0][10 + 4], 5) << "RESULT code: auth failed";
+  }
+  expect_unharmed();
+}
+
+// An AUTH recorded from a successful handshake is useless on another connection (fresh nonce).
+TEST_F(SecurityTest, ReplayedAuthIsRefused) {
+  const std::string client_nonce(32, 'c');
+  std::string recorded;
+  {
+    net::Fd fd = raw_connect(node.port);
+    ASSERT_TRUE(fd.valid());
+    const std::string hello = hello_bytes(1, net::Plane::kControl, client_nonce);
+    ASSERT_TRUE(send_all(fd.get(), hello));
+    std::string ch = read_n(fd.get(), 42);
+    ASSERT_EQ(ch.size(), 42u);
+    const std::string server_nonce = ch.substr(10, 32);
+    std::string msg = "actorflow/client";
+    msg.push_back(static_cast<char>(net::Plane::kControl));
+    msg += server_nonce + client_nonce;
+    put_u16(msg, net::kProtocolVersion);
+    msg += node.fingerprint;
+    recorded = hello + auth_bytes(hmac(kSecret, msg), node.fingerprint);
+    ASSERT_TRUE(send_all(fd.get(), recorded.substr(hello.size())));
+    std::string res = read_n(fd.get(), 40);
+    ASSERT_EQ(res.size(), 40u);
+    EXPECT_EQ(res[4], 0) << "the honest hand-made handshake must succeed";
+  }
+  net::Fd fd = raw_connect(node.port);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(send_all(fd.get(), recorded));  // the whole recorded client side at once
+  std::string got;
+  EXPECT_TRUE(closed_within(fd.get(), 3s, &got));
+  ASSERT_EQ(got.size(), 42u + 40u);
+  EXPECT_EQ(got[42 + 4], 5) << "RESULT code: auth failed";
+  expect_unharmed();
+}
+
+// Hundreds of connections that never finish the handshake: bounded pending set (oldest closed),
+// no thread each, an honest member still gets in, logs stay bounded.
+TEST_F(SecurityTest, PreAuthFloodIsBounded) {
+  for (int plane = 0; plane < 2; ++plane) {
+    const int port = plane == 0 ? node.port : data_port();
+    std::vector<net::Fd> flood;
+    for (int i = 0; i < 300; ++i) {
+      net::Fd fd = raw_connect(port);
+      if (!fd.valid()) break;
+      if (i % 2) send_all(fd.get(), "AFHS");  // half of them start a hello and stall
+      flood.push_back(std::move(fd));
+    }
+    EXPECT_GE(flood.size(), 250u);
+    auto d = honest_client(node, 10s);
+    EXPECT_TRUE(d.ok()) << d.status();
+  }
+  std::ifstream threads("/proc/" + std::to_string(node.pid()) + "/status");
+  std::string line;
+  while (std::getline(threads, line))
+    if (line.rfind("Threads:", 0) == 0) EXPECT_LT(std::stoi(line.substr(8)), 100) << line;
+  expect_unharmed();
+}
+
+// A member's CAF node sends exit messages and requests in the node actor's own name: the node
+// actor ignores them (it stops only for its Server), and never answers itself.
+TEST_F(SecurityTest, ExitMessagesAndSelfAddressedRequestsAreIgnored) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto h = member_connection(sys, node);
+  ASSERT_TRUE(h.ok()) << h.status();
+  caf::anon_send_exit(*h, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*h, caf::exit_reason::unhandled_exception);
+  caf::send_as(*h, *h, ping_atom::value);
+  caf::send_as(*h, *h, fault_atom::value, std::string("[[fault]]\nkind = \"kill\"\ntask = \"worker/0\"\nafter_secs = 0.1\n"));
+  EXPECT_TRUE(node.proc->wait_for_output("node actor ignored an exit message", 10s)) << node.proc->output();
+  expect_unharmed();
+  EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos);
+}
+
+// A member sends tensors whose shapes claim far more bytes than came (2^40 elements; 2^28
+// elements = 1 GiB each; an element count that wraps to 0): refused without allocating.
+struct FakeTensor {
+  uint8_t dt = 1;  // float32
+  std::vector<int64_t> dims;
+  std::string bytes;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FakeTensor& x) {
+  return f(caf::meta::type_name("actorflow::Tensor"), x.dt, x.dims, x.bytes);
+}
+
+TEST_F(SecurityTest, TensorsWithLyingShapesAllocateNothing) {
+  // A bare actor system that knows FakeTensor under Tensor's wire name.
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  cfg.add_message_type<FakeTensor>("actorflow::Tensor");
+  caf::actor_system sys{cfg};
+  auto h = member_connection(sys, node);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const std::string key = "/job:worker/replica:0/task:0/device:CPU:0;/job:worker/replica:0/task:0/device:CPU:0;e";
+  for (int i = 0; i < 20; ++i) {
+    for (const auto& dims : std::vector<std::vector<int64_t>>{{int64_t(1) << 40}, {int64_t(1) << 28},
+                                                              {int64_t(1) << 62, 4}, {-1}}) {
+      FakeTensor t;
+      t.dims = dims;
+      caf::anon_send(*h, tensor_atom::value, int64_t{i}, key, t);
+    }
+  }
+  auto d = honest_client(node);  // after the node has processed the messages above
+  EXPECT_TRUE(d.ok()) << d.status();
+  expect_unharmed(120);
+}
+
+// The accept loop under a descriptor shortage (ulimit -n 64): it backs off instead of spinning,
+// logs a bounded number of lines, and serves again once descriptors are free.
+TEST(SecurityEmfileTest, DescriptorExhaustionBacksOffAndRecovers) {
+  Node n(64);
+  ASSERT_TRUE(n.started()) << n.proc->output();
+  ASSERT_TRUE(honest_client(n).ok()) << n.proc->output();
+  const size_t lines0 = count_lines(n.proc->output());
+  std::vector<net::Fd> flood;
+  for (int i = 0; i < 150; ++i) {
+    net::Fd fd = raw_connect(n.port);
+    if (fd.valid()) flood.push_back(std::move(fd));
+  }
+  const double cpu0 = cpu_seconds(n.pid());
+  std::this_thread::sleep_for(2s);  // measuring CPU use over a fixed window (not a wait for a condition)
+  const double cpu = cpu_seconds(n.pid()) - cpu0;
+  EXPECT_LT(cpu, 0.5) << "the node used " << cpu << " s of CPU in 2 s under EMFILE (spinning?)";
+  flood.clear();
+  auto d = honest_client(n, 15s);
+  EXPECT_TRUE(d.ok()) << d.status() << "\n" << n.proc->output();
+  const std::string out = n.proc->output();
+  EXPECT_LE(count_lines(out) - lines0, 40u) << out.substr(out.size() > 4000 ? out.size() - 4000 : 0);
+  EXPECT_TRUE(n.proc->running());
+}
+
+}  // namespace
+}  // namespace actorflow
