@@ -232,8 +232,10 @@ int main(int argc, char** argv) {
   double caf_remote = 0, caf_local = 0;
   if (ok) {
     auto& sys = (*server)->system();
-    auto worker_node = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(worker_port));
-    if (worker_node) caf_remote = caf_ping_us(sys, *worker_node, iterations);
+    // The connection the steps used (the control plane admits only authenticated members).
+    if (auto* m = (*server)->membership())
+      for (const auto& p : m->peers())
+        if (p.node) caf_remote = caf_ping_us(sys, p.node, iterations);
     auto echo_actor = sys.spawn([]() -> caf::behavior { return {[](af::ping_atom) { return std::string("pong"); }}; });
     caf_local = caf_ping_us(sys, echo_actor, iterations);
     caf::anon_send_exit(echo_actor, caf::exit_reason::user_shutdown);
