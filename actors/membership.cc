@@ -1,6 +1,7 @@
 #include "actors/membership.h"
 
 #include "actors/control_plane.h"
+#include "net/socket.h"
 
 #include <caf/io/all.hpp>
 
@@ -117,6 +118,19 @@ void Membership::mark_down(const std::string& task, const std::string& reason) {
   for (auto& a : listeners) caf::anon_send(a, down_atom::value, task, reason);
 }
 
+namespace {
+// The host part of "host:port" ("[v6]:port" -> "v6"), with localhost read as 127.0.0.1.
+std::string host_of(const std::string& addr) {
+  auto hp = net::parse_host_port(addr);
+  std::string h = hp.ok() ? hp->host : addr;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (h == "localhost") h = "127.0.0.1";
+  return h;
+}
+}  // namespace
+
+bool same_host(const std::string& a, const std::string& b) { return host_of(a) == host_of(b); }
+
 Result<PeerInfo> Membership::connect_once(const std::string& task, const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos) return InvalidArgument("malformed address '" + address + "' of task " + task);
@@ -164,6 +178,13 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
             }
             if (info.task != task) {
               out = FailedPrecondition("address " + address + " is served by task " + info.task + ", expected " + task);
+              return;
+            }
+            // Replies are dialled back only to a member's cluster address: the data plane
+            // must listen on the host the cluster file names for the task.
+            if (!info.data_addr.empty() && !same_host(info.data_addr, address)) {
+              out = FailedPrecondition("task " + task + " at " + address + " advertises its data plane at " +
+                                       info.data_addr + ", not on its cluster address's host");
               return;
             }
             PeerInfo p;

@@ -45,6 +45,10 @@ struct MembershipConfig {
   std::chrono::milliseconds peer_timeout{3000};
 };
 
+// True when the "host:port" addresses `a` and `b` name the same host (localhost = 127.0.0.1;
+// names are compared as written, not resolved). Pure; thread-safe.
+bool same_host(const std::string& a, const std::string& b);
+
 class Membership {
  public:
   Membership(caf::actor_system& sys, MembershipConfig cfg);

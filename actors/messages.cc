@@ -5,11 +5,15 @@ namespace actorflow {
 bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present) {
   const size_t elem = dtype_size(type);
   if (elem == 0 || dims.size() > 64) return false;
-  uint64_t total = elem;
+  bool empty = false;
   for (int64_t d : dims) {
     if (d < 0) return false;
-    if (__builtin_mul_overflow(total, static_cast<uint64_t>(d), &total)) return false;
+    empty = empty || d == 0;
   }
+  if (empty) return present == 0;  // zero elements, however large the other dimensions
+  uint64_t total = elem;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(total, static_cast<uint64_t>(d), &total)) return false;
   return total == present;
 }
 namespace {

@@ -238,6 +238,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         auto it = st.auth_pending.find(node);
         if (it == st.auth_pending.end() || it->second != gen) return;  // authenticated, or a newer check
         st.auth_pending.erase(it);
+        st.challenges.erase(node);  // per-peer state of a peer that never authenticated expires
         if (st.cfg.peers && st.cfg.peers->contains(node)) return;
         auto task = st.peer_tasks.find(node);
         close_peer_connection(self->home_system(), node,

@@ -269,6 +269,17 @@ class LocalRouter final : public Router {
     m.key = control_key({"done", device, std::to_string(static_cast<int>(status.code()))});
     msgs.push_back(std::move(m));
     if (channel) return channel->send_batch(msgs);
+    {
+      // Only to a member's data plane (learned from its authenticated NodeInfo, whose host
+      // Membership checked against the cluster file): a request cannot make this task dial
+      // an address of the requester's choosing.
+      std::lock_guard<std::mutex> l(mu_);
+      bool member = reply_to == own_data_addr_;
+      for (const auto& kv : data_) member = member || kv.second == reply_to;
+      if (!member)
+        return PermissionDenied("step " + std::to_string(step_id) + " asks for its outcome at " + reply_to +
+                                ", which is no member's data-plane address");
+    }
     return client->send_batch(reply_to, msgs);
   }
   // The outcome of a step this process dispatched, read from the request's connection: only
@@ -649,16 +660,19 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     topts.cluster_fingerprint = mc.fingerprint;
     topts.secret = mc.secret;
     topts.task_name = task.to_string();
-    // The task's configured address, never the all-interfaces address.
+    // The task's configured address (never all interfaces unless [server] bind says so); peers
+    // are told the configured address.
     std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
     if (bind_ip.size() > 2 && bind_ip.front() == '[') bind_ip = bind_ip.substr(1, bind_ip.size() - 2);
+    const std::string advertised = bind_ip;
+    if (!opts.bind.empty()) bind_ip = opts.bind;
     auto* router = static_cast<LocalRouter*>(router_.get());
     auto ds = net::TensorServer::start(topts, bind_ip, 0,
                                        [router](const net::TensorMessage& m) { router->deliver(m); });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
     data_server_ = std::move(*ds);
     data_client_ = std::make_unique<net::TensorClient>(topts);
-    nc.data_addr = (bind_ip.find(':') != std::string::npos ? "[" + bind_ip + "]" : bind_ip) + ":" +
+    nc.data_addr = (advertised.find(':') != std::string::npos ? "[" + advertised + "]" : advertised) + ":" +
                    std::to_string(data_server_->port());
     router->set_data_client(data_client_.get(), nc.data_addr);
   }
@@ -683,6 +697,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   {
     std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
     if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
+    if (!opts.bind.empty()) bind = opts.bind;
     ControlPlaneListener::Options co;
     co.handshake.fingerprint = mc.fingerprint;
     co.handshake.secret = mc.secret;

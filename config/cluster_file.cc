@@ -141,6 +141,19 @@ std::string check_device_list(const std::string& s) {
   return std::string();
 }
 
+// Checks a [server] bind value: "" or a host name / IP literal without a port.
+std::string check_bind_address(const std::string& s) {
+  if (s.empty()) return std::string();
+  if (s.size() > 253) return "bind address longer than 253 characters";
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_'))
+      return "'" + s + "' is not a host name or IP address (write \"0.0.0.0\", \"::\" or a local address, no port)";
+  if (s.find(':') != std::string::npos && s.find('.') == std::string::npos && s.find("::") == std::string::npos &&
+      std::count(s.begin(), s.end(), ':') < 2)
+    return "'" + s + "' looks like host:port; bind takes an address only (the port comes from [jobs])";
+  return std::string();
+}
+
 std::string dir_of(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return std::string();
@@ -201,7 +214,8 @@ const std::vector<std::string> kClusterKeys = {"name", "secret_file"};
 const std::vector<std::string> kServerKeys = {
     "log_device_placement", "allow_soft_placement", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
-    "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms"};
+    "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms",
+    "bind"};
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs"};
@@ -491,10 +505,29 @@ class ClusterFileReader {
     const std::string& host = hp->first;
     const std::string canon = format_address(host, hp->second);
     const TaskId task{job, index};
-    // localhost, 127.0.0.1 and ::1 name the same machine: the same port on them collides.
-    const bool loopback_alias = host == "localhost" || host == "127.0.0.1" || host == "::1";
-    const std::string endpoint = loopback_alias ? "loopback:" + std::to_string(hp->second) : canon;
+    // Aliases of one endpoint collide: localhost, 127.0.0.1, ::1 and ::ffff:127.0.0.1 name the
+    // same machine; ::ffff:a.b.c.d is a.b.c.d; and the all-interfaces address (0.0.0.0, ::)
+    // collides with every address on the same port.
+    std::string h = host;
+    if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7);
+    const bool loopback_alias = h == "localhost" || h == "::1" || h == "127.0.0.1";
+    const bool wildcard = h == "0.0.0.0" || h == "::";
+    const std::string endpoint = loopback_alias ? "loopback:" + std::to_string(hp->second)
+                                 : wildcard     ? "any:" + std::to_string(hp->second)
+                                                : format_address(h, hp->second);
     auto it = endpoints_.find(endpoint);
+    if (it == endpoints_.end()) {
+      // The all-interfaces address against any other on the same port, either way round.
+      const std::string port_suffix = ":" + std::to_string(hp->second);
+      for (auto e = endpoints_.begin(); e != endpoints_.end(); ++e) {
+        const bool e_ends = e->first.size() > port_suffix.size() &&
+                            e->first.compare(e->first.size() - port_suffix.size(), port_suffix.size(), port_suffix) == 0;
+        if (e_ends && (wildcard || e->first.rfind("any:", 0) == 0)) {
+          it = e;
+          break;
+        }
+      }
+    }
     if (it != endpoints_.end()) {
       const Endpoint& other = it->second;
       const std::string who =
@@ -538,6 +571,13 @@ class ClusterFileReader {
           } else {
             o->visible_devices = s;
           }
+        }
+      } else if (key == "bind") {
+        std::string b;
+        if (get_string(v, path, &b)) {
+          const std::string why = check_bind_address(b);
+          if (!why.empty()) error(pos_of(v.source()), path, why);
+          else o->bind = b;
         }
       } else if (key == "cpu_devices") {
         get_int(v, path, 1, 4096, &o->cpu_devices);

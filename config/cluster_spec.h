@@ -62,6 +62,10 @@ struct ServerOptions {
   int connect_timeout_ms = 30000;     // how long a task waits for peers it needs (bounded retry)
   int heartbeat_interval_ms = 500;    // liveness: how often a task tells peers it is alive
   int peer_timeout_ms = 3000;         // a peer silent for this long is considered down
+  // Address both ports bind ("" = the task's own address from [jobs], never all interfaces);
+  // e.g. "0.0.0.0" inside a container whose cluster file names a DNS name. Peers still dial
+  // the [jobs] address. Not part of the fingerprint (a per-host choice).
+  std::string bind;
 
   bool operator==(const ServerOptions& o) const;
   bool operator!=(const ServerOptions& o) const { return !(*this == o); }

@@ -458,7 +458,7 @@ nmae = "x"
   EXPECT_EQ(msg, f + ":4:1: server.allow_grwoth: unknown key (did you mean 'allow_growth'?)\n" +
                      f + ":5:1: server.zzz: unknown key (known: log_device_placement, allow_soft_placement, "
                          "gpu_memory_fraction, allow_growth, visible_devices, cpu_devices, connect_timeout_ms, "
-                         "heartbeat_interval_ms, peer_timeout_ms)\n" +
+                         "heartbeat_interval_ms, peer_timeout_ms, bind)\n" +
                      f + ":6:2: servr: unknown table (did you mean 'server'?)\n" +
                      f + ":8:1: supervisor.max_restart: unknown key (did you mean 'max_restarts'?)\n" +
                      f + ":10:1: cluster.nmae: unknown key (did you mean 'name'?)");
@@ -503,6 +503,41 @@ eval = ["127.0.0.1:2222"]
   EXPECT_EQ(msg, f + ":3:7: jobs.ps[0]: duplicate address 'Host-A:2223': already used by worker/1 (line 2)\n" +
                      f + ":4:9: jobs.eval[0]: address '127.0.0.1:2222' is the same endpoint as 'localhost:2222' of "
                          "worker/0 (line 2)");
+}
+
+TEST_F(ClusterSpecTest, EndpointAliasesCollide) {
+  const std::string f = dir_ + "/cluster.toml";
+  setenv(kSecretEnvVar, "s", 1);  // not loopback
+  // An IPv4-mapped IPv6 address is the IPv4 address; the all-interfaces address collides with
+  // every address on its port, whichever comes first.
+  const std::string msg = error_of(R"([jobs]
+worker = ["10.0.0.5:2222", "[::ffff:10.0.0.5]:2222"]
+ps = ["0.0.0.0:2300", "10.0.0.7:2300"]
+eval = ["10.0.0.8:2400", "[::]:2400", "[::ffff:127.0.0.1]:2500", "localhost:2500"]
+)");
+  EXPECT_TRUE(Contains(msg, f + ":2:28: jobs.worker[1]: address '[::ffff:10.0.0.5]:2222' is the same endpoint as "
+                                 "'10.0.0.5:2222' of worker/0 (line 2)")) << msg;
+  EXPECT_TRUE(Contains(msg, "jobs.ps[1]: address '10.0.0.7:2300' is the same endpoint as '0.0.0.0:2300' of ps/0")) << msg;
+  EXPECT_TRUE(Contains(msg, "jobs.eval[1]: address '[::]:2400' is the same endpoint as '10.0.0.8:2400' of eval/0"))
+      << msg;
+  EXPECT_TRUE(Contains(msg, "jobs.eval[3]: address 'localhost:2500' is the same endpoint as")) << msg;
+}
+
+TEST_F(ClusterSpecTest, BindAddressOption) {
+  setenv(kSecretEnvVar, "s", 1);
+  const std::string f = dir_ + "/cluster.toml";
+  {
+    std::ofstream(f) << "[jobs]\nworker = [\"w0.example:2222\", \"w1.example:2222\"]\n[server]\nbind = \"0.0.0.0\"\n"
+                     << "[tasks.\"worker/1\"]\nbind = \"::\"\n";
+    auto spec = ClusterSpec::from_file(f);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->server_options(TaskId{"worker", 0}).bind, "0.0.0.0");
+    EXPECT_EQ(spec->server_options(TaskId{"worker", 1}).bind, "::");
+  }
+  const std::string msg = error_of("[jobs]\nworker = [\"localhost:2222\"]\n[server]\nbind = \"localhost:2222\"\n");
+  EXPECT_TRUE(Contains(msg, f + ":4:8: server.bind: 'localhost:2222' looks like host:port")) << msg;
+  const std::string msg2 = error_of("[jobs]\nworker = [\"localhost:2222\"]\n[server]\nbind = \"a b\"\n");
+  EXPECT_TRUE(Contains(msg2, "server.bind: 'a b' is not a host name or IP address")) << msg2;
 }
 
 TEST_F(ClusterSpecTest, EmptyJobsAndBadSparseKeys) {

@@ -12,7 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <set>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -412,6 +415,41 @@ TEST_F(SecurityTest, TensorsWithLyingShapesAllocateNothing) {
   auto d = honest_client(node);  // after the node has processed the messages above
   EXPECT_TRUE(d.ok()) << d.status();
   expect_unharmed(120);
+}
+
+// Listening TCP sockets of process `pid`: "hexaddr:hexport" as /proc/net/tcp{,6} write them.
+std::vector<std::string> listening_sockets(int pid) {
+  std::set<std::string> inodes;
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(fd_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char target[256] = {0};
+      const std::string link = fd_dir + "/" + e->d_name;
+      ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      if (n > 0 && std::strncmp(target, "socket:[", 8) == 0) inodes.insert(std::string(target + 8, std::strlen(target) - 9));
+    }
+    ::closedir(d);
+  }
+  std::vector<std::string> out;
+  for (const char* table : {"tcp", "tcp6"}) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/net/" + table);
+    std::string line;
+    std::getline(f, line);  // header
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      in >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (st == "0A" && inodes.count(inode)) out.push_back(local);
+    }
+  }
+  return out;
+}
+
+// Both ports bind the task's configured address (127.0.0.1 here), never all interfaces.
+TEST_F(SecurityTest, BothPortsBindTheConfiguredAddressOnly) {
+  auto socks = listening_sockets(node.pid());
+  EXPECT_EQ(socks.size(), 2u);
+  for (const auto& s : socks) EXPECT_EQ(s.substr(0, 9), "0100007F:") << "listening on " << s;
 }
 
 // The accept loop under a descriptor shortage (ulimit -n 64): it backs off instead of spinning,
