@@ -322,6 +322,7 @@ using delayed_tensor_atom = caf::atom_constant<caf::atom("dtensor")>;
 caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
   self->state.device = device;
+  ignore_remote_exits(self, "device actor " + device->name());
   self->state.router = std::move(router);
   self->state.resources = resources;
   self->state.env = std::make_unique<DeviceResourceEnv>(self, resources);

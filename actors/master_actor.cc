@@ -290,6 +290,7 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
                            std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
   self->state.router = std::move(router);
   self->state.direct = std::move(direct);
+  ignore_remote_exits(self, "master actor");
   self->state.task = task_of_device(default_device);
   // Step ids (next_step_id) must be unique across every master that uses a device (several
   // workers' masters share the ps devices): random 62-bit start.

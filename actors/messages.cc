@@ -1,5 +1,10 @@
 #include "actors/messages.h"
 
+#include <chrono>
+#include <memory>
+
+#include "core/logging.h"
+
 namespace actorflow {
 
 bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present) {
@@ -16,6 +21,31 @@ bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t pre
     if (__builtin_mul_overflow(total, static_cast<uint64_t>(d), &total)) return false;
   return total == present;
 }
+void ignore_remote_exits(caf::scheduled_actor* self, std::string who) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto note = [last, who](const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - *last < std::chrono::seconds(1)) return;
+    *last = now;
+    AF_LOG(WARNING) << who << " ignored " << what << " from another process";
+  };
+  self->set_exit_handler([self, note](caf::scheduled_actor*, caf::exit_msg& m) {
+    if (m.source && m.source.node() != self->home_system().node()) {
+      note("an exit message (" + caf::to_string(m.reason) + ")");
+      return;
+    }
+    if (m.reason) self->quit(std::move(m.reason));
+  });
+  self->set_error_handler([self, note](caf::scheduled_actor*, caf::error& e) {
+    const auto& sender = self->current_sender();
+    if (sender && sender->node() != self->home_system().node()) {
+      note("an error message (" + caf::to_string(e) + ")");
+      return;
+    }
+    self->quit(std::move(e));
+  });
+}
+
 namespace {
 const caf::atom_value kCategory = caf::atom("actorflow");
 }

@@ -105,6 +105,12 @@ caf::error to_caf_error(const Status& s);
 // actors) into a Status whose message says what happened; `where` names the peer/task.
 Status from_caf_error(const caf::error& e, const std::string& where = "");
 
+// Makes `self` ignore exit messages whose source lives in another process, and error messages
+// (not responses) sent from another process, logging at most one line per second; local ones keep
+// CAF's default effect (a non-normal exit or an error ends the actor). Call first in the behavior
+// factory of every actor that other processes may reach. `who` names the actor in the log.
+void ignore_remote_exits(caf::scheduled_actor* self, std::string who);
+
 // Registers every actorflow message type and the error category with `cfg`. Call once per
 // actor_system_config before creating the actor_system (Server does this for its own
 // system; embedders call it on theirs).

@@ -339,6 +339,7 @@ Status restart_in_place(VarActor* self, const std::string& what) {
 
 caf::behavior variable_actor(VarActor* self, std::string name) {
   self->state.var = std::move(name);
+  ignore_remote_exits(self, "variable actor " + self->state.var);
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
         // Past its restart budget the actor answers every request with that error.
