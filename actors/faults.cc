@@ -1,6 +1,8 @@
 // Fault plans (TOML via toml++, header-only, exceptions caught here) and the FaultInjector.
 #include "actors/faults.h"
 
+#include "core/file_read.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -254,9 +256,15 @@ std::vector<std::pair<std::string, std::string>> check_fault(Fault& f) {
     for (auto& t : *set) canon(t, set == &f.tasks_a ? "tasks_a" : "tasks_b");
   if (f.at_step && f.after_secs) errs.emplace_back("at_step", "at_step and after_secs exclude each other");
   if (f.at_step && *f.at_step < 0) errs.emplace_back("at_step", "must be >= 0");
+  // Times are capped so that converting them to clock durations cannot overflow (1e10 s in
+  // nanoseconds does) and a typo cannot schedule a fault for after the job.
+  const std::string cap = "must be at most " + std::to_string(static_cast<long long>(kMaxFaultSecs)) + " s";
   if (f.after_secs && !(*f.after_secs >= 0)) errs.emplace_back("after_secs", "must be >= 0");
+  else if (f.after_secs && !(*f.after_secs <= kMaxFaultSecs)) errs.emplace_back("after_secs", cap);
   if (f.duration_secs && !(*f.duration_secs > 0)) errs.emplace_back("duration_secs", "must be > 0");
+  else if (f.duration_secs && !(*f.duration_secs <= kMaxFaultSecs)) errs.emplace_back("duration_secs", cap);
   if (!(f.jitter_secs >= 0)) errs.emplace_back("jitter_secs", "must be >= 0");
+  else if (!(f.jitter_secs <= kMaxFaultSecs)) errs.emplace_back("jitter_secs", cap);
   const bool needs_task = !is_link(f.kind) && f.kind != FaultKind::kPartition;
   if (needs_task && f.task.empty()) errs.emplace_back("task", std::string("required for kind '") + fault_kind_name(f.kind) + "'");
   switch (f.kind) {
@@ -573,11 +581,8 @@ Result<FaultPlan> FaultPlan::parse(std::string_view toml, const std::string& sou
 }
 
 Result<FaultPlan> FaultPlan::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot read fault plan " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  AF_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, kMaxPlanBytes, "fault plan"));
+  return parse(text, path);
 }
 
 std::string FaultPlan::to_toml() const {

@@ -46,6 +46,12 @@
 
 namespace actorflow {
 
+// Limits of fault plans: times (after_secs, duration_secs, jitter_secs) in seconds, and the size
+// of a plan file.
+constexpr double kMaxFaultSecs = 1e6;
+constexpr uint64_t kMaxPlanBytes = 1 << 20;
+
+
 enum class FaultKind { kKill, kThrow, kDrop, kDelay, kDuplicate, kPartition, kSlow, kCorruptCheckpoint };
 
 // "kill", "throw", ... as written in plans.

@@ -21,6 +21,7 @@
 #include <toml++/toml.h>
 
 #include "config/cluster_spec.h"
+#include "core/file_read.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -28,6 +29,7 @@ namespace actorflow {
 namespace {
 
 constexpr size_t kMaxSecretBytes = 64 * 1024;
+constexpr size_t kMaxClusterFileBytes = 1 << 20;  // 1 MiB: a cluster of 10 000 tasks is ~300 KiB
 constexpr size_t kMaxReportedErrors = 20;
 constexpr int kMaxTaskIndex = 999999;
 
@@ -180,7 +182,8 @@ class FdCloser {
 std::string read_whole_file(const std::string& path, size_t max_bytes, std::string* out, mode_t* mode,
                             int* err) {
   *err = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it before any read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     *err = errno;
     return std::strerror(*err);
@@ -191,7 +194,8 @@ std::string read_whole_file(const std::string& path, size_t max_bytes, std::stri
     *err = errno;
     return std::strerror(*err);
   }
-  if (S_ISDIR(st.st_mode)) return "is a directory";
+  if (!S_ISREG(st.st_mode)) return "is " + file_kind(st.st_mode) + ", not a regular file";
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return "larger than " + std::to_string(max_bytes) + " bytes";
   if (mode) *mode = st.st_mode;
   out->clear();
   char buf[65536];
@@ -778,7 +782,7 @@ Result<ClusterSpec> ClusterSpec::from_string(const std::string& toml, const std:
 Result<ClusterSpec> ClusterSpec::from_file(const std::string& path) {
   std::string text;
   int err = 0;
-  const std::string why = read_whole_file(path, std::numeric_limits<size_t>::max(), &text, nullptr, &err);
+  const std::string why = read_whole_file(path, kMaxClusterFileBytes, &text, nullptr, &err);
   if (!why.empty()) {
     const std::string msg = "cannot open cluster file '" + path + "': " + why;
     if (err == ENOENT || err == ENOTDIR) return NotFound(msg);

@@ -1,5 +1,7 @@
 #include "data/checkpoint.h"
 
+#include "core/file_read.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -146,7 +148,8 @@ void run_hook(const SaveHook& hook, SavePoint p) {
 
 // Reads the whole file into `out`.
 Status read_file(const std::string& path, std::string* out) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO in the checkpoint's place must not hang the reader; it is refused below.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (!fd.valid()) {
     int e = errno;
     if (e == ENOENT) return NotFound("checkpoint " + path + " does not exist");
@@ -154,6 +157,8 @@ Status read_file(const std::string& path, std::string* out) {
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Unavailable("cannot stat checkpoint " + path + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument("checkpoint " + path + " is " + file_kind(st.st_mode) + ", not a regular file");
   out->resize(static_cast<size_t>(st.st_size));
   size_t got = 0;
   while (got < out->size()) {
@@ -213,6 +218,7 @@ Result<CheckpointData> decode_body(const std::string& path, const msgpack::objec
   CheckpointData data;
   const msgpack::object* step = map_get(root, "global_step");
   if (!step || !as_int64(*step, &data.global_step)) return bad("missing or non-integer global_step");
+  if (data.global_step < 0) return bad("negative global_step " + std::to_string(data.global_step));
   const msgpack::object* vars = map_get(root, "variables");
   if (!vars || vars->type != msgpack::type::ARRAY) return bad("missing variables array");
   for (uint32_t i = 0; i < vars->via.array.size; ++i) {
@@ -244,6 +250,12 @@ Result<CheckpointData> decode_body(const std::string& path, const msgpack::objec
     if (bytes->via.bin.size != want)
       return bad(vwhere + " of " + dtype_name(*dt) + " " + Shape(dims).to_string() + " needs " +
                  std::to_string(want) + " bytes but holds " + std::to_string(bytes->via.bin.size));
+    if (*dt == DType::kBool)
+      for (uint64_t b = 0; b < want; ++b)
+        if (static_cast<unsigned char>(bytes->via.bin.ptr[b]) > 1)
+          return bad(vwhere + " (bool) holds byte " +
+                     std::to_string(static_cast<unsigned char>(bytes->via.bin.ptr[b])) + " at element " +
+                     std::to_string(b) + ", not 0 or 1");
     AF_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(cpu_allocator(), *dt, Shape(std::move(dims))));
     if (want) std::memcpy(t.raw_data(), bytes->via.bin.ptr, static_cast<size_t>(want));
     if (!data.variables.emplace(vname, std::move(t)).second) return bad("duplicate " + vwhere);
@@ -347,6 +359,10 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data, con
 Result<CheckpointData> read_checkpoint(const std::string& path) {
   std::string bytes;
   AF_RETURN_IF_ERROR(read_file(path, &bytes));
+  return decode_checkpoint(bytes, path);
+}
+
+Result<CheckpointData> decode_checkpoint(const std::string& bytes, const std::string& path) {
   if (bytes.size() < kTrailerBytes + 1)
     return DataLoss("checkpoint " + path + " is truncated: " + std::to_string(bytes.size()) + " bytes");
   const size_t body = bytes.size() - kTrailerBytes;
@@ -364,7 +380,11 @@ Result<CheckpointData> read_checkpoint(const std::string& path) {
   }
   try {
     size_t off = 0;
-    msgpack::object_handle oh = msgpack::unpack(bytes.data(), body, off, reference_bin, nullptr, msgpack::unpack_limit());
+    // Limits from the input: no array, map, string or bin can hold more entries or bytes than the
+    // body has, and nesting is shallow (the format's is 4).
+    const size_t n = body;
+    const msgpack::unpack_limit limits(n, n, n, n, n, 16);
+    msgpack::object_handle oh = msgpack::unpack(bytes.data(), body, off, reference_bin, nullptr, limits);
     if (off != body)
       return DataLoss("checkpoint " + path + " is malformed: " + std::to_string(body - off) +
                       " stray bytes between the body and the checksum");

@@ -66,6 +66,10 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data, con
 // checksum does not match, the file is truncated, or its contents are malformed; Unimplemented
 // for a newer format version. The returned tensors are freshly allocated and owned by the caller.
 Result<CheckpointData> read_checkpoint(const std::string& path);
+// Decodes the bytes of a checkpoint file (as read_checkpoint does after reading `path`, which
+// only names it in errors). Every size is checked against the bytes present before anything is
+// allocated; errors as read_checkpoint's. Pure; thread-safe.
+Result<CheckpointData> decode_checkpoint(const std::string& bytes, const std::string& path);
 
 // A checkpoint skipped by restore_latest() and why.
 struct SkippedCheckpoint {

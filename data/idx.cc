@@ -1,5 +1,7 @@
 #include "data/idx.h"
 
+#include "core/file_read.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,14 +37,17 @@ class ByteSource {
   // Opens `path`, detecting gzip from its first two bytes.
   Status open(const std::string& path) {
     path_ = path;
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);  // never waits on a FIFO
     if (fd_ < 0) {
       int e = errno;
       if (e == ENOENT) return NotFound("IDX file " + path + " does not exist");
       return Unavailable("cannot open IDX file " + path + ": " + errno_text(e));
     }
     struct stat st {};
-    if (::fstat(fd_, &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
+    if (::fstat(fd_, &st) != 0) return Unavailable("cannot stat IDX file " + path + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode))
+      return InvalidArgument("IDX file " + path + " is " + file_kind(st.st_mode) + ", not a regular file");
+    file_size_ = static_cast<uint64_t>(st.st_size);
     unsigned char magic[2] = {0, 0};
     ssize_t got = ::pread(fd_, magic, 2, 0);
     gzip_ = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
@@ -253,6 +258,12 @@ Result<Tensor> read_idx(const std::string& path) {
     return InvalidArgument("IDX file " + path + " declares dimensions " + shape.to_string() +
                            " whose size exceeds the 64 GiB limit (corrupt header?)");
   const uint64_t header_bytes = 4 + 4 * uint64_t{rank};
+  // DEFLATE expands at most about 1032:1, so a small gzip file cannot hold a huge declared
+  // tensor: refuse before allocating it.
+  if (src.gzip() && data_bytes / 1032 > src.file_size() + 1024)
+    return DataLoss("gzip IDX file " + path + " declares " + dtype_name(dtype) + " " + shape.to_string() + " (" +
+                    std::to_string(data_bytes) + " data bytes), more than its " + std::to_string(src.file_size()) +
+                    " compressed bytes can hold");
   if (!src.gzip() && src.file_size() < header_bytes + data_bytes)
     return DataLoss("IDX file " + path + " is truncated: header declares " + dtype_name(dtype) + " " +
                     shape.to_string() + " (" + std::to_string(data_bytes) + " data bytes) but the file has only " +

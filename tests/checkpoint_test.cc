@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -160,6 +162,65 @@ TEST(CheckpointFileTest, EveryTruncationAndEveryByteFlipIsDataLoss) {
   EXPECT_EQ(read_checkpoint(bad).status().code(), Code::kDataLoss);
   auto missing = read_checkpoint(dir.file("nope"));
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
+}
+
+// Rewrites the checksum trailer of a checkpoint's bytes after a test edited its body.
+void reseal(std::string& bytes) {
+  const size_t body = bytes.size() - 5;
+  const uint32_t c = crc32c(bytes.data(), body);
+  for (int i = 0; i < 4; ++i) bytes[body + 1 + i] = static_cast<char>(c >> (24 - 8 * i));
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+TEST(CheckpointFileTest, InvalidValuesAreRefusedEvenWithAValidChecksum) {
+  TempDir dir;
+  CheckpointData d;
+  d.global_step = 5;
+  d.variables["b"] = Tensor::from_vector<bool>({true, false, true}, {3});
+  ASSERT_TRUE(write_checkpoint(dir.file("ck"), d).ok());
+  const std::string good = slurp(dir.file("ck"));
+  {
+    std::string bytes = good;
+    const std::string bin("\xc4\x03\x01\x00\x01", 5);  // bin8 of 3 bytes: the bool data
+    const size_t at = bytes.find(bin);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 3] = 7;
+    reseal(bytes);
+    std::ofstream(dir.file("bool7"), std::ios::binary) << bytes;
+    auto r = read_checkpoint(dir.file("bool7"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kDataLoss) << r.status();
+    EXPECT_NE(r.status().message().find("holds byte 7 at element 1, not 0 or 1"), std::string::npos) << r.status();
+  }
+  {
+    std::string bytes = good;
+    const std::string step = std::string("global_step", 11) + '\x05';
+    const size_t at = bytes.find(step);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 11] = static_cast<char>(0xfd);  // negative fixint -3
+    reseal(bytes);
+    std::ofstream(dir.file("negative"), std::ios::binary) << bytes;
+    auto r = read_checkpoint(dir.file("negative"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("negative global_step -3"), std::string::npos) << r.status();
+  }
+}
+
+TEST(CheckpointFileTest, FifosAndDevicesAreRefusedWithoutBlocking) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = read_checkpoint(dir.file("fifo"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is a FIFO, not a regular file"), std::string::npos) << r.status();
+  auto z = read_checkpoint("/dev/zero");
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.status().message().find("is a character device"), std::string::npos) << z.status();
 }
 
 TEST(CheckpointFileTest, RejectsUnwritableInput) {

@@ -643,7 +643,7 @@ TEST_F(ClusterSpecTest, MissingFileAndDirectory) {
   EXPECT_EQ(r.status().message(), "cannot open cluster file '" + dir_ + "/nope.toml': No such file or directory");
   auto d = ClusterSpec::from_file(dir_);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().message(), "cannot open cluster file '" + dir_ + "': is a directory");
+  EXPECT_EQ(d.status().message(), "cannot open cluster file '" + dir_ + "': is a directory, not a regular file");
 }
 
 TEST_F(ClusterSpecTest, ErrorsAreListedInFileOrder) {
@@ -714,7 +714,7 @@ TEST_F(ClusterSpecTest, UnreadableOrEmptySecretFile) {
             f + ":2:15: cluster.secret_file: secret file '" + dir_ + "/empty.key' is empty");
   ASSERT_EQ(mkdir((dir_ + "/keydir").c_str(), 0700), 0);
   EXPECT_EQ(error_of("[cluster]\nsecret_file = \"keydir\"\n[jobs]\nw = [\"localhost:1\"]\n"),
-            f + ":2:15: cluster.secret_file: cannot read secret file '" + dir_ + "/keydir': is a directory");
+            f + ":2:15: cluster.secret_file: cannot read secret file '" + dir_ + "/keydir': is a directory, not a regular file");
   EXPECT_TRUE(Contains(error_of("[cluster]\nsecret_file = \"\"\n[jobs]\nw = [\"localhost:1\"]\n"),
                        ":2:15: cluster.secret_file: must not be empty"));
 }

@@ -182,6 +182,12 @@ TEST(FaultPlanTest, ErrorsNameFileLineColumnAndKey) {
        "p.toml:5:9: fault[0].actor: 'master' is not an actor kind (device or variable)"},
       {"seed = 1\n[[fault]]\nkind = \"delay\"\nsrc = \"worker/0\"\n",
        "p.toml:2:1: fault[0].delay_ms: must be in 1..3600000"},
+      // 1e10 s would overflow a nanosecond clock and fire at once.
+      {"seed = 1\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nafter_secs = 1e10\n",
+       "p.toml:5:14: fault[0].after_secs: must be at most 1000000 s"},
+      {"seed = 1\n[[fault]]\nkind = \"partition\"\ntasks_a = [\"worker/0\"]\ntasks_b = [\"worker/1\"]\n"
+       "duration_secs = 1e7\n",
+       "p.toml:6:17: fault[0].duration_secs: must be at most 1000000 s"},
       {"seed = 1\n[[fault]]\nkind = \"slow\"\ntask = \"worker/0\"\nfactor = 1\n",
        "p.toml:5:10: fault[0].factor: must be in (1, 1000]"},
       {"seed = 1\n[[fault]]\nkind = \"slow\"\ntask = \"worker/0\"\nfactor = 2\ndevice = \"tpu:0\"\n",
