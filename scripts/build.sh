@@ -2,5 +2,12 @@
 # Configures and builds actorflow into ./build (CUDA kernels too when nvcc is found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# ccache, when installed, makes rebuilds on the same machine cheap; paths are hashed relative to
+# the checkout's parent so another clone of the project hits the same cache.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build -j"${AF_JOBS:-2}"

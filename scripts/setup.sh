@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped. Uses sudo when not root.
 set -euo pipefail
 PKGS=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libcaf-dev libmsgpack-cxx-dev libtomlplusplus-dev libdnnl-dev
   zlib1g-dev libssl-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
