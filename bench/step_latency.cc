@@ -28,6 +28,7 @@
 #include "actorflow/actorflow.h"
 #include "actors/messages.h"
 #include "actors/server.h"
+#include "net/port_reservation.h"
 #include "net/socket.h"
 
 namespace af = actorflow;
@@ -116,9 +117,10 @@ std::string actorflow_binary() {
   return self.substr(0, self.rfind('/')) + "/../actorflow";  // build/bench/.. = build
 }
 
+// A loopback port reserved for this process (net/port_reservation.h), or 0.
 int free_port() {
-  auto l = af::net::listen_tcp("127.0.0.1", 0);
-  return l.ok() ? af::net::local_port(l->get()) : 0;
+  auto p = af::net::reserve_port_for_process();
+  return p.ok() ? *p : 0;
 }
 
 // Median microseconds of `iterations` CAF request/response round trips (ping_atom) from a

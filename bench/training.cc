@@ -15,15 +15,16 @@
 #include "actorflow/actorflow.h"
 #include "core/logging.h"
 #include "models/mnist_cnn.h"
-#include "net/socket.h"
+#include "net/port_reservation.h"
 
 namespace af = actorflow;
 
 namespace {
 
-// A free loopback port, or 0 (the cluster file check then reports the bad address).
+// A loopback port reserved for this process (net/port_reservation.h), or 0 (the cluster file
+// check then reports the bad address).
 int free_port() {
-  auto p = af::net::free_loopback_port();
+  auto p = af::net::reserve_port_for_process();
   return p.ok() ? *p : 0;
 }
 

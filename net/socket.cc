@@ -137,13 +137,6 @@ Result<Fd> listen_tcp(const std::string& host, uint16_t port, int backlog) {
   return Unavailable("cannot listen on " + what + ": " + last_error);
 }
 
-Result<uint16_t> free_loopback_port() {
-  AF_ASSIGN_OR_RETURN(Fd l, listen_tcp("127.0.0.1", 0));
-  const uint16_t port = local_port(l.get());
-  if (port == 0) return Unavailable("cannot read back the port of a socket bound on 127.0.0.1");
-  return port;
-}
-
 uint16_t local_port(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

@@ -78,11 +78,6 @@ Result<Fd> listen_tcp(const std::string& host, uint16_t port, int backlog = 128)
 // The local port a bound socket listens on; 0 on error.
 uint16_t local_port(int fd);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, released), for
-// programs that put a local cluster together (`actorflow demo`, benchmarks). Another process may
-// take it before the caller binds it. Unavailable when no socket could be bound.
-Result<uint16_t> free_loopback_port();
-
 // "ip:port" of the remote end of a connected socket, or "<unknown peer>".
 std::string peer_name(int fd);
 

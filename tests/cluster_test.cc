@@ -52,7 +52,11 @@ struct Cluster {
   }
 };
 
-bool started(ChildProcess* p) { return p && p->wait_for_output("serving", 20s); }
+// Success once `p` serves; fails at once, saying why, when it exits or cannot listen first.
+::testing::AssertionResult started(ChildProcess* p) {
+  if (!p) return ::testing::AssertionFailure() << "the process did not start";
+  return p->wait_for_output("serving", 20s);
+}
 
 // How a client without the cluster secret tries the node's port.
 enum class Intruder { kPlainCaf, kWrongSecret, kNoSecret };
@@ -231,7 +235,8 @@ TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
   Cluster c;
   auto w0 = c.node("worker", 0);
   auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
   HostFixture h(c);
   Scope root = Scope::root();
   // x is fed on the host and flows host -> worker 1 -> worker 0 -> host.
@@ -275,7 +280,8 @@ TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
   Cluster c;
   auto w0 = c.node("worker", 0);
   auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
   HostFixture h(c);
   Scope root = Scope::root();
   auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
@@ -304,7 +310,8 @@ TEST(ClusterTest, StatusShowsUpAndDownTasks) {
   Cluster c;
   auto w0 = c.node("worker", 0);
   auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
   auto st = ChildProcess::start({binary("actorflow"), "status", "--cluster", c.file, "--timeout-ms", "500"});
   EXPECT_EQ(st->wait(60s), 3) << st->output();  // host/0 is not running
   const std::string out = st->output();
@@ -327,7 +334,8 @@ TEST(ClusterTest, ConcurrentDirectStepsGetTheirOwnResults) {
   Cluster c;
   auto w0 = c.node("worker", 0);
   auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get()) && started(w1.get()));
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
   HostFixture h(c);
   Scope root = Scope::root();
   // Two remote partitions per step: x goes to worker 1, worker 0 fetches from there.

@@ -555,7 +555,11 @@ struct Cluster {
   }
 };
 
-bool started(ChildProcess* p) { return p && p->wait_for_output("serving", 20s); }
+// Success once `p` serves; fails at once, saying why, when it exits or cannot listen first.
+::testing::AssertionResult started(ChildProcess* p) {
+  if (!p) return ::testing::AssertionFailure() << "the process did not start";
+  return p->wait_for_output("serving", 20s);
+}
 
 const std::string kW1 = "/job:worker/replica:0/task:1";
 
@@ -742,7 +746,9 @@ TEST(ChaosTest, KillAfterTimeThroughTheCli) {
   auto host = c.node("host", 0);
   auto w0 = c.node("worker", 0);
   auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(host.get()) && started(w0.get()) && started(w1.get()));
+  ASSERT_TRUE(started(host.get())) << host->output();
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
   const std::string plan = c.dir.write("kill.toml", "seed = 7\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\n"
                                                     "after_secs = 1\n");
   auto chaos = ChildProcess::start({binary("actorflow"), "chaos", "--cluster", c.file, "--plan", plan});

@@ -131,16 +131,27 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
   const auto t0 = std::chrono::steady_clock::now();
   auto up = ChildProcess::start(argv);
   if (!up) return o;
+  // Every wait ends at once when `up` gives up on a task, a task cannot listen or `up` exits.
+  Status started = Status::OK();
   if (!plan.empty()) {
     for (size_t p; (p = plan.find("@LOGDIR@")) != std::string::npos;) plan.replace(p, 8, logdir);
     const std::string plan_file = dir.write("plan.toml", plan);
-    EXPECT_TRUE(up->wait_for_output("Step: ", 120s)) << up->output();
-    auto chaos = ChildProcess::start({binary("actorflow"), "chaos", "--cluster", file, "--plan", plan_file});
-    if (chaos) EXPECT_EQ(chaos->wait(60s), 0) << chaos->output();
+    started = up->await_output("Step: ", 120s);
+    EXPECT_TRUE(started.ok()) << name << ": " << started;
+    if (started.ok()) {
+      auto chaos = ChildProcess::start({binary("actorflow"), "chaos", "--cluster", file, "--plan", plan_file});
+      if (chaos) {
+        EXPECT_EQ(chaos->wait(60s), 0) << chaos->output();
+      }
+    }
   }
-  o.up_exit = up->wait(180s);  // below ctest's 300 s, so a hang is reported with its output
+  // 180 s: below ctest's 300 s, so a hang is reported with its output.
+  const Result<int> ended = started.ok() ? up->await_exit(180s) : Result<int>(started);
   o.wall_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (o.up_exit == -1) {  // a hang: stop everything, then fail below
+  if (ended.ok()) {
+    o.up_exit = *ended;
+  } else {  // a hang or a run that cannot succeed: stop everything, then fail below
+    if (started.ok()) ADD_FAILURE() << name << ": " << ended.status();
     up->signal(SIGTERM);
     up->wait(30s);
   }

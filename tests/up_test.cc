@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "net/socket.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -65,6 +66,25 @@ TEST(UpTest, GivesUpPastMaxRestarts) {
   EXPECT_NE(up->output().find("worker/0 failed (exit code 1) 3 times within 60 s; max_restarts = 2"),
             std::string::npos)
       << up->output();
+}
+
+TEST(UpTest, ATakenPortFailsTheWaitAtOnceNamingIt) {
+  TempDir dir;
+  // Someone else listens on worker/0's port: the task cannot listen, and a test waiting for it to
+  // serve must fail at once with that reason instead of waiting out its timeout.
+  const int port = free_port();
+  auto squatter = net::listen_tcp("127.0.0.1", static_cast<uint16_t>(port));
+  ASSERT_TRUE(squatter.ok()) << squatter.status();
+  const std::string file = dir.write("c.toml", "[jobs]\nworker = [\"localhost:" + std::to_string(port) +
+                                                   "\"]\n[supervisor]\nmax_restarts = 5\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file});
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = up->await_output("Started server for /job:worker/replica:0/task:0", 120s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << st;
+  EXPECT_EQ(st.code(), Code::kAborted) << st << "\n" << up->output();
+  EXPECT_NE(st.message().find("cannot listen"), std::string::npos) << st;
+  up->signal(SIGTERM);
+  EXPECT_NE(up->wait(20s), -1) << up->output();
 }
 
 TEST(UpTest, ProgramPerTaskGetsItsFlagsAndParameterServersStopWhenWorkersFinish) {
