@@ -1,6 +1,7 @@
 // Fault plans (TOML via toml++, header-only, exceptions caught here) and the FaultInjector.
 #include "actors/faults.h"
 
+#include "config/toml_guard.h"
 #include "core/file_read.h"
 
 #include <signal.h>
@@ -368,6 +369,10 @@ class PlanReader {
 
   Result<FaultPlan> read(std::string_view text) {
     toml::table root;
+    if (const TomlAsciiError bad = first_non_ascii(text); bad.line > 0) {
+      error(Pos{bad.line, bad.column}, "", non_ascii_message(bad, "fault plans"));
+      return finish();
+    }
     try {
       root = toml::parse(text, std::string_view(plan_.source));
     } catch (const toml::parse_error& e) {

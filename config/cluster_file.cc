@@ -21,6 +21,7 @@
 #include <toml++/toml.h>
 
 #include "config/cluster_spec.h"
+#include "config/toml_guard.h"
 #include "core/file_read.h"
 #include "core/logging.h"
 
@@ -235,6 +236,10 @@ class ClusterFileReader {
 
   Result<ClusterSpec> read_toml(const std::string& text) {
     toml::table root;
+    if (const TomlAsciiError bad = first_non_ascii(text); bad.line > 0) {
+      error(Pos{bad.line, bad.column}, "", non_ascii_message(bad, "cluster files"));
+      return finish();
+    }
     try {
       root = toml::parse(std::string_view(text), std::string_view(spec_.source_));
     } catch (const toml::parse_error& e) {

@@ -7,13 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-flags="-fsanitize=address,undefined -fno-omit-frame-pointer"
+# -O1 -g1: what the sanitizers recommend, and much quicker to compile than -O2 -g.
+flags="-O1 -g1 -fsanitize=address,undefined -fno-omit-frame-pointer"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}"
 fi
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAF_ENABLE_CUDA=OFF -DAF_BUILD_BENCH=OFF \
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE= -DAF_ENABLE_CUDA=OFF -DAF_BUILD_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" "${launcher[@]}" >/dev/null
 cmake --build build-asan -j"${AF_JOBS:-2}"
 # Leak reports are off: CAF 0.17 keeps singletons alive until exit. Every other finding aborts

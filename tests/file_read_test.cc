@@ -107,5 +107,20 @@ TEST(FileReadTest, FaultPlansAndIdxFilesThatAreNotRegularFiles) {
   EXPECT_NE(dev.status().message().find("is a character device"), std::string::npos) << dev.status();
 }
 
+// toml++ 3.3.0 reaches undefined behaviour on many non-ASCII characters: TOML files are ASCII and
+// a non-ASCII byte is refused with its position before the parser sees it.
+TEST(FileReadTest, NonAsciiTomlIsRefusedWithItsPosition) {
+  auto c = ClusterSpec::from_string("[jobs]\n# caf\xc3\xa9\nworker = [\"localhost:2222\"]\n", "c.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("c.toml:2:6: non-ASCII byte 0xC3: cluster files must be ASCII"),
+            std::string::npos)
+      << c.status();
+  auto p = FaultPlan::parse("seed = 1\n[[fault]]\nkind = \"kill\"\ntask = \"w\xc3\xa9/1\"\n", "p.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("p.toml:4:10: non-ASCII byte 0xC3: fault plans must be ASCII"),
+            std::string::npos)
+      << p.status();
+}
+
 }  // namespace
 }  // namespace actorflow
