@@ -8,6 +8,7 @@
 
 #include "core/logging.h"
 #include "net/socket.h"
+#include "net/tls.h"
 
 namespace actorflow {
 namespace {
@@ -59,6 +60,10 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
   hs.timeout = std::max<std::chrono::milliseconds>(
       std::chrono::milliseconds(1),
       std::min(hs.timeout, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now())));
+  if (hs.tls) {
+    // TLS first; the handshake and then BASP run inside it, over the relay's plaintext end.
+    AF_ASSIGN_OR_RETURN(fd, net::tls_connect(std::move(fd), *hs.tls, host, addr, deadline));
+  }
   AF_RETURN_IF_ERROR(net::client_handshake(fd.get(), hs, addr));
   caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
   caf::scoped_actor self{sys};

@@ -147,6 +147,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   hs.secret = cfg_.secret;
   hs.task_name = cfg_.self_task;
   hs.timeout = t;
+  hs.tls = cfg_.tls;
   auto node = connect_control_plane(sys_, host, port, hs, t);
   if (!node.ok()) {
     if (node.status().code() == Code::kUnauthenticated || node.status().code() == Code::kFailedPrecondition)

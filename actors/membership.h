@@ -23,6 +23,7 @@
 #include "actors/messages.h"
 #include "actors/node_actor.h"
 #include "core/status.h"
+#include "net/tls.h"
 
 namespace actorflow {
 
@@ -40,6 +41,7 @@ struct MembershipConfig {
   std::string self_task;                   // our own task prefix
   std::string fingerprint;
   std::string secret;
+  std::shared_ptr<const net::TlsContext> tls;  // TLS for the control plane (net/tls.h); null: none
   std::chrono::milliseconds connect_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds peer_timeout{3000};

@@ -22,6 +22,7 @@
 #include "actors/faults.h"
 #include "actors/master_actor.h"
 #include "actors/peer_link.h"
+#include "net/tls.h"
 #include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
 #include "core/logging.h"
@@ -613,10 +614,18 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   const std::string where = "task " + task.to_string() + " at " + address;
   if (!is_local_host(hp.first))
     return InvalidArgument(where + ": '" + hp.first + "' is not an address of this machine");
-  if (!cluster.all_loopback() && cluster.secret().empty())
+  if (!cluster.all_loopback() && cluster.secret().empty() && !cluster.tls())
     return FailedPrecondition("cluster file " + cluster.source() +
                               " has non-loopback addresses: a cluster secret is required (secret_file or "
-                              "ACTORFLOW_SECRET)");
+                              "ACTORFLOW_SECRET), or TLS ([cluster] tls_dir)");
+  std::shared_ptr<const net::TlsContext> tls;
+  if (cluster.tls()) {
+    auto t = net::TlsContext::load(net::cluster_tls_files(cluster.tls_dir(), task.to_string()));
+    if (!t.ok())
+      return t.status().with_prefix(where + ": TLS (make the files with `actorflow certs --cluster " + cluster.source() +
+                                    " --out " + cluster.tls_dir() + "`)");
+    tls = *t;
+  }
   const ServerOptions opts = cluster.server_options(task);
   // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
   set_restart_policy(RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs});
@@ -631,6 +640,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   mc.self_task = task_prefix_;
   mc.fingerprint = cluster.fingerprint();
   mc.secret = cluster.secret();
+  mc.tls = tls;
   mc.connect_timeout = std::chrono::milliseconds(opts.connect_timeout_ms);
   mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
@@ -660,6 +670,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     topts.cluster_fingerprint = mc.fingerprint;
     topts.secret = mc.secret;
     topts.task_name = task.to_string();
+    topts.tls = tls;
     // The task's configured address (never all interfaces unless [server] bind says so); peers
     // are told the configured address.
     std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
@@ -702,6 +713,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     co.handshake.fingerprint = mc.fingerprint;
     co.handshake.secret = mc.secret;
     co.handshake.task_name = task.to_string();
+    co.handshake.tls = tls;
     co.handshake_timeout = nc.auth_timeout;
     auto cl = ControlPlaneListener::start(*sys_, node_, bind, static_cast<uint16_t>(hp.second), std::move(co));
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");

@@ -45,6 +45,16 @@ int run_up(const UpOptions& opts);
 // `actorflow status`: each task up or down, with its devices. Exit 0 when all are up.
 int run_status(const StatusOptions& opts);
 
+struct CertsOptions {
+  std::string cluster;
+  std::string out;     // directory for ca.crt/.key and one .crt/.key per task plus client
+  bool force = false;  // replace existing files
+};
+// `actorflow certs`: creates a cluster CA and a certificate/key per task (its host in
+// subjectAltName) and one for tools ("client"), every file mode 0600 (net/certs.h). Exit 0; 2
+// for a bad cluster file or existing files without --force; 1 for I/O errors.
+int run_certs(const CertsOptions& opts);
+
 struct ChaosOptions {
   std::string cluster;
   std::string plan;      // fault plan (TOML); required unless clear

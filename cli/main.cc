@@ -36,7 +36,13 @@ int main(int argc, char** argv) {
   chaos->add_option("--plan", chaos_opts.plan, "fault plan (TOML)");
   chaos->add_flag("--clear", chaos_opts.clear, "remove every injected fault instead");
   chaos->add_option("--timeout-ms", chaos_opts.timeout_ms, "how long to try each task");
+  auto* certs = app.add_subcommand("certs", "create a cluster CA and a TLS certificate and key for every task");
+  actorflow::cli::CertsOptions certs_opts;
+  certs->add_option("--cluster", certs_opts.cluster, "cluster file (TOML)")->required();
+  certs->add_option("--out", certs_opts.out, "directory to write ca.crt, ca.key and <job>-<task>.crt/.key")->required();
+  certs->add_flag("--force", certs_opts.force, "replace existing files");
   CLI11_PARSE(app, argc, argv);
+  if (certs->parsed()) return actorflow::cli::run_certs(certs_opts);
   if (up->parsed()) return actorflow::cli::run_up(up_opts);
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
   if (node->parsed()) return actorflow::cli::run_node(node_opts);

@@ -215,7 +215,7 @@ std::string read_whole_file(const std::string& path, size_t max_bytes, std::stri
 }
 
 const std::vector<std::string> kTopKeys = {"cluster", "jobs", "server", "tasks", "supervisor"};
-const std::vector<std::string> kClusterKeys = {"name", "secret_file"};
+const std::vector<std::string> kClusterKeys = {"name", "secret_file", "tls_dir"};
 const std::vector<std::string> kServerKeys = {
     "log_device_placement", "allow_soft_placement", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
@@ -432,6 +432,15 @@ class ClusterFileReader {
           } else {
             secret_file_ = s;
             secret_file_pos_ = pos_of(v.source());
+          }
+        }
+      } else if (key == "tls_dir") {
+        std::string s;
+        if (get_string(v, path, &s)) {
+          if (s.empty()) {
+            error(pos_of(v.source()), path, "must not be empty (omit it to run without TLS)");
+          } else {
+            spec_.tls_dir_ = (s[0] == '/' || base_dir_.empty()) ? s : base_dir_ + "/" + s;
           }
         }
       } else if (key == "secret") {
@@ -746,7 +755,8 @@ class ClusterFileReader {
   }
 
   void check_secret_required() {
-    if (!spec_.secret_.empty() || secret_failed_) return;
+    // Certificates from the cluster CA authenticate every connection just as the secret does.
+    if (!spec_.secret_.empty() || secret_failed_ || !spec_.tls_dir_.empty()) return;
     const std::pair<Pos, std::string>* first = nullptr;
     std::string first_addr;
     for (const auto& [task, where] : address_where_) {
@@ -765,7 +775,8 @@ class ClusterFileReader {
     if (first) {
       error(first->first, first->second,
             "address '" + first_addr + "' is not loopback, so the cluster needs a secret: set [cluster] "
-            "secret_file or the " + std::string(kSecretEnvVar) + " environment variable");
+            "secret_file or the " + std::string(kSecretEnvVar) + " environment variable, or turn on TLS with [cluster] "
+            "tls_dir (see `actorflow certs`)");
     }
   }
 

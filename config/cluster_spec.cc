@@ -294,6 +294,7 @@ std::string ClusterSpec::canonical_form() const {
   o.imbue(std::locale::classic());  // no digit grouping whatever the global locale
   o << "actorflow-cluster-spec 1\n";
   o << "cluster.name " << quote(name_) << "\n";
+  if (!tls_dir_.empty()) o << "cluster.tls 1\n";  // not the directory: a per-host path
   for (const auto& [job, tasks] : jobs_)
     for (const auto& [i, addr] : tasks) o << "task " << quote(job) << " " << i << " " << quote(addr) << "\n";
   for (const TaskId& t : all_tasks()) {

@@ -144,6 +144,13 @@ class ClusterSpec {
   const std::string& secret() const { return secret_; }
   // Where the secret came from, for messages: the secret file's path, "ACTORFLOW_SECRET", or "".
   const std::string& secret_origin() const { return secret_origin_; }
+  // True when [cluster] tls_dir is set: both planes run TLS 1.3 with mutual authentication
+  // (net/tls.h), and the cluster needs no secret even at non-loopback addresses.
+  bool tls() const { return !tls_dir_.empty(); }
+  // [cluster] tls_dir resolved against the cluster file's directory ("" when TLS is off). It
+  // holds ca.crt and one <job>-<task>.crt/.key per task, as `actorflow certs` writes them
+  // (net/certs.h); files are checked when a task or tool loads them, not here.
+  const std::string& tls_dir() const { return tls_dir_; }
   // The file path or source name this spec was read from ("<jobs>" for from_jobs).
   const std::string& source() const { return source_; }
 
@@ -170,6 +177,7 @@ class ClusterSpec {
   SupervisorOptions supervisor_;
   std::string secret_;
   std::string secret_origin_;
+  std::string tls_dir_;
 };
 
 // Splits "host:port" (IPv6 as "[::1]:2222") into a lower-cased host (without brackets) and a port.

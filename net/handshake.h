@@ -40,6 +40,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@
 
 namespace actorflow {
 namespace net {
+
+class TlsContext;
 
 // The handshake protocol version this build speaks (2: fingerprint checked after the proof,
 // plane byte).
@@ -64,6 +67,10 @@ struct HandshakeConfig {
   Plane plane = Plane::kData;
   uint16_t version = kProtocolVersion;  // overridable for tests
   std::chrono::milliseconds timeout{5000};  // bound on the whole exchange
+  // TLS (net/tls.h): when set, connections run TLS 1.3 with mutual certificate authentication
+  // first and this handshake inside it; the listener also checks that the client's certificate
+  // is the task it names. Shared, immutable. Null: plain TCP.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 // What the server learns about an authenticated client. `task_name` is what the client claims

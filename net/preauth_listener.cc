@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "net/tls.h"
 
 namespace actorflow {
 namespace net {
@@ -52,6 +53,11 @@ struct PreAuthListener::Impl {
     std::string addr;
     Clock::time_point deadline;
     std::unique_ptr<ServerHandshake> hs;
+    // TLS (opts.handshake.tls): the TLS handshake runs first on the TCP socket; once it is done
+    // `fd` is the relay's plaintext end and `cert_cn` the client certificate's CN.
+    std::unique_ptr<TlsAccept> tls;
+    bool tls_used = false;
+    std::string cert_cn;
   };
 
   Fd listener;
@@ -85,7 +91,9 @@ struct PreAuthListener::Impl {
       Clock::time_point next = now + std::chrono::seconds(1);
       if (!accepting) next = std::min(next, accept_resume);
       for (auto& p : pending) {
-        fds.push_back({p.fd.get(), static_cast<short>(p.hs->output().empty() ? POLLIN : POLLOUT), 0});
+        short events = p.hs->output().empty() ? POLLIN : POLLOUT;
+        if (p.tls) events = p.tls->wants() == TlsAccept::Want::kWrite ? POLLOUT : POLLIN;
+        fds.push_back({p.fd.get(), events, 0});
         next = std::min(next, p.deadline);
       }
       const int wait_ms = static_cast<int>(std::max<int64_t>(
@@ -163,6 +171,10 @@ struct PreAuthListener::Impl {
       p.addr = peer_name(fd);
       p.deadline = Clock::now() + opts.handshake_timeout;
       p.hs = std::make_unique<ServerHandshake>(opts.handshake, p.addr);
+      if (opts.handshake.tls) {
+        p.tls = std::make_unique<TlsAccept>(*opts.handshake.tls, fd, p.addr);
+        p.tls_used = true;
+      }
       pending.push_back(std::move(p));
       set_pending();
     }
@@ -171,6 +183,17 @@ struct PreAuthListener::Impl {
   // Reads what the handshake wants / writes what it has; finishes the connection when done.
   std::list<Pending>::iterator step(std::list<Pending>::iterator it, short ev) {
     Pending& p = *it;
+    if (p.tls) {
+      const TlsAccept::Want w = p.tls->step();
+      if (w == TlsAccept::Want::kFailed) return finish(it, p.tls->error());
+      if (w != TlsAccept::Want::kDone) return ++it;
+      p.cert_cn = p.tls->peer_cn();
+      Result<Fd> plain = p.tls->relay(std::move(p.fd));
+      p.tls.reset();
+      if (!plain.ok()) return finish(it, plain.status());
+      p.fd = std::move(*plain);
+      return ++it;  // the client's HELLO arrives through the relay
+    }
     auto& out = p.hs->output();
     if (!out.empty() && (ev & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = ::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -188,6 +211,12 @@ struct PreAuthListener::Impl {
         return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " failed: " + std::strerror(errno)));
       }
       p.hs->feed(buf, static_cast<size_t>(r));
+      // With TLS, a client may only name the task its certificate is for: refuse before any
+      // answer of the handshake goes out.
+      if (p.tls_used && !p.hs->peer().task_name.empty()) {
+        Status id = identity_check(p);
+        if (!id.ok()) return finish(it, id);
+      }
       // A short answer normally fits the socket buffer at once.
       auto& o = p.hs->output();
       if (!o.empty()) {
@@ -201,11 +230,20 @@ struct PreAuthListener::Impl {
     return ++it;
   }
 
+  // With TLS: OK when the client's certificate is for the task it names in the handshake.
+  Status identity_check(const Pending& p) const {
+    if (certificate_allows(p.cert_cn, p.hs->peer().task_name)) return Status::OK();
+    return Unauthenticated(opts.what + ": connection from " + p.addr + " presents the certificate of '" + p.cert_cn +
+                           "' but names the task '" + p.hs->peer().task_name + "'");
+  }
+
   std::list<Pending>::iterator finish(std::list<Pending>::iterator it, const Status& st) {
     Pending p = std::move(*it);
     it = pending.erase(it);
     set_pending();
-    if (st.ok()) {
+    Status why = st;
+    if (why.ok() && p.tls_used) why = identity_check(p);
+    if (why.ok()) {
       count(&PreAuthStats::authenticated);
       int fd = p.fd.get();
       int flags = ::fcntl(fd, F_GETFL, 0);
@@ -216,15 +254,15 @@ struct PreAuthListener::Impl {
     {
       std::lock_guard<std::mutex> l(mu);
       ++stats.rejected;
-      if (st.code() == Code::kUnauthenticated) ++stats.auth_failures;
+      if (why.code() == Code::kUnauthenticated) ++stats.auth_failures;
     }
     int64_t held = 0;
     if (!stopping.load() && refused_log.allow(&held)) {
-      AF_LOG(WARNING) << opts.what << ": rejected connection on port " << local_port(listener.get()) << ": " << st
+      AF_LOG(WARNING) << opts.what << ": rejected connection on port " << local_port(listener.get()) << ": " << why
                       << suppressed_note(held);
     }
     ::shutdown(p.fd.get(), SHUT_RDWR);
-    if (on_rejected) on_rejected(st);
+    if (on_rejected) on_rejected(why);
     return it;
   }
 

@@ -96,7 +96,11 @@ Result<HostPort> parse_host_port(const std::string& addr) {
 
 Status tune_socket(int fd, const SocketTuning& tuning) {
   int one = 1;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+  int domain = 0;
+  socklen_t dl = sizeof domain;
+  // TCP only: a TLS connection's plane end is an AF_UNIX socket (net/tls.h).
+  const bool tcp = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) != 0 || domain == AF_INET || domain == AF_INET6;
+  if (tcp && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
     return Internal("setsockopt(TCP_NODELAY): " + errno_text(errno));
   if (tuning.buffer_bytes > 0) {
     int b = tuning.buffer_bytes;

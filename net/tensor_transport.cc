@@ -21,6 +21,7 @@
 #include "core/logging.h"
 #include "net/preauth_listener.h"
 #include "net/socket.h"
+#include "net/tls.h"
 
 namespace actorflow {
 namespace net {
@@ -33,6 +34,7 @@ HandshakeConfig handshake_config(const TransportOptions& o) {
   c.task_name = o.task_name;
   c.version = o.protocol_version;
   c.timeout = o.handshake_timeout;
+  c.tls = o.tls;
   return c;
 }
 
@@ -676,6 +678,11 @@ class TensorClient::Impl {
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
     AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
+    if (hs_.tls) {
+      AF_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(addr));
+      // The plane gets the relay's plaintext end (net/tls.h); the handshake runs inside TLS.
+      AF_ASSIGN_OR_RETURN(fd, tls_connect(std::move(fd), *hs_.tls, hp.host, addr, Clock::now() + hs_.timeout));
+    }
     Status st = client_handshake(fd.get(), hs_, addr);
     if (!st.ok()) {
       AF_LOG(WARNING) << "data plane: " << st;

@@ -49,6 +49,8 @@ struct TransportOptions {
   std::string cluster_fingerprint;  // both ends must agree (identifies the cluster file)
   std::string secret;               // cluster secret; empty only if every peer has none (loopback)
   std::string task_name;            // this task, e.g. "worker/1"; shown in the peer's logs
+  // TLS for every connection (net/tls.h); null = plain TCP. Both ends must agree.
+  std::shared_ptr<const TlsContext> tls;
   uint16_t protocol_version = kProtocolVersion;  // only tests change this
   std::chrono::milliseconds handshake_timeout{5000};  // a peer silent for longer is dropped
   std::chrono::milliseconds connect_timeout{5000};    // bound on TCP connect

@@ -1,0 +1,534 @@
+#include "net/tls.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/file_read.h"
+#include "core/logging.h"
+#include "net/certs.h"
+
+namespace actorflow {
+namespace net {
+namespace {
+
+constexpr uint64_t kMaxPemBytes = 1 << 20;
+
+// Drains OpenSSL's error queue of this thread into one line.
+std::string ssl_errors() {
+  std::string s;
+  unsigned long e;
+  char buf[256];
+  while ((e = ERR_get_error()) != 0) {
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!s.empty()) s += "; ";
+    s += buf;
+  }
+  return s.empty() ? "unknown TLS error" : s;
+}
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct StoreFree {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxFree {
+  void operator()(X509_STORE_CTX* s) const { X509_STORE_CTX_free(s); }
+};
+using X509Ptr = std::unique_ptr<X509, X509Free>;
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+Result<X509Ptr> parse_cert(const std::string& pem, const std::string& path) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  X509Ptr x(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!x) {
+    ERR_clear_error();
+    return InvalidArgument("TLS certificate '" + path + "' holds no PEM certificate");
+  }
+  return x;
+}
+
+std::string common_name(X509* x) {
+  if (!x) return "";
+  char buf[512] = {0};
+  int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// "worker/1" for "worker/1" and "/job:worker/replica:0/task:1"; other names as they are.
+std::string canonical_task(const std::string& name) {
+  if (name.rfind("/job:", 0) != 0) return name;
+  const size_t job_end = name.find('/', 5);
+  const std::string job = name.substr(5, job_end == std::string::npos ? std::string::npos : job_end - 5);
+  const size_t t = name.find("/task:");
+  if (t == std::string::npos) return job + "/0";
+  return job + "/" + name.substr(t + 6);
+}
+
+bool is_ip_literal(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// OpenSSL writes to its socket with write(), which raises SIGPIPE when the peer has gone. While
+// one of these lives the calling thread has SIGPIPE blocked; a SIGPIPE raised meanwhile is
+// consumed before the mask is restored, so the process never sees it.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeGuard() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        timespec zero{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
+
+void set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+// ---- relays ---------------------------------------------------------------------------------
+
+// Every running relay, so that process exit can end them before OpenSSL's own exit handler
+// frees what they use. Never destroyed (relay threads may outlive static destructors).
+struct RelayRegistry {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::pair<int, int>> fds;  // (tcp, app) of each running relay
+  int running = 0;
+  bool exiting = false;
+};
+
+RelayRegistry& registry() {
+  static RelayRegistry* r = new RelayRegistry();
+  return *r;
+}
+
+void end_relays_at_exit() {
+  RelayRegistry& r = registry();
+  std::unique_lock<std::mutex> l(r.mu);
+  r.exiting = true;
+  for (const auto& p : r.fds) {
+    ::shutdown(p.first, SHUT_RDWR);
+    ::shutdown(p.second, SHUT_RDWR);
+  }
+  r.cv.wait_for(l, std::chrono::seconds(2), [&] { return r.running == 0; });
+}
+
+bool exiting() {
+  RelayRegistry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return r.exiting;
+}
+
+// Pumps plaintext between `app` (AF_UNIX) and the TLS session on `tcp` until both directions
+// have ended. Owns all three.
+class Relay {
+ public:
+  Relay(SSL* ssl, Fd tcp, Fd app, std::string peer)
+      : ssl_(ssl), tcp_(std::move(tcp)), app_(std::move(app)), peer_(std::move(peer)), to_net_(kCap), to_app_(kCap) {}
+  ~Relay() { SSL_free(ssl_); }
+
+  void run() {
+    SigpipeGuard no_sigpipe;  // for the relay thread's whole life
+    set_nonblocking(tcp_.get(), true);
+    set_nonblocking(app_.get(), true);
+    Clock::time_point linger_until{};
+    for (;;) {
+      bool progress = false;
+      if (!pump_app_to_net(&progress) || !pump_net_to_app(&progress)) break;
+      if (app_eof_ && tn_begin_ == tn_end_ && !sent_close_) {
+        SSL_shutdown(ssl_);  // close_notify; the peer's relay ends its plane's connection
+        ::shutdown(tcp_.get(), SHUT_WR);
+        sent_close_ = true;
+        linger_until = Clock::now() + std::chrono::seconds(5);
+      }
+      if (net_eof_ && ta_begin_ == ta_end_ && !app_shut_) {
+        ::shutdown(app_.get(), SHUT_WR);
+        app_shut_ = true;
+      }
+      if (app_eof_ && net_eof_ && ta_begin_ == ta_end_) break;
+      if (progress) continue;
+      pollfd p[2] = {{tcp_.get(), 0, 0}, {app_.get(), 0, 0}};
+      if (!net_eof_ && ta_end_ < kCap) p[0].events |= POLLIN;
+      if (tn_begin_ < tn_end_ || net_wants_write_) p[0].events |= POLLOUT;
+      if (!app_eof_ && tn_end_ < kCap) p[1].events |= POLLIN;
+      if (ta_begin_ < ta_end_) p[1].events |= POLLOUT;
+      int wait_ms = -1;
+      if (sent_close_) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(linger_until - Clock::now()).count();
+        if (left <= 0) break;  // the peer never closed its side: give up on it
+        wait_ms = static_cast<int>(left);
+      }
+      int r = ::poll(p, 2, wait_ms);
+      if (r < 0 && errno != EINTR) break;
+      if (r > 0 && ((p[0].revents | p[1].revents) & POLLNVAL)) break;
+    }
+    ::shutdown(app_.get(), SHUT_RDWR);
+    ::shutdown(tcp_.get(), SHUT_RDWR);
+  }
+
+  int tcp() const { return tcp_.get(); }
+  int app() const { return app_.get(); }
+
+ private:
+  static constexpr size_t kCap = 256 * 1024;
+
+  // The plane's bytes into TLS records. False when the relay must end.
+  bool pump_app_to_net(bool* progress) {
+    if (!app_eof_ && tn_end_ < kCap) {
+      ssize_t r = ::read(app_.get(), to_net_.data() + tn_end_, kCap - tn_end_);
+      if (r > 0) {
+        tn_end_ += static_cast<size_t>(r);
+        *progress = true;
+      } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        app_eof_ = true;
+        *progress = true;
+      }
+    }
+    net_wants_write_ = false;
+    while (tn_begin_ < tn_end_) {
+      ERR_clear_error();
+      int n = SSL_write(ssl_, to_net_.data() + tn_begin_, static_cast<int>(tn_end_ - tn_begin_));
+      if (n > 0) {
+        tn_begin_ += static_cast<size_t>(n);
+        *progress = true;
+        continue;
+      }
+      const int e = SSL_get_error(ssl_, n);
+      if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+        net_wants_write_ = e == SSL_ERROR_WANT_WRITE;
+        break;
+      }
+      fail("sending", e);
+      return false;
+    }
+    if (tn_begin_ == tn_end_) tn_begin_ = tn_end_ = 0;
+    return true;
+  }
+
+  // TLS records into the plane's bytes. False when the relay must end.
+  bool pump_net_to_app(bool* progress) {
+    while (!net_eof_ && ta_end_ < kCap) {
+      ERR_clear_error();
+      int n = SSL_read(ssl_, to_app_.data() + ta_end_, static_cast<int>(kCap - ta_end_));
+      if (n > 0) {
+        ta_end_ += static_cast<size_t>(n);
+        *progress = true;
+        continue;
+      }
+      const int e = SSL_get_error(ssl_, n);
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+      if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        net_eof_ = true;  // close_notify, or the TCP connection ended
+        *progress = true;
+        break;
+      }
+      fail("receiving", e);
+      return false;
+    }
+    while (ta_begin_ < ta_end_) {
+      ssize_t w = ::send(app_.get(), to_app_.data() + ta_begin_, ta_end_ - ta_begin_, MSG_NOSIGNAL);
+      if (w > 0) {
+        ta_begin_ += static_cast<size_t>(w);
+        *progress = true;
+        continue;
+      }
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      return false;  // the plane closed its end: nobody left to deliver to
+    }
+    if (ta_begin_ == ta_end_) ta_begin_ = ta_end_ = 0;
+    return true;
+  }
+
+  void fail(const char* what, int e) {
+    const std::string why = e == SSL_ERROR_SYSCALL ? std::string(std::strerror(errno)) : ssl_errors();
+    if (!exiting()) {
+      AF_LOG(WARNING) << "TLS connection with " << peer_ << " failed while " << what << ": " << why
+                      << " (connection closed)";
+    }
+  }
+
+  SSL* ssl_;
+  Fd tcp_;
+  Fd app_;
+  std::string peer_;
+  std::vector<char> to_net_, to_app_;
+  size_t tn_begin_ = 0, tn_end_ = 0, ta_begin_ = 0, ta_end_ = 0;
+  bool app_eof_ = false, net_eof_ = false, sent_close_ = false, app_shut_ = false, net_wants_write_ = false;
+};
+
+// Starts a relay thread for `ssl` over `tcp`; returns the plane's end of the socketpair.
+Result<Fd> start_relay(SSL* ssl, Fd tcp, const std::string& peer, bool app_nonblocking) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    SSL_free(ssl);
+    return Unavailable("TLS connection with " + peer + ": socketpair: " + std::strerror(errno));
+  }
+  // Large buffers: a tensor crosses the socketpair in few wake-ups.
+  int b = 4 << 20;
+  for (int fd : sv) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+  }
+  Fd plane(sv[0]);
+  set_nonblocking(plane.get(), app_nonblocking);
+  int one = 1;
+  setsockopt(tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  auto relay = std::make_unique<Relay>(ssl, std::move(tcp), Fd(sv[1]), peer);
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(end_relays_at_exit); });
+  RelayRegistry& r = registry();
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    if (r.exiting) return Unavailable("TLS connection with " + peer + ": the process is exiting");
+    ++r.running;
+    r.fds.insert({relay->tcp(), relay->app()});
+  }
+  std::thread([rl = relay.release()] {
+    std::unique_ptr<Relay> self(rl);
+    self->run();
+    const std::pair<int, int> key{self->tcp(), self->app()};
+    RelayRegistry& reg = registry();
+    std::lock_guard<std::mutex> l(reg.mu);
+    reg.fds.erase(key);
+    self.reset();  // closes the descriptors while they are still registered as ours
+    --reg.running;
+    reg.cv.notify_all();
+  }).detach();
+  return plane;
+}
+
+Status verify_failure(SSL* ssl, const std::string& peer, const std::string& base) {
+  const long v = SSL_get_verify_result(ssl);
+  std::string why = base;
+  if (v != X509_V_OK) why = std::string("its certificate was refused: ") + X509_verify_cert_error_string(v);
+  return Unauthenticated("TLS handshake with " + peer + " failed: " + why);
+}
+
+}  // namespace
+
+TlsFiles cluster_tls_files(const std::string& dir, const std::string& name) {
+  TlsFiles f;
+  f.ca = dir + "/ca.crt";
+  f.cert = dir + "/" + cert_file_stem(name) + ".crt";
+  f.key = dir + "/" + cert_file_stem(name) + ".key";
+  return f;
+}
+
+// ---- TlsContext --------------------------------------------------------------------------------
+
+Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files) {
+  OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);
+  AF_ASSIGN_OR_RETURN(std::string ca_pem, read_regular_file(files.ca, kMaxPemBytes, "TLS CA certificate"));
+  AF_ASSIGN_OR_RETURN(std::string cert_pem, read_regular_file(files.cert, kMaxPemBytes, "TLS certificate"));
+  struct stat st {};
+  if (::stat(files.key.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    return PermissionDenied("TLS key '" + files.key + "' may be read by other users (mode " +
+                            std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                            std::to_string(st.st_mode & 7) + "); chmod 600 it");
+  AF_ASSIGN_OR_RETURN(std::string key_pem, read_regular_file(files.key, kMaxPemBytes, "TLS key"));
+  AF_ASSIGN_OR_RETURN(X509Ptr ca, parse_cert(ca_pem, files.ca));
+  AF_ASSIGN_OR_RETURN(X509Ptr cert, parse_cert(cert_pem, files.cert));
+  PkeyPtr key;
+  {
+    std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+    key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+    OPENSSL_cleanse(&key_pem[0], key_pem.size());
+    if (!key) {
+      ERR_clear_error();
+      return InvalidArgument("TLS key '" + files.key + "' holds no PEM private key");
+    }
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return InvalidArgument("TLS key '" + files.key + "' does not belong to the certificate '" + files.cert + "'");
+  }
+  {
+    std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
+    std::unique_ptr<X509_STORE_CTX, StoreCtxFree> vctx(X509_STORE_CTX_new());
+    X509_STORE_add_cert(store.get(), ca.get());
+    X509_STORE_CTX_init(vctx.get(), store.get(), cert.get(), nullptr);
+    if (X509_verify_cert(vctx.get()) != 1) {
+      const int err = X509_STORE_CTX_get_error(vctx.get());
+      ERR_clear_error();
+      return InvalidArgument("TLS certificate '" + files.cert + "' is not valid under the CA '" + files.ca +
+                             "': " + X509_verify_cert_error_string(err));
+    }
+  }
+  std::shared_ptr<TlsContext> ctx(new TlsContext());
+  ctx->identity_ = common_name(cert.get());
+  if (ctx->identity_.empty())
+    return InvalidArgument("TLS certificate '" + files.cert + "' has no subject CN naming its task");
+  for (int server = 0; server < 2; ++server) {
+    SSL_CTX* c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (!c) return Internal("SSL_CTX_new: " + ssl_errors());
+    (server ? ctx->server_ : ctx->client_) = c;
+    SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(c, TLS1_3_VERSION);
+    SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    if (server) SSL_CTX_set_num_tickets(c, 0);  // no post-handshake messages
+    if (SSL_CTX_use_certificate(c, cert.get()) != 1 || SSL_CTX_use_PrivateKey(c, key.get()) != 1 ||
+        SSL_CTX_check_private_key(c) != 1)
+      return InvalidArgument("TLS certificate '" + files.cert + "': " + ssl_errors());
+    if (X509_STORE_add_cert(SSL_CTX_get_cert_store(c), ca.get()) != 1)
+      return InvalidArgument("TLS CA certificate '" + files.ca + "': " + ssl_errors());
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  }
+  return std::shared_ptr<const TlsContext>(std::move(ctx));
+}
+
+TlsContext::~TlsContext() {
+  SSL_CTX_free(server_);
+  SSL_CTX_free(client_);
+}
+
+bool certificate_allows(const std::string& cn, const std::string& claimed_task) {
+  if (cn == "*") return true;
+  const std::string claimed = canonical_task(claimed_task);
+  if (cn == "client") return !claimed.empty() && claimed[0] == '_';
+  return canonical_task(cn) == claimed;
+}
+
+// ---- client ------------------------------------------------------------------------------------
+
+Result<Fd> tls_connect(Fd tcp, const TlsContext& ctx, const std::string& host, const std::string& peer_addr,
+                       Clock::time_point deadline) {
+  SigpipeGuard no_sigpipe;
+  SSL* ssl = SSL_new(ctx.client_ctx());
+  if (!ssl) return Internal("SSL_new: " + ssl_errors());
+  std::unique_ptr<SSL, void (*)(SSL*)> guard(ssl, SSL_free);
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (is_ip_literal(h)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), h.c_str());
+  } else {
+    SSL_set1_host(ssl, h.c_str());
+    SSL_set_tlsext_host_name(ssl, h.c_str());
+  }
+  SSL_set_fd(ssl, tcp.get());
+  set_nonblocking(tcp.get(), true);
+  for (;;) {
+    ERR_clear_error();
+    int r = SSL_connect(ssl);
+    if (r == 1) break;
+    const int e = SSL_get_error(ssl, r);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+      const std::string base = e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0
+                                   ? std::string("connection closed (is TLS on at both ends?)")
+                                   : ssl_errors();
+      Status st = verify_failure(ssl, peer_addr, base);
+      AF_LOG(WARNING) << st.message();
+      return st;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return DeadlineExceeded("TLS handshake with " + peer_addr + ": no answer in time");
+    pollfd p{tcp.get(), static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+  return start_relay(guard.release(), std::move(tcp), peer_addr, /*app_nonblocking=*/false);
+}
+
+// ---- server ------------------------------------------------------------------------------------
+
+TlsAccept::TlsAccept(const TlsContext& ctx, int fd, std::string peer_addr) : peer_(std::move(peer_addr)) {
+  ssl_ = SSL_new(ctx.server_ctx());
+  if (!ssl_) {
+    want_ = Want::kFailed;
+    error_ = Internal("SSL_new: " + ssl_errors());
+    return;
+  }
+  SSL_set_fd(ssl_, fd);
+}
+
+TlsAccept::~TlsAccept() {
+  if (ssl_) SSL_free(ssl_);
+}
+
+TlsAccept::Want TlsAccept::step() {
+  if (want_ == Want::kDone || want_ == Want::kFailed) return want_;
+  SigpipeGuard no_sigpipe;
+  ERR_clear_error();
+  int r = SSL_accept(ssl_);
+  if (r == 1) {
+    X509* peer_cert = SSL_get0_peer_certificate(ssl_);
+    peer_cn_ = common_name(peer_cert);
+    want_ = Want::kDone;
+    return want_;
+  }
+  const int e = SSL_get_error(ssl_, r);
+  if (e == SSL_ERROR_WANT_READ) return want_ = Want::kRead;
+  if (e == SSL_ERROR_WANT_WRITE) return want_ = Want::kWrite;
+  const std::string base = e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0
+                               ? std::string("connection closed during the TLS handshake")
+                               : ssl_errors();
+  error_ = verify_failure(ssl_, peer_, base);
+  return want_ = Want::kFailed;
+}
+
+Result<Fd> TlsAccept::relay(Fd tcp) {
+  if (want_ != Want::kDone) return FailedPrecondition("TLS handshake with " + peer_ + " has not completed");
+  SSL* s = ssl_;
+  ssl_ = nullptr;
+  return start_relay(s, std::move(tcp), peer_, /*app_nonblocking=*/true);
+}
+
+int tls_relays_running() {
+  RelayRegistry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return r.running;
+}
+
+}  // namespace net
+}  // namespace actorflow

@@ -1,0 +1,426 @@
+// TLS 1.3 with mutual authentication (net/tls.h, net/certs.h): certificates made as `actorflow
+// certs` makes them, the data plane through TLS (values, large tensors, replies), refusals of
+// every wrong certificate (another CA, another host, another task, none), an on-path observer
+// that sees no plaintext and an on-path attacker whose altered byte is detected, and a real
+// multi-process cluster with TLS on and no secret.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "actors/control_plane.h"
+#include "actors/membership.h"
+#include "actors/server.h"
+#include "config/cluster_spec.h"
+#include "net/certs.h"
+#include "net/socket.h"
+#include "net/tensor_transport.h"
+#include "net/tls.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::binary;
+using testing::ChildProcess;
+using testing::free_port;
+using testing::TempDir;
+
+// A cluster CA in a temp dir with certificates for tasks a/0 and b/0 on 127.0.0.1.
+struct Pki {
+  TempDir dir;
+  Pki() {
+    Status st = net::write_cluster_certs(dir.path(), {{"a/0", {"127.0.0.1"}}, {"b/0", {"127.0.0.1"}}, {"client", {}}},
+                                         false);
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  std::shared_ptr<const net::TlsContext> ctx(const std::string& name) const {
+    auto c = net::TlsContext::load(net::cluster_tls_files(dir.path(), name));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : nullptr;
+  }
+};
+
+net::TransportOptions options(const std::string& task, std::shared_ptr<const net::TlsContext> tls) {
+  net::TransportOptions o;
+  o.cluster_fingerprint = "fp";
+  o.task_name = task;
+  o.tls = std::move(tls);
+  o.handshake_timeout = 3000ms;
+  return o;
+}
+
+Tensor filled(int64_t n, float base) {
+  Tensor t(DType::kFloat32, Shape({n}));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = base + static_cast<float>(i % 1000);
+  return t;
+}
+
+// Collects what a TensorServer delivers.
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<net::TensorMessage> got;
+  net::TensorServer::Callback cb() {
+    return [this](const net::TensorMessage& m) {
+      std::lock_guard<std::mutex> l(mu);
+      got.push_back(m);
+      cv.notify_all();
+    };
+  }
+  // True once `n` messages were delivered (the server counts a frame before its callback runs).
+  bool wait_for(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu);
+    return cv.wait_for(l, timeout, [&] { return got.size() >= n; });
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> l(mu);
+    return got.size();
+  }
+};
+
+TEST(TlsTest, CertsAreWrittenMode0600AndNotOverwritten) {
+  Pki pki;
+  for (const char* f : {"ca.crt", "ca.key", "a-0.crt", "a-0.key", "b-0.key", "client.crt", "client.key"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((pki.dir.path() + "/" + f).c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+  }
+  Status again = net::write_cluster_certs(pki.dir.path(), {{"a/0", {"127.0.0.1"}}}, false);
+  EXPECT_EQ(again.code(), Code::kAlreadyExists) << again;
+  EXPECT_NE(again.message().find("ca.crt"), std::string::npos) << again;
+  auto ctx = pki.ctx("a/0");
+  ASSERT_TRUE(ctx);
+  EXPECT_EQ(ctx->identity(), "a/0");
+}
+
+TEST(TlsTest, LoadErrorsNameTheFile) {
+  Pki pki;
+  Pki other;
+  auto files = net::cluster_tls_files(pki.dir.path(), "a/0");
+  auto missing = files;
+  missing.cert = pki.dir.path() + "/nope.crt";
+  auto r = net::TlsContext::load(missing);
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("nope.crt"), std::string::npos) << r.status();
+  // A key of another task.
+  auto wrong_key = files;
+  wrong_key.key = pki.dir.path() + "/b-0.key";
+  r = net::TlsContext::load(wrong_key);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("does not belong"), std::string::npos) << r.status();
+  // A certificate of another CA.
+  auto foreign = files;
+  foreign.ca = other.dir.path() + "/ca.crt";
+  r = net::TlsContext::load(foreign);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("not valid under the CA"), std::string::npos) << r.status();
+  // Not PEM.
+  auto junk = files;
+  junk.ca = pki.dir.write("junk.crt", "not a certificate\n");
+  r = net::TlsContext::load(junk);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("junk.crt"), std::string::npos) << r.status();
+  // A key that other users may read.
+  ASSERT_EQ(::chmod(files.key.c_str(), 0644), 0);
+  r = net::TlsContext::load(files);
+  EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << r.status();
+  // A FIFO as the CA is refused at once, never read.
+  auto fifo = files;
+  fifo.ca = pki.dir.path() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.ca.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(files.key.c_str(), 0600), 0);
+  r = net::TlsContext::load(fifo);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status();
+}
+
+TEST(TlsTest, CertificateNamesItsTask) {
+  EXPECT_TRUE(net::certificate_allows("worker/1", "worker/1"));
+  EXPECT_TRUE(net::certificate_allows("worker/1", "/job:worker/replica:0/task:1"));
+  EXPECT_FALSE(net::certificate_allows("worker/1", "worker/0"));
+  EXPECT_FALSE(net::certificate_allows("worker/1", "/job:ps/replica:0/task:1"));
+  EXPECT_TRUE(net::certificate_allows("client", "/job:_status/replica:0/task:0"));
+  EXPECT_FALSE(net::certificate_allows("client", "ps/0"));
+  EXPECT_TRUE(net::certificate_allows("*", "ps/0"));
+}
+
+TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
+  Pki pki;
+  Inbox inbox;
+  std::shared_ptr<net::ReplyChannel> chan;
+  std::mutex chan_mu;
+  auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0,
+                                         [&](const net::TensorMessage& m) {
+                                           {
+                                             std::lock_guard<std::mutex> l(chan_mu);
+                                             chan = m.reply;
+                                           }
+                                           inbox.cb()(m);
+                                         });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
+  net::TensorClient client(options("b/0", pki.ctx("b/0")));
+  // A small tensor, and one of 8 MiB (many TLS records, partial writes on both sides).
+  net::TensorMessage small{7, "small", filled(3, 1.5f), "", nullptr};
+  net::TensorMessage big{8, "big", filled(2 << 20, -4.f), "", nullptr};
+  ASSERT_TRUE(client.send(addr, small).ok());
+  ASSERT_TRUE(client.send(addr, big).ok());
+  ASSERT_TRUE(inbox.wait_for(2, 20s));
+  ASSERT_EQ(inbox.size(), 2u);
+  EXPECT_EQ(inbox.got[0].key, "small");
+  EXPECT_EQ(inbox.got[0].tensor.data<float>()[2], 3.5f);
+  ASSERT_EQ(inbox.got[1].tensor.num_elements(), 2 << 20);
+  const float* b = inbox.got[1].tensor.data<float>();
+  for (int64_t i = 0; i < (2 << 20); i += 4099) ASSERT_EQ(b[i], -4.f + static_cast<float>(i % 1000)) << i;
+  EXPECT_EQ(b[(2 << 20) - 1], -4.f + static_cast<float>(((2 << 20) - 1) % 1000));
+  // A reply on the request's own connection comes back through both relays.
+  auto conn = client.send_batch_awaiting(addr, {net::TensorMessage{9, "ask", filled(1, 0.f), "", nullptr}});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE(inbox.wait_for(3, 10s));
+  {
+    std::lock_guard<std::mutex> l(chan_mu);
+    ASSERT_TRUE(chan);
+    ASSERT_TRUE(chan->send_batch({net::TensorMessage{9, "answer", filled(2, 40.f), "", nullptr}}).ok());
+  }
+  std::vector<net::TensorMessage> replies;
+  Status st = client.await_replies(
+      **conn, [&](const net::TensorMessage& m) { replies.push_back(m); }, [&] { return !replies.empty(); }, 0us, 10s);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[0].key, "answer");
+  EXPECT_EQ(replies[0].tensor.data<float>()[1], 41.f);
+  EXPECT_EQ((*server)->stats().handshakes_ok, 1);
+}
+
+// Connects a client with `ctx` claiming `task` to a TLS server of pki's a/0; returns the send's
+// status and checks the server refused it (and was not handed a connection).
+Status refused_send(const Pki& pki, std::shared_ptr<const net::TlsContext> ctx, const std::string& task,
+                    const std::string& server_name = "a/0") {
+  Inbox inbox;
+  auto server = net::TensorServer::start(options(server_name, pki.ctx(server_name)), "127.0.0.1", 0, inbox.cb());
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return server.status();
+  net::TensorClient client(options(task, std::move(ctx)));
+  Status st = client.send("127.0.0.1:" + std::to_string((*server)->port()),
+                          net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  // Whatever the client saw, the server must never deliver the tensor or count the connection.
+  (*server)->wait_for_stats([](const net::TensorServerStats& s) { return s.handshakes_rejected >= 1; }, 5s);
+  EXPECT_EQ(inbox.size(), 0u);
+  EXPECT_EQ((*server)->stats().handshakes_ok, 0);
+  return st;
+}
+
+TEST(TlsTest, CertificateOfAnotherCaIsRefused) {
+  Pki pki;
+  Pki stranger;
+  Status st = refused_send(pki, stranger.ctx("b/0"), "b/0");
+  EXPECT_FALSE(st.ok());
+  // The client also refuses the server: its certificate is not from the client's CA.
+  EXPECT_NE(st.message().find("certificate"), std::string::npos) << st;
+}
+
+TEST(TlsTest, ServerCertificateForAnotherHostIsRefusedByTheClient) {
+  Pki pki;
+  ASSERT_TRUE(net::issue_cert(pki.dir.path(), {"c/0", {"10.9.9.9", "elsewhere.example"}}, false).ok());
+  Status st = refused_send(pki, pki.ctx("b/0"), "b/0", "c/0");
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_NE(st.message().find("mismatch"), std::string::npos) << st;
+}
+
+TEST(TlsTest, CertificateOfOneTaskCannotSpeakAsAnother) {
+  Pki pki;
+  Status st = refused_send(pki, pki.ctx("b/0"), "ps/0");
+  EXPECT_FALSE(st.ok());
+  // And the "client" certificate of tools cannot speak as a task either.
+  st = refused_send(pki, pki.ctx("client"), "b/0");
+  EXPECT_FALSE(st.ok());
+}
+
+TEST(TlsTest, PlainClientAndTlsServerRefuseEachOther) {
+  Pki pki;
+  Status st = refused_send(pki, nullptr, "b/0");
+  EXPECT_FALSE(st.ok());
+  // A TLS client meets a plain server: the server sees garbage instead of a HELLO.
+  Inbox inbox;
+  auto plain = net::TensorServer::start(options("a/0", nullptr), "127.0.0.1", 0, inbox.cb());
+  ASSERT_TRUE(plain.ok());
+  net::TensorClient client(options("b/0", pki.ctx("b/0")));
+  st = client.send("127.0.0.1:" + std::to_string((*plain)->port()), net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(inbox.size(), 0u);
+}
+
+// A TCP proxy between a client and a server that records what passes and may flip one byte of
+// the client's stream at offset `flip_at` (0 = none).
+class Proxy {
+ public:
+  Proxy(int target_port, size_t flip_at) : target_(target_port), flip_at_(flip_at) {
+    auto l = net::listen_tcp("127.0.0.1", 0);
+    EXPECT_TRUE(l.ok());
+    listener_ = std::move(*l);
+    port_ = net::local_port(listener_.get());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Proxy() {
+    stop_ = true;
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::string seen() {
+    std::lock_guard<std::mutex> l(mu_);
+    return seen_;
+  }
+
+ private:
+  void run() {
+    net::Fd in;
+    while (!stop_ && !in.valid()) {
+      pollfd p{listener_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) in = net::Fd(::accept(listener_.get(), nullptr, nullptr));
+    }
+    if (!in.valid()) return;
+    auto out = net::connect_tcp("127.0.0.1:" + std::to_string(target_), 5000ms);
+    if (!out.ok()) return;
+    size_t offset = 0;
+    char buf[65536];
+    while (!stop_) {
+      pollfd p[2] = {{in.get(), POLLIN, 0}, {out->get(), POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents) {
+        ssize_t r = ::recv(in.get(), buf, sizeof buf, 0);
+        if (r <= 0) break;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          seen_.append(buf, static_cast<size_t>(r));
+        }
+        if (flip_at_ && offset <= flip_at_ && flip_at_ < offset + static_cast<size_t>(r)) buf[flip_at_ - offset] ^= 0x20;
+        offset += static_cast<size_t>(r);
+        if (!net::write_all(out->get(), buf, static_cast<size_t>(r), "target").ok()) break;
+      }
+      if (p[1].revents) {
+        ssize_t r = ::recv(out->get(), buf, sizeof buf, 0);
+        if (r <= 0) break;
+        if (!net::write_all(in.get(), buf, static_cast<size_t>(r), "client").ok()) break;
+      }
+    }
+  }
+
+  int target_;
+  size_t flip_at_;
+  net::Fd listener_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::string seen_;
+  std::thread thread_;
+};
+
+// A tensor whose bytes spell a marker an observer could search for.
+Tensor marker_tensor(std::string* marker) {
+  *marker = "actorflow-plaintext-marker-0123456789";
+  Tensor t(DType::kUInt8, Shape({64 * 1024}));
+  auto* p = static_cast<char*>(t.raw_data());
+  for (size_t i = 0; i < 64 * 1024; ++i) p[i] = (*marker)[i % marker->size()];
+  return t;
+}
+
+TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
+  Pki pki;
+  std::string marker;
+  Tensor t = marker_tensor(&marker);
+  for (bool tls : {false, true}) {
+    Inbox inbox;
+    auto server = net::TensorServer::start(options("a/0", tls ? pki.ctx("a/0") : nullptr), "127.0.0.1", 0, inbox.cb());
+    ASSERT_TRUE(server.ok());
+    Proxy proxy((*server)->port(), 0);
+    net::TensorClient client(options("b/0", tls ? pki.ctx("b/0") : nullptr));
+    ASSERT_TRUE(client.send("127.0.0.1:" + std::to_string(proxy.port()), net::TensorMessage{1, "m", t, "", nullptr}).ok());
+    ASSERT_TRUE(inbox.wait_for(1, 10s));
+    const std::string seen = proxy.seen();
+    // Without TLS the observer reads the tensor (so this check can fail); with TLS it cannot.
+    EXPECT_EQ(seen.find(marker) != std::string::npos, !tls) << (tls ? "TLS" : "plain");
+  }
+  // An attacker flips one bit well inside the tensor's records: the server's relay drops the
+  // connection (bad record MAC) and nothing of that tensor is delivered.
+  Inbox inbox;
+  auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0, inbox.cb());
+  ASSERT_TRUE(server.ok());
+  Proxy proxy((*server)->port(), 20000);
+  net::TensorClient client(options("b/0", pki.ctx("b/0")));
+  (void)client.send("127.0.0.1:" + std::to_string(proxy.port()), net::TensorMessage{1, "m", t, "", nullptr});
+  // The connection authenticated, then ended at the altered record instead of delivering it.
+  ASSERT_TRUE((*server)->wait_for_stats(
+      [](const net::TensorServerStats& s) { return s.handshakes_ok == 1 && s.active_connections == 0; }, 10s))
+      << "connections still open: " << (*server)->stats().active_connections;
+  EXPECT_EQ(inbox.size(), 0u);
+}
+
+// A real cluster with TLS on and no secret: `actorflow certs` makes the files, two `actorflow
+// node` workers serve, `actorflow status` (the "client" certificate) sees them up, and seed 000's
+// host program runs its graph across both (control and data plane through TLS) and prints
+// TensorFlow's values.
+TEST(TlsClusterTest, Seed000AcrossThreeProcessesWithTlsAndNoSecret) {
+  TempDir dir;
+  const int host = free_port(), w0 = free_port(), w1 = free_port();
+  auto cluster_text = [&](const std::string& tls_dir) {
+    return "[cluster]\nname = \"tls\"\ntls_dir = \"" + tls_dir + "\"\n\n[jobs]\nhost = [\"localhost:" +
+           std::to_string(host) + "\"]\nworker = [\"localhost:" + std::to_string(w0) + "\", \"localhost:" +
+           std::to_string(w1) + "\"]\n\n[server]\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n";
+  };
+  const std::string file = dir.write("cluster.toml", cluster_text("certs"));
+  auto certs = ChildProcess::start({binary("actorflow"), "certs", "--cluster", file, "--out", dir.path() + "/certs"}, {});
+  auto code = certs->await_exit(60s);
+  ASSERT_TRUE(code.ok() && *code == 0) << certs->output();
+  EXPECT_NE(certs->output().find("worker-1.crt"), std::string::npos) << certs->output();
+  // Again without --force: refused, exit 2, files kept.
+  auto again = ChildProcess::start({binary("actorflow"), "certs", "--cluster", file, "--out", dir.path() + "/certs"}, {});
+  code = again->await_exit(60s);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2) << again->output();
+  EXPECT_NE(again->output().find("already exists"), std::string::npos) << again->output();
+
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (int i = 0; i < 2; ++i)
+    nodes.push_back(ChildProcess::start(
+        {binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", std::to_string(i)}, {}));
+  for (auto& n : nodes) ASSERT_TRUE(n->await_output("serving", 30s).ok()) << n->output();
+  auto status = ChildProcess::start({binary("actorflow"), "status", "--cluster", file, "--timeout-ms", "5000"}, {});
+  code = status->await_exit(60s);
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(status->output().find("worker/1  localhost:" + std::to_string(w1) + "  UP"), std::string::npos)
+      << status->output();
+
+  auto prog = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", file, "--job", "host", "--task", "0"}, {});
+  ASSERT_EQ(prog->wait(60s), 0) << prog->output();
+  EXPECT_NE(prog->output().find("[[26.80402  32.85203 ]\n [54.003944 69.09987 ]]"), std::string::npos)
+      << prog->output();
+
+  // Without the certificate files a tool cannot start: a clear error naming the file.
+  TempDir empty;
+  const std::string bad = empty.write("cluster.toml", cluster_text("nocerts"));
+  auto bad_status = ChildProcess::start({binary("actorflow"), "status", "--cluster", bad, "--timeout-ms", "2000"}, {});
+  code = bad_status->await_exit(60s);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2) << bad_status->output();
+  EXPECT_NE(bad_status->output().find("nocerts/ca.crt"), std::string::npos) << bad_status->output();
+
+  for (auto& n : nodes) n->signal(SIGTERM);
+  for (auto& n : nodes) {
+    auto c = n->await_exit(30s);
+    EXPECT_TRUE(c.ok() && *c == 0) << n->output();
+  }
+}
+
+}  // namespace
+}  // namespace actorflow
