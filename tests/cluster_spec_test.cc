@@ -410,7 +410,8 @@ TEST_F(ClusterSpecTest, FromJobsErrors) {
   ASSERT_FALSE(remote.ok());
   EXPECT_EQ(remote.status().message(),
             "<jobs>: jobs.worker[0]: address 'worker0.example.com:2222' is not loopback, so the cluster needs a "
-            "secret: set [cluster] secret_file or the ACTORFLOW_SECRET environment variable");
+            "secret: set [cluster] secret_file or the ACTORFLOW_SECRET environment variable, or turn on TLS with "
+            "[cluster] tls_dir (see `actorflow certs`)");
 }
 
 // ---- validation errors in files ----------------------------------------------------------
@@ -657,7 +658,7 @@ bogus = 1
 )");
   EXPECT_EQ(msg, f + ":2:20: supervisor.keep_checkpoints: must be >= 0, got -1\n" +
                      f + ":4:11: jobs.worker[0]: malformed address 'localhost:0': port out of range 1..65535\n" +
-                     f + ":6:1: cluster.bogus: unknown key (known: name, secret_file)");
+                     f + ":6:1: cluster.bogus: unknown key (known: name, secret_file, tls_dir)");
 }
 
 // ---- secret ------------------------------------------------------------------------------
@@ -696,11 +697,35 @@ TEST_F(ClusterSpecTest, SecretRequiredForNonLoopback) {
   const std::string f = dir_ + "/cluster.toml";
   EXPECT_EQ(error_of("[jobs]\nps = [\"localhost:1\"]\nworker = [\"[::1]:2\", \"192.168.1.5:2222\"]\n"),
             f + ":3:22: jobs.worker[1]: address '192.168.1.5:2222' is not loopback, so the cluster needs a secret: "
-                "set [cluster] secret_file or the ACTORFLOW_SECRET environment variable");
+                "set [cluster] secret_file or the ACTORFLOW_SECRET environment variable, or turn on TLS with [cluster] "
+                "tls_dir (see `actorflow certs`)");
   setenv(kSecretEnvVar, "", 1);  // empty counts as unset
   EXPECT_TRUE(Contains(error_of("[jobs]\nw = [\"0.0.0.0:2222\"]\n"), "is not loopback"));
   // All loopback: no secret needed.
   EXPECT_EQ(error_of("[jobs]\nw = [\"localhost:1\", \"127.0.0.2:1\", \"[::1]:3\"]\n"), "");
+}
+
+TEST_F(ClusterSpecTest, TlsDirReplacesTheSecretAndIsPartOfTheFingerprint) {
+  const std::string remote = "[jobs]\nps = [\"10.0.0.1:2222\"]\nworker = [\"10.0.0.2:2222\"]\n";
+  auto tls = ClusterSpec::from_file(write("cluster.toml", "[cluster]\ntls_dir = \"certs\"\n" + remote));
+  ASSERT_TRUE(tls.ok()) << tls.status();  // non-loopback addresses, no secret: TLS authenticates
+  EXPECT_TRUE(tls->tls());
+  EXPECT_EQ(tls->tls_dir(), dir_ + "/certs");  // relative to the cluster file
+  auto abs = ClusterSpec::from_file(write("cluster.toml", "[cluster]\ntls_dir = \"/etc/af\"\n" + remote));
+  ASSERT_TRUE(abs.ok());
+  EXPECT_EQ(abs->tls_dir(), "/etc/af");
+  // Both ends must agree on TLS; where the files lie is a per-host choice.
+  EXPECT_EQ(abs->fingerprint(), tls->fingerprint());
+  setenv(kSecretEnvVar, "s", 1);
+  auto plain = ClusterSpec::from_file(write("cluster.toml", remote));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls());
+  EXPECT_NE(plain->fingerprint(), tls->fingerprint());
+  unsetenv(kSecretEnvVar);
+  const std::string local = "[jobs]\nw = [\"localhost:1\"]\n";
+  EXPECT_EQ(error_of("[cluster]\ntls_dir = \"\"\n" + local),
+            dir_ + "/cluster.toml:2:11: cluster.tls_dir: must not be empty (omit it to run without TLS)");
+  EXPECT_TRUE(Contains(error_of("[cluster]\ntls_dir = 3\n" + local), "cluster.toml:2:11: cluster.tls_dir:"));
 }
 
 TEST_F(ClusterSpecTest, UnreadableOrEmptySecretFile) {
