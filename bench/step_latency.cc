@@ -28,6 +28,7 @@
 #include "actorflow/actorflow.h"
 #include "actors/messages.h"
 #include "actors/server.h"
+#include "net/certs.h"
 #include "net/port_reservation.h"
 #include "net/socket.h"
 
@@ -142,7 +143,14 @@ double caf_ping_us(caf::actor_system& sys, const caf::actor& dest, int iteration
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::max(100, std::atoi(argv[1])) : 3000;
+  // Arguments: [ITERATIONS] [--tls] (--tls: the cluster runs TLS 1.3 on both planes, no secret;
+  // the raw ping-pong baseline stays plain TCP).
+  int iterations = 3000;
+  bool tls = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--tls") tls = true;
+    else iterations = std::max(100, std::atoi(argv[i]));
+  }
   // The cross-process step and the raw ping-pong alternate in this many rounds, so that a
   // change in the machine's state (this VM's wake-up latency is bimodal) hits both alike.
   const int rounds = 6;
@@ -174,8 +182,17 @@ int main(int argc, char** argv) {
   const std::string dir = mkdtemp(dir_tmpl);
   const std::string file = dir + "/cluster.toml";
   const int worker_port = free_port();
-  std::ofstream(file) << "[jobs]\nhost = [\"localhost:" << free_port() << "\"]\nworker = [\"localhost:" << worker_port
-                      << "\"]\n";
+  const int host_port = free_port();
+  if (tls) {
+    af::Status st = af::net::write_cluster_certs(
+        dir + "/certs", {{"host/0", {"localhost"}}, {"worker/0", {"localhost"}}, {"client", {}}}, true);
+    if (!st.ok()) {
+      std::fprintf(stderr, "step_latency: %s\n", st.to_string().c_str());
+      return 1;
+    }
+  }
+  std::ofstream(file) << (tls ? "[cluster]\ntls_dir = \"certs\"\n" : "") << "[jobs]\nhost = [\"localhost:" << host_port
+                      << "\"]\nworker = [\"localhost:" << worker_port << "\"]\n";
   pid_t node = fork();
   if (node == 0) {
     execl(actorflow_binary().c_str(), "actorflow", "node", "--cluster", file.c_str(), "--job", "worker", "--task", "0",
@@ -251,6 +268,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "step_latency: wrong result %g after %d steps\n", v, steps_run);
     return 1;
   }
+  if (tls) std::printf("TLS 1.3 on both planes (the raw ping-pong stays plain TCP); goal <= 3x\n");
   std::printf("Tiny cross-process step round trip (%d rounds of %d raw ping-pongs then %d steps, medians)\n", rounds,
               per_round, per_round);
   for (size_t i = 0; i < round_medians.size(); ++i)

@@ -4,6 +4,8 @@
 //   build/bench/transfer            full run (about half a minute)
 //   build/bench/transfer --quick    fewer bytes and iterations
 //   build/bench/transfer --no-caf   skip the CAF remote-actor comparison
+//   build/bench/transfer --tls      the data plane with TLS 1.3 (net/tls.h); the raw TCP
+//                                   baseline stays plain TCP
 //
 // (a) throughput of 4 KiB .. 64 MiB messages: plain write()/read() of the same bytes on one TCP
 //     connection (baseline) versus TensorClient::send -> TensorServer, which allocates a fresh
@@ -35,7 +37,9 @@
 #include <caf/io/all.hpp>
 
 #include "core/logging.h"
+#include "net/certs.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "net/tensor_transport.h"
 
 using namespace actorflow;
@@ -103,11 +107,18 @@ void read_full(int fd, void* p, size_t n) {
   }
 }
 
+std::string g_tls_dir;  // set by --tls: certificates for bench/parent and bench/child
+
 TransportOptions bench_options(const std::string& task) {
   TransportOptions o;
   o.cluster_fingerprint = "bench-fingerprint";
   o.secret = "bench-secret";
   o.task_name = task;
+  if (!g_tls_dir.empty()) {
+    auto tls = TlsContext::load(cluster_tls_files(g_tls_dir, task));
+    if (!tls.ok()) die(tls.status().to_string());
+    o.tls = *tls;
+  }
   return o;
 }
 
@@ -297,12 +308,20 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--no-caf") with_caf = false;
+    else if (a == "--tls") g_tls_dir = "-";
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--no-caf]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--no-caf] [--tls]\n", argv[0]);
       return 2;
     }
   }
   set_min_log_level(LogLevel::WARNING);
+  if (!g_tls_dir.empty()) {
+    char tmpl[] = "/tmp/af_bench_tls_XXXXXX";
+    if (!::mkdtemp(tmpl)) die("mkdtemp failed");
+    g_tls_dir = tmpl;
+    Status st = write_cluster_certs(g_tls_dir, {{"bench/parent", {"127.0.0.1"}}, {"bench/child", {"127.0.0.1"}}}, true);
+    if (!st.ok()) die(st.to_string());
+  }
   int to_child[2], to_parent[2];
   if (::pipe(to_child) != 0 || ::pipe(to_parent) != 0) die("pipe failed");
   pid_t pid = ::fork();
@@ -323,7 +342,8 @@ int main(int argc, char** argv) {
   p.tensor_port = static_cast<uint16_t>(get64(p.reply_fd));
   p.child_addr = "127.0.0.1:" + std::to_string(p.tensor_port);
 
-  std::printf("Tensor transfer between two processes over loopback TCP (MB = 10^6 bytes)\n");
+  std::printf("Tensor transfer between two processes over loopback TCP (MB = 10^6 bytes)%s\n",
+              g_tls_dir.empty() ? "" : "; tensors over TLS 1.3, the raw baseline plain TCP");
   std::printf("%-8s %10s %14s %14s %8s\n", "size", "messages", "raw MB/s", "tensor MB/s", "ratio");
   const size_t sizes[] = {4u << 10, 64u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20};
   const int reps = quick ? 3 : 5;
