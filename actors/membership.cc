@@ -129,6 +129,15 @@ std::string host_of(const std::string& addr) {
 }
 }  // namespace
 
+Result<std::shared_ptr<const net::TlsContext>> cluster_tls(const ClusterSpec& cluster, const std::string& identity) {
+  if (!cluster.tls()) return std::shared_ptr<const net::TlsContext>();
+  auto t = net::TlsContext::load(net::cluster_tls_files(cluster.tls_dir(), identity));
+  if (!t.ok())
+    return t.status().with_prefix("TLS (make the files with `actorflow certs --cluster " + cluster.source() +
+                                  " --out " + cluster.tls_dir() + "`)");
+  return *t;
+}
+
 bool same_host(const std::string& a, const std::string& b) { return host_of(a) == host_of(b); }
 
 Result<PeerInfo> Membership::connect_once(const std::string& task, const std::string& address) {

@@ -22,6 +22,7 @@
 
 #include "actors/messages.h"
 #include "actors/node_actor.h"
+#include "config/cluster_spec.h"
 #include "core/status.h"
 #include "net/tls.h"
 
@@ -46,6 +47,11 @@ struct MembershipConfig {
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds peer_timeout{3000};
 };
+
+// The TLS context `identity` ("worker/1" for a task, "client" for tools) presents in `cluster`
+// (its [cluster] tls_dir, net/tls.h), or null when the cluster runs without TLS. Errors name the
+// file and say how to make it (`actorflow certs`). Thread-safe.
+Result<std::shared_ptr<const net::TlsContext>> cluster_tls(const ClusterSpec& cluster, const std::string& identity);
 
 // True when the "host:port" addresses `a` and `b` name the same host (localhost = 127.0.0.1;
 // names are compared as written, not resolved). Pure; thread-safe.

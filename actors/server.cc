@@ -618,14 +618,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     return FailedPrecondition("cluster file " + cluster.source() +
                               " has non-loopback addresses: a cluster secret is required (secret_file or "
                               "ACTORFLOW_SECRET), or TLS ([cluster] tls_dir)");
-  std::shared_ptr<const net::TlsContext> tls;
-  if (cluster.tls()) {
-    auto t = net::TlsContext::load(net::cluster_tls_files(cluster.tls_dir(), task.to_string()));
-    if (!t.ok())
-      return t.status().with_prefix(where + ": TLS (make the files with `actorflow certs --cluster " + cluster.source() +
-                                    " --out " + cluster.tls_dir() + "`)");
-    tls = *t;
-  }
+  auto tls_or = cluster_tls(cluster, task.to_string());
+  if (!tls_or.ok()) return tls_or.status().with_prefix(where);
+  const std::shared_ptr<const net::TlsContext> tls = *tls_or;
   const ServerOptions opts = cluster.server_options(task);
   // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
   set_restart_policy(RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs});

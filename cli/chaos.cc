@@ -71,14 +71,12 @@ int run_chaos(const ChaosOptions& o) {
   mc.self_task = "/job:_chaos/replica:0/task:0";
   mc.fingerprint = cluster->fingerprint();
   mc.secret = cluster->secret();
-  if (cluster->tls()) {
-    auto tls = net::TlsContext::load(net::cluster_tls_files(cluster->tls_dir(), "client"));
-    if (!tls.ok()) {
-      std::cerr << "actorflow chaos: TLS: " << tls.status().message() << "\n";
-      return 2;
-    }
-    mc.tls = *tls;
+  auto tls = cluster_tls(*cluster, "client");
+  if (!tls.ok()) {
+    std::cerr << "actorflow chaos: " << tls.status().message() << "\n";
+    return 2;
   }
+  mc.tls = *tls;
   Membership m(sys, mc);
   std::vector<std::string> failed;
   caf::scoped_actor self{sys};

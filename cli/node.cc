@@ -87,14 +87,12 @@ int run_status(const StatusOptions& o) {
   mc.self_task = "/job:_status/replica:0/task:0";
   mc.fingerprint = cluster->fingerprint();
   mc.secret = cluster->secret();
-  if (cluster->tls()) {
-    auto tls = net::TlsContext::load(net::cluster_tls_files(cluster->tls_dir(), "client"));
-    if (!tls.ok()) {
-      std::cerr << "actorflow status: TLS: " << tls.status().message() << "\n";
-      return 2;
-    }
-    mc.tls = *tls;
+  auto tls = cluster_tls(*cluster, "client");
+  if (!tls.ok()) {
+    std::cerr << "actorflow status: " << tls.status().message() << "\n";
+    return 2;
   }
+  mc.tls = *tls;
   Membership m(sys, mc);
   int up = 0, total = 0;
   for (const auto& t : cluster->all_tasks()) {

@@ -17,34 +17,13 @@
 #include <memory>
 
 #include "core/file_read.h"
+#include "net/openssl_util.h"
 
 namespace actorflow {
 namespace net {
 namespace {
 
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
-std::string ssl_errors() {
-  std::string s;
-  unsigned long e;
-  char buf[256];
-  while ((e = ERR_get_error()) != 0) {
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!s.empty()) s += "; ";
-    s += buf;
-  }
-  return s.empty() ? "unknown OpenSSL error" : s;
-}
 
 Result<PkeyPtr> new_key() {
   PkeyPtr k(EVP_EC_gen("P-256"));

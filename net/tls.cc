@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/file_read.h"
+#include "net/openssl_util.h"
 #include "core/logging.h"
 #include "net/certs.h"
 
@@ -35,36 +36,13 @@ namespace {
 
 constexpr uint64_t kMaxPemBytes = 1 << 20;
 
-// Drains OpenSSL's error queue of this thread into one line.
-std::string ssl_errors() {
-  std::string s;
-  unsigned long e;
-  char buf[256];
-  while ((e = ERR_get_error()) != 0) {
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!s.empty()) s += "; ";
-    s += buf;
-  }
-  return s.empty() ? "unknown TLS error" : s;
-}
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
 struct StoreFree {
   void operator()(X509_STORE* s) const { X509_STORE_free(s); }
 };
 struct StoreCtxFree {
   void operator()(X509_STORE_CTX* s) const { X509_STORE_CTX_free(s); }
 };
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 Result<X509Ptr> parse_cert(const std::string& pem, const std::string& path) {
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
