@@ -199,7 +199,7 @@ class Relay {
   int app() const { return app_.get(); }
 
  private:
-  static constexpr size_t kCap = 256 * 1024;
+  static constexpr size_t kCap = 1024 * 1024;
 
   // The plane's bytes into TLS records. False when the relay must end.
   bool pump_app_to_net(bool* progress) {
@@ -396,6 +396,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files
     SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_ciphersuites(c, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     if (server) SSL_CTX_set_num_tickets(c, 0);  // no post-handshake messages
     if (SSL_CTX_use_certificate(c, cert.get()) != 1 || SSL_CTX_use_PrivateKey(c, key.get()) != 1 ||
         SSL_CTX_check_private_key(c) != 1)
