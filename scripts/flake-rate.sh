@@ -18,6 +18,7 @@ load_pids=()
 stop_load() { for p in "${load_pids[@]}"; do kill "$p" 2>/dev/null; done; load_pids=(); }
 trap stop_load EXIT
 declare -A failed_in
+nfailed=0  # distinct tests that failed (bash 5.2 calls an empty associative array unbound under set -u)
 for i in $(seq 1 "$runs"); do
   loaded=no
   if (( i % 2 == 0 )); then
@@ -32,11 +33,14 @@ for i in $(seq 1 "$runs"); do
   summary=$(grep -E "tests passed|tests failed" "$out/run-$i.log" | tail -1)
   echo "run $i (cpu load: $loaded): exit $rc in ${secs}s: $summary" | tee -a "$out/summary.txt"
   while read -r name; do
-    [ -n "$name" ] && failed_in[$name]+="$i "
+    if [ -n "$name" ]; then
+      [ -z "${failed_in[$name]+x}" ] && nfailed=$((nfailed + 1))
+      failed_in[$name]+="$i "
+    fi
   done < <(grep -E "^\s+[0-9]+ - .* \((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)" "$out/run-$i.log" | sed -E 's/^\s+[0-9]+ - ([^ ]+).*/\1/')
 done
 echo | tee -a "$out/summary.txt"
-if [ ${#failed_in[@]} -eq 0 ]; then
+if [ "$nfailed" -eq 0 ]; then
   echo "no test failed in $runs runs" | tee -a "$out/summary.txt"
   exit 0
 fi

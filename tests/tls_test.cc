@@ -4,6 +4,7 @@
 // that sees no plaintext and an on-path attacker whose altered byte is detected, and a real
 // multi-process cluster with TLS on and no secret.
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +27,8 @@
 #include "net/tensor_transport.h"
 #include "net/tls.h"
 #include "tests/util/process.h"
+
+#include <caf/io/all.hpp>
 
 namespace actorflow {
 namespace {
@@ -420,6 +423,89 @@ TEST(TlsClusterTest, Seed000AcrossThreeProcessesWithTlsAndNoSecret) {
     auto c = n->await_exit(30s);
     EXPECT_TRUE(c.ok() && *c == 0) << n->output();
   }
+}
+
+// Strangers against a real `actorflow node` with TLS on: a plain CAF client, a client with a
+// certificate of another CA, a client without TLS (right fingerprint) and raw garbage all get
+// nothing; the node then still serves an honest tool with the cluster's client certificate.
+TEST(TlsClusterTest, StrangersWithoutAClusterCertificateReachNothing) {
+  TempDir dir;
+  const int port = free_port();
+  ASSERT_TRUE(net::write_cluster_certs(dir.path() + "/certs", {{"worker/0", {"localhost"}}, {"client", {}}}, false).ok());
+  Pki stranger;
+  const std::string file = dir.write("cluster.toml", "[cluster]\nname = \"tls\"\ntls_dir = \"certs\"\n\n[jobs]\nworker = "
+                                                     "[\"localhost:" + std::to_string(port) + "\"]\n");
+  auto spec = ClusterSpec::from_file(file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto node = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "0"}, {});
+  ASSERT_TRUE(node->await_output("serving", 30s).ok()) << node->output();
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  // First (the node logs at most one refusal a second, so this one is the line to check): a
+  // hand-made TLS client that trusts the cluster's CA but presents a certificate of another
+  // CA: its side of the handshake completes (TLS 1.3 clients finish first), then the node refuses
+  // the certificate and nothing it sends gets an answer.
+  {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    ASSERT_TRUE(c);
+    ASSERT_EQ(SSL_CTX_load_verify_locations(c, (dir.path() + "/certs/ca.crt").c_str(), nullptr), 1);
+    ASSERT_EQ(SSL_CTX_use_certificate_file(c, (stranger.dir.path() + "/a-0.crt").c_str(), SSL_FILETYPE_PEM), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey_file(c, (stranger.dir.path() + "/a-0.key").c_str(), SSL_FILETYPE_PEM), 1);
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5000ms);
+    ASSERT_TRUE(fd.ok());
+    SSL* ssl = SSL_new(c);
+    SSL_set_fd(ssl, fd->get());
+    const int connected = SSL_connect(ssl);
+    std::string hello = "AFHS";
+    hello.resize(64, '\0');
+    int answered = -1;
+    if (connected == 1 && SSL_write(ssl, hello.data(), static_cast<int>(hello.size())) > 0) {
+      char b[64];
+      answered = SSL_read(ssl, b, sizeof b);
+    }
+    EXPECT_LE(answered, 0) << "the node answered a client whose certificate is not from the cluster CA";
+    SSL_free(ssl);
+    SSL_CTX_free(c);
+  }
+  // CAF's own handshake straight away.
+  auto plain_caf = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(port));
+  EXPECT_FALSE(plain_caf) << "a plain CAF client got a handle";
+  // Our handshake with the right fingerprint, but no TLS; then TLS with another CA's certificate.
+  net::HandshakeConfig hs;
+  hs.fingerprint = spec->fingerprint();
+  hs.task_name = "/job:worker/replica:0/task:0";
+  auto no_tls = connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(port), hs, 5s);
+  EXPECT_FALSE(no_tls.ok());
+  // Garbage: closed without an answer worth anything.
+  {
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5000ms);
+    ASSERT_TRUE(fd.ok());
+    std::string junk(4096, '\x16');
+    (void)net::write_all(fd->get(), junk.data(), junk.size(), "node");
+    char b[256];
+    pollfd p{fd->get(), POLLIN, 0};
+    ASSERT_GT(::poll(&p, 1, 10000), 0) << "the node kept a garbage connection open";
+    while (::recv(fd->get(), b, sizeof b, 0) > 0) {
+    }
+  }
+  // An honest tool with the cluster's client certificate still gets in.
+  auto tls = cluster_tls(*spec, "client");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  MembershipConfig mc;
+  mc.self_task = "/job:_test/replica:0/task:0";
+  mc.fingerprint = spec->fingerprint();
+  mc.tls = *tls;
+  Membership m(sys, mc);
+  auto peer = m.ensure("/job:worker/replica:0/task:0", "localhost:" + std::to_string(port), 10s);
+  EXPECT_TRUE(peer.ok()) << peer.status() << "\n" << node->output();
+  // Every refusal was logged, each naming its reason, and nothing else piled up.
+  const std::string out = node->output();
+  EXPECT_NE(out.find("its certificate was refused"), std::string::npos) << out;
+  EXPECT_TRUE(node->running());
+  node->signal(SIGTERM);
+  auto code = node->await_exit(30s);
+  EXPECT_TRUE(code.ok() && *code == 0) << node->output();
 }
 
 }  // namespace
