@@ -1066,4 +1066,24 @@ void FaultInjector::maybe_throw(const std::string& actor_kind, const std::string
   }
 }
 
+Status check_plan_tasks(const FaultPlan& plan, const ClusterSpec& cluster) {
+  std::string errors;
+  for (size_t i = 0; i < plan.faults.size(); ++i) {
+    const Fault& f = plan.faults[i];
+    std::vector<std::string> named = f.tasks_a;
+    named.insert(named.end(), f.tasks_b.begin(), f.tasks_b.end());
+    for (const auto* t : {&f.task, &f.src, &f.dst})
+      if (!t->empty()) named.push_back(*t);
+    for (const auto& t : named) {
+      auto id = TaskId::parse(t);
+      Status s = id.ok() ? cluster.validate_task(*id) : id.status();
+      if (s.ok()) continue;
+      errors += (errors.empty() ? "" : "\n") + plan.source + ":" + std::to_string(f.line) + ":" +
+                std::to_string(f.column) + ": fault[" + std::to_string(i) + "]: task " + short_task_name(t) +
+                " is not in cluster " + cluster.source() + " (" + s.message() + ")";
+    }
+  }
+  return errors.empty() ? Status::OK() : InvalidArgument(errors);
+}
+
 }  // namespace actorflow

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/cluster_spec.h"
 #include "core/status.h"
 
 namespace actorflow {
@@ -246,6 +247,10 @@ class FaultInjector {
 std::string task_of_device(const std::string& device_name);
 // "worker/1" for a canonical task prefix (the input unchanged when it is not one).
 std::string short_task_name(const std::string& task_prefix);
+
+// OK when every task `plan` names is a task of `cluster`; else InvalidArgument naming the
+// plan's [[fault]] line and the task. Pure; thread-safe.
+Status check_plan_tasks(const FaultPlan& plan, const ClusterSpec& cluster);
 // The canonical task prefix for "worker/1", "/job:worker/task:1" or a full prefix.
 Result<std::string> canonical_task(const std::string& name);
 // True for the global step variable's name or output: "global_step", "global_step:0",

@@ -594,6 +594,17 @@ Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const
   s->own_sys_ = std::make_unique<caf::actor_system>(*s->own_cfg_);
   s->sys_ = s->own_sys_.get();
   AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
+  const char* plan_file = std::getenv(kFaultPlanEnv);
+  if (plan_file && *plan_file) {
+    auto plan = FaultPlan::from_file(plan_file);
+    if (!plan.ok()) return plan.status().with_prefix(std::string(kFaultPlanEnv) + "=" + plan_file);
+    Status known = check_plan_tasks(*plan, cluster);
+    if (!known.ok()) return known.with_prefix(std::string(kFaultPlanEnv) + "=" + plan_file);
+    auto loaded = FaultInjector::global().load(*plan, task.device_prefix());
+    if (!loaded.ok()) return loaded.status().with_prefix(std::string(kFaultPlanEnv) + "=" + plan_file);
+    AF_LOG(INFO) << "fault plan " << plan_file << " (seed " << plan->seed << "): " << loaded->size()
+                 << " fault(s) for " << task.to_string();
+  }
   return s;
 }
 

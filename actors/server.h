@@ -40,6 +40,11 @@ struct LocalServerOptions {
   bool allow_growth = false;
 };
 
+// The environment variable naming a fault plan (docs/reliability.md) for the task a process
+// serves: Server::create loads it for that task, as `actorflow node --plan` does. `actorflow up
+// --plan P -- PROGRAM` sets it for each task's first start.
+constexpr const char* kFaultPlanEnv = "ACTORFLOW_FAULT_PLAN";
+
 // True when `host` names this machine: loopback, its hostname, or one of its addresses.
 bool is_local_host(const std::string& host);
 
@@ -53,7 +58,9 @@ class Server {
   static Result<std::unique_ptr<Server>> local_in(caf::actor_system& sys, const LocalServerOptions& opts = {});
   // The server of `task` in `cluster` (tf.train.Server(cluster, job_name, task_index)): its
   // node actor is published on the task's address. Errors: task not in the cluster file,
-  // address not local or already in use, missing secret for a non-loopback cluster.
+  // address not local or already in use, missing secret for a non-loopback cluster. When the
+  // environment names a fault plan (kFaultPlanEnv), its faults for `task` are loaded once the
+  // server serves; a plan that cannot be read or names tasks the cluster lacks is an error.
   static Result<std::unique_ptr<Server>> create(const ClusterSpec& cluster, const TaskId& task);
   // The same inside the caller's actor system, which must have loaded caf::io::middleman and
   // been configured with register_actorflow_types().

@@ -17,26 +17,6 @@ namespace cli {
 
 Result<ClusterSpec> load_cluster(const std::string& path);
 
-Status check_plan_tasks(const FaultPlan& plan, const ClusterSpec& cluster) {
-  std::string errors;
-  for (size_t i = 0; i < plan.faults.size(); ++i) {
-    const Fault& f = plan.faults[i];
-    std::vector<std::string> named = f.tasks_a;
-    named.insert(named.end(), f.tasks_b.begin(), f.tasks_b.end());
-    for (const auto* t : {&f.task, &f.src, &f.dst})
-      if (!t->empty()) named.push_back(*t);
-    for (const auto& t : named) {
-      auto id = TaskId::parse(t);
-      Status s = id.ok() ? cluster.validate_task(*id) : id.status();
-      if (s.ok()) continue;
-      errors += (errors.empty() ? "" : "\n") + plan.source + ":" + std::to_string(f.line) + ":" +
-                std::to_string(f.column) + ": fault[" + std::to_string(i) + "]: task " + short_task_name(t) +
-                " is not in cluster " + cluster.source() + " (" + s.message() + ")";
-    }
-  }
-  return errors.empty() ? Status::OK() : InvalidArgument(errors);
-}
-
 int run_chaos(const ChaosOptions& o) {
   auto cluster = load_cluster(o.cluster);
   if (!cluster.ok()) {

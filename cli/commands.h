@@ -65,9 +65,7 @@ struct ChaosOptions {
 // faults it takes part in. Prints what each task applied. Exit 0 when every task took it, 1
 // naming the tasks that could not be reached or refused, 2 for a bad cluster file or plan.
 int run_chaos(const ChaosOptions& opts);
-// OK when every task `plan` names is a task of `cluster`; else InvalidArgument naming the
-// plan's [[fault]] line and the task.
-Status check_plan_tasks(const FaultPlan& plan, const ClusterSpec& cluster);
+// check_plan_tasks (every task a plan names is in the cluster) is in actors/faults.h.
 
 }  // namespace cli
 }  // namespace actorflow

@@ -48,6 +48,7 @@ int run_node(const NodeOptions& o) {
       return 2;
     }
     plan = std::move(*p);
+    ::unsetenv(kFaultPlanEnv);  // --plan is this task's plan: never load a second one
   }
   auto server = Server::create(*cluster, task);
   if (!server.ok()) {

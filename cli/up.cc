@@ -1,7 +1,9 @@
 // `actorflow up`: run every task of a cluster file whose address is on this host as a child
 // process, restart children that die abnormally (with backoff, up to max_restarts within
 // restart_window_secs), and stop them all on SIGINT/SIGTERM, leaving no process behind.
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 
 #include "actorflow/actorflow.h"
 #include "actors/faults.h"
+#include "actors/server.h"
 #include "cli/commands.h"
 #include "core/logging.h"
 
@@ -28,6 +31,7 @@ struct Child {
   TaskId task;
   std::vector<std::string> argv;
   std::vector<std::string> first_argv;  // argv of the first start (with --plan)
+  std::vector<std::string> first_env;   // extra environment of the first start (a program's plan)
   pid_t pid = -1;
   bool finished = false;                 // exited with status 0: not restarted
   bool given_up = false;                 // too many restarts
@@ -45,16 +49,23 @@ std::string self_exe() {
   return buf;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const sigset_t& old_mask) {
+// Starts `argv` with up's environment plus `extra_env` ("NAME=value" entries).
+pid_t spawn(const std::vector<std::string>& argv, const sigset_t& old_mask,
+            const std::vector<std::string>& extra_env = {}) {
+  // Everything the child needs is built before fork (only async-signal-safe calls after it).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (const auto& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = fork();
   if (pid != 0) return pid;
   // Child: default signal mask, and die if `up` dies.
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execvp(args[0], args.data());
+  execvpe(args[0], args.data(), envp.data());
   std::fprintf(stderr, "actorflow up: cannot execute %s: %s\n", args[0], std::strerror(errno));
   _exit(127);
 }
@@ -111,6 +122,11 @@ int run_up(const UpOptions& o) {
     if (!o.plan.empty() && o.program.empty()) {
       c.first_argv.push_back("--plan");
       c.first_argv.push_back(o.plan);
+    } else if (!o.plan.empty()) {
+      // A user's program gets the plan through its Server (actors/server.h, kFaultPlanEnv).
+      char abs[PATH_MAX];
+      c.first_env.push_back(std::string(kFaultPlanEnv) + "=" +
+                            (::realpath(o.plan.c_str(), abs) ? std::string(abs) : o.plan));
     }
     children.push_back(std::move(c));
   }
@@ -119,7 +135,7 @@ int run_up(const UpOptions& o) {
     return 2;
   }
   for (auto& c : children) {
-    c.pid = spawn(c.first_argv, old);
+    c.pid = spawn(c.first_argv, old, c.first_env);
     AF_LOG(INFO) << "started " << c.task.to_string() << " (pid " << c.pid << ")";
   }
   int exit_code = 0;

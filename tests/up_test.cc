@@ -106,5 +106,44 @@ TEST(UpTest, ProgramPerTaskGetsItsFlagsAndParameterServersStopWhenWorkersFinish)
       << up->output();
 }
 
+// `up --plan P -- PROGRAM` fault-tests a user's own training program the way it runs: the plan
+// reaches each task's first start (ACTORFLOW_FAULT_PLAN, loaded by Server::create), worker/1 is
+// killed at global step 100, `up` restarts it clean, and training finishes.
+TEST(UpTest, PlanAppliesToAUsersProgram) {
+  TempDir dir;
+  const std::string file =
+      dir.write("c.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) + "\"]\nworker = [\"localhost:" +
+                              std::to_string(free_port()) + "\", \"localhost:" + std::to_string(free_port()) +
+                              "\"]\n[supervisor]\nlogdir = \"" + dir.path() + "/logs\"\nsave_checkpoint_secs = 0\n");
+  const std::string plan =
+      dir.write("plan.toml", "seed = 5\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nat_step = 100\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--plan", plan, "--",
+                                 binary("samples/distributed_cnn"), "--steps", "300", "--print-every", "50"});
+  auto code = up->await_exit(240s);
+  ASSERT_TRUE(code.ok()) << code.status() << "\n" << up->output();
+  EXPECT_EQ(*code, 0) << up->output();
+  const std::string out = up->output();
+  EXPECT_NE(out.find("fault(s) for worker/1"), std::string::npos) << out;
+  EXPECT_NE(out.find("fault injected: kill worker/1"), std::string::npos) << out;
+  EXPECT_NE(out.find("worker/1 died (killed by signal 9"), std::string::npos) << out;
+  EXPECT_NE(out.find("restarted worker/1"), std::string::npos) << out;
+  // The restart runs clean: one kill only.
+  EXPECT_EQ(out.find("fault injected: kill worker/1"), out.rfind("fault injected: kill worker/1")) << out;
+}
+
+// A plan the environment names that cannot be read stops the program with the variable named.
+TEST(UpTest, UnreadablePlanInTheEnvironmentIsAnError) {
+  TempDir dir;
+  const std::string file = dir.write("c.toml", "[jobs]\nworker = [\"localhost:" + std::to_string(free_port()) + "\"]\n");
+  auto p = ChildProcess::start({binary("samples/distributed_cnn"), "--steps", "1", "--cluster", file, "--job", "worker",
+                                "--task", "0"},
+                               {{"ACTORFLOW_FAULT_PLAN", dir.path() + "/missing.toml"}});
+  auto code = p->await_exit(60s);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_NE(*code, 0) << p->output();
+  EXPECT_NE(p->output().find("ACTORFLOW_FAULT_PLAN=" + dir.path() + "/missing.toml"), std::string::npos)
+      << p->output();
+}
+
 }  // namespace
 }  // namespace actorflow
