@@ -11,8 +11,6 @@
 namespace actorflow {
 namespace cli {
 
-Result<ClusterSpec> load_cluster(const std::string& path);
-
 int run_certs(const CertsOptions& o) {
   auto cluster = load_cluster(o.cluster);
   if (!cluster.ok()) {

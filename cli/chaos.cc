@@ -15,8 +15,6 @@
 namespace actorflow {
 namespace cli {
 
-Result<ClusterSpec> load_cluster(const std::string& path);
-
 int run_chaos(const ChaosOptions& o) {
   auto cluster = load_cluster(o.cluster);
   if (!cluster.ok()) {

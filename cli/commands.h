@@ -5,11 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace actorflow {
 class ClusterSpec;
 class Status;
 struct FaultPlan;
 namespace cli {
+
+// Reads the cluster file named by --cluster (InvalidArgument when none was given). Defined in
+// cli/node.cc; every subcommand that takes --cluster uses it.
+Result<ClusterSpec> load_cluster(const std::string& path);
 
 struct DemoOptions {
   int64_t steps = 0;    // 0 = the demo's default
