@@ -8,6 +8,7 @@
 
 #include "core/logging.h"
 #include "net/socket.h"
+#include "net/stream.h"
 #include "net/tls.h"
 
 namespace actorflow {
@@ -37,9 +38,16 @@ Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::a
   caf::actor broker = basp_broker(sys);
   caf::strong_actor_ptr published = caf::actor_cast<caf::strong_actor_ptr>(whom);
   caf::actor_system* sysp = &sys;
-  auto on_auth = [sysp, broker, published, bound](net::Fd conn, const net::PeerIdentity& id, const std::string& addr) {
+  auto on_auth = [sysp, broker, published, bound](std::unique_ptr<net::Stream> conn, const net::PeerIdentity& id,
+                                                  const std::string& addr) {
+    // BASP reads sockets only: a TLS session moves to a relay here (net/tls.h).
+    Result<net::Fd> fd = net::Stream::into_fd(std::move(conn), addr);
+    if (!fd.ok()) {
+      AF_LOG(WARNING) << "control plane: " << addr << " (task '" << id.task_name << "'): " << fd.status();
+      return;
+    }
     // BASP takes the socket over: it sends its server handshake naming `published` at `bound`.
-    caf::io::scribe_ptr scribe = sysp->middleman().backend().new_scribe(conn.release());
+    caf::io::scribe_ptr scribe = sysp->middleman().backend().new_scribe(fd->release());
     AF_LOG(INFO) << "control plane: " << addr << " (task '" << id.task_name << "') authenticated";
     caf::anon_send(broker, caf::publish_atom_v, std::move(scribe), bound, published, std::set<std::string>{});
   };
@@ -54,17 +62,21 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
                                          const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout) {
   const std::string addr = endpoint(host, port);
   const auto deadline = net::Clock::now() + timeout;
-  AF_ASSIGN_OR_RETURN(net::Fd fd, net::connect_tcp(addr, timeout));
+  AF_ASSIGN_OR_RETURN(net::Fd tcp, net::connect_tcp(addr, timeout));
   net::HandshakeConfig hs = handshake;
   hs.plane = net::Plane::kControl;
   hs.timeout = std::max<std::chrono::milliseconds>(
       std::chrono::milliseconds(1),
       std::min(hs.timeout, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now())));
+  std::unique_ptr<net::Stream> conn;
   if (hs.tls) {
-    // TLS first; the handshake and then BASP run inside it, over the relay's plaintext end.
-    AF_ASSIGN_OR_RETURN(fd, net::tls_connect(std::move(fd), *hs.tls, host, addr, deadline));
+    // TLS first; the handshake runs inside it, then BASP over a relay's plaintext end.
+    AF_ASSIGN_OR_RETURN(conn, net::tls_connect(std::move(tcp), *hs.tls, host, addr, deadline));
+  } else {
+    conn = std::make_unique<net::Stream>(std::move(tcp));
   }
-  AF_RETURN_IF_ERROR(net::client_handshake(fd.get(), hs, addr));
+  AF_RETURN_IF_ERROR(net::client_handshake(*conn, hs, addr));
+  AF_ASSIGN_OR_RETURN(net::Fd fd, net::Stream::into_fd(std::move(conn), addr));
   caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
   caf::scoped_actor self{sys};
   Result<caf::actor> out = Unavailable("control plane of " + addr + ": no answer to CAF's handshake");

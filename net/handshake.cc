@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "net/stream.h"
 
 namespace actorflow {
 namespace net {
@@ -104,9 +105,33 @@ std::vector<unsigned char> challenge(uint16_t version, uint8_t code, const Nonce
   return b;
 }
 
+// The client side's I/O on a plain descriptor.
+struct FdIo {
+  int fd;
+  Status write_all(const void* data, size_t n, const std::string& peer) { return net::write_all(fd, data, n, peer); }
+  Status read_exact_until(void* data, size_t n, Clock::time_point deadline, const std::string& peer) {
+    return net::read_exact_until(fd, data, n, deadline, peer);
+  }
+};
+
+template <typename Io>
+Status client_handshake_on(Io& io, const HandshakeConfig& config, const std::string& peer_addr);
+
 }  // namespace
 
 Status client_handshake(int fd, const HandshakeConfig& config, const std::string& peer_addr) {
+  FdIo io{fd};
+  return client_handshake_on(io, config, peer_addr);
+}
+
+Status client_handshake(Stream& stream, const HandshakeConfig& config, const std::string& peer_addr) {
+  return client_handshake_on(stream, config, peer_addr);
+}
+
+namespace {
+
+template <typename Io>
+Status client_handshake_on(Io& io, const HandshakeConfig& config, const std::string& peer_addr) {
   const auto deadline = Clock::now() + config.timeout;
   const std::string where = std::string(plane_name(config.plane)) + "-plane handshake with " + peer_addr;
   if (config.fingerprint.size() > kMaxField || config.task_name.size() > kMaxField)
@@ -123,11 +148,11 @@ Status client_handshake(int fd, const HandshakeConfig& config, const std::string
   put_u16(hello, static_cast<uint16_t>(config.task_name.size()));
   put_bytes(hello, client_nonce.data(), client_nonce.size());
   put_bytes(hello, config.task_name.data(), config.task_name.size());
-  AF_RETURN_IF_ERROR(write_all(fd, hello.data(), hello.size(), peer_addr).with_prefix(where));
+  AF_RETURN_IF_ERROR(io.write_all(hello.data(), hello.size(), peer_addr).with_prefix(where));
 
   // CHALLENGE
   unsigned char ch[kChallengeFixed];
-  AF_RETURN_IF_ERROR(read_exact_until(fd, ch, sizeof ch, deadline, peer_addr).with_prefix(where));
+  AF_RETURN_IF_ERROR(io.read_exact_until(ch, sizeof ch, deadline, peer_addr).with_prefix(where));
   if (get_u32(ch) != kHandshakeMagic)
     return DataLoss(where + ": the peer is not an actorflow server (bad handshake magic)");
   const uint16_t server_version = get_u16(ch + 4);
@@ -138,7 +163,7 @@ Status client_handshake(int fd, const HandshakeConfig& config, const std::string
   if (msg_len > kMaxField) return DataLoss(where + ": malformed challenge (message too long)");
   std::string server_msg(msg_len, '\0');
   if (msg_len)
-    AF_RETURN_IF_ERROR(read_exact_until(fd, &server_msg[0], msg_len, deadline, peer_addr).with_prefix(where));
+    AF_RETURN_IF_ERROR(io.read_exact_until(&server_msg[0], msg_len, deadline, peer_addr).with_prefix(where));
   server_msg = printable(server_msg);
   if (server_version != config.version || code == kBadVersion)
     return FailedPrecondition(where + ": protocol version mismatch: this process speaks v" +
@@ -168,13 +193,13 @@ Status client_handshake(int fd, const HandshakeConfig& config, const std::string
   OPENSSL_cleanse(client_mac.data(), client_mac.size());
   put_u16(auth, static_cast<uint16_t>(config.fingerprint.size()));
   put_bytes(auth, config.fingerprint.data(), config.fingerprint.size());
-  Status st = write_all(fd, auth.data(), auth.size(), peer_addr);
+  Status st = io.write_all(auth.data(), auth.size(), peer_addr);
   OPENSSL_cleanse(auth.data(), auth.size());
   AF_RETURN_IF_ERROR(st.with_prefix(where));
 
   // RESULT
   unsigned char res[kResultBytes];
-  st = read_exact_until(fd, res, sizeof res, deadline, peer_addr);
+  st = io.read_exact_until(res, sizeof res, deadline, peer_addr);
   if (!st.ok()) {
     if (st.code() == Code::kUnavailable)
       return Unauthenticated(where + ": the peer closed the connection after our proof (wrong cluster secret?)");
@@ -195,6 +220,8 @@ Status client_handshake(int fd, const HandshakeConfig& config, const std::string
     return FailedPrecondition(where + ": the peer holds a different cluster file (fingerprint mismatch)");
   return Status::OK();
 }
+
+}  // namespace
 
 // ---- ServerHandshake ----------------------------------------------------------------------
 

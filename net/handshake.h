@@ -50,6 +50,7 @@ namespace actorflow {
 namespace net {
 
 class TlsContext;
+class Stream;
 
 // The handshake protocol version this build speaks (2: fingerprint checked after the proof,
 // plane byte).
@@ -86,6 +87,8 @@ struct PeerIdentity {
 // DeadlineExceeded (no answer within the timeout), Unavailable (connection closed or failed),
 // DataLoss (malformed answer).
 Status client_handshake(int fd, const HandshakeConfig& config, const std::string& peer_addr);
+// The same over a Stream (plain or TLS; net/stream.h), blocking, bounded by config.timeout.
+Status client_handshake(Stream& stream, const HandshakeConfig& config, const std::string& peer_addr);
 
 // The server side of one connection's handshake, without I/O: the caller reads at most
 // `wanted()` bytes from the socket and hands them to `feed`, and writes whatever `output()`

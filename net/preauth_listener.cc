@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "net/stream.h"
 #include "net/tls.h"
 
 namespace actorflow {
@@ -49,12 +50,13 @@ std::string suppressed_note(int64_t n) {
 
 struct PreAuthListener::Impl {
   struct Pending {
-    Fd fd;
+    Fd fd;  // the TCP socket while TLS is being set up (then the stream owns it)
+    std::unique_ptr<Stream> stream;  // the connection once any TLS handshake is done
     std::string addr;
     Clock::time_point deadline;
     std::unique_ptr<ServerHandshake> hs;
     // TLS (opts.handshake.tls): the TLS handshake runs first on the TCP socket; once it is done
-    // `fd` is the relay's plaintext end and `cert_cn` the client certificate's CN.
+    // `stream` reads and writes through the session and `cert_cn` is the client certificate's CN.
     std::unique_ptr<TlsAccept> tls;
     bool tls_used = false;
     std::string cert_cn;
@@ -90,12 +92,15 @@ struct PreAuthListener::Impl {
       fds.push_back({listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
       Clock::time_point next = now + std::chrono::seconds(1);
       if (!accepting) next = std::min(next, accept_resume);
+      bool ready_now = false;  // a session holds bytes poll() cannot see
       for (auto& p : pending) {
         short events = p.hs->output().empty() ? POLLIN : POLLOUT;
         if (p.tls) events = p.tls->wants() == TlsAccept::Want::kWrite ? POLLOUT : POLLIN;
-        fds.push_back({p.fd.get(), events, 0});
+        fds.push_back({p.stream ? p.stream->fd() : p.fd.get(), events, 0});
         next = std::min(next, p.deadline);
+        if (p.stream && p.hs->output().empty() && p.stream->buffered()) ready_now = true;
       }
+      if (ready_now) next = now;
       const int wait_ms = static_cast<int>(std::max<int64_t>(
           0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
       int pr = ::poll(fds.data(), fds.size(), wait_ms);
@@ -107,10 +112,11 @@ struct PreAuthListener::Impl {
       }
       if (stopping.load() || (pr > 0 && fds[0].revents)) break;
       // Pending handshakes first (their pollfds follow the listener's, in list order).
-      if (pr > 0) {
+      if (pr > 0 || ready_now) {
         size_t i = 2;
         for (auto it = pending.begin(); it != pending.end() && i < fds.size(); ++i) {
-          const short ev = fds[i].revents;
+          short ev = fds[i].revents;
+          if (ev == 0 && it->stream && it->hs->output().empty() && it->stream->buffered()) ev = POLLIN;
           if (ev == 0) {
             ++it;
             continue;
@@ -167,13 +173,15 @@ struct PreAuthListener::Impl {
         pending.pop_front();
       }
       Pending p;
-      p.fd = Fd(fd);
       p.addr = peer_name(fd);
       p.deadline = Clock::now() + opts.handshake_timeout;
       p.hs = std::make_unique<ServerHandshake>(opts.handshake, p.addr);
       if (opts.handshake.tls) {
+        p.fd = Fd(fd);
         p.tls = std::make_unique<TlsAccept>(*opts.handshake.tls, fd, p.addr);
         p.tls_used = true;
+      } else {
+        p.stream = std::make_unique<Stream>(Fd(fd));
       }
       pending.push_back(std::move(p));
       set_pending();
@@ -188,22 +196,22 @@ struct PreAuthListener::Impl {
       if (w == TlsAccept::Want::kFailed) return finish(it, p.tls->error());
       if (w != TlsAccept::Want::kDone) return ++it;
       p.cert_cn = p.tls->peer_cn();
-      Result<Fd> plain = p.tls->relay(std::move(p.fd));
+      Result<std::unique_ptr<Stream>> session = p.tls->take_stream(std::move(p.fd));
       p.tls.reset();
-      if (!plain.ok()) return finish(it, plain.status());
-      p.fd = std::move(*plain);
-      return ++it;  // the client's HELLO arrives through the relay
+      if (!session.ok()) return finish(it, session.status());
+      p.stream = std::move(*session);
+      return ++it;  // the client's HELLO comes through the session
     }
     auto& out = p.hs->output();
     if (!out.empty() && (ev & (POLLOUT | POLLERR | POLLHUP))) {
-      ssize_t w = ::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t w = p.stream->send_now(out.data(), out.size());
       if (w > 0) out.erase(out.begin(), out.begin() + w);
       else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " failed: " + std::strerror(errno)));
     } else if (out.empty() && (ev & (POLLIN | POLLERR | POLLHUP))) {
       unsigned char buf[1100];
       const size_t want = std::min(sizeof buf, p.hs->wanted());
-      ssize_t r = want ? ::recv(p.fd.get(), buf, want, MSG_DONTWAIT) : 0;
+      ssize_t r = want ? p.stream->recv_now(buf, want) : 0;
       if (r == 0)
         return finish(it, Unavailable(opts.what + ": connection from " + p.addr + " closed during the handshake"));
       if (r < 0) {
@@ -220,7 +228,7 @@ struct PreAuthListener::Impl {
       // A short answer normally fits the socket buffer at once.
       auto& o = p.hs->output();
       if (!o.empty()) {
-        ssize_t w = ::send(p.fd.get(), o.data(), o.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = p.stream->send_now(o.data(), o.size());
         if (w > 0) o.erase(o.begin(), o.begin() + w);
       }
     }
@@ -245,10 +253,13 @@ struct PreAuthListener::Impl {
     if (why.ok() && p.tls_used) why = identity_check(p);
     if (why.ok()) {
       count(&PreAuthStats::authenticated);
-      int fd = p.fd.get();
-      int flags = ::fcntl(fd, F_GETFL, 0);
-      if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-      if (on_auth) on_auth(std::move(p.fd), p.hs->peer(), p.addr);
+      if (!p.stream->is_tls()) {
+        // Plain connections are handed over blocking (TLS sessions stay non-blocking: Stream).
+        int fd = p.stream->fd();
+        int flags = ::fcntl(fd, F_GETFL, 0);
+        if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+      }
+      if (on_auth) on_auth(std::move(p.stream), p.hs->peer(), p.addr);
       return it;
     }
     {
@@ -261,7 +272,7 @@ struct PreAuthListener::Impl {
       AF_LOG(WARNING) << opts.what << ": rejected connection on port " << local_port(listener.get()) << ": " << why
                       << suppressed_note(held);
     }
-    ::shutdown(p.fd.get(), SHUT_RDWR);
+    ::shutdown(p.stream ? p.stream->fd() : p.fd.get(), SHUT_RDWR);
     if (on_rejected) on_rejected(why);
     return it;
   }

@@ -28,6 +28,7 @@
 #include "core/status.h"
 #include "net/handshake.h"
 #include "net/socket.h"
+#include "net/stream.h"
 
 namespace actorflow {
 namespace net {
@@ -52,9 +53,11 @@ class PreAuthListener {
     size_t max_pending = 64;
     std::chrono::milliseconds handshake_timeout{5000};
   };
-  // Called with each authenticated connection (a blocking, close-on-exec socket whose handshake
-  // bytes have all been consumed; the callee owns it), the peer's identity and "ip:port".
-  using OnAuthenticated = std::function<void(Fd fd, const PeerIdentity& peer, const std::string& addr)>;
+  // Called with each authenticated connection (a Stream whose handshake bytes have all been
+  // consumed: a blocking, close-on-exec socket, or a TLS session; the callee owns it), the peer's
+  // identity and "ip:port".
+  using OnAuthenticated =
+      std::function<void(std::unique_ptr<Stream> conn, const PeerIdentity& peer, const std::string& addr)>;
   // Called after each failed handshake with its error (for counters; may be null).
   using OnRejected = std::function<void(const Status& why)>;
   // Called about once a second and after each event (housekeeping; may be null).

@@ -21,6 +21,7 @@
 #include "core/logging.h"
 #include "net/preauth_listener.h"
 #include "net/socket.h"
+#include "net/stream.h"
 #include "net/tls.h"
 
 namespace actorflow {
@@ -43,13 +44,13 @@ void wipe(std::string& s) {
   s.clear();
 }
 
-// Buffered reader over a blocking socket whose SO_RCVTIMEO bounds each recv. Small reads are
-// served from a 64 KiB buffer (one recv usually brings a whole small frame); large payloads are
-// received straight into the destination with MSG_WAITALL.
+// Buffered reader over a Stream whose I/O timeout bounds each recv. Small reads are served from
+// a 64 KiB buffer (one recv usually brings a whole small frame); large payloads are received
+// straight into the destination (MSG_WAITALL on plain sockets).
 class FrameReader {
  public:
-  FrameReader(int fd, std::string peer, const std::atomic<bool>* stopping)
-      : fd_(fd), peer_(std::move(peer)), stopping_(stopping), buf_(new unsigned char[kCap]) {}
+  FrameReader(Stream& stream, std::string peer, const std::atomic<bool>* stopping)
+      : stream_(stream), peer_(std::move(peer)), stopping_(stopping), buf_(new unsigned char[kCap]) {}
 
   // Reads exactly n bytes into dst. `frame_started` false means we are between frames: then a
   // receive timeout just keeps waiting and a clean close yields Cancelled("eof").
@@ -66,7 +67,7 @@ class FrameReader {
         continue;
       }
       if (n >= kCap / 2) {
-        ssize_t r = ::recv(fd_, out, n, MSG_WAITALL);
+        ssize_t r = stream_.recv(out, n, /*wait_all=*/true);
         AF_RETURN_IF_ERROR(check(r, frame_started));
         if (r > 0) {
           out += r;
@@ -75,7 +76,7 @@ class FrameReader {
         }
         continue;
       }
-      ssize_t r = ::recv(fd_, buf_.get(), kCap, 0);
+      ssize_t r = stream_.recv(buf_.get(), kCap, /*wait_all=*/false);
       AF_RETURN_IF_ERROR(check(r, frame_started));
       if (r > 0) {
         pos_ = 0;
@@ -115,10 +116,13 @@ class FrameReader {
       if (!frame_started) return Status::OK();
       return DataLoss("frame from " + peer_ + " stalled (no data within the I/O timeout)");
     }
+    if (errno == EPROTO && stream_.is_tls())
+      return DataLoss("a TLS record from " + peer_ + " failed to decrypt or verify (altered or corrupted on the way: " +
+                      stream_.tls_error() + ")");
     return Unavailable("reading from " + peer_ + " failed: " + std::strerror(errno));
   }
 
-  int fd_;
+  Stream& stream_;
   std::string peer_;
   const std::atomic<bool>* stopping_;
   std::unique_ptr<unsigned char[]> buf_;
@@ -223,12 +227,10 @@ void deliver_guarded(const std::function<void(const TensorMessage&)>& cb, const 
 // ---------------------------------------------------------------------------------------------
 // ReplyChannel
 
-ReplyChannel::ReplyChannel(int fd, std::string peer)
-    : fd_(fd), peer_(std::move(peer)), id_(g_next_channel_id.fetch_add(1)) {}
+ReplyChannel::ReplyChannel(std::unique_ptr<Stream> stream, std::string peer)
+    : stream_(std::move(stream)), peer_(std::move(peer)), id_(g_next_channel_id.fetch_add(1)) {}
 
-ReplyChannel::~ReplyChannel() {
-  if (fd_ >= 0) ::close(fd_);
-}
+ReplyChannel::~ReplyChannel() = default;
 
 Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
   if (msgs.empty()) return Status::OK();
@@ -237,11 +239,11 @@ Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
   AF_RETURN_IF_ERROR(encode_batch(peer_, msgs.data(), msgs.size(), &prefixes, &iov));
   std::lock_guard<std::mutex> lock(write_mu_);
   if (closed_.load()) return Unavailable("the connection from " + peer_ + " is closed");
-  Status st = write_all(fd_, iov.data(), static_cast<int>(iov.size()), peer_);
+  Status st = stream_->write_all(iov.data(), static_cast<int>(iov.size()), peer_);
   if (!st.ok()) {
     // A partly written batch leaves the stream unusable: end the connection for both sides.
     closed_.store(true);
-    ::shutdown(fd_, SHUT_RDWR);
+    stream_->shutdown();
   }
   return st;
 }
@@ -263,7 +265,7 @@ class TensorServer::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& c : conns_)
-        if (c->chan) ::shutdown(c->chan->fd(), SHUT_RDWR);
+        if (c->chan) c->chan->stream().shutdown();
       conns.swap(conns_);
     }
     for (auto& c : conns)
@@ -283,9 +285,8 @@ class TensorServer::Impl {
     AF_ASSIGN_OR_RETURN(listener_,
                         PreAuthListener::start(
                             std::move(fd), std::move(lo),
-                            [this](Fd conn, const PeerIdentity& id, const std::string& addr) {
-                              adopt(std::move(conn), id, addr);
-                            },
+                            [this](std::unique_ptr<Stream> conn, const PeerIdentity& id,
+                                   const std::string& addr) { adopt(std::move(conn), id, addr); },
                             [this](const Status& why) { rejected(why); }, [this] { reap(); }));
     port_ = listener_->port();
     return Status::OK();
@@ -333,7 +334,7 @@ class TensorServer::Impl {
 
   // An authenticated member's connection: one reader thread each (members only, at most
   // max_connections).
-  void adopt(Fd fd, const PeerIdentity& id, const std::string& addr) {
+  void adopt(std::unique_ptr<Stream> conn, const PeerIdentity& id, const std::string& addr) {
     reap();
     auto c = std::make_shared<Conn>();
     c->peer = addr + " (task '" + id.task_name + "')";
@@ -347,7 +348,8 @@ class TensorServer::Impl {
         stats_cv_.notify_all();
         return;
       }
-      c->chan = std::make_shared<ReplyChannel>(fd.release(), c->peer);
+      conn->set_bulk(true);
+      c->chan = std::make_shared<ReplyChannel>(std::move(conn), c->peer);
       ++stats_.handshakes_ok;
       ++stats_.active_connections;
       conns_.push_back(c);
@@ -374,18 +376,18 @@ class TensorServer::Impl {
   }
 
   void serve(Conn& c) {
-    const int fd = c.chan->fd();
+    Stream& stream = c.chan->stream();
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
-    tuning.io_timeout = opts_.io_timeout;
-    Status st = tune_socket(fd, tuning);
+    Status st = tune_socket(stream.fd(), tuning);
+    if (st.ok()) st = stream.set_io_timeout(opts_.io_timeout);
     if (st.ok()) st = read_frames(c.chan, c.peer);
     c.chan->close_for_writes();
     bool bad = !st.ok() && st.code() != Code::kCancelled;
     if (bad && !stopping_.load()) {
       AF_LOG(ERROR) << "data plane: dropping connection from " << c.peer << " on port " << port_ << ": " << st;
     }
-    ::shutdown(fd, SHUT_RDWR);
+    stream.shutdown();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (bad) ++stats_.bad_frames;
@@ -397,7 +399,7 @@ class TensorServer::Impl {
 
   // Reads frames until the peer closes (Cancelled) or a frame is bad (any other error).
   Status read_frames(const std::shared_ptr<ReplyChannel>& chan, const std::string& who) {
-    FrameReader reader(chan->fd(), who, &stopping_);
+    FrameReader reader(chan->stream(), who, &stopping_);
     while (!stopping_.load()) {
       TensorMessage msg;
       AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
@@ -447,9 +449,11 @@ bool TensorServer::wait_for_stats(const std::function<bool(const TensorServerSta
 // reading replies wakes.
 class ClientConnection {
  public:
-  ClientConnection(Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+  ClientConnection(std::unique_ptr<Stream> stream, std::string peer)
+      : stream_(std::move(stream)), peer_(std::move(peer)) {}
 
-  int fd() const { return fd_.get(); }
+  int fd() const { return stream_->fd(); }
+  Stream& stream() { return *stream_; }
   const std::string& peer() const { return peer_; }
 
   // Marks the connection failed with `why` (first reason wins), shuts the socket down and wakes
@@ -462,7 +466,7 @@ class ClientConnection {
         error_ = why;
       }
     }
-    ::shutdown(fd_.get(), SHUT_RDWR);
+    stream_->shutdown();
     cv_.notify_all();
   }
   bool broken() const {
@@ -505,20 +509,18 @@ class ClientConnection {
               const std::function<bool()>& done, std::chrono::steady_clock::time_point spin_end,
               std::chrono::steady_clock::time_point deadline) {
     static const std::atomic<bool> never_stopping{false};
-    if (!reader_) reader_ = std::make_unique<FrameReader>(fd_.get(), peer_, &never_stopping);
+    if (!reader_) reader_ = std::make_unique<FrameReader>(*stream_, peer_, &never_stopping);
     while (!done()) {
-      if (!reader_->buffered()) {
+      if (!reader_->buffered() && !stream_->buffered()) {
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) return Status::OK();
         if (now < spin_end) {
-          char b;
-          ssize_t r = ::recv(fd_.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+          if (!stream_->readable_now()) {
             cpu_relax();
             continue;
           }
         } else {
-          pollfd p{fd_.get(), POLLIN, 0};
+          pollfd p{stream_->fd(), POLLIN, 0};
           auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
           int pr = ::poll(&p, 1, static_cast<int>(std::max<long long>(1, ms)));
           if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
@@ -542,7 +544,7 @@ class ClientConnection {
     return Status::OK();
   }
 
-  Fd fd_;
+  std::unique_ptr<Stream> stream_;
   const std::string peer_;
   mutable std::mutex state_mu_;
   std::condition_variable cv_;
@@ -580,13 +582,13 @@ class TensorClient::Impl {
     if (iov.empty()) return peer->conn;
     // write_all advances the iovecs it is given: keep the originals for a retry.
     std::vector<iovec> pending = iov;
-    Status st = write_all(peer->conn->fd(), pending.data(), static_cast<int>(pending.size()), addr);
+    Status st = peer->conn->stream().write_all(pending.data(), static_cast<int>(pending.size()), addr);
     if (!st.ok() && reused) {
       AF_LOG(INFO) << "data plane: connection to " << addr << " broke (" << st.message() << "); reconnecting once";
       drop(*peer, st);
       AF_RETURN_IF_ERROR(connect(addr, peer.get()));
       pending = iov;
-      st = write_all(peer->conn->fd(), pending.data(), static_cast<int>(pending.size()), addr);
+      st = peer->conn->stream().write_all(pending.data(), static_cast<int>(pending.size()), addr);
     }
     if (!st.ok()) {
       drop(*peer, st);
@@ -678,19 +680,23 @@ class TensorClient::Impl {
     SocketTuning tuning;
     tuning.buffer_bytes = opts_.socket_buffer_bytes;
     AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
+    std::unique_ptr<Stream> stream;
     if (hs_.tls) {
       AF_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(addr));
-      // The plane gets the relay's plaintext end (net/tls.h); the handshake runs inside TLS.
-      AF_ASSIGN_OR_RETURN(fd, tls_connect(std::move(fd), *hs_.tls, hp.host, addr, Clock::now() + hs_.timeout));
+      // The plane reads and writes the session itself (net/stream.h); the handshake runs inside TLS.
+      AF_ASSIGN_OR_RETURN(stream,
+                          tls_connect(std::move(fd), *hs_.tls, hp.host, addr, Clock::now() + hs_.timeout));
+    } else {
+      stream = std::make_unique<Stream>(std::move(fd));
     }
-    Status st = client_handshake(fd.get(), hs_, addr);
+    Status st = client_handshake(*stream, hs_, addr);
     if (!st.ok()) {
       AF_LOG(WARNING) << "data plane: " << st;
       return st;
     }
-    tuning.io_timeout = opts_.io_timeout;
-    AF_RETURN_IF_ERROR(tune_socket(fd.get(), tuning));
-    peer->conn = std::make_shared<ClientConnection>(std::move(fd), addr);
+    AF_RETURN_IF_ERROR(stream->set_io_timeout(opts_.io_timeout));
+    stream->set_bulk(true);
+    peer->conn = std::make_shared<ClientConnection>(std::move(stream), addr);
     return Status::OK();
   }
 

@@ -32,6 +32,7 @@ namespace net {
 
 class ReplyChannel;
 class ClientConnection;
+class Stream;
 
 // One tensor (or one error in its place) addressed to a rendezvous key of a step.
 struct TensorMessage {
@@ -123,9 +124,9 @@ class TensorServer {
 // owner lets go. Thread-safe: writers are serialised, each batch is written whole.
 class ReplyChannel {
  public:
-  // Takes ownership of the connected, authenticated socket `fd` (TensorServer makes these;
-  // `peer` names the other end in errors).
-  ReplyChannel(int fd, std::string peer);
+  // Takes ownership of the connected, authenticated `stream` (TensorServer makes these; `peer`
+  // names the other end in errors).
+  ReplyChannel(std::unique_ptr<Stream> stream, std::string peer);
   ReplyChannel(const ReplyChannel&) = delete;
   ReplyChannel& operator=(const ReplyChannel&) = delete;
   ~ReplyChannel();
@@ -138,13 +139,13 @@ class ReplyChannel {
   uint64_t id() const { return id_; }
   // The peer as shown in logs ("ip:port (task 'worker/0')").
   const std::string& peer() const { return peer_; }
-  // The socket (owned by this object; valid for its lifetime). For the server's reader.
-  int fd() const { return fd_; }
+  // The connection (owned by this object; valid for its lifetime). For the server's reader.
+  Stream& stream() { return *stream_; }
   // Fails every later send_batch() (the server stopped reading this connection). Thread-safe.
   void close_for_writes() { closed_.store(true); }
 
  private:
-  int fd_;  // owned: closed by the destructor
+  std::unique_ptr<Stream> stream_;  // owned: closed by the destructor
   std::string peer_;
   uint64_t id_;
   std::mutex write_mu_;

@@ -7,10 +7,14 @@
 // VMs have no `tls` ULP), and neither CAF's BASP broker nor the data plane's frame reader can
 // read through an SSL object, so each TLS connection is terminated by a relay: a thread that
 // owns the TCP socket and the TLS session and pumps plaintext to and from one end of a
-// socketpair(AF_UNIX); the other end is what the plane gets. The plane's code is the same with
-// TLS on or off, and with TLS off nothing of this file runs.
+// socketpair(AF_UNIX); the other end is what the plane gets. The data plane reads and writes
+// its sockets itself (net/stream.h), so it calls SSL_read/SSL_write directly, with no relay: the
+// relay's extra socket hops and thread wake-ups cost more than the cipher (docs/benchmarks.md).
+// The handshake of net/handshake.h runs over the Stream on both planes; only once it has passed
+// does a control-plane connection move to a relay. With TLS off nothing of this file runs.
 //
-//   peer ==TLS records== [TCP fd | relay thread: SSL_read/SSL_write] ==plaintext== [AF_UNIX] plane
+//   control: peer ==TLS records== [TCP fd | relay thread: SSL_read/SSL_write] ==plaintext== [AF_UNIX] BASP
+//   data:    peer ==TLS records== [TCP fd | Stream: SSL_read/SSL_write on the plane's threads]
 //
 // Identity: every certificate names one task in its subject CN ("worker/1", as the cluster file
 // writes it; "client" for tools such as `actorflow status`) and its host in subjectAltName.
@@ -31,6 +35,7 @@
 
 #include "core/status.h"
 #include "net/socket.h"
+#include "net/stream.h"
 
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
@@ -82,12 +87,12 @@ class TlsContext {
 bool certificate_allows(const std::string& cn, const std::string& claimed_task);
 
 // Client side: runs the TLS handshake on the connected socket `tcp` (blocking or not), checking
-// that the server's certificate chains to the CA and names `host`, bounded by `deadline`; then
-// hands the session to a relay thread and returns the plaintext end (a blocking, close-on-exec
-// AF_UNIX stream socket; closing it ends the relay and the connection). Errors name `peer_addr`:
-// Unauthenticated (certificate refused, either side), DeadlineExceeded, Unavailable.
-Result<Fd> tls_connect(Fd tcp, const TlsContext& ctx, const std::string& host, const std::string& peer_addr,
-                       Clock::time_point deadline);
+// that the server's certificate chains to the CA and names `host`, bounded by `deadline`, and
+// returns the session as a Stream (which owns `tcp`; Stream::into_fd hands it to a relay for
+// planes that need a descriptor). Errors name `peer_addr`: Unauthenticated (certificate refused,
+// either side), DeadlineExceeded, Unavailable.
+Result<std::unique_ptr<Stream>> tls_connect(Fd tcp, const TlsContext& ctx, const std::string& host,
+                                            const std::string& peer_addr, Clock::time_point deadline);
 
 // Server side of the TLS handshake on an accepted non-blocking socket, driven by the caller's
 // poll loop (net/preauth_listener.h): call step() when the socket is ready for what wants()
@@ -108,9 +113,9 @@ class TlsAccept {
   const Status& error() const { return error_; }
   // The client certificate's CN (kDone).
   const std::string& peer_cn() const { return peer_cn_; }
-  // After kDone: hands the session and `tcp` (the socket given to the constructor) to a relay
-  // thread and returns the plaintext end (non-blocking, close-on-exec).
-  Result<Fd> relay(Fd tcp);
+  // After kDone: the session over `tcp` (the socket given to the constructor) as a Stream, which
+  // owns both. FailedPrecondition before kDone.
+  Result<std::unique_ptr<Stream>> take_stream(Fd tcp);
 
  private:
   SSL* ssl_ = nullptr;
@@ -122,6 +127,16 @@ class TlsAccept {
 
 // The relays now running in this process (for tests and status).
 int tls_relays_running();
+
+// Internal to net/ (Stream::into_fd): hands the established session `ssl` (owned from here on)
+// over `tcp` to a relay thread and returns the plaintext end (a blocking, close-on-exec AF_UNIX
+// stream socket; closing it ends the relay and the connection).
+Result<Fd> tls_relay(SSL* ssl, Fd tcp, const std::string& peer);
+// Internal to net/ (Stream::set_bulk): with `on`, `ssl` reads ahead (one recv takes many records)
+// and its records are gathered in a buffer (at most 256 KiB) that leaves when it is full or on
+// BIO_flush(SSL_get_wbio(ssl)), which the caller must do after each SSL_write. False when `ssl`
+// does not use this file's socket BIO.
+bool tls_bulk_mode(SSL* ssl, bool on);
 
 }  // namespace net
 }  // namespace actorflow

@@ -187,7 +187,7 @@ TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
   const float* b = inbox.got[1].tensor.data<float>();
   for (int64_t i = 0; i < (2 << 20); i += 4099) ASSERT_EQ(b[i], -4.f + static_cast<float>(i % 1000)) << i;
   EXPECT_EQ(b[(2 << 20) - 1], -4.f + static_cast<float>(((2 << 20) - 1) % 1000));
-  // A reply on the request's own connection comes back through both relays.
+  // A reply on the request's own connection comes back through the same session.
   auto conn = client.send_batch_awaiting(addr, {net::TensorMessage{9, "ask", filled(1, 0.f), "", nullptr}});
   ASSERT_TRUE(conn.ok()) << conn.status();
   ASSERT_TRUE(inbox.wait_for(3, 10s));
@@ -204,6 +204,104 @@ TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
   EXPECT_EQ(replies[0].key, "answer");
   EXPECT_EQ(replies[0].tensor.data<float>()[1], 41.f);
   EXPECT_EQ((*server)->stats().handshakes_ok, 1);
+  // The data plane reads and writes its sessions itself: no relay thread carries it.
+  EXPECT_EQ(net::tls_relays_running(), 0);
+}
+
+// One connection, both directions at once: the client keeps writing requests (small and large,
+// so records of both kinds interleave with the batching of bulk mode) while the server's reader
+// answers each on the same connection at once, so on both ends a reader and a writer share one
+// TLS session. Every reply must arrive whole and in order.
+TEST(TlsTest, RequestsAndRepliesCrossOneSessionInBothDirectionsAtOnce) {
+  Pki pki;
+  std::atomic<int> served{0};
+  auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0,
+                                         [&](const net::TensorMessage& m) {
+                                           // Echo: the request's size, its first value plus 1.
+                                           const int64_t n = m.tensor.num_elements();
+                                           Tensor t = filled(n, m.tensor.data<float>()[0] + 1.f);
+                                           Status st = m.reply->send_batch(
+                                               {net::TensorMessage{m.step_id, "re:" + m.key, t, "", nullptr}});
+                                           EXPECT_TRUE(st.ok()) << st;
+                                           served.fetch_add(1);
+                                         });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
+  net::TensorClient client(options("b/0", pki.ctx("b/0")));
+  constexpr int kRequests = 60;
+  auto size_of = [](int i) -> int64_t { return i % 3 == 0 ? (300 << 10) : 7 + i; };  // 1.2 MB or a few floats
+  auto request = [&](int i) {
+    return client.send_batch_awaiting(
+        addr, {net::TensorMessage{i, "q" + std::to_string(i), filled(size_of(i), static_cast<float>(i)), "", nullptr}});
+  };
+  auto first = request(0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::shared_ptr<net::ClientConnection> conn = *first;
+  // Replies are read on this thread while the main thread goes on writing requests.
+  std::vector<net::TensorMessage> replies;
+  Status st;
+  std::thread reader([&] {
+    st = client.await_replies(
+        *conn, [&](const net::TensorMessage& m) { replies.push_back(m); },
+        [&] { return replies.size() == static_cast<size_t>(kRequests); }, 0us, 30s);
+  });
+  for (int i = 1; i < kRequests; ++i) {
+    auto c = request(i);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) break;
+    EXPECT_EQ(conn.get(), c->get()) << "one pooled connection";
+  }
+  reader.join();
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(replies.size(), static_cast<size_t>(kRequests));
+  for (int i = 0; i < kRequests; ++i) {
+    const net::TensorMessage& r = replies[static_cast<size_t>(i)];
+    ASSERT_EQ(r.key, "re:q" + std::to_string(i));
+    ASSERT_EQ(r.step_id, i);
+    ASSERT_EQ(r.tensor.num_elements(), size_of(i));
+    const float* v = r.tensor.data<float>();
+    const int64_t n = size_of(i);
+    for (int64_t k = 0; k < n; k += (n > 1000 ? 997 : 1))
+      ASSERT_EQ(v[k], static_cast<float>(i) + 1.f + static_cast<float>(k % 1000)) << i << " " << k;
+    ASSERT_EQ(v[n - 1], static_cast<float>(i) + 1.f + static_cast<float>((n - 1) % 1000));
+  }
+  EXPECT_EQ(served.load(), kRequests);
+  EXPECT_EQ((*server)->stats().bad_frames, 0);
+}
+
+// A peer that stops reading: a large write over TLS fails within the I/O timeout, naming the
+// peer, instead of blocking forever (the TLS socket is non-blocking; the stream bounds its waits).
+// The client asks once and never reads the answer; the server answers with 256 MiB.
+TEST(TlsTest, AWriteToAPeerThatStopsReadingFailsWithinTheIoTimeout) {
+  Pki pki;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool answered = false;
+  Status answer;
+  std::chrono::steady_clock::duration took{};
+  net::TransportOptions so = options("a/0", pki.ctx("a/0"));
+  so.io_timeout = 300ms;
+  auto server = net::TensorServer::start(so, "127.0.0.1", 0, [&](const net::TensorMessage& m) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = m.reply->send_batch({net::TensorMessage{m.step_id, "huge", filled(64 << 20, 0.f), "", nullptr}});
+    std::lock_guard<std::mutex> l(mu);
+    took = std::chrono::steady_clock::now() - t0;
+    answer = st;
+    answered = true;
+    cv.notify_all();
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
+  net::TensorClient client(options("b/0", pki.ctx("b/0")));
+  auto conn = client.send_batch_awaiting(addr, {net::TensorMessage{1, "ask", filled(1, 0.f), "", nullptr}});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_for(l, 30s, [&] { return answered; }));
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.code(), Code::kUnavailable) << answer;
+  EXPECT_NE(answer.message().find("stalled"), std::string::npos) << answer;
+  EXPECT_NE(answer.message().find("b/0"), std::string::npos) << answer;
+  EXPECT_LT(took, 20s);
 }
 
 // Connects a client with `ctx` claiming `task` to a TLS server of pki's a/0; returns the send's
@@ -354,8 +452,8 @@ TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
     // Without TLS the observer reads the tensor (so this check can fail); with TLS it cannot.
     EXPECT_EQ(seen.find(marker) != std::string::npos, !tls) << (tls ? "TLS" : "plain");
   }
-  // An attacker flips one bit well inside the tensor's records: the server's relay drops the
-  // connection (bad record MAC) and nothing of that tensor is delivered.
+  // An attacker flips one bit well inside the tensor's records: the server's data plane drops
+  // the connection (bad record MAC, counted as a bad frame) and nothing of that tensor is delivered.
   Inbox inbox;
   auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0, inbox.cb());
   ASSERT_TRUE(server.ok());
@@ -367,6 +465,7 @@ TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
       [](const net::TensorServerStats& s) { return s.handshakes_ok == 1 && s.active_connections == 0; }, 10s))
       << "connections still open: " << (*server)->stats().active_connections;
   EXPECT_EQ(inbox.size(), 0u);
+  EXPECT_EQ((*server)->stats().bad_frames, 1);
 }
 
 // A real cluster with TLS on and no secret: `actorflow certs` makes the files, two `actorflow
