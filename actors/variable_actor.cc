@@ -25,6 +25,8 @@ struct VarState {
   Tensor momentum;           // ApplyMomentum slot
   Tensor adam_m, adam_v;     // ApplyAdam slots
   int64_t adam_t = 0;
+  Tensor adagrad_accum;      // ApplyAdagrad slot (starts at initial_accumulator_value)
+  Tensor rms_ms, rms_mom;    // ApplyRMSProp slots (ms starts at 1, mom at 0: TF 1.x)
   // Synchronous replicas.
   int64_t sync_step = 0;     // the global step the accumulator collects for
   bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
@@ -134,6 +136,42 @@ Status apply_adam(VarState& st, float lr, float b1, float b2, float eps, const T
   auto f = functors::AdamUpdateF<float>::make(lr, b1, b2, eps, st.adam_t);
   const int64_t n = g.num_elements();
   for (int64_t i = 0; i < n; ++i) f(w[i], m[i], v[i], gd[i]);
+  return Status::OK();
+}
+
+// A float32 tensor like the value, every element `v` (a slot's initial value).
+Tensor filled_like(const Tensor& t, float v) {
+  Tensor out = zeros_like(t);
+  float* d = out.data<float>();
+  for (int64_t i = 0; i < out.num_elements(); ++i) d[i] = v;
+  return out;
+}
+
+Status apply_adagrad(VarState& st, float lr, const Tensor& g, float initial_accumulator_value) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  if (!(initial_accumulator_value > 0))
+    return err(st, Code::kInvalidArgument, "apply_adagrad: initial_accumulator_value must be > 0");
+  if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, initial_accumulator_value);
+  float* w = writable_value(st).data<float>();
+  float* a = st.adagrad_accum.data<float>();
+  const float* gd = g.data<float>();
+  functors::AdagradUpdateF<float> f{lr};
+  for (int64_t i = 0; i < g.num_elements(); ++i) f(w[i], a[i], gd[i]);
+  return Status::OK();
+}
+
+Status apply_rms_prop(VarState& st, float lr, float decay, float momentum, float eps, const Tensor& g) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  if (!st.rms_ms.is_initialized()) {
+    st.rms_ms = filled_like(st.value, 1.f);
+    st.rms_mom = zeros_like(st.value);
+  }
+  float* w = writable_value(st).data<float>();
+  float* ms = st.rms_ms.data<float>();
+  float* mom = st.rms_mom.data<float>();
+  const float* gd = g.data<float>();
+  functors::RmsPropUpdateF<float> f{lr, decay, momentum, eps};
+  for (int64_t i = 0; i < g.num_elements(); ++i) f(w[i], ms[i], mom[i], gd[i]);
   return Status::OK();
 }
 
@@ -270,6 +308,19 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     if (s.ok())
       s = apply_adam(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
                      static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
+  } else if (m == "apply_adagrad") {
+    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_adagrad takes lr and grad"));
+    s = check_like(st, args[1], "the gradient");
+    if (s.ok())
+      s = apply_adagrad(st, static_cast<float>(scalar_of(args[0])), args[1],
+                        attr_f(call->attrs, "initial_accumulator_value", 0.1));
+  } else if (m == "apply_rms_prop") {
+    if (args.size() != 5)
+      return fail(err(st, Code::kInvalidArgument, "apply_rms_prop takes lr, decay, momentum, epsilon, grad"));
+    s = check_like(st, args[4], "the gradient");
+    if (s.ok())
+      s = apply_rms_prop(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
+                         static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
   } else if (m == "apply_sync") {
     if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sync takes grad and local_step"));
     const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");

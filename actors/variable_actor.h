@@ -1,12 +1,14 @@
 // The variable actor: one variable of the parameter server. It holds the value, a version,
-// the optimizer slots (momentum accumulator; Adam m, v and step count) and, in synchronous
+// the optimizer slots (momentum accumulator; Adam m, v and step count; Adagrad accumulator;
+// RMSProp ms and mom) and, in synchronous
 // training, the accumulator of the current global step. Every message is handled atomically
 // (it is an actor), so concurrent workers' updates never interleave.
 //
 // Message interface: (resource_atom, ResourceCallPtr) -> std::vector<Tensor>{result}, methods:
 //   read, assign(value), assign_add(delta), is_initialized -> bool scalar,
-//   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad)
-//     -> the new value (host tensor);
+//   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad),
+//   apply_adagrad(lr, grad) attr initial_accumulator_value (the slot's start, default 0.1),
+//   apply_rms_prop(lr, decay, momentum, epsilon, grad) -> the new value (host tensor);
 //   apply_sync(grad, local_step) attrs optimizer ("sgd"|"momentum"|"adam"|"increment"), lr,
 //     momentum, beta1, beta2, epsilon, replicas_to_aggregate, total_num_replicas,
 //     sync_timeout_secs -> int64 step the update applied to, or -1 when the gradient was dropped
@@ -17,6 +19,9 @@
 //     many arrived. The accumulator starts at the local step of its first contribution.
 //   save -> value; restore(value) (same as assign). An assign/restore drops a pending
 //     accumulation (its workers get -1) and lets the accumulator re-align with the next local step.
+// Slots are created on a variable's first update of that kind and kept across assign/restore
+// and in-place restarts; they are not part of save/restore (checkpoints hold values only), so a
+// parameter server that restarts empty starts its slots afresh.
 // Errors name the variable: "variable 'w' is not initialized", shape/dtype mismatches.
 #pragma once
 

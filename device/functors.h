@@ -274,5 +274,33 @@ struct AdamUpdateF {
   }
 };
 
+// Adagrad (TF ApplyAdagrad, update_slots): a += g^2; w -= lr * g / sqrt(a). The accumulator
+// starts at initial_accumulator_value (> 0), so the first step never divides by zero.
+template <class T>
+struct AdagradUpdateF {
+  T lr;
+  AF_HOST_DEVICE void operator()(T& w, T& a, T g) const {
+    a += g * g;
+    w -= lr * g / af_sqrt(a);
+  }
+};
+
+// RMSProp (TF ApplyRMSProp, uncentered):
+//   ms = decay * ms + (1 - decay) * g^2  (computed as ms + (g^2 - ms) * (1 - decay), as TF does)
+//   mom = momentum * mom + lr * g / sqrt(ms + epsilon);  w -= mom
+// TF 1.x starts ms at 1 and mom at 0 (the caller creates the slots).
+template <class T>
+struct RmsPropUpdateF {
+  T lr;
+  T decay;
+  T momentum;
+  T epsilon;
+  AF_HOST_DEVICE void operator()(T& w, T& ms, T& mom, T g) const {
+    ms = ms + (g * g - ms) * (T(1) - decay);
+    mom = momentum * mom + lr * g / af_sqrt(ms + epsilon);
+    w -= mom;
+  }
+};
+
 }  // namespace functors
 }  // namespace actorflow

@@ -1,6 +1,7 @@
 #include "graph/ops_variables.h"
 
 #include <cmath>
+#include <vector>
 
 #include "graph/op_registry.h"
 
@@ -44,6 +45,21 @@ Status scalar_float(InferenceContext& c, int i, const char* what) {
   return Status::OK();
 }
 
+// The input named kGrad of an Apply* op is the gradient (the variable's dtype and shape).
+constexpr const char* kGrad = "gradient";
+
+// Shape function of an optimizer update: inputs named `inputs` in order, each a float scalar
+// hyper-parameter except the gradient; outputs the variable's new value.
+ShapeFn apply_shape_fn(std::vector<const char*> inputs) {
+  return [inputs](InferenceContext& c) -> Status {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int idx = static_cast<int>(i);
+      AF_RETURN_IF_ERROR(std::string(inputs[i]) == kGrad ? check_value(c, idx, kGrad) : scalar_float(c, idx, inputs[i]));
+    }
+    return write_shape_fn(c);
+  };
+}
+
 Status random_shape_fn(InferenceContext& c) {
   AF_ASSIGN_OR_RETURN(Shape s, c.attrs().get<Shape>("shape"));
   if (!s.fully_defined()) return InvalidArgument("shape " + s.to_string() + " must be fully defined");
@@ -67,25 +83,15 @@ void register_variable_ops(OpRegistry& r) {
            c.set_output(0, DType::kBool, Shape{});
            return Status::OK();
          }, nullptr, true, true});
-  r.add({"ApplyGradientDescent", 2, [](InferenceContext& c) -> Status {
-           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
-           AF_RETURN_IF_ERROR(check_value(c, 1, "gradient"));
-           return write_shape_fn(c);
+  r.add({"ApplyGradientDescent", 2, apply_shape_fn({"learning rate", kGrad}), nullptr, true});
+  r.add({"ApplyMomentum", 3, apply_shape_fn({"learning rate", kGrad, "momentum"}), nullptr, true});
+  r.add({"ApplyAdam", 5, apply_shape_fn({"learning rate", "beta1", "beta2", "epsilon", kGrad}), nullptr, true});
+  r.add({"ApplyAdagrad", 2, [](InferenceContext& c) -> Status {
+           if (!(c.attrs().get_or<double>("initial_accumulator_value", 0.1) > 0))
+             return InvalidArgument("initial_accumulator_value must be > 0");
+           return apply_shape_fn({"learning rate", kGrad})(c);
          }, nullptr, true});
-  r.add({"ApplyMomentum", 3, [](InferenceContext& c) -> Status {
-           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
-           AF_RETURN_IF_ERROR(check_value(c, 1, "gradient"));
-           AF_RETURN_IF_ERROR(scalar_float(c, 2, "momentum"));
-           return write_shape_fn(c);
-         }, nullptr, true});
-  r.add({"ApplyAdam", 5, [](InferenceContext& c) -> Status {
-           AF_RETURN_IF_ERROR(scalar_float(c, 0, "learning rate"));
-           AF_RETURN_IF_ERROR(scalar_float(c, 1, "beta1"));
-           AF_RETURN_IF_ERROR(scalar_float(c, 2, "beta2"));
-           AF_RETURN_IF_ERROR(scalar_float(c, 3, "epsilon"));
-           AF_RETURN_IF_ERROR(check_value(c, 4, "gradient"));
-           return write_shape_fn(c);
-         }, nullptr, true});
+  r.add({"ApplyRMSProp", 5, apply_shape_fn({"learning rate", "decay", "momentum", "epsilon", kGrad}), nullptr, true});
   r.add({"ApplyGradientSync", 2, [](InferenceContext& c) -> Status {
            if (c.attrs().get_or<std::string>("optimizer", "adam") != "increment")
              AF_RETURN_IF_ERROR(check_value(c, 0, "gradient"));
@@ -132,8 +138,12 @@ NodeBuilder var_builder(const Scope& s, Node* v, const std::string& op) {
 
 }  // namespace
 
-Output variable(const Scope& s, const Shape& shape, DType dtype) {
-  Node* n = NodeBuilder(s, "VariableV2", "Variable").attr("dtype", dtype).attr("shape", shape).finalize();
+Output variable(const Scope& s, const Shape& shape, DType dtype, bool trainable) {
+  Node* n = NodeBuilder(s, "VariableV2", "Variable")
+                .attr("dtype", dtype)
+                .attr("shape", shape)
+                .attr("_trainable", trainable)
+                .finalize();
   if (!n) return Output();
   n->attrs.set("shared_name", n->name);
   return Output(n, 0);
@@ -173,6 +183,22 @@ Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2,
   Node* v = var_node(s, var, "ApplyAdam");
   if (!v) return Output();
   return var_builder(s, v, "ApplyAdam").input(lr).input(beta1).input(beta2).input(epsilon).input(grad).output();
+}
+
+Output apply_adagrad(const Scope& s, Input var, Input lr, Input grad, float initial_accumulator_value) {
+  Node* v = var_node(s, var, "ApplyAdagrad");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyAdagrad")
+      .input(lr)
+      .input(grad)
+      .attr("initial_accumulator_value", static_cast<double>(initial_accumulator_value))
+      .output();
+}
+
+Output apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon, Input grad) {
+  Node* v = var_node(s, var, "ApplyRMSProp");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyRMSProp").input(lr).input(decay).input(momentum).input(epsilon).input(grad).output();
 }
 
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o) {
@@ -233,17 +259,19 @@ Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, f
 }
 
 Output global_step(const Scope& s) {
-  return variable(s.with_op_name("global_step"), Shape{}, DType::kInt64);
+  Output gs = variable(s.with_op_name("global_step"), Shape{}, DType::kInt64, /*trainable=*/false);
+  if (gs.valid()) gs.node()->attrs.set("_global_step", true);  // found by train::get_global_step
+  return gs;
 }
 
 Output zeros(const Scope& s, const Shape& shape, DType dtype) {
   return NodeBuilder(s, "Fill").attr("shape", shape).attr("dtype", dtype).attr("value", 0.0).output();
 }
 
-Output fill(const Scope& s, const Shape& shape, float value) {
+Output fill(const Scope& s, const Shape& shape, float value, DType dtype) {
   return NodeBuilder(s, "Fill")
       .attr("shape", shape)
-      .attr("dtype", DType::kFloat32)
+      .attr("dtype", dtype)
       .attr("value", static_cast<double>(value))
       .output();
 }

@@ -19,8 +19,13 @@
 namespace actorflow {
 namespace ops {
 
-// A variable of `shape`/`dtype` named by the scope (with_op_name) or "Variable".
-Output variable(const Scope& s, const Shape& shape, DType dtype);
+// A variable of `shape`/`dtype` named by the scope (with_op_name) or "Variable". Every variable
+// is recorded in its graph's variable collections (graph order = creation order; see
+// <actorflow/train.h>: train::global_variables / trainable_variables): `trainable` false keeps it
+// out of trainable_variables (a global step, a counter), as tf.Variable(trainable=False). The
+// records are attrs of the VariableV2 node ("_trainable", and "_initializer" once train::
+// attaches one), so they survive graph copies and GraphDef.
+Output variable(const Scope& s, const Shape& shape, DType dtype, bool trainable = true);
 // var = value; outputs the new value.
 Output assign(const Scope& s, Input var, Input value);
 // var += delta; outputs the new value.
@@ -33,6 +38,15 @@ Output apply_gradient_descent(const Scope& s, Input var, Input lr, Input grad);
 Output apply_momentum(const Scope& s, Input var, Input lr, Input grad, Input momentum);
 // Adam with bias correction (m, v and the step count kept by the variable actor).
 Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2, Input epsilon, Input grad);
+// Adagrad (TF ApplyAdagrad): accum += grad^2; var -= lr * grad / sqrt(accum). The accumulator is
+// kept by the variable actor and starts at `initial_accumulator_value` (> 0; TF's default 0.1)
+// on the first update. Outputs the new value.
+Output apply_adagrad(const Scope& s, Input var, Input lr, Input grad, float initial_accumulator_value = 0.1f);
+// RMSProp (TF ApplyRMSProp, uncentered): ms = decay*ms + (1-decay)*grad^2;
+// mom = momentum*mom + lr*grad/sqrt(ms + epsilon); var -= mom. The slots ms (starting at 1, as
+// TF 1.x's RMSPropOptimizer creates it) and mom (starting at 0) are kept by the variable actor.
+// Outputs the new value.
+Output apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon, Input grad);
 // SyncReplicasOptimizer's contribution of one replica for global step `local_step`: the variable's
 // accumulator averages `replicas_to_aggregate` gradients of the current step, applies Adam once and
 // releases the waiting replicas; stale gradients (local_step below the current step) and gradients
@@ -60,15 +74,17 @@ struct SyncOptions {
 // is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o);
 
-// tf.train.get_or_create_global_step's variable: an int64 scalar variable named "global_step"
-// (under the scope's name prefix). Initialise it with assign(s, gs, Tensor::scalar<int64_t>(0)).
+// tf.train.get_or_create_global_step's variable: an int64 scalar, non-trainable variable named
+// "global_step" (under the scope's name prefix). Initialise it with
+// assign(s, gs, Tensor::scalar<int64_t>(0)), or use train::get_or_create_global_step, which
+// also attaches that initializer and returns the graph's existing global step if there is one.
 Output global_step(const Scope& s);
 
 // ---- initializers and random ops (seeded: the same seed gives the same values) ----------
-// A tensor of `shape` filled with 0 (of `dtype`) or with `value` (float32): tf.zeros_initializer,
+// A tensor of `shape` filled with 0 or with `value` (converted to `dtype`): tf.zeros_initializer,
 // tf.constant_initializer.
 Output zeros(const Scope& s, const Shape& shape, DType dtype);
-Output fill(const Scope& s, const Shape& shape, float value);
+Output fill(const Scope& s, const Shape& shape, float value, DType dtype = DType::kFloat32);
 // The values depend only on (seed, seed2): every run of the op gives the same values, and two
 // ops with the same seeds and shape give the same values (give each initializer its own seed).
 Output random_uniform(const Scope& s, const Shape& shape, float minval, float maxval, uint64_t seed,

@@ -577,6 +577,28 @@ TEST_F(GpuTest, OptimizerUpdatesMatchTheFunctors) {
     want[static_cast<size_t>(i)] = ww;
   }
   expect_near(*gpu_->copy_to_host(w3), want, 1e-6f);
+  Tensor w4 = dev_t(w0), accum = dev_t({0.1f, 0.1f, 0.1f});
+  ASSERT_TRUE(gpu_apply_adagrad(*gpu_, w4, accum, g, 0.1).ok());
+  ASSERT_TRUE(gpu_apply_adagrad(*gpu_, w4, accum, g, 0.1).ok());
+  for (int i = 0; i < 3; ++i) {
+    functors::AdagradUpdateF<float> f{0.1f};
+    float ww = w0[static_cast<size_t>(i)], aa = 0.1f;
+    f(ww, aa, g0[static_cast<size_t>(i)]);
+    f(ww, aa, g0[static_cast<size_t>(i)]);
+    want[static_cast<size_t>(i)] = ww;
+  }
+  expect_near(*gpu_->copy_to_host(w4), want, 1e-6f);
+  Tensor w5 = dev_t(w0), ms = dev_t({1, 1, 1}), mom = dev_t({0, 0, 0});
+  ASSERT_TRUE(gpu_apply_rms_prop(*gpu_, w5, ms, mom, g, 0.01, 0.9, 0.5, 1e-10).ok());
+  ASSERT_TRUE(gpu_apply_rms_prop(*gpu_, w5, ms, mom, g, 0.01, 0.9, 0.5, 1e-10).ok());
+  for (int i = 0; i < 3; ++i) {
+    functors::RmsPropUpdateF<float> f{0.01f, 0.9f, 0.5f, 1e-10f};
+    float ww = w0[static_cast<size_t>(i)], mm = 1, oo = 0;
+    f(ww, mm, oo, g0[static_cast<size_t>(i)]);
+    f(ww, mm, oo, g0[static_cast<size_t>(i)]);
+    want[static_cast<size_t>(i)] = ww;
+  }
+  expect_near(*gpu_->copy_to_host(w5), want, 1e-6f);
   Tensor host_w = F(w0, Shape{3});
   Status s = gpu_apply_sgd(*gpu_, host_w, g, 0.1);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;

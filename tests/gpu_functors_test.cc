@@ -96,6 +96,45 @@ TEST(GpuFunctorsTest, AdamUpdateWithBiasCorrection) {
   EXPECT_NEAR(wf, 0.99900000063, 1e-6);
 }
 
+TEST(GpuFunctorsTest, AdagradUpdate) {
+  // lr 0.1, accumulator from 0.1 (TF's initial_accumulator_value), g = 0.5 then -1:
+  //   a = 0.1 + 0.25 = 0.35;  w = 1 - 0.1 * 0.5 / sqrt(0.35) = 1 - 0.05 / 0.5916079783 = 0.9154845745
+  //   a = 0.35 + 1 = 1.35;    w = 0.9154845745 + 0.1 / sqrt(1.35) = 0.9154845745 + 0.0860662966
+  AdagradUpdateF<double> f{0.1};
+  double w = 1.0, a = 0.1;
+  f(w, a, 0.5);
+  EXPECT_NEAR(a, 0.35, 1e-15);
+  EXPECT_NEAR(w, 0.9154845745271484, 1e-12);
+  f(w, a, -1.0);
+  EXPECT_NEAR(a, 1.35, 1e-15);
+  EXPECT_NEAR(w, 1.0015508711095353, 1e-12);
+  AdagradUpdateF<float> ff{0.1f};
+  float wf = 1.0f, af = 0.1f;
+  ff(wf, af, 0.5f);
+  EXPECT_NEAR(wf, 0.9154845745, 1e-6);
+}
+
+TEST(GpuFunctorsTest, RmsPropUpdate) {
+  // lr 0.01, decay 0.9, momentum 0.5, epsilon 1e-10, ms from 1 (TF 1.x), mom from 0, g = 2 twice:
+  //   ms = 0.9 * 1 + 0.1 * 4 = 1.3;     mom = 0.01 * 2 / sqrt(1.3) = 0.0175411604;  w = 0.9824588396
+  //   ms = 0.9 * 1.3 + 0.1 * 4 = 1.57;  mom = 0.5 * 0.0175411604 + 0.02 / sqrt(1.57) = 0.0247323179
+  //   w = 0.9824588396 - 0.0247323179 = 0.9577265217
+  RmsPropUpdateF<double> f{0.01, 0.9, 0.5, 1e-10};
+  double w = 1.0, ms = 1.0, mom = 0.0;
+  f(w, ms, mom, 2.0);
+  EXPECT_NEAR(ms, 1.3, 1e-15);
+  EXPECT_NEAR(mom, 0.017541160385465923, 1e-12);
+  EXPECT_NEAR(w, 0.9824588396145341, 1e-12);
+  f(w, ms, mom, 2.0);
+  EXPECT_NEAR(ms, 1.57, 1e-15);
+  EXPECT_NEAR(mom, 0.02473231788157707, 1e-12);
+  EXPECT_NEAR(w, 0.957726521732957, 1e-12);
+  RmsPropUpdateF<float> ff{0.01f, 0.9f, 0.5f, 1e-10f};
+  float wf = 1.0f, msf = 1.0f, momf = 0.0f;
+  ff(wf, msf, momf, 2.0f);
+  EXPECT_NEAR(wf, 0.9824588396, 1e-6);
+}
+
 TEST(GpuFunctorsTest, SharedMathTheGpuKernelsUse) {
   EXPECT_EQ(AddF()(2, 3), 5);
   EXPECT_EQ(SubF()(2.5, 3.0), -0.5);

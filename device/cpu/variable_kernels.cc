@@ -111,6 +111,8 @@ void register_cpu_variable_kernels(KernelRegistry& r) {
   r.add("ApplyGradientDescent", "CPU", call_factory("apply_sgd"));
   r.add("ApplyMomentum", "CPU", call_factory("apply_momentum"));
   r.add("ApplyAdam", "CPU", call_factory("apply_adam"));
+  r.add("ApplyAdagrad", "CPU", call_factory("apply_adagrad"));
+  r.add("ApplyRMSProp", "CPU", call_factory("apply_rms_prop"));
   r.add("ApplyGradientSync", "CPU", call_factory("apply_sync"));
   r.add("Fill", "CPU", simple_factory<FillKernel>());
   r.add("RandomUniform", "CPU", [](const Node& n) -> Result<std::unique_ptr<OpKernel>> {

@@ -1,6 +1,10 @@
 #include "device/cuda/optimizer_kernels.h"
 
+#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "device/cuda/cuda_status.h"
 #include "device/cuda/gpu_kernel.h"
@@ -42,64 +46,84 @@ Status check_dtype(const Tensor& w) {
   return Status::OK();
 }
 
-}  // namespace
-
-Status gpu_apply_sgd(GpuDevice& dev, Tensor& w, const Tensor& g, double lr) {
+// Checks w and `slots` (same dtype and shape as w, in device memory) and g, then launches the
+// update kernel for the number of slots with the functor make(T{}) for w's element type
+// (float32 or float64). `what` names the update in errors ("Adam update kernel").
+template <class Make>
+Status launch_update(GpuDevice& dev, Tensor& w, std::initializer_list<std::pair<Tensor*, const char*>> slots,
+                     const Tensor& g, const char* what, Make make) {
   AF_RETURN_IF_ERROR(check_dtype(w));
+  for (const auto& [t, name] : slots) AF_RETURN_IF_ERROR(check_like(w, *t, name));
   AF_RETURN_IF_ERROR(check_like(w, g, "the gradient"));
   const int64_t n = w.num_elements();
   if (n == 0) return Status::OK();
   AF_RETURN_IF_ERROR(dev.activate());
+  std::vector<Tensor*> sl;
+  for (const auto& p : slots) sl.push_back(p.first);
+  // The functor's arity says how many slots it updates (the callers pass that many).
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    auto f = make(zero);
+    using F = decltype(f);
+    const auto blocks = num_blocks(n);
+    if constexpr (std::is_invocable_v<const F&, T&, T>)
+      update1_kernel<<<blocks, kThreadsPerBlock, 0, dev.stream()>>>(w.data<T>(), g.data<T>(), n, f);
+    else if constexpr (std::is_invocable_v<const F&, T&, T&, T>)
+      update2_kernel<<<blocks, kThreadsPerBlock, 0, dev.stream()>>>(w.data<T>(), sl[0]->data<T>(), g.data<T>(), n, f);
+    else
+      update3_kernel<<<blocks, kThreadsPerBlock, 0, dev.stream()>>>(w.data<T>(), sl[0]->data<T>(), sl[1]->data<T>(),
+                                                                    g.data<T>(), n, f);
+  };
   if (w.dtype() == DType::kFloat32)
-    update1_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(
-        w.data<float>(), g.data<float>(), n, functors::SgdUpdateF<float>{static_cast<float>(lr)});
+    run(float{});
   else
-    update1_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(w.data<double>(), g.data<double>(), n,
-                                                                          functors::SgdUpdateF<double>{lr});
-  return cuda_launch_status("SGD update kernel");
+    run(double{});
+  return cuda_launch_status(what);
+}
+
+}  // namespace
+
+Status gpu_apply_sgd(GpuDevice& dev, Tensor& w, const Tensor& g, double lr) {
+  return launch_update(dev, w, {}, g, "SGD update kernel", [&](auto zero) {
+    using T = decltype(zero);
+    return functors::SgdUpdateF<T>{static_cast<T>(lr)};
+  });
 }
 
 Status gpu_apply_momentum(GpuDevice& dev, Tensor& w, Tensor& accum, const Tensor& g, double lr, double momentum,
                           bool use_nesterov) {
-  AF_RETURN_IF_ERROR(check_dtype(w));
-  AF_RETURN_IF_ERROR(check_like(w, accum, "the accumulator"));
-  AF_RETURN_IF_ERROR(check_like(w, g, "the gradient"));
-  const int64_t n = w.num_elements();
-  if (n == 0) return Status::OK();
-  AF_RETURN_IF_ERROR(dev.activate());
-  if (w.dtype() == DType::kFloat32) {
-    functors::MomentumUpdateF<float> f{static_cast<float>(lr), static_cast<float>(momentum), use_nesterov};
-    update2_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(w.data<float>(), accum.data<float>(),
-                                                                          g.data<float>(), n, f);
-  } else {
-    functors::MomentumUpdateF<double> f{lr, momentum, use_nesterov};
-    update2_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(w.data<double>(), accum.data<double>(),
-                                                                          g.data<double>(), n, f);
-  }
-  return cuda_launch_status("Momentum update kernel");
+  return launch_update(dev, w, {{&accum, "the accumulator"}}, g, "Momentum update kernel", [&](auto zero) {
+    using T = decltype(zero);
+    return functors::MomentumUpdateF<T>{static_cast<T>(lr), static_cast<T>(momentum), use_nesterov};
+  });
 }
 
 Status gpu_apply_adam(GpuDevice& dev, Tensor& w, Tensor& m, Tensor& v, const Tensor& g, double lr, double beta1,
                       double beta2, double epsilon, int64_t t) {
   if (t < 1) return InvalidArgument("Adam update number must be >= 1, got " + std::to_string(t));
-  AF_RETURN_IF_ERROR(check_dtype(w));
-  AF_RETURN_IF_ERROR(check_like(w, m, "the first moment (m)"));
-  AF_RETURN_IF_ERROR(check_like(w, v, "the second moment (v)"));
-  AF_RETURN_IF_ERROR(check_like(w, g, "the gradient"));
-  const int64_t n = w.num_elements();
-  if (n == 0) return Status::OK();
-  AF_RETURN_IF_ERROR(dev.activate());
-  if (w.dtype() == DType::kFloat32) {
-    auto f = functors::AdamUpdateF<float>::make(static_cast<float>(lr), static_cast<float>(beta1),
-                                                static_cast<float>(beta2), static_cast<float>(epsilon), t);
-    update3_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(w.data<float>(), m.data<float>(),
-                                                                          v.data<float>(), g.data<float>(), n, f);
-  } else {
-    auto f = functors::AdamUpdateF<double>::make(lr, beta1, beta2, epsilon, t);
-    update3_kernel<<<num_blocks(n), kThreadsPerBlock, 0, dev.stream()>>>(w.data<double>(), m.data<double>(),
-                                                                          v.data<double>(), g.data<double>(), n, f);
-  }
-  return cuda_launch_status("Adam update kernel");
+  return launch_update(dev, w, {{&m, "the first moment (m)"}, {&v, "the second moment (v)"}}, g,
+                       "Adam update kernel", [&](auto zero) {
+                         using T = decltype(zero);
+                         return functors::AdamUpdateF<T>::make(static_cast<T>(lr), static_cast<T>(beta1),
+                                                               static_cast<T>(beta2), static_cast<T>(epsilon), t);
+                       });
+}
+
+Status gpu_apply_adagrad(GpuDevice& dev, Tensor& w, Tensor& accum, const Tensor& g, double lr) {
+  return launch_update(dev, w, {{&accum, "the accumulator"}}, g, "Adagrad update kernel", [&](auto zero) {
+    using T = decltype(zero);
+    return functors::AdagradUpdateF<T>{static_cast<T>(lr)};
+  });
+}
+
+Status gpu_apply_rms_prop(GpuDevice& dev, Tensor& w, Tensor& ms, Tensor& mom, const Tensor& g, double lr,
+                          double decay, double momentum, double epsilon) {
+  return launch_update(dev, w, {{&ms, "the mean square (ms)"}, {&mom, "the momentum (mom)"}}, g,
+                       "RMSProp update kernel", [&](auto zero) {
+                         using T = decltype(zero);
+                         return functors::RmsPropUpdateF<T>{static_cast<T>(lr), static_cast<T>(decay),
+                                                            static_cast<T>(momentum), static_cast<T>(epsilon)};
+                       });
 }
 
 }  // namespace actorflow

@@ -1,0 +1,223 @@
+// The training API, after TensorFlow 1.x's tf.train: variables collected per graph, their
+// initializers, the global step, and optimizers that build one update op per variable.
+//
+//   #include <actorflow/train.h>
+//   namespace af = actorflow;
+//   af::Scope root = af::Scope::root();
+//   af::Scope ps = root.with_device("/job:ps/task:0"), worker = root.with_device("/job:worker/task:0");
+//   auto w = af::train::get_variable(ps, "w", {784, 10});        // glorot_uniform, trainable
+//   auto gs = af::train::get_or_create_global_step(ps);          // int64, not trainable
+//   ... loss ...
+//   auto train_op = af::train::AdamOptimizer(1e-4f).minimize(worker, loss, gs);  // Result<Output>
+//   auto init = af::train::global_variables_initializer(root);                  // Result<Output>
+//   af::Session sess(root, server.target());
+//   sess.run({}, {}, {*init});
+//   for (...) sess.run(feeds, {loss}, {*train_op});
+//
+// Everything here builds graph nodes: like the ops:: builders it is not thread-safe (build a
+// graph from one thread) and includes no CAF header. Every returned Output points into the
+// scope's graph and stays valid as long as that graph lives (the Scope or a Session holds it).
+//
+// Where things run: each update op is requested on its variable's device (the variable's
+// parameter server), so the update and the optimizer's slots (momentum accumulator, Adam m/v,
+// Adagrad accumulator, RMSProp ms/mom) live in the variable's actor there; a worker sends a
+// gradient, never a value. The optimizer's hyper-parameter constants are built once per
+// apply_gradients and per variable device, on that device. Gradient ops go where gradients()
+// puts them (next to the forward ops, see graph/gradients.h).
+//
+// Errors: functions returning Result<> report what is wrong and where ("Adam.minimize: no
+// variables to optimize", "apply_gradients: 'x' is a Const, not a variable"); they return the
+// scope's first error when the graph was already broken. Functions returning Output record the
+// error in the scope (scope.ok() / Session::run report it) and return an invalid Output, as the
+// ops:: builders do. Nothing here throws or aborts on bad input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/scope.h"
+
+namespace actorflow {
+namespace train {
+
+// ---- initializers ----------------------------------------------------------------------
+// Builds, in scope `s`, the op computing a variable's initial value of `shape`/`dtype`.
+// Copyable and stateless; may be called from any thread on distinct graphs.
+using Initializer = std::function<Output(const Scope& s, const Shape& shape, DType dtype)>;
+// tf.zeros_initializer: any dtype.
+Initializer zeros_initializer();
+// tf.constant_initializer(value): any numeric dtype (value is converted).
+Initializer constant_initializer(double value);
+// tf.random_uniform_initializer / tf.truncated_normal_initializer / tf.glorot_uniform_initializer:
+// float32 only (another dtype fails the initializer's Assign with a dtype error naming the
+// variable). Seeded: the same seed gives the same values on every run (graph/ops_variables.h).
+Initializer random_uniform_initializer(float minval, float maxval, uint64_t seed);
+Initializer truncated_normal_initializer(float mean, float stddev, uint64_t seed);
+Initializer glorot_uniform_initializer(uint64_t seed);
+
+// ---- variables and their collections ---------------------------------------------------
+// tf.get_variable without reuse: creates variable `name` (under s's name prefix, on s's device)
+// of `shape`/`dtype`, builds its initializer op `<name>/Assign` of `initializer`'s value (built
+// as `<name>/Initializer` in s, without s's control dependencies) and records it, so
+// global_variables_initializer runs it. The default initializer is glorot_uniform seeded from a
+// hash (FNV-1a) of the variable's full name for float32 (each variable gets its own values, the
+// same in every run and process), zeros for other dtypes. `trainable` false keeps it out of
+// trainable_variables. Returns the variable's Output (reading it gives its value). AlreadyExists
+// in the scope when the name is taken (no reuse, no renaming: a variable's name is its identity on
+// the parameter server); other errors as the ops:: builders report them.
+Output get_variable(const Scope& s, const std::string& name, const Shape& shape, DType dtype = DType::kFloat32,
+                    const Initializer& initializer = {}, bool trainable = true);
+// Gives `var` (a VariableV2 Output, e.g. from ops::variable) the initializer var = value: builds
+// ops::assign(s, var, value) and records it as the variable's initializer, replacing any
+// earlier record. Returns the Assign's Output (invalid, with the error in s, when var is not a
+// variable or value does not match it).
+Output set_initial_value(const Scope& s, const Output& var, Input value);
+
+// tf.global_variables(scope) / tf.trainable_variables(scope): every variable of s's graph built
+// with ops::variable (so also get_variable and get_or_create_global_step) whose name lies under
+// s's name prefix (every variable at a root scope), in creation order; trainable_variables only
+// those created trainable. A snapshot: variables created later are not added to it.
+std::vector<Output> global_variables(const Scope& s);
+std::vector<Output> trainable_variables(const Scope& s);
+
+// tf.variables_initializer(var_list): one NoOp named "init" (made unique) in s, without s's
+// control dependencies, whose control inputs are the recorded initializers of `var_list`.
+// Running it initialises them all (in any order). InvalidArgument when an entry is not a
+// variable; FailedPrecondition naming every variable without an initializer (build it with
+// get_variable or give it one with set_initial_value). An empty list gives a NoOp that does
+// nothing.
+Result<Output> variables_initializer(const Scope& s, const std::vector<Output>& var_list);
+// tf.global_variables_initializer(): variables_initializer(s, global_variables(s)).
+Result<Output> global_variables_initializer(const Scope& s);
+
+// tf.train.get_or_create_global_step: the graph's global step, an int64 scalar non-trainable
+// variable, created as "global_step" (under s's prefix, on s's device) with initializer 0 when
+// the graph has none. An existing one is a variable built by ops::global_step or this function,
+// or any variable named "global_step"; if it has no initializer, the 0 initializer is attached.
+// Returns the variable (invalid, with the error in s, when the scope is broken).
+Output get_or_create_global_step(const Scope& s);
+// tf.train.get_global_step: the existing global step as above, or an invalid Output (no error).
+Output get_global_step(const Scope& s);
+
+// ---- optimizers ------------------------------------------------------------------------
+// (gradient, variable). The gradient is an invalid Output when the loss does not depend on the
+// variable (TensorFlow's None); apply_gradients skips such pairs.
+using GradAndVar = std::pair<Output, Output>;
+
+// tf.train.Optimizer. An optimizer object holds only its hyper-parameters: it is immutable
+// after construction, may be used for any number of graphs and from several threads at once
+// on distinct graphs. The per-variable state (slots) lives in the variable actors, one set per
+// variable and update kind: two optimizers of the same kind applied to one variable share it.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // The name of the ops' sub-scope: "GradientDescent", "Momentum", "Adam", "Adagrad", "RMSProp".
+  const std::string& name() const { return name_; }
+
+  // The gradients of `loss` (summed over its elements) with respect to `var_list`, default
+  // every trainable variable of the graph, in that order. Gradient ops are built by
+  // gradients() in s. Errors: an invalid loss; an entry that is not a variable; a variable that
+  // is not float32 (the update kernels need float32); an empty default list ("no variables to
+  // optimize"); gradients() errors (an op without a gradient between them).
+  Result<std::vector<GradAndVar>> compute_gradients(const Scope& s, const Output& loss,
+                                                    const std::vector<Output>& var_list = {}) const;
+
+  // One op that applies every pair's update (pairs without a gradient are skipped), each
+  // requested on its variable's device; with `global_step` (an integer scalar variable) the op
+  // returned is global_step += 1 with control dependencies on all the updates (so the step
+  // advances exactly once per run, after the updates, as TF does) and outputs the new step;
+  // without, a NoOp grouping the updates. Ops live under the sub-scope name() of s. Errors:
+  // an entry that is not a variable or not float32, a variable twice, no gradient at all,
+  // a global_step that is not an integer scalar variable, invalid hyper-parameters.
+  Result<Output> apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
+                                 const Output& global_step = Output()) const;
+
+  // compute_gradients then apply_gradients.
+  Result<Output> minimize(const Scope& s, const Output& loss, const Output& global_step = Output(),
+                          const std::vector<Output>& var_list = {}) const;
+
+ protected:
+  // `hyper`: the hyper-parameters (name, value), built as float32 constants of those names in
+  // this order and handed to apply_dense.
+  Optimizer(std::string name, std::vector<std::pair<std::string, float>> hyper)
+      : name_(std::move(name)), hyper_(std::move(hyper)) {}
+  // OK or InvalidArgument naming the bad hyper-parameter.
+  virtual Status validate() const { return Status::OK(); }
+  // Builds the update op of `var` with `grad` in `s` (named "update_<var>"); `hyper` are the
+  // constants of the hyper-parameters on the variable's device. Errors go to s.
+  virtual Output apply_dense(const Scope& s, const std::vector<Output>& hyper, const Output& grad,
+                             const Output& var) const = 0;
+
+ private:
+  // The hyper-parameter constants in `s` (on one variable device).
+  std::vector<Output> prepare(const Scope& s) const;
+
+  std::string name_;
+  std::vector<std::pair<std::string, float>> hyper_;
+};
+
+// var -= learning_rate * grad.
+class GradientDescentOptimizer : public Optimizer {
+ public:
+  explicit GradientDescentOptimizer(float learning_rate);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+};
+
+// accum = momentum * accum + grad; var -= learning_rate * accum (accum starts at 0).
+class MomentumOptimizer : public Optimizer {
+ public:
+  MomentumOptimizer(float learning_rate, float momentum);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+};
+
+// Adam (Kingma and Ba) with TF 1.x's bias correction: for the variable's t-th update,
+// lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m = beta1 m + (1 - beta1) g;
+// v = beta2 v + (1 - beta2) g^2; var -= lr_t * m / (sqrt(v) + epsilon). t counts the variable's
+// own Adam updates (TF counts apply_gradients runs; the same when every run updates every
+// variable, which minimize does).
+class AdamOptimizer : public Optimizer {
+ public:
+  explicit AdamOptimizer(float learning_rate = 0.001f, float beta1 = 0.9f, float beta2 = 0.999f,
+                         float epsilon = 1e-8f);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+};
+
+// accum += grad^2; var -= learning_rate * grad / sqrt(accum); accum starts at
+// initial_accumulator_value, which must be > 0 (apply_gradients checks).
+class AdagradOptimizer : public Optimizer {
+ public:
+  explicit AdagradOptimizer(float learning_rate, float initial_accumulator_value = 0.1f);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Status validate() const override;
+
+ private:
+  float initial_accumulator_value_;
+};
+
+// TF 1.x RMSProp (uncentered): ms = decay * ms + (1 - decay) * grad^2;
+// mom = momentum * mom + learning_rate * grad / sqrt(ms + epsilon); var -= mom. As in TF 1.x,
+// ms starts at 1 and mom at 0.
+class RMSPropOptimizer : public Optimizer {
+ public:
+  explicit RMSPropOptimizer(float learning_rate, float decay = 0.9f, float momentum = 0.0f,
+                            float epsilon = 1e-10f);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+};
+
+}  // namespace train
+}  // namespace actorflow

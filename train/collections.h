@@ -1,0 +1,19 @@
+// Internal to train/: the variable records that include/actorflow/train.h's collections read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/scope.h"
+
+namespace actorflow {
+namespace train {
+
+// The variables of `g` (VariableV2 and the other variable ops) whose names start with
+// `prefix` ("" = all), in node order (creation order); only those recorded trainable (attr
+// "_trainable", true when absent) with `trainable_only`. The Outputs point into `g`.
+std::vector<Output> graph_variables(Graph& g, const std::string& prefix, bool trainable_only);
+
+}  // namespace train
+}  // namespace actorflow
