@@ -35,6 +35,12 @@ struct VarState {
   int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
   std::vector<caf::response_promise> sync_waiting;
   std::chrono::steady_clock::time_point sync_first;
+  bool sync_closed = false;      // every replica left, or the chief closed it: contributions fail
+  std::string sync_closed_why;
+  int64_t sync_left = 0;         // replicas that ran their finish op (SyncReplicasOptimizer)
+  // Counters (SyncAccumulatorControl "stats"): aggregated updates applied, stale gradients
+  // dropped, realignments to a later step.
+  int64_t sync_applied = 0, sync_stale = 0, sync_realigned = 0;
   RestartBudget restarts;    // in-place restarts after exceptions
   Status failed;             // set when the restart budget is spent
   static constexpr const char* name = "variable";
@@ -213,7 +219,25 @@ void reset_sync(VarState& st) {
   st.sync_count = 0;
   st.sync_step = 0;
   st.sync_aligned = false;
+  st.sync_closed = false;  // a new (or restored) model: replicas join again
+  st.sync_closed_why.clear();
+  st.sync_left = 0;
   for (auto& rp : waiting) rp.deliver(one(Tensor::scalar<int64_t>(-1)));
+}
+
+// Ends synchronous training at this variable: the waiting contributions and every later one fail
+// with OutOfRange (TensorFlow's "queue closed": the training loop's signal to stop), so nobody
+// waits for a gradient that will never come. Undone by an assign or restore (reset_sync).
+void close_sync(VarState& st, const std::string& why) {
+  st.sync_closed = true;
+  st.sync_closed_why = why;
+  auto waiting = std::move(st.sync_waiting);
+  st.sync_waiting.clear();
+  st.sync_sum = Tensor();
+  st.sync_count = 0;
+  ++st.sync_generation;
+  const Status s = err(st, Code::kOutOfRange, why);
+  for (auto& rp : waiting) rp.deliver(to_caf_error(s));
 }
 
 // Finishes the current sync step: average, apply once, release everyone.
@@ -240,11 +264,17 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
     } else if (opt == "adam") {
       s = apply_adam(st, lr, attr_f(attrs, "beta1", 0.9), attr_f(attrs, "beta2", 0.999),
                      attr_f(attrs, "epsilon", 1e-8), st.sync_sum);
+    } else if (opt == "adagrad") {
+      s = apply_adagrad(st, lr, st.sync_sum, attr_f(attrs, "initial_accumulator_value", 0.1));
+    } else if (opt == "rmsprop") {
+      s = apply_rms_prop(st, lr, attr_f(attrs, "decay", 0.9), attr_f(attrs, "momentum", 0.0),
+                         attr_f(attrs, "epsilon", 1e-10), st.sync_sum);
     } else {
       s = err(st, Code::kInvalidArgument, "unknown synchronous optimizer '" + opt + "'");
     }
   }
   ++st.version;
+  if (s.ok()) ++st.sync_applied;
   const int64_t applied = st.sync_step;
   ++st.sync_step;
   st.sync_sum = Tensor();
@@ -284,7 +314,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     st.value = args[0].deep_copy();
     ++st.version;
     observe_global_step(st);
-    if (st.sync_aligned) reset_sync(st);
+    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
     return one(st.value);
   }
   Status s = require_init(st);
@@ -334,14 +364,27 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
                           std::string(dtype_name(args[1].dtype())) + " " + args[1].shape().to_string()));
     const int64_t local_step = args[1].data<int64_t>()[0];
     const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
+    if (st.sync_closed)
+      return fail(err(st, Code::kOutOfRange,
+                      st.sync_closed_why + "; the gradient of step " + std::to_string(local_step) + " was not applied"));
     if (!st.sync_aligned) {  // the first contribution: start at its step (the global step)
       st.sync_step = local_step;
       st.sync_aligned = true;
     }
-    if (local_step < st.sync_step) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped
-    // A contribution computed at a later step than the accumulator's counts for the current
-    // step: the accumulator never skips a step, so every variable applies the same sequence
-    // of aggregated updates as the global step, whatever order the messages arrive in.
+    if (local_step < st.sync_step) {  // stale: dropped and counted
+      ++st.sync_stale;
+      return one(Tensor::scalar<int64_t>(-1));
+    }
+    // A contribution of a later step than the accumulator's: with nothing collected yet, the
+    // accumulator is behind (its last step failed here, by a timeout or a restart, while the
+    // global step went on), so it realigns to the contribution's step and never lags. With
+    // gradients already collected it counts for the current step (a replica that started its
+    // next step early, a benign race: the step still aggregates replicas_to_aggregate fresh
+    // gradients, as TensorFlow's accumulators accept local_step >= their step).
+    if (local_step > st.sync_step && st.sync_count == 0) {
+      st.sync_step = local_step;
+      ++st.sync_realigned;
+    }
     if (st.sync_count == 0) {
       st.sync_first = std::chrono::steady_clock::now();
       if (opt != "increment") st.sync_sum = args[0].deep_copy();
@@ -358,6 +401,32 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     st.sync_waiting.push_back(self->make_response_promise());
     if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
     return caf::delegated<std::vector<Tensor>>();
+  } else if (m == "sync_control") {
+    const std::string action = call->attrs.get_or<std::string>("action", "stats");
+    const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
+    const int64_t total = call->attrs.get_or<int64_t>("total_num_replicas", replicas);
+    if (action == "leave") {
+      ++st.sync_left;
+      if (!st.sync_closed && total - st.sync_left < replicas)
+        close_sync(st, "synchronous training ended: " + std::to_string(st.sync_left) + " of " +
+                           std::to_string(total) + " replicas finished, fewer than the " +
+                           std::to_string(replicas) + " a step aggregates are left");
+      return one(Tensor::scalar<int64_t>(st.sync_step));
+    }
+    if (action == "close") {
+      if (!st.sync_closed) close_sync(st, "synchronous training was closed at step " + std::to_string(st.sync_step));
+      return one(Tensor::scalar<int64_t>(st.sync_step));
+    }
+    if (action != "stats") return fail(err(st, Code::kInvalidArgument, "unknown sync_control action '" + action + "'"));
+    Tensor t(DType::kInt64, Shape{6});
+    int64_t* p = t.data<int64_t>();
+    p[0] = st.sync_step;
+    p[1] = st.sync_applied;
+    p[2] = st.sync_stale;
+    p[3] = st.sync_realigned;
+    p[4] = st.sync_left;
+    p[5] = st.sync_closed ? 1 : 0;
+    return one(t);
   } else {
     return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
   }

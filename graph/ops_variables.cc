@@ -102,6 +102,13 @@ void register_variable_ops(OpRegistry& r) {
            c.set_output(0, DType::kInt64, Shape{});
            return Status::OK();
          }, nullptr, true});
+  r.add({"SyncAccumulatorControl", 0, [](InferenceContext& c) -> Status {
+           const std::string action = c.attrs().get_or<std::string>("action", "stats");
+           if (action == "stats") c.set_output(0, DType::kInt64, Shape{6});
+           else if (action == "leave" || action == "close") c.set_output(0, DType::kInt64, Shape{});
+           else return InvalidArgument("unknown action '" + action + "' (leave, close, stats)");
+           return Status::OK();
+         }, nullptr, true});
   r.add({"Fill", 0, random_shape_fn, nullptr, false, true});
   r.add({"RandomUniform", 0, random_shape_fn, nullptr, true, true});
   r.add({"TruncatedNormal", 0, random_shape_fn, nullptr, true, true});
@@ -210,9 +217,10 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
                                     std::to_string(replicas) + ") <= total_num_replicas (" + std::to_string(total) + ")"));
     return Output();
   }
-  if (o.optimizer != "sgd" && o.optimizer != "momentum" && o.optimizer != "adam" && o.optimizer != "increment") {
+  if (o.optimizer != "sgd" && o.optimizer != "momentum" && o.optimizer != "adam" && o.optimizer != "adagrad" &&
+      o.optimizer != "rmsprop" && o.optimizer != "increment") {
     s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': unknown optimizer '" +
-                                    o.optimizer + "' (sgd, momentum, adam, increment)"));
+                                    o.optimizer + "' (sgd, momentum, adam, adagrad, rmsprop, increment)"));
     return Output();
   }
   if (!(o.timeout_secs > 0)) {
@@ -228,9 +236,27 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
       .attr("beta1", static_cast<double>(o.beta1))
       .attr("beta2", static_cast<double>(o.beta2))
       .attr("epsilon", static_cast<double>(o.epsilon))
+      .attr("decay", static_cast<double>(o.decay))
+      .attr("initial_accumulator_value", static_cast<double>(o.initial_accumulator_value))
       .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
       .attr("total_num_replicas", static_cast<int64_t>(total))
       .attr("sync_timeout_secs", o.timeout_secs)
+      .output();
+}
+
+Output sync_accumulator_control(const Scope& s, Input var, const std::string& action, int replicas_to_aggregate,
+                                int total_num_replicas) {
+  Node* v = var_node(s, var, "SyncAccumulatorControl");
+  if (!v) return Output();
+  if (action != "leave" && action != "close" && action != "stats") {
+    s.update_status(InvalidArgument("SyncAccumulatorControl for variable '" + v->name + "': unknown action '" +
+                                    action + "' (leave, close, stats)"));
+    return Output();
+  }
+  return var_builder(s, v, "SyncAccumulatorControl")
+      .attr("action", action)
+      .attr("replicas_to_aggregate", static_cast<int64_t>(replicas_to_aggregate))
+      .attr("total_num_replicas", static_cast<int64_t>(total_num_replicas))
       .output();
 }
 

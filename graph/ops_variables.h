@@ -62,10 +62,13 @@ Output apply_sgd_sync(const Scope& s, Input var, Input grad, Input local_step, f
 
 // What a synchronous update applies once its step is complete (SyncReplicasOptimizer's options).
 struct SyncOptions {
-  std::string optimizer = "sgd";  // "sgd", "momentum", "adam", or "increment" (var += 1; the global step)
+  // "sgd", "momentum", "adam", "adagrad", "rmsprop", or "increment" (var += 1; the global step)
+  std::string optimizer = "sgd";
   float lr = 0.01f;
   float momentum = 0.9f;                              // "momentum"
-  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // "adam"
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // "adam" (epsilon also "rmsprop")
+  float decay = 0.9f;                                   // "rmsprop" (with momentum, epsilon)
+  float initial_accumulator_value = 0.1f;               // "adagrad"
   int replicas_to_aggregate = 1;  // gradients averaged per step
   int total_num_replicas = 1;     // workers; more than replicas_to_aggregate gives backup workers
   double timeout_secs = 60;       // a step that does not fill in time fails its waiting workers
@@ -73,6 +76,18 @@ struct SyncOptions {
 // The general form of the *_sync builders above: op ApplyGradientSync with `o` as attrs. `grad`
 // is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o);
+
+// The synchronous accumulator of `var` (op SyncAccumulatorControl, on the variable's device):
+//   "leave": a replica stops training (SyncReplicasOptimizer::finish_op); once fewer than
+//            `replicas_to_aggregate` of `total_num_replicas` replicas are left, the accumulator
+//            closes: waiting and later contributions fail with OutOfRange instead of waiting
+//            for gradients that will never come. Outputs the accumulator's step (int64 scalar).
+//   "close": closes it now (the chief ends training). Outputs the step.
+//   "stats": int64 [6]: the step it collects for, aggregated updates applied, stale gradients
+//            dropped, realignments to a later step, replicas that left, closed (0/1).
+// An assign or restore of the variable (a new or restored model) re-opens it and forgets leaves.
+Output sync_accumulator_control(const Scope& s, Input var, const std::string& action, int replicas_to_aggregate = 1,
+                                int total_num_replicas = 1);
 
 // tf.train.get_or_create_global_step's variable: an int64 scalar, non-trainable variable named
 // "global_step" (under the scope's name prefix). Initialise it with

@@ -20,7 +20,7 @@ bool is_ref_consumer_op(const std::string& op) {
   static const std::set<std::string> kOps = {
       "Assign",          "AssignAdd",           "AssignSub",           "ReadVariable",
       "ReadVariableOp",  "AssignVariableOp",    "AssignAddVariableOp", "AssignSubVariableOp",
-      "IsVariableInitialized", "VariableShape", "CountUpTo"};
+      "IsVariableInitialized", "VariableShape", "CountUpTo", "SyncAccumulatorControl"};
   if (kOps.count(op)) return true;
   auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
   return starts("Apply") || starts("ResourceApply") || starts("Scatter") || starts("ResourceScatter") ||

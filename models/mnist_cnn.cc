@@ -12,6 +12,7 @@
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/replica_device_setter.h"
+#include "actorflow/train.h"
 
 namespace actorflow {
 namespace {
@@ -76,31 +77,18 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   m.loss = ops::reduce_mean(w.with_op_name("cross_entropy"), xent[0]);
   auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
   m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
-  AF_ASSIGN_OR_RETURN(auto grads, gradients(w, {m.loss}, vars));
-  std::vector<Output> updates;
-  auto sync_opts = [&](const char* optimizer) {
-    ops::SyncOptions so;
-    so.optimizer = optimizer;
-    so.lr = o.learning_rate;
-    so.replicas_to_aggregate = o.replicas_to_aggregate;
-    so.total_num_replicas = o.total_replicas;
-    so.timeout_secs = o.sync_timeout_secs;
-    return so;
-  };
-  for (size_t i = 0; i < vars.size(); ++i) {
-    if (o.sync) {
-      updates.push_back(ops::apply_gradient_sync(w, vars[i], grads[i], m.global_step, sync_opts("adam")));
-    } else {
-      updates.push_back(ops::apply_adam(w, vars[i], o.learning_rate, 0.9f, 0.999f, 1e-8f, grads[i]));
-    }
+  std::vector<train::GradAndVar> grads_and_vars;
+  {
+    AF_ASSIGN_OR_RETURN(auto grads, gradients(w, {m.loss}, vars));
+    for (size_t i = 0; i < vars.size(); ++i) grads_and_vars.emplace_back(grads[i], vars[i]);
   }
+  const train::AdamOptimizer adam(o.learning_rate, 0.9f, 0.999f, 1e-8f);
   if (o.sync) {
-    updates.push_back(ops::apply_gradient_sync(w, m.global_step, Tensor::scalar<int64_t>(1), m.global_step,
-                                               sync_opts("increment")));
-    m.train_op = ops::no_op(w, updates, "train");
+    train::SyncReplicasOptimizer sync(adam, o.replicas_to_aggregate, o.total_replicas, o.sync_timeout_secs);
+    AF_ASSIGN_OR_RETURN(m.train_op, sync.apply_gradients(w, grads_and_vars, m.global_step));
+    AF_ASSIGN_OR_RETURN(m.sync_finish_op, sync.finish_op(w));
   } else {
-    auto inc = ops::assign_add(w.with_control_dependencies(updates), m.global_step, Tensor::scalar<int64_t>(1));
-    m.train_op = ops::no_op(w, {inc}, "train");
+    AF_ASSIGN_OR_RETURN(m.train_op, adam.apply_gradients(w, grads_and_vars, m.global_step));
   }
   m.init_op = ops::no_op(root, inits, "init");
   if (!root.ok()) return root.status();
@@ -141,6 +129,12 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     if (!batch.ok()) { loop_status = batch.status(); break; }
     auto r = sess->run({{m.x, (*batch)[0]}, {m.labels, (*batch)[1]}}, {m.accuracy, m.global_step}, {m.train_op});
     if (!r.ok()) {
+      // Synchronous training closed: fewer replicas than a step aggregates are left (the others
+      // finished), so this step can never fill. Training is over for this worker too.
+      if (r.status().code() == Code::kOutOfRange && m.sync_finish_op.valid()) {
+        out("worker/" + std::to_string(o.task_index) + ": synchronous training ended (" + r.status().message() + ")");
+        break;
+      }
       // A task died mid-step (or a parameter server lost its variables): wait for it and go on.
       const Code c = r.status().code();
       if (c == Code::kUnavailable || c == Code::kAborted || c == Code::kFailedPrecondition ||
@@ -173,6 +167,12 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.images_per_sec = secs > 0 ? res.local_steps * o.batch / secs : 0;
   caf::anon_send_exit(feeder, caf::exit_reason::user_shutdown);
+  if (loop_status.ok() && m.sync_finish_op.valid()) {
+    // This replica leaves the synchronous group: once too few are left, the others' waiting
+    // steps end at once instead of at their timeout.
+    auto f = sess->run({}, {}, {m.sync_finish_op});
+    if (!f.ok()) AF_LOG(WARNING) << "worker/" << o.task_index << ": leaving synchronous training: " << f.status();
+  }
   if (!loop_status.ok()) {
     sv.request_stop(loop_status);
     sv.stop();

@@ -39,6 +39,8 @@ struct CnnModel {
   Output accuracy;     // mean of argmax(logits) == argmax(labels)
   Output global_step;  // int64 scalar variable
   Output train_op;     // one optimizer update (async) or one contribution (sync)
+  // sync: SyncReplicasOptimizer::finish_op, run once by each worker when it stops training.
+  Output sync_finish_op;
   Output init_op;      // initializes every variable
 };
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "tests/util/local_server.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
 #include "graph/placer.h"
@@ -19,16 +20,9 @@ namespace {
 
 namespace train = actorflow::train;
 
-std::unique_ptr<Server> server2() {
-  LocalServerOptions o;
-  o.cpu_devices = 2;
-  return std::move(*Server::local(o));
-}
+std::unique_ptr<Server> server2() { return testing::two_device_server(); }
 
-Tensor vec(std::vector<float> v) {
-  const auto n = static_cast<int64_t>(v.size());
-  return Tensor::from_vector<float>(std::move(v), {n});
-}
+using testing::vec;
 
 // A variable "w" = [1, -1] on /cpu:1 (the "ps"), a fed gradient on /cpu:0 (the "worker") and
 // `opt`'s apply_gradients; runs three steps with the gradients G1 = [0.5, -2], G2 = [1, 1],

@@ -45,11 +45,21 @@ Scope on_device(const Scope& s, const std::string& device) {
   return s.with_no_control_dependencies().with_device("").with_device(device);
 }
 
+Result<std::vector<GradAndVar>> gradients_of(const std::string& name, const Scope& s, const Output& loss,
+                                             const std::vector<Output>& var_list);
+
 }  // namespace
 
 Result<std::vector<GradAndVar>> Optimizer::compute_gradients(const Scope& s, const Output& loss,
                                                              const std::vector<Output>& var_list) const {
-  const std::string what = name_ + ".compute_gradients";
+  return gradients_of(name_, s, loss, var_list);
+}
+
+namespace {
+
+Result<std::vector<GradAndVar>> gradients_of(const std::string& name, const Scope& s, const Output& loss,
+                                             const std::vector<Output>& var_list) {
+  const std::string what = name + ".compute_gradients";
   AF_RETURN_IF_ERROR(s.status());
   if (!loss.valid()) return InvalidArgument(what + ": the loss is an invalid Output (an earlier op failed to build)");
   if (!dtype_is_floating(loss.dtype()))
@@ -74,11 +84,9 @@ Result<std::vector<GradAndVar>> Optimizer::compute_gradients(const Scope& s, con
   return out;
 }
 
-Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
-                                          const Output& global_step) const {
-  const std::string what = name_ + ".apply_gradients";
-  AF_RETURN_IF_ERROR(s.status());
-  AF_RETURN_IF_ERROR(validate().with_prefix(what));
+// The pairs of grads_and_vars that have a gradient, after checking every variable (a variable,
+// float32, listed once) and that one has a gradient; errors start with `what`.
+Result<std::vector<GradAndVar>> pairs_to_apply(const std::vector<GradAndVar>& grads_and_vars, const std::string& what) {
   std::set<const Node*> seen;
   std::vector<Output> all_vars;
   std::vector<GradAndVar> todo;
@@ -92,13 +100,30 @@ Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<Grad
   if (todo.empty())
     return InvalidArgument(what + ": no gradients provided for any variable " + names_of(all_vars) +
                            " (the loss depends on none of them)");
+  return todo;
+}
+
+// The global step's node: an int64 or int32 scalar variable; errors start with `what`.
+Result<Node*> global_step_node(const Output& global_step, const std::string& what) {
+  AF_ASSIGN_OR_RETURN(Node * gs, variable_node(global_step, what));
+  const DType t = gs->output_types[0];
+  if ((t != DType::kInt64 && t != DType::kInt32) || gs->output_shapes[0].rank() != 0)
+    return InvalidArgument(what + ": global_step '" + gs->name + "' must be an int64 or int32 scalar variable, is " +
+                           dtype_name(t) + " " + gs->output_shapes[0].to_string());
+  return gs;
+}
+
+}  // namespace
+
+Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
+                                          const Output& global_step) const {
+  const std::string what = name_ + ".apply_gradients";
+  AF_RETURN_IF_ERROR(s.status());
+  AF_RETURN_IF_ERROR(validate().with_prefix(what));
+  AF_ASSIGN_OR_RETURN(std::vector<GradAndVar> todo, pairs_to_apply(grads_and_vars, what));
   Node* gs = nullptr;
   if (global_step.valid()) {
-    AF_ASSIGN_OR_RETURN(gs, variable_node(global_step, what));
-    const DType t = gs->output_types[0];
-    if ((t != DType::kInt64 && t != DType::kInt32) || gs->output_shapes[0].rank() != 0)
-      return InvalidArgument(what + ": global_step '" + gs->name + "' must be an int64 or int32 scalar variable, is " +
-                             dtype_name(t) + " " + gs->output_shapes[0].to_string());
+    AF_ASSIGN_OR_RETURN(gs, global_step_node(global_step, what));
   }
 
   Scope os = s.new_sub_scope(name_);
@@ -187,6 +212,152 @@ RMSPropOptimizer::RMSPropOptimizer(float learning_rate, float decay, float momen
 Output RMSPropOptimizer::apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g,
                                      const Output& v) const {
   return ops::apply_rms_prop(s, v, h[0], h[1], h[2], h[3], g);
+}
+
+// ---- the synchronous form of each update ---------------------------------------------------
+
+ops::SyncOptions Optimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer.clear();  // none: SyncReplicasOptimizer refuses this optimizer
+  return o;
+}
+
+ops::SyncOptions GradientDescentOptimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer = "sgd";
+  o.lr = hyper_value(0);
+  return o;
+}
+
+ops::SyncOptions MomentumOptimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer = "momentum";
+  o.lr = hyper_value(0);
+  o.momentum = hyper_value(1);
+  return o;
+}
+
+ops::SyncOptions AdamOptimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer = "adam";
+  o.lr = hyper_value(0);
+  o.beta1 = hyper_value(1);
+  o.beta2 = hyper_value(2);
+  o.epsilon = hyper_value(3);
+  return o;
+}
+
+ops::SyncOptions AdagradOptimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer = "adagrad";
+  o.lr = hyper_value(0);
+  o.initial_accumulator_value = initial_accumulator_value_;
+  return o;
+}
+
+ops::SyncOptions RMSPropOptimizer::sync_update() const {
+  ops::SyncOptions o;
+  o.optimizer = "rmsprop";
+  o.lr = hyper_value(0);
+  o.decay = hyper_value(1);
+  o.momentum = hyper_value(2);
+  o.epsilon = hyper_value(3);
+  return o;
+}
+
+// ---- SyncReplicasOptimizer -------------------------------------------------------------------
+
+SyncReplicasOptimizer::SyncReplicasOptimizer(const Optimizer& opt, int replicas_to_aggregate, int total_num_replicas,
+                                             double timeout_secs)
+    : name_("SyncReplicas_" + opt.name()), update_(opt.sync_update()), valid_(opt.validate()) {
+  update_.replicas_to_aggregate = replicas_to_aggregate;
+  update_.total_num_replicas = total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate;
+  update_.timeout_secs = timeout_secs;
+  if (valid_.ok() && update_.optimizer.empty())
+    valid_ = Unimplemented(opt.name() + " has no synchronous form (sync_update)");
+  if (valid_.ok() && (replicas_to_aggregate < 1 || update_.total_num_replicas < replicas_to_aggregate))
+    valid_ = InvalidArgument("need 1 <= replicas_to_aggregate (" + std::to_string(replicas_to_aggregate) +
+                             ") <= total_num_replicas (" + std::to_string(update_.total_num_replicas) + ")");
+  if (valid_.ok() && !(timeout_secs > 0))
+    valid_ = InvalidArgument("timeout_secs must be > 0, got " + std::to_string(timeout_secs));
+}
+
+Result<std::vector<GradAndVar>> SyncReplicasOptimizer::compute_gradients(const Scope& s, const Output& loss,
+                                                                         const std::vector<Output>& var_list) const {
+  return gradients_of(name_, s, loss, var_list);
+}
+
+Result<Output> SyncReplicasOptimizer::apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
+                                                      const Output& global_step) {
+  const std::string what = name_ + ".apply_gradients";
+  AF_RETURN_IF_ERROR(s.status());
+  AF_RETURN_IF_ERROR(valid_.with_prefix(what));
+  if (!applied_.empty()) return FailedPrecondition(what + ": apply_gradients was already called on this optimizer");
+  AF_ASSIGN_OR_RETURN(std::vector<GradAndVar> todo, pairs_to_apply(grads_and_vars, what));
+  if (!global_step.valid())
+    return InvalidArgument(what + ": synchronous training needs the global step (it numbers the steps)");
+  AF_ASSIGN_OR_RETURN(Node * gs, global_step_node(global_step, what));
+  if (gs->output_types[0] != DType::kInt64)
+    return InvalidArgument(what + ": global_step '" + gs->name + "' must be int64 for synchronous training");
+  Scope os = s.new_sub_scope(name_);
+  // The local step: the global step as this run reads it (once per run, on its ps).
+  const Output local_step(gs, 0);
+  std::vector<Output> updates;
+  for (const auto& [grad, var] : todo) {
+    Scope vs = on_device(os, var.node()->requested_device).with_op_name("update_" + var.node()->name);
+    Output u = ops::apply_gradient_sync(vs, var, grad, local_step, update_);
+    if (!u.valid())
+      return s.status().ok() ? Internal(what + ": no update op for '" + var.name() + "'") : s.status().with_prefix(what);
+    updates.push_back(u);
+    applied_.push_back(var);
+  }
+  ops::SyncOptions inc = update_;
+  inc.optimizer = "increment";
+  Scope gs_dev = on_device(os, gs->requested_device);
+  Output step = ops::apply_gradient_sync(gs_dev.with_op_name("increment_global_step"), local_step,
+                                         ops::constant(gs_dev, Tensor::scalar<int64_t>(1), "one"), local_step, inc);
+  if (!step.valid()) return s.status().with_prefix(what);
+  updates.push_back(step);
+  applied_.push_back(local_step);
+  Output train = ops::no_op(os, updates, "train");
+  if (!train.valid()) return s.status();
+  return train;
+}
+
+Result<Output> SyncReplicasOptimizer::minimize(const Scope& s, const Output& loss, const Output& global_step,
+                                               const std::vector<Output>& var_list) {
+  AF_ASSIGN_OR_RETURN(auto gv, compute_gradients(s, loss, var_list));
+  return apply_gradients(s, gv, global_step);
+}
+
+Result<Output> SyncReplicasOptimizer::control_op(const Scope& s, const std::string& action) const {
+  const std::string what = name_ + "." + (action == "leave" ? "finish_op" : action + "_op");
+  AF_RETURN_IF_ERROR(s.status());
+  if (applied_.empty()) return FailedPrecondition(what + ": call apply_gradients (or minimize) first");
+  Scope os = s.new_sub_scope(name_);
+  std::vector<Output> ops_;
+  for (const Output& var : applied_) {
+    Scope vs = on_device(os, var.node()->requested_device).with_op_name(action + "_" + var.node()->name);
+    Output c = ops::sync_accumulator_control(vs, var, action, update_.replicas_to_aggregate, update_.total_num_replicas);
+    if (!c.valid()) return s.status().with_prefix(what);
+    ops_.push_back(c);
+  }
+  Output op = ops::no_op(os, ops_, action);
+  if (!op.valid()) return s.status();
+  return op;
+}
+
+Result<Output> SyncReplicasOptimizer::finish_op(const Scope& s) const { return control_op(s, "leave"); }
+Result<Output> SyncReplicasOptimizer::close_op(const Scope& s) const { return control_op(s, "close"); }
+
+Result<Output> SyncReplicasOptimizer::accumulator_stats(const Scope& s, const Output& var) const {
+  const std::string what = name_ + ".accumulator_stats";
+  AF_RETURN_IF_ERROR(s.status());
+  AF_ASSIGN_OR_RETURN(Node * n, variable_node(var, what));
+  Scope vs = on_device(s, n->requested_device).with_op_name("sync_stats_" + n->name);
+  Output c = ops::sync_accumulator_control(vs, var, "stats", update_.replicas_to_aggregate, update_.total_num_replicas);
+  if (!c.valid()) return s.status().with_prefix(what);
+  return c;
 }
 
 }  // namespace train

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "graph/ops_variables.h"
 #include "graph/scope.h"
 
 namespace actorflow {
@@ -148,6 +149,13 @@ class Optimizer {
       : name_(std::move(name)), hyper_(std::move(hyper)) {}
   // OK or InvalidArgument naming the bad hyper-parameter.
   virtual Status validate() const { return Status::OK(); }
+  // What a variable's synchronous accumulator applies to each averaged gradient when this
+  // optimizer is wrapped in a SyncReplicasOptimizer: the update kind ("sgd", "momentum", "adam",
+  // "adagrad", "rmsprop") and its hyper-parameters (the replica counts are filled in there). The
+  // default has an empty kind: a SyncReplicasOptimizer around it reports Unimplemented.
+  virtual ops::SyncOptions sync_update() const;
+  // The value of hyper-parameter `i` as given to the constructor (i < their count).
+  float hyper_value(size_t i) const { return hyper_[i].second; }
   // Builds the update op of `var` with `grad` in `s` (named "update_<var>"); `hyper` are the
   // constants of the hyper-parameters on the variable's device. Errors go to s.
   virtual Output apply_dense(const Scope& s, const std::vector<Output>& hyper, const Output& grad,
@@ -156,6 +164,7 @@ class Optimizer {
  private:
   // The hyper-parameter constants in `s` (on one variable device).
   std::vector<Output> prepare(const Scope& s) const;
+  friend class SyncReplicasOptimizer;
 
   std::string name_;
   std::vector<std::pair<std::string, float>> hyper_;
@@ -168,6 +177,7 @@ class GradientDescentOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  ops::SyncOptions sync_update() const override;
 };
 
 // accum = momentum * accum + grad; var -= learning_rate * accum (accum starts at 0).
@@ -177,6 +187,7 @@ class MomentumOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  ops::SyncOptions sync_update() const override;
 };
 
 // Adam (Kingma and Ba) with TF 1.x's bias correction: for the variable's t-th update,
@@ -191,6 +202,7 @@ class AdamOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  ops::SyncOptions sync_update() const override;
 };
 
 // accum += grad^2; var -= learning_rate * grad / sqrt(accum); accum starts at
@@ -201,6 +213,7 @@ class AdagradOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  ops::SyncOptions sync_update() const override;
   Status validate() const override;
 
  private:
@@ -217,6 +230,72 @@ class RMSPropOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  ops::SyncOptions sync_update() const override;
+};
+
+// tf.train.SyncReplicasOptimizer: synchronous data-parallel training around any optimizer above.
+//
+// Each replica's gradient of a variable goes to that variable's accumulator (in its variable
+// actor, on its ps) tagged with the step it was computed at: the global step as the same run
+// reads it (no token queue: the run itself waits until its step is done, so its next run reads
+// the next step). Once `replicas_to_aggregate` gradients of the accumulator's step have arrived it
+// applies their average once, with the wrapped optimizer's update (slots as that optimizer's),
+// and releases the runs waiting on it; the global step's own accumulator adds 1 the same way.
+//   - Stale gradients (of an earlier step than the accumulator's) are dropped at once and counted
+//     (accumulator_stats); `total_num_replicas` > replicas_to_aggregate gives backup workers: the
+//     slowest gradients of each step are the stale ones.
+//   - A step that fails at one accumulator (its timeout passes: DeadlineExceeded to the waiting
+//     runs; its actor restarts: Aborted) applies nothing there, and that accumulator realigns to
+//     the step of the next gradient it gets: no accumulator lags behind the global step, so a
+//     failure never turns into a livelock. Accumulators are independent (as TensorFlow's): each
+//     applies at most one averaged update per step; a step that failed at one variable may have
+//     applied at another.
+//   - Each replica runs finish_op() once when it stops training. Once fewer than
+//     replicas_to_aggregate replicas are left, every accumulator closes: the runs waiting there and
+//     every later one fail with OutOfRange (TensorFlow's "queue closed", the loop's signal to
+//     stop), so nobody waits for a gradient that will never come. close_op() closes at once (the
+//     chief ends training). Assigning or restoring a variable re-opens its accumulator.
+//
+// Not thread-safe: apply_gradients records the variables it updates (for finish_op, close_op);
+// build with one thread. The object holds no reference to `opt` (its update is copied).
+class SyncReplicasOptimizer {
+ public:
+  // `total_num_replicas` <= 0 means replicas_to_aggregate. A gradient step that does not fill
+  // within `timeout_secs` fails its waiting runs (DeadlineExceeded). Bad arguments are reported
+  // by apply_gradients.
+  SyncReplicasOptimizer(const Optimizer& opt, int replicas_to_aggregate, int total_num_replicas = 0,
+                        double timeout_secs = 60);
+
+  // As Optimizer::compute_gradients.
+  Result<std::vector<GradAndVar>> compute_gradients(const Scope& s, const Output& loss,
+                                                    const std::vector<Output>& var_list = {}) const;
+  // One op (a NoOp named "train" under the sub-scope "SyncReplicas_<name>") that contributes every
+  // pair's gradient and 1 to the global step (an int64 scalar variable, required) for the step
+  // this run reads, and completes when each of those steps is done (or the contribution was
+  // dropped as stale). Errors as Optimizer::apply_gradients, plus: no global step, a bad
+  // replica count or timeout, an optimizer without a synchronous form (Unimplemented), a second
+  // call on the same object (FailedPrecondition).
+  Result<Output> apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
+                                 const Output& global_step);
+  // compute_gradients then apply_gradients.
+  Result<Output> minimize(const Scope& s, const Output& loss, const Output& global_step,
+                          const std::vector<Output>& var_list = {});
+  // The op a replica runs once when it stops training (see above). FailedPrecondition before
+  // apply_gradients.
+  Result<Output> finish_op(const Scope& s) const;
+  // The op that closes every accumulator now. FailedPrecondition before apply_gradients.
+  Result<Output> close_op(const Scope& s) const;
+  // int64 [6] of `var`'s accumulator: the step it collects for, averaged updates applied, stale
+  // gradients dropped, realignments to a later step, replicas that finished, closed (0/1).
+  Result<Output> accumulator_stats(const Scope& s, const Output& var) const;
+
+ private:
+  Result<Output> control_op(const Scope& s, const std::string& action) const;
+
+  std::string name_;
+  ops::SyncOptions update_;
+  Status valid_;
+  std::vector<Output> applied_;  // the variables apply_gradients updates, the global step last
 };
 
 }  // namespace train
