@@ -1,0 +1,208 @@
+// train::MonitoredTrainingSession and its hooks (include/actorflow/monitored_session.h) on a local
+// server: StopAtStepHook ends at the exact step, CheckpointSaverHook saves every N steps and a new
+// chief session restores the last one, LoggingTensorHook and SummarySaverHook report the values
+// the runs computed (worked out by hand), a user hook's extra fetches, NanTensorHook failing or
+// stopping, and misuse as Status values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "actorflow/monitored_session.h"
+#include "actorflow/train.h"
+#include "tests/util/local_server.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+namespace train = actorflow::train;
+using testing::TempDir;
+using testing::vec;
+
+// w = [1] on the "ps" (/cpu:1), loss = sum(w * x) (or sum(log(w * x)) with `log_loss`), plain
+// gradient descent with lr 0.1 and the global step: with x = 1 each run moves w by -0.1.
+struct Model {
+  Scope root = Scope::root();
+  Output w, x, loss, gs, train_op;
+  explicit Model(bool log_loss = false) {
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    w = train::get_variable(ps, "w", Shape{1}, DType::kFloat32,
+                            [](const Scope& s, const Shape&, DType) { return ops::constant(s, vec({1})); });
+    gs = train::get_or_create_global_step(ps);
+    x = ops::placeholder(worker, DType::kFloat32, Shape{1}, "x");
+    Output wx = ops::mul(worker, w, x);
+    loss = ops::reduce_sum(worker.with_op_name("loss"), log_loss ? ops::log(worker, wx) : wx);
+    auto t = train::GradientDescentOptimizer(0.1f).minimize(worker, loss, gs);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) train_op = *t;
+  }
+};
+
+int64_t read_step(train::MonitoredTrainingSession& s, const Output& gs) {
+  auto r = s.raw_session().run({gs});
+  return r.ok() ? (*r)[0].data<int64_t>()[0] : -1;
+}
+
+TEST(MonitoredSessionTest, StopsAtTheLastStepSavesEveryNStepsAndANewChiefRestores) {
+  auto server = testing::two_device_server();
+  TempDir dir;
+  auto saver = std::make_shared<train::CheckpointSaverHook>(4, 0.0);
+  {
+    Model m;
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.checkpoint_dir = dir.path();
+    o.hooks = {std::make_shared<train::StopAtStepHook>(0, 10)};
+    o.chief_only_hooks = {saver};
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    int runs = 0;
+    while (!(*sess)->should_stop()) {
+      auto r = (*sess)->run({{m.x, vec({1})}}, {m.loss}, {m.train_op});
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->size(), 1u) << "only the loop's own fetches come back";
+      ++runs;
+      ASSERT_LT(runs, 100);
+    }
+    EXPECT_EQ(runs, 10);
+    EXPECT_EQ(read_step(**sess, m.gs), 10);
+    auto w = (*sess)->raw_session().run({m.w});
+    ASSERT_TRUE(w.ok());
+    EXPECT_NEAR((*w)[0].data<float>()[0], 0.0f, 1e-5);  // 1 - 10 * 0.1
+    // Saved when the runs had read steps 4 and 8.
+    ASSERT_EQ(saver->saved().size(), 2u);
+    for (const auto& p : saver->saved()) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+    auto again = (*sess)->run({{m.x, vec({1})}}, {m.loss}, {m.train_op});
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().code(), Code::kFailedPrecondition);
+    ASSERT_TRUE((*sess)->close().ok());
+  }
+  // A new chief over the same directory restores step 10 (the final checkpoint of close()) and
+  // trains 3 more steps with num_steps.
+  Model m;
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.checkpoint_dir = dir.path();
+  o.hooks = {std::make_shared<train::StopAtStepHook>(3, 0)};
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  EXPECT_EQ((*sess)->supervisor().restored_step(), 10);
+  int runs = 0;
+  while (!(*sess)->should_stop() && runs < 100) {
+    ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+    ++runs;
+  }
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(read_step(**sess, m.gs), 13);
+  auto w = (*sess)->raw_session().run({m.w});
+  ASSERT_TRUE(w.ok());
+  EXPECT_NEAR((*w)[0].data<float>()[0], -0.3f, 1e-5);
+}
+
+// Records what it asked for and what came back.
+struct RecordingHook : train::SessionRunHook {
+  Output w;
+  std::vector<float> seen;
+  int64_t created_at = -2;
+  bool ended = false;
+  explicit RecordingHook(Output v) : w(std::move(v)) {}
+  Status after_create_session(Session&, int64_t gs) override {
+    created_at = gs;
+    return Status::OK();
+  }
+  train::SessionRunArgs before_run(train::SessionRunContext&) override { return {{w}}; }
+  Status after_run(train::SessionRunContext&, const train::SessionRunValues& v) override {
+    if (v.results.size() != 1) return Internal("expected one extra fetch");
+    seen.push_back(v.results[0].data<float>()[0]);
+    return Status::OK();
+  }
+  Status end(Session&) override {
+    ended = true;
+    return Status::OK();
+  }
+};
+
+TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed) {
+  auto server = testing::two_device_server();
+  TempDir dir;
+  Model m;
+  std::vector<std::string> lines;
+  auto user = std::make_shared<RecordingHook>(m.w);
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.checkpoint_dir = dir.path();
+  o.task_name = "worker/0";
+  o.hooks = {std::make_shared<train::LoggingTensorHook>(std::map<std::string, Output>{{"loss", m.loss}}, 3,
+                                                        [&](const std::string& l) { lines.push_back(l); }),
+             std::make_shared<train::SummarySaverHook>(2, std::map<std::string, Output>{{"loss", m.loss}}), user};
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  EXPECT_EQ(user->created_at, 0);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+  ASSERT_TRUE((*sess)->close().ok());
+  EXPECT_TRUE(user->ended);
+  // Run k (from 0) computes its loss from w = 1 - 0.1 k, before its own update.
+  ASSERT_EQ(lines.size(), 3u);  // runs 0, 3, 6
+  EXPECT_EQ(lines[0], "loss = 1 (step 0)");
+  EXPECT_EQ(lines[1], "loss = 0.7 (step 3)");
+  EXPECT_EQ(lines[2], "loss = 0.4 (step 6)");
+  ASSERT_EQ(user->seen.size(), 7u);
+  for (size_t k = 0; k < 7; ++k) EXPECT_NEAR(user->seen[k], 1.f - 0.1f * static_cast<float>(k), 1e-6) << k;
+  // Summaries on runs 2, 4, 6 (from 1): steps 1, 3, 5.
+  std::ifstream in(dir.path() + "/summaries-worker_0.jsonl");
+  ASSERT_TRUE(in.good());
+  std::vector<std::string> summaries;
+  for (std::string l; std::getline(in, l);)
+    if (l.find("\"loss\"") != std::string::npos) summaries.push_back(l);
+  ASSERT_EQ(summaries.size(), 3u);
+  EXPECT_NE(summaries[0].find("\"step\": 1,"), std::string::npos) << summaries[0];
+  EXPECT_NE(summaries[2].find("\"step\": 5,"), std::string::npos) << summaries[2];
+}
+
+TEST(MonitoredSessionTest, NanLossFailsTheRunOrStopsTraining) {
+  auto server = testing::two_device_server();
+  for (bool fail : {true, false}) {
+    Model m(/*log_loss=*/true);
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.hooks = {std::make_shared<train::NanTensorHook>(m.loss, fail)};
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());  // log(1) = 0
+    EXPECT_FALSE((*sess)->should_stop());
+    auto r = (*sess)->run({{m.x, vec({-1})}}, {}, {m.train_op});  // log of a negative: NaN
+    if (fail) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+      EXPECT_NE(r.status().message().find("NaN loss during training (step 1)"), std::string::npos) << r.status();
+    } else {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE((*sess)->should_stop());
+    }
+  }
+}
+
+TEST(MonitoredSessionTest, MisusedHooksAreStatuses) {
+  auto server = testing::two_device_server();
+  Model m;
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.hooks = {std::make_shared<train::StopAtStepHook>(5, 10)};
+  auto both = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("exactly one of num_steps (5) and last_step (10)"), std::string::npos)
+      << both.status();
+  // No global step in the graph.
+  Scope root = Scope::root();
+  train::get_variable(root, "v", Shape{1});
+  o.hooks = {std::make_shared<train::StopAtStepHook>(5, 0)};
+  auto none = train::MonitoredTrainingSession::create(root, o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("needs a global step"), std::string::npos) << none.status();
+}
+
+}  // namespace
+}  // namespace actorflow

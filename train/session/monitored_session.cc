@@ -1,0 +1,255 @@
+// MonitoredTrainingSession and the standard hooks (include/actorflow/monitored_session.h): the
+// Supervisor does initialisation, restore, checkpoints and recovery; this file adds hooks around
+// each run and the stop logic.
+#include "actorflow/monitored_session.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/logging.h"
+
+namespace actorflow {
+namespace train {
+namespace {
+
+// The scalar value of `t` as a double (float, double, int32, int64 scalars; NaN otherwise).
+double scalar_value(const Tensor& t) {
+  if (!t.is_initialized() || t.num_elements() != 1) return NAN;
+  switch (t.dtype()) {
+    case DType::kFloat32: return t.data<float>()[0];
+    case DType::kFloat64: return t.data<double>()[0];
+    case DType::kInt32: return t.data<int32_t>()[0];
+    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[0]);
+    default: return NAN;
+  }
+}
+
+// Codes after which the Supervisor can bring the model back (a task died mid-step).
+bool recoverable(Code c) {
+  return c == Code::kUnavailable || c == Code::kAborted || c == Code::kFailedPrecondition ||
+         c == Code::kDeadlineExceeded;
+}
+
+}  // namespace
+
+// ---- SessionRunContext ---------------------------------------------------------------------
+
+Result<std::string> SessionRunContext::save_checkpoint() {
+  if (!owner_->is_chief()) return FailedPrecondition("only the chief saves checkpoints");
+  return owner_->supervisor().save_checkpoint();
+}
+
+void SessionRunContext::summary(int64_t step, const std::map<std::string, double>& values) {
+  owner_->supervisor().summary(step, values);
+}
+
+bool SessionRunContext::is_chief() const { return owner_->is_chief(); }
+
+Session& SessionRunContext::session() { return owner_->raw_session(); }
+
+const Output& SessionRunContext::global_step() const { return owner_->global_step_; }
+
+// ---- hooks -------------------------------------------------------------------------------------
+
+StopAtStepHook::StopAtStepHook(int64_t num_steps, int64_t last_step) : num_steps_(num_steps), last_step_(last_step) {}
+
+Status StopAtStepHook::after_create_session(Session&, int64_t global_step) {
+  if ((num_steps_ > 0) == (last_step_ > 0))
+    return InvalidArgument("StopAtStepHook: give exactly one of num_steps (" + std::to_string(num_steps_) +
+                           ") and last_step (" + std::to_string(last_step_) + ")");
+  if (global_step < 0) return FailedPrecondition("StopAtStepHook needs a global step in the graph");
+  if (num_steps_ > 0) last_step_ = global_step + num_steps_;
+  return Status::OK();
+}
+
+Status StopAtStepHook::after_run(SessionRunContext& ctx, const SessionRunValues& v) {
+  if (v.global_step < 0 || v.global_step + 1 < last_step_) return Status::OK();
+  // The run read the step before its own increment: read it again.
+  auto now = ctx.session().run({ctx.global_step()});
+  if (!now.ok()) return now.status();
+  if (static_cast<int64_t>(scalar_value((*now)[0])) >= last_step_) ctx.request_stop();
+  return Status::OK();
+}
+
+CheckpointSaverHook::CheckpointSaverHook(int64_t save_steps, double save_secs)
+    : save_steps_(save_steps), save_secs_(save_secs) {}
+
+Status CheckpointSaverHook::after_run(SessionRunContext& ctx, const SessionRunValues& v) {
+  if (!ctx.is_chief()) return Status::OK();
+  const auto now = std::chrono::steady_clock::now();
+  bool due = false;
+  if (save_steps_ > 0 && v.global_step >= 0 &&
+      (last_saved_step_ < 0 ? v.global_step >= save_steps_ && v.global_step % save_steps_ == 0
+                            : v.global_step >= last_saved_step_ + save_steps_))
+    due = true;
+  if (save_secs_ > 0 && std::chrono::duration<double>(now - last_saved_time_).count() >= save_secs_) due = true;
+  if (!due) return Status::OK();
+  AF_ASSIGN_OR_RETURN(std::string path, ctx.save_checkpoint());
+  saved_.push_back(path);
+  last_saved_step_ = v.global_step;
+  last_saved_time_ = now;
+  return Status::OK();
+}
+
+SummarySaverHook::SummarySaverHook(int64_t save_steps, std::map<std::string, Output> scalars)
+    : save_steps_(save_steps), scalars_(scalars.begin(), scalars.end()) {}
+
+SessionRunArgs SummarySaverHook::before_run(SessionRunContext&) {
+  SessionRunArgs a;
+  fetching_ = save_steps_ > 0 && ++runs_ % save_steps_ == 0;
+  if (fetching_)
+    for (const auto& kv : scalars_) a.fetches.push_back(kv.second);
+  return a;
+}
+
+Status SummarySaverHook::after_run(SessionRunContext& ctx, const SessionRunValues& v) {
+  if (!fetching_) return Status::OK();
+  std::map<std::string, double> values;
+  for (size_t i = 0; i < scalars_.size() && i < v.results.size(); ++i)
+    values[scalars_[i].first] = scalar_value(v.results[i]);
+  ctx.summary(v.global_step, values);
+  return Status::OK();
+}
+
+LoggingTensorHook::LoggingTensorHook(std::map<std::string, Output> tensors, int64_t every_n_iter,
+                                     std::function<void(const std::string&)> sink)
+    : tensors_(tensors.begin(), tensors.end()), every_n_(every_n_iter > 0 ? every_n_iter : 1), sink_(std::move(sink)) {}
+
+SessionRunArgs LoggingTensorHook::before_run(SessionRunContext&) {
+  SessionRunArgs a;
+  fetching_ = runs_++ % every_n_ == 0;  // the first run, then every n-th (as TF)
+  if (fetching_)
+    for (const auto& kv : tensors_) a.fetches.push_back(kv.second);
+  return a;
+}
+
+Status LoggingTensorHook::after_run(SessionRunContext&, const SessionRunValues& v) {
+  if (!fetching_) return Status::OK();
+  std::ostringstream line;
+  for (size_t i = 0; i < tensors_.size() && i < v.results.size(); ++i) {
+    if (i) line << ", ";
+    const Tensor& t = v.results[i];
+    line << tensors_[i].first << " = ";
+    if (t.num_elements() == 1) line << scalar_value(t);
+    else line << t.to_string();
+  }
+  if (v.global_step >= 0) line << " (step " << v.global_step << ")";
+  if (sink_) sink_(line.str());
+  else AF_LOG(INFO) << line.str();
+  return Status::OK();
+}
+
+NanTensorHook::NanTensorHook(Output loss, bool fail_on_nan_loss) : loss_(std::move(loss)), fail_(fail_on_nan_loss) {}
+
+SessionRunArgs NanTensorHook::before_run(SessionRunContext&) { return SessionRunArgs{{loss_}}; }
+
+Status NanTensorHook::after_run(SessionRunContext& ctx, const SessionRunValues& v) {
+  if (v.results.empty() || !std::isnan(scalar_value(v.results[0]))) return Status::OK();
+  const std::string what = "NaN loss during training (step " + std::to_string(v.global_step) + ")";
+  if (fail_) return InvalidArgument(what);
+  AF_LOG(WARNING) << what << "; stopping";
+  ctx.request_stop();
+  return Status::OK();
+}
+
+// ---- MonitoredTrainingSession -----------------------------------------------------------------
+
+Result<std::unique_ptr<MonitoredTrainingSession>> MonitoredTrainingSession::create(const Scope& scope,
+                                                                                   Options options) {
+  AF_RETURN_IF_ERROR(scope.status());
+  std::unique_ptr<MonitoredTrainingSession> m(new MonitoredTrainingSession());
+  m->global_step_ = get_global_step(scope);
+  if (!options.init_op.valid()) {
+    AF_ASSIGN_OR_RETURN(options.init_op, global_variables_initializer(scope));
+  }
+  SupervisorConfig sc;
+  sc.is_chief = options.is_chief;
+  sc.logdir = options.checkpoint_dir;
+  sc.global_step = m->global_step_;
+  sc.init_op = options.init_op;
+  sc.save_checkpoint_secs = options.save_checkpoint_secs;
+  sc.keep_checkpoints = options.keep_checkpoints;
+  sc.ready_timeout_secs = options.ready_timeout_secs;
+  sc.task_name = options.task_name;
+  m->supervisor_ = std::make_unique<Supervisor>(scope, sc);
+  AF_ASSIGN_OR_RETURN(m->session_, m->supervisor_->managed_session(options.master, options.session));
+  m->hooks_ = options.hooks;
+  if (options.is_chief) m->hooks_.insert(m->hooks_.end(), options.chief_only_hooks.begin(), options.chief_only_hooks.end());
+  m->options_ = std::move(options);
+  int64_t gs = -1;
+  if (m->global_step_.valid()) {
+    AF_ASSIGN_OR_RETURN(auto r, m->session_->run({m->global_step_}));
+    gs = static_cast<int64_t>(scalar_value(r[0]));
+    m->last_global_step_ = gs;
+  }
+  for (auto& h : m->hooks_) {
+    Status st = h->after_create_session(*m->session_, gs);
+    if (!st.ok()) {
+      m->supervisor_->stop();
+      return st;
+    }
+  }
+  return m;
+}
+
+MonitoredTrainingSession::~MonitoredTrainingSession() { close(); }
+
+Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                                          const std::vector<Output>& targets) {
+  if (closed_) return FailedPrecondition("MonitoredTrainingSession: run after close()");
+  if (stopped_) return FailedPrecondition("MonitoredTrainingSession: run after should_stop()");
+  SessionRunContext ctx(this, &fetches);
+  // Everyone's fetches in one run: the loop's, then each hook's, then the global step.
+  std::vector<Output> all = fetches;
+  std::vector<std::pair<size_t, size_t>> ranges;  // per hook: [begin, end) in `all`
+  for (auto& h : hooks_) {
+    SessionRunArgs a = h->before_run(ctx);
+    ranges.emplace_back(all.size(), all.size() + a.fetches.size());
+    all.insert(all.end(), a.fetches.begin(), a.fetches.end());
+  }
+  const bool with_gs = global_step_.valid();
+  if (with_gs) all.push_back(global_step_);
+  Result<std::vector<Tensor>> r = Internal("unset");
+  for (int attempt = 0;; ++attempt) {
+    r = session_->run(feeds, all, targets);
+    if (r.ok()) break;
+    const Code c = r.status().code();
+    if (c == Code::kOutOfRange) {
+      stopped_ = true;  // the input ended, or the synchronous group closed: training is over
+      return r.status();
+    }
+    if (!recoverable(c) || attempt >= options_.max_recoveries_per_run) return r.status();
+    AF_LOG(WARNING) << options_.task_name << ": step failed (" << r.status() << "); recovering";
+    Status rs = supervisor_->recover(r.status(), last_global_step_);
+    if (!rs.ok()) return rs;
+  }
+  std::vector<Tensor>& values = *r;
+  if (with_gs) last_global_step_ = static_cast<int64_t>(scalar_value(values.back()));
+  for (size_t i = 0; i < hooks_.size(); ++i) {
+    SessionRunValues v;
+    v.results.assign(values.begin() + static_cast<std::ptrdiff_t>(ranges[i].first),
+                     values.begin() + static_cast<std::ptrdiff_t>(ranges[i].second));
+    v.global_step = with_gs ? last_global_step_ : -1;
+    AF_RETURN_IF_ERROR(hooks_[i]->after_run(ctx, v));
+  }
+  if (ctx.stop_requested()) stopped_ = true;
+  values.resize(fetches.size());
+  return std::move(values);
+}
+
+Status MonitoredTrainingSession::close() {
+  if (closed_) return Status::OK();
+  closed_ = true;
+  stopped_ = true;
+  Status first;
+  for (auto& h : hooks_) {
+    Status st = h->end(*session_);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  Status st = supervisor_->stop();
+  if (first.ok() && !st.ok()) first = st;
+  return first;
+}
+
+}  // namespace train
+}  // namespace actorflow
