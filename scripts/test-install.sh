@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the build in $1 (default ./build) into a temporary prefix with `cmake --install`, then
+# configures, builds and runs tests/install_consumer, an outside project that does
+# find_package(actorflow CONFIG REQUIRED) and links actorflow::actorflow. Exits non-zero naming
+# the step that failed. The build's compiler and linker flags (e.g. the sanitizers) are passed on.
+set -euo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+build="$(cd "${1:-$src/build}" && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+cache_get() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt" | head -n1; }
+echo "install: cmake --install $build --prefix $tmp/prefix"
+cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; echo "FAILED: cmake --install"; exit 1; }
+test -f "$tmp/prefix/lib/cmake/actorflow/actorflowConfig.cmake" || { echo "FAILED: no actorflowConfig.cmake installed"; exit 1; }
+test -x "$tmp/prefix/bin/actorflow" || { echo "FAILED: the actorflow binary was not installed"; exit 1; }
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+echo "configure: tests/install_consumer against $tmp/prefix"
+cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$(cache_get CMAKE_CXX_FLAGS)" \
+  -DCMAKE_EXE_LINKER_FLAGS="$(cache_get CMAKE_EXE_LINKER_FLAGS)" "${launcher[@]}" >"$tmp/configure.log" 2>&1 \
+  || { cat "$tmp/configure.log"; echo "FAILED: configuring the consumer"; exit 1; }
+echo "build: the consumer"
+cmake --build "$tmp/consumer" -j"${AF_JOBS:-2}" >"$tmp/build.log" 2>&1 || { tail -50 "$tmp/build.log"; echo "FAILED: building the consumer"; exit 1; }
+echo "run: the consumer"
+out="$("$tmp/consumer/consumer")" || { echo "$out"; echo "FAILED: the consumer's values"; exit 1; }
+echo "$out"
+[[ "$out" == "w = 0.8, global_step = 1" ]] || { echo "FAILED: unexpected output"; exit 1; }
+echo "OK: an outside project built and ran against the installed actorflow"
