@@ -620,6 +620,7 @@ Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const 
 Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   cluster_ = cluster;
   task_ = task;
+  server_options_ = cluster.server_options(task);
   AF_ASSIGN_OR_RETURN(std::string address, cluster.task_address(task));
   AF_ASSIGN_OR_RETURN(auto hp, parse_address(address));
   const std::string where = "task " + task.to_string() + " at " + address;

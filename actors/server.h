@@ -88,6 +88,10 @@ class Server {
   const std::string& target() const { return target_; }
   // "/job:localhost/replica:0/task:0".
   const std::string& task_prefix() const { return task_prefix_; }
+  // This task's [server] options from the cluster file (defaults for local servers). Sessions on
+  // this server apply its placement policy: log_device_placement turns placement logging on for
+  // every session, allow_soft_placement = false forbids soft placement for every session.
+  const ServerOptions& server_options() const { return server_options_; }
   caf::actor_system& system() { return *sys_; }
   caf::actor master() const { return master_; }
   const std::vector<DeviceInfo>& devices() const { return device_infos_; }
@@ -126,6 +130,7 @@ class Server {
   caf::actor node_;
   ClusterSpec cluster_;
   TaskId task_;
+  ServerOptions server_options_;
   uint16_t port_ = 0;
   std::shared_ptr<AuthenticatedPeers> auth_peers_;
   std::unique_ptr<Membership> membership_;

@@ -86,8 +86,9 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   }
   req->sig.fetches = fetches;
   req->sig.targets = targets;
-  req->log_device_placement = opts_.log_device_placement();
-  req->allow_soft_placement = opts_.allow_soft_placement();
+  // The server's [server] policy from the cluster file applies to every session on it.
+  req->log_device_placement = opts_.log_device_placement() || server_->server_options().log_device_placement;
+  req->allow_soft_placement = opts_.allow_soft_placement() && server_->server_options().allow_soft_placement;
   req->default_device = opts_.default_device();
   req->timeout = opts_.timeout();
   if (Membership* membership = server_->membership()) {

@@ -108,6 +108,9 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   sc.global_step = m.global_step;
   sc.init_op = m.init_op;
   sc.save_checkpoint_secs = o.save_checkpoint_secs;
+  sc.keep_checkpoints = o.keep_checkpoints;
+  sc.ready_timeout_secs = o.ready_timeout_secs;
+  sc.save_summaries_secs = o.save_summaries_secs;
   sc.task_name = "worker/" + std::to_string(o.task_index);
   Supervisor sv(root, sc);
   SessionOptions so;
@@ -123,6 +126,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   CnnTrainResult res;
   int64_t step = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  auto last_summary = t0;
   Status loop_status;
   while (!sv.should_stop() && step < o.steps) {
     auto batch = next_batch(server.system(), feeder);
@@ -161,7 +165,13 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
       std::snprintf(line, sizeof line, "Worker : %d, Step: %lld, Accuracy (batch): %.2f", o.task_index,
                     static_cast<long long>(step), acc);
       out(line);
+    }
+    // Summaries (batch accuracy, and steps/s from the Supervisor) every save_summaries_secs.
+    const auto now = std::chrono::steady_clock::now();
+    if (o.save_summaries_secs > 0 &&
+        std::chrono::duration<double>(now - last_summary).count() >= o.save_summaries_secs) {
       sv.summary(step, {{"accuracy", acc}});
+      last_summary = now;
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

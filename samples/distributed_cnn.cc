@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
   to.print_every = print_every;
   to.logdir = logdir.empty() ? cluster->supervisor().logdir : logdir;
   to.save_checkpoint_secs = save_secs >= 0 ? save_secs : cluster->supervisor().save_checkpoint_secs;
+  to.keep_checkpoints = cluster->supervisor().keep_checkpoints;
+  to.ready_timeout_secs = cluster->supervisor().ready_timeout_secs;
+  to.save_summaries_secs = cluster->supervisor().save_summaries_secs;
   to.task_index = task;
   to.num_workers = workers;
   to.is_chief = cluster->supervisor().chief == me;

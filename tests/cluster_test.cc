@@ -556,3 +556,36 @@ TEST(ClusterTest, ThreadsSharingARequestConnection) {
 
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+// The cluster file's [server] placement policy applies to every session on the task: with
+// allow_soft_placement = false an op asking for a GPU the task lacks fails even though the
+// session (by default) allows soft placement; with the default it falls back to the CPU.
+TEST(ClusterTest, TheClusterFilesPlacementPolicyAppliesToEverySession) {
+  for (bool soft : {false, true}) {
+    const std::string toml = "[jobs]\nworker = [\"127.0.0.1:" + std::to_string(testing::free_port()) +
+                             "\"]\n[server]\nallow_soft_placement = " + (soft ? "true" : "false") + "\n";
+    auto spec = ClusterSpec::from_string(toml, "policy.toml");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto server = Server::create(*spec, TaskId{"worker", 0});
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_EQ((*server)->server_options().allow_soft_placement, soft);
+    Scope root = Scope::root();
+    auto y = ops::add(root.with_device("/job:worker/task:0/device:GPU:7"), ops::constant(root, Tensor::scalar<float>(1.f)),
+                      ops::constant(root, Tensor::scalar<float>(2.f)));
+    Session sess(root, (*server)->target());
+    auto r = sess.run({y});
+    if (soft) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->at(0).data<float>()[0], 3.f);
+    } else {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("GPU"), std::string::npos) << r.status();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace actorflow
