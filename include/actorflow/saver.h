@@ -45,6 +45,7 @@ class Saver {
   // twice, a broken scope) are reported by status() and by every save() and restore().
   explicit Saver(const Scope& s, const std::vector<Output>& var_list = {}, SaverOptions opts = {});
   ~Saver();
+  // Movable (a moved-from Saver may only be destroyed or assigned to), not copyable.
   Saver(Saver&&) noexcept;
   Saver& operator=(Saver&&) noexcept;
   Saver(const Saver&) = delete;
