@@ -11,7 +11,8 @@
 // The values travel through Session::run (a fetch of each variable to save, a fed Assign on the
 // variable's device to restore), so variables on remote parameter servers work as local ones.
 // Files written by a Saver and by the Supervisor are interchangeable (same names: the variable's
-// node name).
+// node name). Implemented in library af_train_session (actorflow::actorflow links it), since
+// it runs sessions; af_train alone stays graph-level.
 #pragma once
 
 #include <cstdint>

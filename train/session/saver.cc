@@ -1,5 +1,6 @@
-// train::Saver and train::latest_checkpoint (include/actorflow/saver.h): the Supervisor's
-// session path (actors/variable_checkpoint.h) over the checkpoint files of data/checkpoint.h.
+// train::Saver and train::latest_checkpoint (include/actorflow/saver.h; library
+// af_train_session): the Supervisor's session path (actors/variable_checkpoint.h) over the
+// checkpoint files of data/checkpoint.h.
 #include "actorflow/saver.h"
 
 #include <mutex>
