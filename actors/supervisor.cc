@@ -13,6 +13,7 @@
 #include "actors/membership.h"
 #include "actors/server.h"
 #include "core/logging.h"
+#include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
@@ -24,30 +25,12 @@ using tick_atom = caf::atom_constant<caf::atom("svtick")>;
 
 class Supervisor::Impl {
  public:
-  struct Var {
-    std::string name;
-    Output value;        // the variable node's output (reads it)
-    Output placeholder;  // restore feed
-    Output assign;       // restore op
-    Output initialized;  // bool
-  };
-
-  Impl(Supervisor* owner, const Scope& scope, SupervisorConfig cfg) : owner_(owner), scope_(scope), cfg_(std::move(cfg)) {
-    Graph* g = scope.graph();
-    const int n = g->num_nodes();
-    Scope save = scope.new_sub_scope("save");
-    for (int i = 0; i < n; ++i) {
-      Node* node = g->node(i);
-      if (!is_variable_op(node->op)) continue;
-      Var v;
-      v.name = node->name;
-      v.value = Output(node, 0);
-      Scope dev = save.with_device(node->requested_device);
-      v.placeholder = ops::placeholder(dev, node->output_types[0], node->output_shapes[0], node->name + "_restore");
-      v.assign = ops::assign(dev, v.value, v.placeholder);
-      v.initialized = ops::is_variable_initialized(dev, v.value);
-      vars_.push_back(v);
-    }
+  Impl(Supervisor* owner, const Scope& scope, SupervisorConfig cfg)
+      : owner_(owner), scope_(scope), cfg_(std::move(cfg)), io_(scope, all_variables(scope), "save") {
+    Scope save = scope.new_sub_scope("ready");
+    for (const Output& v : io_.variables())
+      initialized_.push_back(ops::is_variable_initialized(save.with_device(v.node()->requested_device), v));
+    if (!io_.status().ok()) status_ = io_.status().with_prefix("Supervisor");
     if (!scope.ok()) status_ = scope.status().with_prefix("Supervisor");
     if (!cfg_.logdir.empty()) {
       std::error_code ec;
@@ -61,6 +44,15 @@ class Supervisor::Impl {
   ~Impl() {
     stop_actor();
     stop_monitor();
+  }
+
+  // Every variable of the graph, in creation order.
+  static std::vector<Output> all_variables(const Scope& scope) {
+    std::vector<Output> out;
+    Graph* g = scope.graph();
+    for (int i = 0; i < g->num_nodes(); ++i)
+      if (is_variable_op(g->node(i)->op)) out.emplace_back(g->node(i), 0);
+    return out;
   }
 
   static std::string sanitize(std::string s) {
@@ -99,9 +91,10 @@ class Supervisor::Impl {
       int64_t step = 0;
       if (cfg_.global_step.valid()) {
         auto gs = sess.run({cfg_.global_step});
-        if (gs.ok() && (*gs)[0].num_elements() == 1)
-          step = (*gs)[0].dtype() == DType::kInt64 ? (*gs)[0].data<int64_t>()[0]
-                                                   : static_cast<int64_t>((*gs)[0].data<int32_t>()[0]);
+        if (gs.ok()) {
+          auto v = global_step_value((*gs)[0]);
+          if (v.ok()) step = *v;
+        }
       }
       owner_->restored_step_ = step;
       AF_LOG(INFO) << cfg_.task_name << ": the model is already initialized on the parameter servers (global step "
@@ -120,7 +113,7 @@ class Supervisor::Impl {
         AF_RETURN_IF_ERROR(retry_until(deadline, "restoring the model", [&] { return restore(sess, **restored); }));
         owner_->restored_step_ = (*restored)->global_step;
         AF_LOG(INFO) << cfg_.task_name << ": restored the model from global step " << (*restored)->global_step
-                     << " (" << ckpt_->list().front() << ")";
+                     << " (" << ckpt_->last_restored_path() << ")";
         return Status::OK();
       }
     }
@@ -148,27 +141,19 @@ class Supervisor::Impl {
   }
 
   Status restore(Session& sess, const CheckpointData& data) {
-    FeedDict feeds;
-    std::vector<Output> targets;
-    for (const auto& v : vars_) {
-      auto it = data.variables.find(v.name);
-      if (it == data.variables.end()) {
-        AF_LOG(WARNING) << "checkpoint has no value for variable '" << v.name << "'; it keeps its initializer";
-        continue;
-      }
-      feeds.emplace_back(v.placeholder, it->second);
-      targets.push_back(v.assign);
+    const std::vector<std::string> missing = io_.missing_from(data);
+    for (const std::string& name : missing) {
+      AF_LOG(WARNING) << "checkpoint has no value for variable '" << name << "'; it keeps its initializer";
     }
-    if (targets.size() < vars_.size() && cfg_.init_op.valid()) {
+    if (!missing.empty() && cfg_.init_op.valid()) {
       AF_RETURN_IF_ERROR(sess.run({}, {}, {cfg_.init_op}).status());
     }
-    return sess.run(feeds, {}, targets).status();
+    return io_.assign(sess, data, cfg_.logdir, /*allow_missing=*/true);
   }
 
   // Non-chief: wait until every variable is initialized.
   Status wait_until_ready(Session& sess) {
-    std::vector<Output> checks;
-    for (const auto& v : vars_) checks.push_back(v.initialized);
+    const std::vector<Output>& checks = initialized_;
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                       std::chrono::duration<double>(cfg_.ready_timeout_secs));
@@ -206,9 +191,7 @@ class Supervisor::Impl {
 
   // Is every variable initialized? (false, with no error, when a parameter server lost them)
   Result<bool> model_ready(Session& sess) {
-    std::vector<Output> checks;
-    for (const auto& v : vars_) checks.push_back(v.initialized);
-    AF_ASSIGN_OR_RETURN(auto r, sess.run(checks));
+    AF_ASSIGN_OR_RETURN(auto r, sess.run(initialized_));
     for (const auto& t : r)
       if (!t.data<bool>()[0]) return false;
     return true;
@@ -342,16 +325,7 @@ class Supervisor::Impl {
     if (!cfg_.is_chief) return FailedPrecondition("only the chief saves checkpoints");
     if (!ckpt_) return FailedPrecondition("no logdir: checkpoints are off");
     if (!session_) return FailedPrecondition("no managed session yet");
-    std::vector<Output> fetches;
-    for (const auto& v : vars_) fetches.push_back(v.value);
-    AF_ASSIGN_OR_RETURN(auto values, session_->run(fetches));
-    CheckpointData data;
-    for (size_t i = 0; i < vars_.size(); ++i) {
-      data.variables[vars_[i].name] = values[i];
-      if (cfg_.global_step.valid() && vars_[i].value.node() == cfg_.global_step.node())
-        data.global_step = values[i].dtype() == DType::kInt64 ? values[i].data<int64_t>()[0]
-                                                              : static_cast<int64_t>(values[i].data<int32_t>()[0]);
-    }
+    AF_ASSIGN_OR_RETURN(CheckpointData data, io_.read(*session_, cfg_.global_step));
     std::lock_guard<std::mutex> l(ckpt_mu_);
     auto path = ckpt_->save(data);
     if (path.ok()) AF_LOG(INFO) << cfg_.task_name << ": saved checkpoint " << *path << " at global step " << data.global_step;
@@ -409,7 +383,8 @@ class Supervisor::Impl {
   Scope scope_;
   SupervisorConfig cfg_;
   Status status_;
-  std::vector<Var> vars_;
+  VariableCheckpointOps io_;          // save (read) and restore (assign) ops of every variable
+  std::vector<Output> initialized_;   // IsVariableInitialized of each of io_'s variables
   std::unique_ptr<CheckpointManager> ckpt_;
   std::mutex ckpt_mu_;
   std::string summary_path_;

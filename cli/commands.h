@@ -73,5 +73,21 @@ struct ChaosOptions {
 int run_chaos(const ChaosOptions& opts);
 // check_plan_tasks (every task a plan names is in the cluster) is in actors/faults.h.
 
+struct CkptOptions {
+  std::string path;                  // list: a directory; show: one checkpoint file
+  std::string prefix = "model.ckpt"; // list: the checkpoints' file name prefix
+  bool json = false;                 // machine-readable output (one JSON document on stdout)
+};
+// `actorflow ckpt list DIR`: every "<prefix>-<step>" file of DIR, newest (highest step) first,
+// with its global step, number of variables, size in bytes and checksum state (ok, or BAD with
+// the reason on stderr). Exit 0 when every one reads back whole; 1 when one is unreadable or
+// DIR holds none; 2 when DIR does not exist or is not a directory.
+int run_ckpt_list(const CkptOptions& opts);
+// `actorflow ckpt show FILE`: the global step, checksum state and every variable (name, dtype,
+// shape, elements, the values of small ones, min/max/mean of larger ones). Exit 0; 1 when the
+// file is corrupt, truncated, not a checkpoint or of a newer format (the reason names it); 2
+// when it does not exist or is not a regular file.
+int run_ckpt_show(const CkptOptions& opts);
+
 }  // namespace cli
 }  // namespace actorflow

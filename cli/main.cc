@@ -41,7 +41,23 @@ int main(int argc, char** argv) {
   certs->add_option("--cluster", certs_opts.cluster, "cluster file (TOML)")->required();
   certs->add_option("--out", certs_opts.out, "directory to write ca.crt, ca.key and <job>-<task>.crt/.key")->required();
   certs->add_flag("--force", certs_opts.force, "replace existing files");
+  auto* ckpt = app.add_subcommand("ckpt", "inspect checkpoint files (list a directory, show one file)");
+  ckpt->require_subcommand(1);
+  actorflow::cli::CkptOptions ckpt_opts;
+  auto* ckpt_list = ckpt->add_subcommand(
+      "list", "the checkpoints of DIR, newest first: global step, variables, bytes, checksum ok/BAD");
+  ckpt_list->add_option("dir", ckpt_opts.path, "checkpoint directory")->required();
+  ckpt_list->add_option("--prefix", ckpt_opts.prefix, "checkpoint file name prefix (files PREFIX-<step>)");
+  ckpt_list->add_flag("--json", ckpt_opts.json, "print one JSON document instead of a table");
+  auto* ckpt_show = ckpt->add_subcommand(
+      "show", "one checkpoint: global step, checksum, each variable's dtype, shape and values or min/max/mean");
+  ckpt_show->add_option("file", ckpt_opts.path, "checkpoint file, e.g. logs/model.ckpt-300")->required();
+  ckpt_show->add_flag("--json", ckpt_opts.json, "print one JSON document instead of text");
+  ckpt->footer("Exit status: 0 ok; 1 a checkpoint is corrupt, truncated or not a checkpoint (or DIR has none);\n"
+               "2 the path does not exist or is the wrong kind of file.");
   CLI11_PARSE(app, argc, argv);
+  if (ckpt_list->parsed()) return actorflow::cli::run_ckpt_list(ckpt_opts);
+  if (ckpt_show->parsed()) return actorflow::cli::run_ckpt_show(ckpt_opts);
   if (certs->parsed()) return actorflow::cli::run_certs(certs_opts);
   if (up->parsed()) return actorflow::cli::run_up(up_opts);
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);

@@ -570,6 +570,7 @@ std::vector<std::string> CheckpointManager::list() const {
 
 Result<std::optional<CheckpointData>> CheckpointManager::restore_latest() {
   skipped_.clear();
+  restored_path_.clear();
   std::string why;
   std::set<int64_t> candidates;
   auto idx = read_index(&why);
@@ -590,6 +591,7 @@ Result<std::optional<CheckpointData>> CheckpointManager::restore_latest() {
         AF_LOG(WARNING) << "restored the older checkpoint " << path << " after skipping " << skipped_.size()
                         << " unreadable newer one(s)";
       }
+      restored_path_ = path;
       return std::optional<CheckpointData>(std::move(r).value());
     }
     AF_LOG(WARNING) << "checkpoint " << path << " is unreadable (" << r.status().to_string()

@@ -109,6 +109,8 @@ class CheckpointManager {
 
   // The files the last restore_latest() skipped, newest first.
   const std::vector<SkippedCheckpoint>& last_restore_skipped() const { return skipped_; }
+  // The file the last restore_latest() returned; "" when it returned none or failed.
+  const std::string& last_restored_path() const { return restored_path_; }
 
   // Test hook run at each SavePoint of later save() calls (empty: none).
   void set_save_hook_for_testing(SaveHook hook) { hook_ = std::move(hook); }
@@ -133,6 +135,7 @@ class CheckpointManager {
   std::string prefix_;
   SaveHook hook_;
   std::vector<SkippedCheckpoint> skipped_;
+  std::string restored_path_;
 };
 
 // How corrupt_latest() damages a checkpoint.

@@ -42,6 +42,8 @@
 #include "graph/ops_variables.h"
 #include "graph/scope.h"
 
+#include "actorflow/saver.h"  // train::Saver, train::latest_checkpoint
+
 namespace actorflow {
 namespace train {
 

@@ -1,0 +1,105 @@
+#include "actors/variable_checkpoint.h"
+
+#include <set>
+
+#include "actors/session.h"
+#include "graph/ops.h"
+#include "graph/ops_variables.h"
+#include "graph/placer.h"
+
+namespace actorflow {
+
+VariableCheckpointOps::VariableCheckpointOps(const Scope& scope, const std::vector<Output>& vars,
+                                             const std::string& name) {
+  if (!scope.ok()) {
+    status_ = scope.status();
+    return;
+  }
+  std::set<const Node*> seen;
+  for (const Output& v : vars) {
+    if (!v.valid()) {
+      status_ = InvalidArgument("an entry of the variable list is an invalid Output (an earlier op failed)");
+      return;
+    }
+    if (!is_variable_op(v.node()->op)) {
+      status_ = InvalidArgument("'" + v.node()->name + "' is a " + v.node()->op + ", not a variable");
+      return;
+    }
+    if (!seen.insert(v.node()).second) {
+      status_ = InvalidArgument("variable '" + v.node()->name + "' is listed twice");
+      return;
+    }
+  }
+  Scope sub = scope.new_sub_scope(name).with_no_control_dependencies();
+  for (const Output& v : vars) {
+    const Node* node = v.node();
+    Scope dev = sub.with_device(node->requested_device);
+    Output ph = ops::placeholder(dev, node->output_types[0], node->output_shapes[0], node->name + "_restore");
+    Output as = ops::assign(dev, Output(v.node(), 0), ph);
+    vars_.emplace_back(v.node(), 0);
+    placeholders_.push_back(ph);
+    assigns_.push_back(as);
+  }
+  if (!scope.ok()) status_ = scope.status();
+}
+
+Result<int64_t> global_step_value(const Tensor& t) {
+  if (t.num_elements() != 1 || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32))
+    return InvalidArgument("the global step must be an int64 or int32 scalar, not " + t.debug_string());
+  return t.dtype() == DType::kInt64 ? t.data<int64_t>()[0] : static_cast<int64_t>(t.data<int32_t>()[0]);
+}
+
+Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& global_step) const {
+  AF_RETURN_IF_ERROR(status_);
+  std::vector<Output> fetches = vars_;
+  size_t step_at = fetches.size();
+  if (global_step.valid()) {
+    for (size_t i = 0; i < vars_.size(); ++i)
+      if (vars_[i].node() == global_step.node() && global_step.index() == 0) step_at = i;
+    if (step_at == fetches.size()) fetches.push_back(global_step);
+  }
+  AF_ASSIGN_OR_RETURN(std::vector<Tensor> values, sess.run(fetches));
+  CheckpointData data;
+  for (size_t i = 0; i < vars_.size(); ++i) data.variables[vars_[i].node()->name] = values[i];
+  if (global_step.valid()) {
+    auto step = global_step_value(values[step_at]);
+    if (!step.ok()) return step.status().with_prefix("global step '" + global_step.name() + "'");
+    data.global_step = *step;
+  }
+  return data;
+}
+
+std::vector<std::string> VariableCheckpointOps::missing_from(const CheckpointData& data) const {
+  std::vector<std::string> out;
+  for (const Output& v : vars_)
+    if (!data.variables.count(v.node()->name)) out.push_back(v.node()->name);
+  return out;
+}
+
+Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, const std::string& source,
+                                     bool allow_missing) const {
+  AF_RETURN_IF_ERROR(status_);
+  FeedDict feeds;
+  std::vector<Output> targets;
+  for (size_t i = 0; i < vars_.size(); ++i) {
+    const Node* node = vars_[i].node();
+    auto it = data.variables.find(node->name);
+    if (it == data.variables.end()) {
+      if (allow_missing) continue;
+      return NotFound("checkpoint " + source + " has no value for variable '" + node->name + "'");
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != node->output_types[0])
+      return InvalidArgument("variable '" + node->name + "' is " + dtype_name(node->output_types[0]) +
+                             " but checkpoint " + source + " holds " + dtype_name(t.dtype()));
+    if (!t.shape().compatible_with(node->output_shapes[0]))
+      return InvalidArgument("variable '" + node->name + "' has shape " + node->output_shapes[0].to_string() +
+                             " but checkpoint " + source + " holds shape " + t.shape().to_string());
+    feeds.emplace_back(placeholders_[i], t);
+    targets.push_back(assigns_[i]);
+  }
+  if (targets.empty()) return Status::OK();
+  return sess.run(feeds, {}, targets).status();
+}
+
+}  // namespace actorflow

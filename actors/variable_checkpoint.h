@@ -1,0 +1,61 @@
+// Reading variables into a CheckpointData and assigning one back, through the public Session
+// API, so it works wherever the variables live (this process or a remote parameter server): the
+// path both the Supervisor (actors/supervisor.cc) and train::Saver (train/saver.cc) take.
+//
+// Construction builds graph ops (not thread-safe, like every builder); read() and assign() only
+// run them and may be called from several threads at once (Session::run is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/checkpoint.h"
+#include "graph/scope.h"
+
+namespace actorflow {
+
+class Session;
+
+class VariableCheckpointOps {
+ public:
+  // Builds, under the sub-scope `name` of `scope` (made unique) and without its control
+  // dependencies, one placeholder of the variable's dtype and shape and one Assign of it per
+  // variable of `vars`, both requested on the variable's device (so a restore sends the value to
+  // the variable's task). Errors (an invalid entry, one that is not a variable, a variable twice,
+  // a broken scope) are kept in status(), which read() and assign() return.
+  VariableCheckpointOps(const Scope& scope, const std::vector<Output>& vars, const std::string& name);
+
+  const Status& status() const { return status_; }
+  // The variables, in the order given.
+  const std::vector<Output>& variables() const { return vars_; }
+
+  // Every variable's value, fetched in one run (one consistent snapshot), keyed by the
+  // variable's node name. global_step (optional: an integer scalar, fetched in the same run when
+  // it is not one of the variables) becomes data.global_step; without it global_step is 0.
+  // Errors: the run's (e.g. FailedPrecondition for an uninitialised variable); InvalidArgument
+  // when global_step is not an integer scalar.
+  Result<CheckpointData> read(Session& sess, const Output& global_step = Output()) const;
+
+  // The variables `data` has no value for, in order.
+  std::vector<std::string> missing_from(const CheckpointData& data) const;
+
+  // Assigns data's value to every variable in one run. Each value's dtype and shape are checked
+  // first: InvalidArgument naming the variable, `source` (the file) and both dtypes or shapes.
+  // A variable `data` lacks is NotFound naming it and `source` unless `allow_missing` (then it is
+  // left as it is). Values of other names in `data` are ignored.
+  Status assign(Session& sess, const CheckpointData& data, const std::string& source, bool allow_missing) const;
+
+ private:
+  std::vector<Output> vars_;
+  std::vector<Output> placeholders_;
+  std::vector<Output> assigns_;
+  Status status_;
+};
+
+// The value of an integer scalar tensor (a global step): int64 or int32, one element.
+// InvalidArgument otherwise.
+Result<int64_t> global_step_value(const Tensor& t);
+
+}  // namespace actorflow

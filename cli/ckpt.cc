@@ -1,0 +1,238 @@
+// `actorflow ckpt list DIR` and `actorflow ckpt show FILE`: inspect checkpoint files
+// (data/checkpoint.h) without a cluster.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "data/checkpoint.h"
+
+namespace actorflow {
+namespace cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxListedValues = 6;
+
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Prints rows as columns separated by two spaces (the last column is not padded).
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+// What `show` says about one variable's values: every value for small tensors, otherwise
+// min/max/mean (numbers) or the count of true (bool).
+struct ValueSummary {
+  std::vector<double> values;  // all values when the tensor has at most kMaxListedValues
+  bool summarised = false;     // else: min/max/mean over every element
+  double min = 0, max = 0, mean = 0;
+  int64_t nans = 0;
+};
+
+ValueSummary summarise(const Tensor& t) {
+  ValueSummary s;
+  const int64_t n = t.num_elements();
+  std::vector<double> all(static_cast<size_t>(n));
+  dispatch_dtype(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = static_cast<double>(p[i]);
+  });
+  if (n <= kMaxListedValues) {
+    s.values = std::move(all);
+    return s;
+  }
+  s.summarised = true;
+  bool first = true;
+  double sum = 0;
+  int64_t counted = 0;
+  for (double v : all) {
+    if (std::isnan(v)) {
+      ++s.nans;
+      continue;
+    }
+    if (first || v < s.min) s.min = v;
+    if (first || v > s.max) s.max = v;
+    first = false;
+    sum += v;
+    ++counted;
+  }
+  s.mean = counted ? sum / static_cast<double>(counted) : NAN;
+  return s;
+}
+
+std::string summary_text(const ValueSummary& s) {
+  if (!s.summarised) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.values.size(); ++i) out += (i ? ", " : "") + fmt_double(s.values[i]);
+    return out + "]";
+  }
+  std::string out = "min " + fmt_double(s.min) + " max " + fmt_double(s.max) + " mean " + fmt_double(s.mean);
+  if (s.nans) out += " (" + std::to_string(s.nans) + " NaN)";
+  return out;
+}
+
+// The CRC-32C stored in a file read_checkpoint() accepted (its last four bytes), as 8 hex digits.
+std::string stored_crc(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char b[4] = {0, 0, 0, 0};
+  f.seekg(-4, std::ios::end);
+  f.read(reinterpret_cast<char*>(b), 4);
+  if (!f) return "?";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x", b[0], b[1], b[2], b[3]);
+  return buf;
+}
+
+int64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+// Exit code for a checkpoint that cannot be read: 2 when the argument names no checkpoint file
+// at all (missing, a directory, a FIFO), 1 when the file is damaged or not a checkpoint.
+int exit_code_for(const Status& st) {
+  return st.code() == Code::kNotFound || st.code() == Code::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace
+
+int run_ckpt_list(const CkptOptions& o) {
+  struct stat st {};
+  if (::stat(o.path.c_str(), &st) != 0) {
+    std::cerr << "actorflow ckpt list: directory " << o.path << " does not exist\n";
+    return 2;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    std::cerr << "actorflow ckpt list: " << o.path << " is not a directory (use `actorflow ckpt show " << o.path
+              << "` for one file)\n";
+    return 2;
+  }
+  std::vector<std::pair<int64_t, std::string>> files;
+  if (DIR* d = ::opendir(o.path.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (auto step = checkpoint_step_from_path(e->d_name, o.prefix))
+        files.emplace_back(*step, (o.path.back() == '/' ? o.path : o.path + "/") + e->d_name);
+    ::closedir(d);
+  } else {
+    std::cerr << "actorflow ckpt list: cannot read directory " << o.path << "\n";
+    return 2;
+  }
+  if (files.empty()) {
+    std::cerr << "actorflow ckpt list: no checkpoint " << o.prefix << "-<step> in " << o.path << "\n";
+    return 1;
+  }
+  std::sort(files.rbegin(), files.rend());  // newest (highest step) first
+  std::vector<std::vector<std::string>> rows{{"STEP", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}};
+  json out = {{"dir", o.path}, {"checkpoints", json::array()}};
+  int bad = 0;
+  std::string problems;
+  for (const auto& [step, path] : files) {
+    auto data = read_checkpoint(path);
+    const int64_t bytes = file_bytes(path);
+    json j = {{"path", path}, {"bytes", bytes}};
+    if (data.ok()) {
+      j["global_step"] = data->global_step;
+      j["variables"] = data->variables.size();
+      j["checksum"] = "ok";
+      rows.push_back({std::to_string(data->global_step), std::to_string(data->variables.size()),
+                      std::to_string(bytes), "ok", path});
+    } else {
+      ++bad;
+      j["global_step"] = step;  // from the file name
+      j["checksum"] = "BAD";
+      j["error"] = data.status().message();
+      rows.push_back({std::to_string(step), "-", std::to_string(bytes), "BAD", path});
+      problems += "  " + data.status().message() + "\n";
+    }
+    out["checkpoints"].push_back(j);
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  else print_table(rows);
+  std::cout.flush();
+  if (bad) {
+    std::cerr << "actorflow ckpt list: " << bad << " of " << files.size() << " checkpoints in " << o.path
+              << " are unreadable:\n"
+              << problems;
+    return 1;
+  }
+  return 0;
+}
+
+int run_ckpt_show(const CkptOptions& o) {
+  auto data = read_checkpoint(o.path);
+  if (!data.ok()) {
+    if (o.json) {
+      json j = {{"path", o.path}, {"checksum", "BAD"}, {"error", data.status().message()}};
+      if (exit_code_for(data.status()) == 2) j["checksum"] = nullptr;
+      std::cout << j.dump(2) << std::endl;
+    }
+    std::cerr << "actorflow ckpt show: " << data.status().message() << "\n";
+    return exit_code_for(data.status());
+  }
+  const std::string crc = stored_crc(o.path);
+  size_t value_bytes = 0;
+  for (const auto& [name, t] : data->variables) value_bytes += t.bytes();
+  json vars = json::array();
+  std::vector<std::vector<std::string>> rows{{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}};
+  for (const auto& [name, t] : data->variables) {
+    const ValueSummary s = summarise(t);
+    rows.push_back({name, dtype_name(t.dtype()), t.shape().to_string(), std::to_string(t.num_elements()),
+                    summary_text(s)});
+    json v = {{"name", name}, {"dtype", dtype_name(t.dtype())}, {"shape", t.shape().dims()},
+              {"elements", t.num_elements()}, {"bytes", t.bytes()}};
+    if (s.summarised) {
+      v["min"] = s.min;
+      v["max"] = s.max;
+      v["mean"] = s.mean;
+      if (s.nans) v["nans"] = s.nans;
+    } else {
+      v["values"] = s.values;
+    }
+    vars.push_back(v);
+  }
+  if (o.json) {
+    json j = {{"path", o.path},   {"global_step", data->global_step}, {"checksum", "ok"},
+              {"crc32c", crc},     {"bytes", file_bytes(o.path)},      {"variables", vars}};
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "checkpoint   " << o.path << "\n"
+            << "global_step  " << data->global_step << "\n"
+            << "checksum     ok (crc32c " << crc << ")\n"
+            << "variables    " << data->variables.size() << " (" << value_bytes << " bytes of values, "
+            << file_bytes(o.path) << " bytes in the file)\n";
+  if (!data->variables.empty()) print_table(rows);
+  std::cout.flush();
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace actorflow

@@ -1,0 +1,463 @@
+// train::Saver and train::latest_checkpoint (<actorflow/saver.h>) on a local server with the
+// variables on a second device: exact round trips, var_list subsets, max_to_keep pruning (the
+// exact file set), latest_checkpoint over corrupt files, restore errors; and the real
+// `actorflow ckpt list|show` binary on files written here (output lines and exit codes).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "actorflow/actorflow.h"
+#include "actorflow/train.h"
+#include "data/checkpoint.h"
+#include "data/crc32c.h"
+#include "graph/ops_variables.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::binary;
+using testing::ChildProcess;
+using testing::TempDir;
+
+std::vector<std::string> dir_entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<float> floats(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements()); }
+
+// w: float32 [2,3] = 1..6, b: float32 [2] = {0.5, -0.5}, n: int32 scalar = 7, and the global
+// step, all on /cpu:1 (the "ps"); `set` ops on /cpu:0 overwrite w, b and n with other values.
+struct Model {
+  std::unique_ptr<Server> server;
+  Scope root = Scope::root();
+  Output w, b, n, gs, init;
+  Output set_w, set_b, set_n, set_gs;
+  std::unique_ptr<Session> sess;
+
+  Model() {
+    LocalServerOptions o;
+    o.cpu_devices = 2;
+    server = std::move(*Server::local(o));
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    auto value = [](Tensor t) {
+      return [t](const Scope& s, const Shape&, DType) { return ops::constant(s, t); };
+    };
+    w = train::get_variable(ps, "w", Shape{2, 3}, DType::kFloat32,
+                            value(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})));
+    b = train::get_variable(ps, "layer/b", Shape{2}, DType::kFloat32,
+                            value(Tensor::from_vector<float>({0.5f, -0.5f}, {2})));
+    n = train::get_variable(ps, "n", Shape{}, DType::kInt32, value(Tensor::scalar<int32_t>(7)), false);
+    gs = train::get_or_create_global_step(ps);
+    set_w = ops::assign(worker, w, ops::constant(worker, Tensor::from_vector<float>({-1, -2, -3, -4, -5, -6}, {2, 3})));
+    set_b = ops::assign(worker, b, ops::constant(worker, Tensor::from_vector<float>({9, 9}, {2})));
+    set_n = ops::assign(worker, n, ops::constant(worker, Tensor::scalar<int32_t>(-1)));
+    set_gs = ops::assign(worker, gs, ops::constant(worker, Tensor::scalar<int64_t>(42)));
+    init = *train::global_variables_initializer(root);
+    sess = std::make_unique<Session>(root, server->target());
+    EXPECT_TRUE(sess->run({}, {}, {init}).ok());
+  }
+  void scramble() { ASSERT_TRUE(sess->run({}, {}, {set_w, set_b, set_n}).ok()); }
+  std::vector<Tensor> values() {
+    auto r = sess->run({w, b, n});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::vector<Tensor>{};
+  }
+};
+
+TEST(SaverTest, SaveThenRestoreGivesBackTheExactValues) {
+  TempDir dir;
+  Model m;
+  train::Saver saver(m.root);
+  ASSERT_TRUE(saver.status().ok()) << saver.status();
+  ASSERT_EQ(saver.var_list().size(), 4u);  // w, layer/b, n, global_step: every variable
+  auto path = saver.save(*m.sess, dir.path() + "/model.ckpt", int64_t{7});
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir.path() + "/model.ckpt-7");
+
+  auto file = read_checkpoint(*path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->global_step, 7);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : file->variables) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"global_step", "layer/b", "n", "w"}));
+
+  m.scramble();
+  EXPECT_EQ(floats(m.values()[0]), (std::vector<float>{-1, -2, -3, -4, -5, -6}));
+  ASSERT_TRUE(saver.restore(*m.sess, *path).ok());
+  auto v = m.values();
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(floats(v[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(v[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(floats(v[1]), (std::vector<float>{0.5f, -0.5f}));
+  EXPECT_EQ(v[2].data<int32_t>()[0], 7);
+}
+
+TEST(SaverTest, SaveReadsTheGlobalStepInTheSameRun) {
+  TempDir dir;
+  Model m;
+  ASSERT_TRUE(m.sess->run({}, {}, {m.set_gs}).ok());
+  train::Saver saver(m.root);
+  auto path = saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir.path() + "/model.ckpt-42");
+  auto file = read_checkpoint(*path);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->global_step, 42);
+  EXPECT_EQ(file->variables.at("global_step").data<int64_t>()[0], 42);
+  // A global step that is not an integer scalar.
+  auto bad = saver.save(*m.sess, dir.path() + "/model.ckpt", m.w);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("global step 'w'"), std::string::npos) << bad.status();
+}
+
+TEST(SaverTest, AVarListSubsetSavesAndRestoresOnlyThoseVariables) {
+  TempDir dir;
+  Model m;
+  train::Saver saver(m.root, {m.w});
+  ASSERT_EQ(saver.var_list().size(), 1u);
+  auto path = saver.save(*m.sess, dir.path() + "/w.ckpt", int64_t{3});
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir.path() + "/w.ckpt-3");
+  auto file = read_checkpoint(*path);
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(file->variables.size(), 1u);
+  EXPECT_EQ(floats(file->variables.at("w")), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+
+  m.scramble();
+  ASSERT_TRUE(saver.restore(*m.sess, *path).ok());
+  auto v = m.values();
+  EXPECT_EQ(floats(v[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));  // restored
+  EXPECT_EQ(floats(v[1]), (std::vector<float>{9, 9}));              // not in the list: unchanged
+  EXPECT_EQ(v[2].data<int32_t>()[0], -1);
+
+  // A full checkpoint restores into a subset Saver (other values in the file are ignored).
+  train::Saver all(m.root);
+  auto full = all.save(*m.sess, dir.path() + "/model.ckpt", int64_t{4});
+  ASSERT_TRUE(full.ok());
+  train::Saver only_b(m.root, {m.b});
+  ASSERT_TRUE(m.sess->run({}, {}, {m.init}).ok());
+  ASSERT_TRUE(only_b.restore(*m.sess, *full).ok());
+  v = m.values();
+  EXPECT_EQ(floats(v[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(floats(v[1]), (std::vector<float>{9, 9}));
+  EXPECT_EQ(v[2].data<int32_t>()[0], 7);
+}
+
+TEST(SaverTest, MaxToKeepPrunesTheOldestAndTheIndexNamesTheRest) {
+  TempDir dir;
+  Model m;
+  train::SaverOptions opts;
+  opts.max_to_keep = 3;
+  train::Saver saver(m.root, {}, opts);
+  for (int64_t step : {10, 20, 30, 40, 50}) ASSERT_TRUE(saver.save(*m.sess, dir.path() + "/model.ckpt", step).ok());
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-30", "model.ckpt-40", "model.ckpt-50"}));
+  std::ifstream idx(dir.path() + "/checkpoint");
+  std::stringstream text;
+  text << idx.rdbuf();
+  EXPECT_EQ(text.str(),
+            "model_checkpoint_path: \"model.ckpt-50\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-30\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-40\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-50\"\n");
+
+  // max_to_keep 0 keeps every checkpoint.
+  TempDir all_dir;
+  opts.max_to_keep = 0;
+  train::Saver keep_all(m.root, {m.w}, opts);
+  for (int64_t step = 1; step <= 7; ++step) ASSERT_TRUE(keep_all.save(*m.sess, all_dir.path() + "/m", step).ok());
+  EXPECT_EQ(dir_entries(all_dir.path()), (std::vector<std::string>{"checkpoint", "m-1", "m-2", "m-3", "m-4", "m-5",
+                                                                   "m-6", "m-7"}));
+}
+
+TEST(SaverTest, LatestCheckpointSkipsCorruptFilesAndReportsNone) {
+  TempDir dir;
+  auto none = train::latest_checkpoint(dir.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find(dir.path()), std::string::npos) << none.status();
+  auto missing = train::latest_checkpoint(dir.path() + "/nope");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+
+  Model m;
+  train::Saver saver(m.root);
+  for (int64_t step : {100, 200, 300}) ASSERT_TRUE(saver.save(*m.sess, dir.path() + "/model.ckpt", step).ok());
+  auto latest = train::latest_checkpoint(dir.path());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, dir.path() + "/model.ckpt-300");
+  EXPECT_EQ(train::latest_checkpoint(dir.path(), "other").status().code(), Code::kNotFound);
+
+  // The newest fails its checksum: the previous one.
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kFlipByte), dir.path() + "/model.ckpt-300");
+  latest = train::latest_checkpoint(dir.path());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, dir.path() + "/model.ckpt-200");
+
+  // Every one damaged: DataLoss naming each file.
+  fs::remove(dir.path() + "/model.ckpt-300");
+  ASSERT_TRUE(corrupt_latest(dir.path(), CorruptMode::kTruncateHalf).ok());
+  fs::remove(dir.path() + "/model.ckpt-200");
+  ASSERT_TRUE(corrupt_latest(dir.path(), CorruptMode::kZeroLength).ok());
+  auto bad = train::latest_checkpoint(dir.path());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kDataLoss);
+  EXPECT_NE(bad.status().message().find("model.ckpt-100"), std::string::npos) << bad.status();
+}
+
+TEST(SaverTest, RestoreErrorsNameTheVariableOrTheFileAndChangeNothing) {
+  TempDir dir;
+  Model m;
+  train::Saver all(m.root);
+  train::Saver only_w(m.root, {m.w});
+  auto w_path = only_w.save(*m.sess, dir.path() + "/w.ckpt", int64_t{1});
+  ASSERT_TRUE(w_path.ok());
+  m.scramble();
+
+  // A variable the file lacks.
+  Status st = all.restore(*m.sess, *w_path);
+  EXPECT_EQ(st.code(), Code::kNotFound) << st;
+  EXPECT_NE(st.message().find("no value for variable 'layer/b'"), std::string::npos) << st;
+  EXPECT_NE(st.message().find(*w_path), std::string::npos) << st;
+
+  // A shape and a dtype that differ.
+  CheckpointData wrong;
+  wrong.global_step = 5;
+  wrong.variables["w"] = Tensor::from_vector<float>({1, 2, 3}, {3});
+  ASSERT_TRUE(write_checkpoint(dir.path() + "/shape.ckpt-5", wrong).ok());
+  st = only_w.restore(*m.sess, dir.path() + "/shape.ckpt-5");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("variable 'w' has shape [2,3] but checkpoint " + dir.path() +
+                              "/shape.ckpt-5 holds shape [3]"),
+            std::string::npos)
+      << st;
+  wrong.variables["w"] = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  ASSERT_TRUE(write_checkpoint(dir.path() + "/dtype.ckpt-5", wrong).ok());
+  st = only_w.restore(*m.sess, dir.path() + "/dtype.ckpt-5");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("variable 'w' is float32 but checkpoint " + dir.path() + "/dtype.ckpt-5 holds float64"),
+            std::string::npos)
+      << st;
+
+  // Corrupt and missing files.
+  auto full = all.save(*m.sess, dir.path() + "/model.ckpt", int64_t{9});
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kFlipByte), *full);
+  st = all.restore(*m.sess, *full);
+  EXPECT_EQ(st.code(), Code::kDataLoss) << st;
+  EXPECT_NE(st.message().find("checkpoint " + *full + " is corrupt"), std::string::npos) << st;
+  st = all.restore(*m.sess, dir.path() + "/model.ckpt-8");
+  EXPECT_EQ(st.code(), Code::kNotFound) << st;
+  EXPECT_NE(st.message().find(dir.path() + "/model.ckpt-8 does not exist"), std::string::npos) << st;
+
+  // None of the failed restores assigned anything: the scrambled values are still there.
+  auto v = m.values();
+  EXPECT_EQ(floats(v[0]), (std::vector<float>{-1, -2, -3, -4, -5, -6}));
+  EXPECT_EQ(floats(v[1]), (std::vector<float>{9, 9}));
+  EXPECT_EQ(v[2].data<int32_t>()[0], -1);
+}
+
+TEST(SaverTest, ConstructionAndSavePathErrors) {
+  TempDir dir;
+  Model m;
+  Output c = ops::constant(m.root, Tensor::scalar<float>(1.f), "c");
+  train::Saver not_a_var(m.root, {m.w, c});
+  EXPECT_EQ(not_a_var.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(not_a_var.status().message().find("'c' is a Const, not a variable"), std::string::npos)
+      << not_a_var.status();
+  auto r = not_a_var.save(*m.sess, dir.path() + "/model.ckpt", int64_t{1});
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(train::Saver(m.root, {m.w, m.w}).status().code(), Code::kInvalidArgument);
+
+  train::Saver saver(m.root);
+  r = saver.save(*m.sess, dir.path() + "/", int64_t{1});
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("no file name prefix"), std::string::npos) << r.status();
+  r = saver.save(*m.sess, dir.path() + "/model.ckpt", int64_t{-1});
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status();
+  EXPECT_TRUE(dir_entries(dir.path()).empty());
+}
+
+// ---- the actorflow ckpt command ---------------------------------------------------------
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+};
+
+CliRun actorflow(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{binary("actorflow")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = ChildProcess::start(argv, {}, {});
+  if (!p) return {};
+  auto code = p->await_exit(std::chrono::seconds(60));
+  EXPECT_TRUE(code.ok()) << code.status();
+  return {code.ok() ? *code : -1, p->output()};
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// A table row split at its column gaps (two or more spaces).
+std::vector<std::string> columns(const std::string& line) {
+  static const std::regex gap(" {2,}");
+  return {std::sregex_token_iterator(line.begin(), line.end(), gap, -1), std::sregex_token_iterator()};
+}
+
+std::string crc_hex(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", crc32c(bytes.data(), bytes.size() - 5));
+  return buf;
+}
+
+// Writes model.ckpt-<step> for steps 5 and 15: "w" float32 [2,3] = step + 0..5 (listed), "big"
+// float32 [12] = 0..11 (summarised: min 0 max 11 mean 5.5), "global_step" int64.
+void write_two(const std::string& dir) {
+  CheckpointManager mgr(dir, 5);
+  for (int64_t step : {5, 15}) {
+    CheckpointData d;
+    d.global_step = step;
+    std::vector<float> w, big;
+    for (int i = 0; i < 6; ++i) w.push_back(static_cast<float>(step) + static_cast<float>(i));
+    for (int i = 0; i < 12; ++i) big.push_back(static_cast<float>(i));
+    d.variables["w"] = Tensor::from_vector<float>(w, {2, 3});
+    d.variables["big"] = Tensor::from_vector<float>(big, {12});
+    d.variables["global_step"] = Tensor::scalar<int64_t>(step);
+    ASSERT_TRUE(mgr.save(d).ok());
+  }
+}
+
+TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
+  TempDir dir;
+  write_two(dir.path());
+  const std::string p5 = dir.path() + "/model.ckpt-5", p15 = dir.path() + "/model.ckpt-15";
+  CliRun r = actorflow({"ckpt", "list", dir.path()});
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto l = lines(r.out);
+  ASSERT_EQ(l.size(), 3u) << r.out;
+  EXPECT_EQ(columns(l[0]), (std::vector<std::string>{"STEP", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}));
+  EXPECT_EQ(columns(l[1]),
+            (std::vector<std::string>{"15", "3", std::to_string(fs::file_size(p15)), "ok", p15}));
+  EXPECT_EQ(columns(l[2]), (std::vector<std::string>{"5", "3", std::to_string(fs::file_size(p5)), "ok", p5}));
+
+  CliRun j = actorflow({"ckpt", "list", dir.path(), "--json"});
+  EXPECT_EQ(j.code, 0) << j.out;
+  auto doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["checkpoints"].size(), 2u);
+  EXPECT_EQ(doc["checkpoints"][0]["path"], p15);
+  EXPECT_EQ(doc["checkpoints"][0]["global_step"], 15);
+  EXPECT_EQ(doc["checkpoints"][1]["checksum"], "ok");
+  EXPECT_EQ(doc["checkpoints"][1]["bytes"], fs::file_size(p5));
+
+  // One damaged: listed as BAD, the reason on stderr, exit 1.
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kDropLastByte), p15);
+  r = actorflow({"ckpt", "list", dir.path()});
+  EXPECT_EQ(r.code, 1) << r.out;
+  l = lines(r.out);
+  ASSERT_EQ(l.size(), 5u) << r.out;
+  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "-", std::to_string(fs::file_size(p15)), "BAD", p15}));
+  EXPECT_EQ(columns(l[2])[3], "ok");
+  EXPECT_EQ(l[3], "actorflow ckpt list: 1 of 2 checkpoints in " + dir.path() + " are unreadable:");
+  EXPECT_NE(l[4].find("checkpoint " + p15 + " is truncated or corrupt"), std::string::npos) << l[4];
+}
+
+TEST(CkptCliTest, ShowPrintsTheStepChecksumAndEveryVariable) {
+  TempDir dir;
+  write_two(dir.path());
+  const std::string p5 = dir.path() + "/model.ckpt-5";
+  CliRun r = actorflow({"ckpt", "show", p5});
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto l = lines(r.out);
+  ASSERT_EQ(l.size(), 8u) << r.out;
+  EXPECT_EQ(l[0], "checkpoint   " + p5);
+  EXPECT_EQ(l[1], "global_step  5");
+  EXPECT_EQ(l[2], "checksum     ok (crc32c " + crc_hex(p5) + ")");
+  EXPECT_EQ(l[3], "variables    3 (80 bytes of values, " + std::to_string(fs::file_size(p5)) + " bytes in the file)");
+  EXPECT_EQ(columns(l[4]), (std::vector<std::string>{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}));
+  EXPECT_EQ(columns(l[5]), (std::vector<std::string>{"big", "float32", "[12]", "12", "min 0 max 11 mean 5.5"}));
+  EXPECT_EQ(columns(l[6]), (std::vector<std::string>{"global_step", "int64", "[]", "1", "[5]"}));
+  EXPECT_EQ(columns(l[7]), (std::vector<std::string>{"w", "float32", "[2,3]", "6", "[5, 6, 7, 8, 9, 10]"}));
+
+  CliRun j = actorflow({"ckpt", "show", p5, "--json"});
+  EXPECT_EQ(j.code, 0) << j.out;
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["global_step"], 5);
+  EXPECT_EQ(doc["checksum"], "ok");
+  EXPECT_EQ(doc["crc32c"], crc_hex(p5));
+  ASSERT_EQ(doc["variables"].size(), 3u);
+  EXPECT_EQ(doc["variables"][0]["name"], "big");
+  EXPECT_EQ(doc["variables"][0]["mean"], 5.5);
+  EXPECT_EQ(doc["variables"][2]["shape"], nlohmann::json({2, 3}));
+  EXPECT_EQ(doc["variables"][2]["values"], nlohmann::json({5, 6, 7, 8, 9, 10}));
+}
+
+TEST(CkptCliTest, BadInputIsAClearErrorAndANonZeroExit) {
+  TempDir dir;
+  // Missing file / directory: exit 2 naming it.
+  CliRun r = actorflow({"ckpt", "show", dir.path() + "/model.ckpt-1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt show: checkpoint " + dir.path() + "/model.ckpt-1 does not exist\n");
+  r = actorflow({"ckpt", "list", dir.path() + "/nope"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt list: directory " + dir.path() + "/nope does not exist\n");
+  // A directory given to show, a file given to list.
+  r = actorflow({"ckpt", "show", dir.path()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt show: checkpoint " + dir.path() + " is a directory, not a regular file\n");
+  const std::string text = dir.write("notes.txt", "not a checkpoint at all\n");
+  r = actorflow({"ckpt", "list", text});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(text + " is not a directory"), std::string::npos) << r.out;
+  // An empty directory.
+  r = actorflow({"ckpt", "list", dir.path()});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "actorflow ckpt list: no checkpoint model.ckpt-<step> in " + dir.path() + "\n");
+  // Not a checkpoint, truncated, corrupt: exit 1 naming the file.
+  r = actorflow({"ckpt", "show", text});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("actorflow ckpt show: checkpoint " + text + " is truncated or corrupt"), std::string::npos)
+      << r.out;
+  write_two(dir.path());
+  const std::string p15 = dir.path() + "/model.ckpt-15";
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kTruncateHalf), p15);
+  r = actorflow({"ckpt", "show", p15});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("actorflow ckpt show: checkpoint " + p15 + " is "), std::string::npos) << r.out;
+  const std::string p5 = dir.path() + "/model.ckpt-5";
+  fs::remove(p15);
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kFlipByte), p5);
+  r = actorflow({"ckpt", "show", p5});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("actorflow ckpt show: checkpoint " + p5 + " is corrupt or truncated: crc32c mismatch"),
+            std::string::npos)
+      << r.out;
+  // Help documents both commands.
+  r = actorflow({"ckpt", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("list"), std::string::npos);
+  EXPECT_NE(r.out.find("show"), std::string::npos);
+  r = actorflow({"--help"});
+  EXPECT_NE(r.out.find("ckpt"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace actorflow
