@@ -385,21 +385,32 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
       st.sync_step = local_step;
       ++st.sync_realigned;
     }
+    // wait = false (SyncReplicasOptimizer's variable updates): the contribution is accepted and
+    // answered at once with the step it counts for; only the global step's increment (wait =
+    // true) holds the replicas until the step is complete. So a replica never waits at one
+    // variable while the other waits at another (the livelock after a partition), and a
+    // partial accumulation without waiters needs no timeout: it completes with the next
+    // contributions.
+    const bool wait = call->attrs.get_or<bool>("wait", true);
     if (st.sync_count == 0) {
       st.sync_first = std::chrono::steady_clock::now();
       if (opt != "increment") st.sync_sum = args[0].deep_copy();
-      const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
       ++st.sync_generation;
-      self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
-                         sync_check_atom::value, st.sync_generation, replicas, timeout);
+      if (wait) {
+        const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
+                           sync_check_atom::value, st.sync_generation, replicas, timeout);
+      }
     } else if (opt != "increment") {
       float* sum = st.sync_sum.data<float>();
       const float* g = args[0].data<float>();
       for (int64_t i = 0; i < args[0].num_elements(); ++i) sum[i] += g[i];
     }
     ++st.sync_count;
-    st.sync_waiting.push_back(self->make_response_promise());
+    const int64_t counted_for = st.sync_step;
+    if (wait) st.sync_waiting.push_back(self->make_response_promise());
     if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
+    if (!wait) return one(Tensor::scalar<int64_t>(counted_for));
     return caf::delegated<std::vector<Tensor>>();
   } else if (m == "sync_control") {
     const std::string action = call->attrs.get_or<std::string>("action", "stats");

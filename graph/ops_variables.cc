@@ -241,6 +241,7 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
       .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
       .attr("total_num_replicas", static_cast<int64_t>(total))
       .attr("sync_timeout_secs", o.timeout_secs)
+      .attr("wait", o.wait)
       .output();
 }
 

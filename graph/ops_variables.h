@@ -72,6 +72,11 @@ struct SyncOptions {
   int replicas_to_aggregate = 1;  // gradients averaged per step
   int total_num_replicas = 1;     // workers; more than replicas_to_aggregate gives backup workers
   double timeout_secs = 60;       // a step that does not fill in time fails its waiting workers
+  // true: the op completes when its step is applied (or the contribution was dropped), failing
+  // after timeout_secs; false: it completes as soon as the contribution is accepted, outputting
+  // the step it counts for (SyncReplicasOptimizer's variable updates; its global-step increment
+  // waits and is the replicas' barrier).
+  bool wait = true;
 };
 // The general form of the *_sync builders above: op ApplyGradientSync with `o` as attrs. `grad`
 // is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.

@@ -23,10 +23,12 @@ cmake --build build-asan -j"${AF_JOBS:-2}"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/sanitizers/ubsan.supp
 # Excluded under the sanitizers only (they pass in the normal build):
-# - ScenarioTest.SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout: with ASan's slower
-#   timing the synchronous accumulators drift apart after the partition heals and every round
-#   waits for a gradient that never matches (issue "Users write their own models", item 2, names
-#   it as a regression test for SyncReplicasOptimizer).
+# - ScenarioTest.SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout: under ASan's
+#   slower timing, after the partition heals, worker/0's own device keeps answering its master's
+#   step requests too late ("device:CPU:0: no answer in time (request_timeout)" every 5 s), so it
+#   never contributes again and worker/1's steps time out at the global step. (The accumulators'
+#   drift that first livelocked this test is fixed and tested by SyncReplicasTest; what is left is
+#   the step path after an aborted step: the architecture issue's "one step path".)
 AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE:-SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout}"
 cd build-asan
 ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"

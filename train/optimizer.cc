@@ -303,9 +303,11 @@ Result<Output> SyncReplicasOptimizer::apply_gradients(const Scope& s, const std:
   // The local step: the global step as this run reads it (once per run, on its ps).
   const Output local_step(gs, 0);
   std::vector<Output> updates;
+  ops::SyncOptions accept = update_;
+  accept.wait = false;  // accepted at once; the increment below is the barrier
   for (const auto& [grad, var] : todo) {
     Scope vs = on_device(os, var.node()->requested_device).with_op_name("update_" + var.node()->name);
-    Output u = ops::apply_gradient_sync(vs, var, grad, local_step, update_);
+    Output u = ops::apply_gradient_sync(vs, var, grad, local_step, accept);
     if (!u.valid())
       return s.status().ok() ? Internal(what + ": no update op for '" + var.name() + "'") : s.status().with_prefix(what);
     updates.push_back(u);
@@ -313,13 +315,16 @@ Result<Output> SyncReplicasOptimizer::apply_gradients(const Scope& s, const std:
   }
   ops::SyncOptions inc = update_;
   inc.optimizer = "increment";
+  inc.wait = true;
   Scope gs_dev = on_device(os, gs->requested_device);
-  Output step = ops::apply_gradient_sync(gs_dev.with_op_name("increment_global_step"), local_step,
-                                         ops::constant(gs_dev, Tensor::scalar<int64_t>(1), "one"), local_step, inc);
+  // After every gradient of this replica was accepted: the step completes when
+  // replicas_to_aggregate replicas got here, and by then each variable has applied it.
+  Output step = ops::apply_gradient_sync(gs_dev.with_control_dependencies(updates).with_op_name("increment_global_step"),
+                                         local_step, ops::constant(gs_dev, Tensor::scalar<int64_t>(1), "one"),
+                                         local_step, inc);
   if (!step.valid()) return s.status().with_prefix(what);
-  updates.push_back(step);
   applied_.push_back(local_step);
-  Output train = ops::no_op(os, updates, "train");
+  Output train = ops::no_op(os, {step}, "train");
   if (!train.valid()) return s.status();
   return train;
 }
