@@ -2,6 +2,10 @@
 // started with the same cluster file (by hand or `actorflow up --cluster F -- build/samples/distributed_cnn`):
 //   build/samples/distributed_cnn --cluster F --job ps --task 0
 //   build/samples/distributed_cnn --cluster F --job worker --task 0 [--steps 5000] [--sync] [--data DIR]
+// or with seed 002's own flags, or a TF_CONFIG-style JSON file (seed 000) instead of the TOML file:
+//   build/samples/distributed_cnn --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 \
+//       --job_name=worker --task_index=0
+//   build/samples/distributed_cnn --cluster tf_config.json     (its "task" names the task)
 // Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
 #include <CLI/CLI.hpp>
 #include <signal.h>
@@ -9,6 +13,7 @@
 #include <iostream>
 
 #include "actorflow/actorflow.h"
+#include "config/tf_cluster.h"
 #include "models/mnist_cnn.h"
 
 namespace af = actorflow;
@@ -23,9 +28,16 @@ int main(int argc, char** argv) {
   double save_secs = -1, step_timeout = 0, sync_timeout = 60;
   int hidden = 500, conv1 = 32, conv2 = 64;
   uint64_t seed = 1;
-  app.add_option("--cluster", cluster_file, "cluster file")->required();
-  app.add_option("--job", job, "ps or worker")->required();
-  app.add_option("--task", task, "task index")->required();
+  // The cluster: a TOML cluster file, a TF_CONFIG-style JSON file (seed 000), or seed 002's flags.
+  std::string ps_hosts, worker_hosts, job_name;
+  int task_index = -1;
+  app.add_option("--cluster", cluster_file, "cluster file: TOML, or TF_CONFIG-style JSON (*.json)");
+  app.add_option("--job", job, "ps or worker");
+  app.add_option("--task", task, "task index");
+  app.add_option("--ps_hosts", ps_hosts, "seed 002: comma-separated host:port list of the ps job");
+  app.add_option("--worker_hosts", worker_hosts, "seed 002: comma-separated host:port list of the worker job");
+  app.add_option("--job_name", job_name, "seed 002: ps or worker");
+  app.add_option("--task_index", task_index, "seed 002: index of the task within its job");
   app.add_option("--steps", steps, "global steps to train");
   app.add_option("--data", data, "directory with MNIST-format IDX files");
   app.add_option("--learning-rate", lr, "Adam learning rate");
@@ -47,9 +59,36 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   CLI11_PARSE(app, argc, argv);
 
-  auto cluster = af::ClusterSpec::from_file(cluster_file);
+  if (!job_name.empty()) job = job_name;
+  if (task_index >= 0) task = task_index;
+  af::Result<af::ClusterSpec> cluster = af::InvalidArgument("give --cluster F, or --ps_hosts/--worker_hosts");
+  const bool host_flags = !ps_hosts.empty() || !worker_hosts.empty();
+  if (host_flags && !cluster_file.empty()) {
+    std::cerr << "distributed_cnn: give either --cluster or --ps_hosts/--worker_hosts, not both\n";
+    return 2;
+  }
+  if (host_flags) {
+    cluster = af::cluster_from_host_flags(ps_hosts, worker_hosts);
+  } else if (cluster_file.size() > 5 && cluster_file.compare(cluster_file.size() - 5, 5, ".json") == 0) {
+    auto tf = af::cluster_from_tf_config_file(cluster_file);
+    if (tf.ok()) {
+      cluster = std::move(tf->cluster);
+      if (tf->task && job.empty()) {
+        job = tf->task->job;
+        task = tf->task->index;
+      }
+    } else {
+      cluster = tf.status();
+    }
+  } else if (!cluster_file.empty()) {
+    cluster = af::ClusterSpec::from_file(cluster_file);
+  }
   if (!cluster.ok()) {
     std::cerr << "distributed_cnn: " << cluster.status().message() << "\n";
+    return 2;
+  }
+  if (job.empty()) {
+    std::cerr << "distributed_cnn: which task is this? give --job and --task (or --job_name and --task_index)\n";
     return 2;
   }
   af::TaskId me{job, task};

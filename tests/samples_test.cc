@@ -1,6 +1,8 @@
 // The sample programs run and print what their seeds print.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -51,6 +53,71 @@ TEST(SamplesTest, DistributedCnnRejectsBadFlags) {
                                 "--task", "0"});
   EXPECT_EQ(p->wait(30s), 2) << p->output();
   EXPECT_NE(p->output().find("/nonexistent.toml"), std::string::npos) << p->output();
+}
+
+// Seed 002's flags and seed 000's TF_CONFIG-style JSON instead of a TOML cluster file: 1 ps + 1
+// worker as separate processes train a small CNN and the worker reports its test accuracy.
+void train_with(const std::vector<std::string>& ps_args, const std::vector<std::string>& worker_args,
+                const std::string& logdir) {
+  const std::vector<std::string> model = {"--hidden", "16", "--conv1", "4", "--conv2", "4", "--steps", "30",
+                                          "--print-every", "10", "--logdir", logdir};
+  std::vector<std::string> ps = {binary("samples/distributed_cnn")};
+  ps.insert(ps.end(), ps_args.begin(), ps_args.end());
+  std::vector<std::string> worker = {binary("samples/distributed_cnn")};
+  worker.insert(worker.end(), worker_args.begin(), worker_args.end());
+  worker.insert(worker.end(), model.begin(), model.end());
+  auto p = ChildProcess::start(ps);
+  ASSERT_TRUE(p->await_output("serving", 60s).ok()) << p->output();
+  auto w = ChildProcess::start(worker);
+  ASSERT_EQ(w->wait(120s), 0) << w->output();
+  EXPECT_NE(w->output().find("Worker : 0, Step: "), std::string::npos) << w->output();
+  EXPECT_NE(w->output().find("Test-Accuracy: "), std::string::npos) << w->output();
+  p->signal(SIGTERM);
+  EXPECT_EQ(p->wait(30s), 0) << p->output();
+}
+
+TEST(SamplesTest, DistributedCnnTrainsFromSeed002sHostFlags) {
+  testing::TempDir dir;
+  const std::string ps = "127.0.0.1:" + std::to_string(testing::free_port());
+  const std::string wk = "127.0.0.1:" + std::to_string(testing::free_port());
+  train_with({"--ps_hosts=" + ps, "--worker_hosts=" + wk, "--job_name=ps", "--task_index=0"},
+             {"--ps_hosts=" + ps, "--worker_hosts=" + wk, "--job_name=worker", "--task_index=0"}, dir.path());
+}
+
+TEST(SamplesTest, DistributedCnnTrainsFromATfConfigJson) {
+  testing::TempDir dir;
+  const std::string cluster = "{\"ps\": [\"127.0.0.1:" + std::to_string(testing::free_port()) +
+                              "\"], \"worker\": [\"127.0.0.1:" + std::to_string(testing::free_port()) + "\"]}";
+  const std::string ps = dir.write("ps.json", "{\"cluster\": " + cluster + ", \"task\": {\"type\": \"ps\", \"index\": 0}}");
+  const std::string wk =
+      dir.write("worker.json", "{\"cluster\": " + cluster + ", \"task\": {\"type\": \"worker\", \"index\": 0}}");
+  train_with({"--cluster", ps}, {"--cluster", wk}, dir.path() + "/logs");
+}
+
+TEST(SamplesTest, DistributedCnnRejectsBadClusterJsonAndMixedFlags) {
+  testing::TempDir dir;
+  const std::string bad = dir.write("bad.json", "{\"cluster\": {\"worker\": [\"127.0.0.1:1\", 7]}}");
+  auto p = ChildProcess::start({binary("samples/distributed_cnn"), "--cluster", bad});
+  EXPECT_EQ(p->wait(30s), 2) << p->output();
+  EXPECT_NE(p->output().find(bad + ": cluster.worker[1]: expected a \"host:port\" string"), std::string::npos)
+      << p->output();
+  const std::string garbage = dir.write("garbage.json", "{not json");
+  auto g = ChildProcess::start({binary("samples/distributed_cnn"), "--cluster", garbage});
+  EXPECT_EQ(g->wait(30s), 2) << g->output();
+  EXPECT_NE(g->output().find(garbage + ": not valid JSON"), std::string::npos) << g->output();
+  auto both = ChildProcess::start({binary("samples/distributed_cnn"), "--cluster", bad, "--ps_hosts=127.0.0.1:1",
+                                   "--job_name=ps", "--task_index=0"});
+  EXPECT_EQ(both->wait(30s), 2) << both->output();
+  EXPECT_NE(both->output().find("not both"), std::string::npos) << both->output();
+  auto none = ChildProcess::start({binary("samples/distributed_cnn"), "--job", "worker", "--task", "0"});
+  EXPECT_EQ(none->wait(30s), 2) << none->output();
+  EXPECT_NE(none->output().find("give --cluster F, or --ps_hosts/--worker_hosts"), std::string::npos)
+      << none->output();
+  auto empty_entry = ChildProcess::start({binary("samples/distributed_cnn"), "--worker_hosts=127.0.0.1:1,,127.0.0.1:2",
+                                          "--job_name=worker", "--task_index=0"});
+  EXPECT_EQ(empty_entry->wait(30s), 2) << empty_entry->output();
+  EXPECT_NE(empty_entry->output().find("--worker_hosts: empty entry at position 1"), std::string::npos)
+      << empty_entry->output();
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+#include "config/tf_cluster.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/file_read.h"
+
+namespace actorflow {
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = 1 << 20;
+
+Result<std::vector<std::string>> split_hosts(const std::string& list, const std::string& flag) {
+  std::vector<std::string> out;
+  if (list.empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = list.find(',', start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty())
+      return InvalidArgument(flag + ": empty entry at position " + std::to_string(out.size()) + " in '" + list + "'");
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<TfClusterConfig> cluster_from_tf_config(const std::string& json_text, const std::string& source) {
+  using nlohmann::json;
+  json doc = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgument(source + ": not valid JSON");
+  if (!doc.is_object()) return InvalidArgument(source + ": expected a JSON object with \"cluster\"");
+  auto cl = doc.find("cluster");
+  if (cl == doc.end() || !cl->is_object() || cl->empty())
+    return InvalidArgument(source + ": \"cluster\" must be an object of jobs, e.g. {\"worker\": [\"host:port\"]}");
+  std::map<std::string, std::vector<std::string>> jobs;
+  for (auto it = cl->begin(); it != cl->end(); ++it) {
+    const std::string where = source + ": cluster." + it.key();
+    if (!it.value().is_array()) return InvalidArgument(where + ": expected a list of \"host:port\" strings");
+    std::vector<std::string>& addrs = jobs[it.key()];
+    for (size_t i = 0; i < it.value().size(); ++i) {
+      const json& a = it.value()[i];
+      if (!a.is_string())
+        return InvalidArgument(where + "[" + std::to_string(i) + "]: expected a \"host:port\" string");
+      addrs.push_back(a.get<std::string>());
+    }
+  }
+  for (auto it = doc.begin(); it != doc.end(); ++it)
+    if (it.key() != "cluster" && it.key() != "task" && it.key() != "environment")
+      return InvalidArgument(source + ": unknown key \"" + it.key() + "\" (known: cluster, task, environment)");
+  auto spec = ClusterSpec::from_jobs(jobs);
+  if (!spec.ok()) return spec.status().with_prefix(source);
+  TfClusterConfig out{std::move(*spec), std::nullopt};
+  auto task = doc.find("task");
+  if (task != doc.end()) {
+    if (!task->is_object()) return InvalidArgument(source + ": \"task\" must be an object {\"type\": job, \"index\": i}");
+    auto type = task->find("type");
+    auto index = task->find("index");
+    if (type == task->end() || !type->is_string())
+      return InvalidArgument(source + ": task.type: expected a job name string");
+    if (index == task->end() || !index->is_number_integer() || index->get<int64_t>() < 0 ||
+        index->get<int64_t>() > 1000000)
+      return InvalidArgument(source + ": task.index: expected a non-negative integer");
+    TaskId t{type->get<std::string>(), static_cast<int>(index->get<int64_t>())};
+    Status valid = out.cluster.validate_task(t);
+    if (!valid.ok()) return valid.with_prefix(source + ": task");
+    out.task = t;
+  }
+  return out;
+}
+
+Result<TfClusterConfig> cluster_from_tf_config_file(const std::string& path) {
+  AF_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, kMaxJsonBytes, "cluster JSON"));
+  return cluster_from_tf_config(text, path);
+}
+
+Result<ClusterSpec> cluster_from_host_flags(const std::string& ps_hosts, const std::string& worker_hosts) {
+  if (ps_hosts.empty() && worker_hosts.empty())
+    return InvalidArgument("--ps_hosts and --worker_hosts are both empty: name at least one task");
+  std::map<std::string, std::vector<std::string>> jobs;
+  AF_ASSIGN_OR_RETURN(auto ps, split_hosts(ps_hosts, "--ps_hosts"));
+  AF_ASSIGN_OR_RETURN(auto workers, split_hosts(worker_hosts, "--worker_hosts"));
+  if (!ps.empty()) jobs["ps"] = std::move(ps);
+  if (!workers.empty()) jobs["worker"] = std::move(workers);
+  return ClusterSpec::from_jobs(jobs);
+}
+
+}  // namespace actorflow
