@@ -3,47 +3,33 @@
 #include <chrono>
 #include <cstdio>
 
-#include "actors/data_actor.h"
-#include "actors/supervisor.h"
+#include "actorflow/monitored_session.h"
 #include "core/logging.h"
 #include "data/dataset.h"
 #include "data/idx.h"
-#include "graph/gradients.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/replica_device_setter.h"
 #include "actorflow/train.h"
 
 namespace actorflow {
-namespace {
-
-}  // namespace
 
 Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   CnnModel m;
+  // Variables round-robin over the parameter servers (tf.train.replica_device_setter), in the
+  // order they are created: the global step first, then the layers' weights and biases.
   ReplicaDeviceSetter setter(o.num_ps, o.worker_device);
   Scope w = setter.for_ops(root);
-  std::vector<Output> vars, inits;
   uint64_t seed = o.seed;
   auto weight = [&](const std::string& name, const Shape& shape) {
-    Scope vs = setter.for_variable(root, shape, DType::kFloat32).with_op_name(name);
-    Output v = ops::variable(vs, shape, DType::kFloat32);
-    inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::glorot_uniform(vs, shape, ++seed)));
-    vars.push_back(v);
-    return v;
+    return train::get_variable(setter.for_variable(root, shape, DType::kFloat32), name, shape, DType::kFloat32,
+                               train::glorot_uniform_initializer(++seed));
   };
   auto bias = [&](const std::string& name, int64_t n) {
-    Scope vs = setter.for_variable(root, Shape{n}, DType::kFloat32).with_op_name(name);
-    Output v = ops::variable(vs, Shape{n}, DType::kFloat32);
-    inits.push_back(ops::assign(vs.with_op_name(name + "/init"), v, ops::zeros(vs, Shape{n}, DType::kFloat32)));
-    vars.push_back(v);
-    return v;
+    return train::get_variable(setter.for_variable(root, Shape{n}, DType::kFloat32), name, Shape{n},
+                               DType::kFloat32, train::zeros_initializer());
   };
-  {
-    Scope gs = setter.for_variable(root, Shape{}, DType::kInt64).with_op_name("global_step");
-    m.global_step = ops::variable(gs, Shape{}, DType::kInt64);
-    inits.push_back(ops::assign(gs.with_op_name("global_step/init"), m.global_step, Tensor::scalar<int64_t>(0)));
-  }
+  m.global_step = train::get_or_create_global_step(setter.for_variable(root, Shape{}, DType::kInt64));
   m.x = ops::placeholder(w, DType::kFloat32, Shape{-1, 784}, "x-input");
   m.labels = ops::placeholder(w, DType::kFloat32, Shape{-1, 10}, "y-input");
   auto x_image = ops::reshape(w, m.x, {-1, 28, 28, 1});
@@ -77,21 +63,16 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   m.loss = ops::reduce_mean(w.with_op_name("cross_entropy"), xent[0]);
   auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
   m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
-  std::vector<train::GradAndVar> grads_and_vars;
-  {
-    AF_ASSIGN_OR_RETURN(auto grads, gradients(w, {m.loss}, vars));
-    for (size_t i = 0; i < vars.size(); ++i) grads_and_vars.emplace_back(grads[i], vars[i]);
-  }
-  const train::AdamOptimizer adam(o.learning_rate, 0.9f, 0.999f, 1e-8f);
+  // As the seed: tf.train.AdamOptimizer(lr), wrapped in SyncReplicasOptimizer for --sync.
+  const train::AdamOptimizer adam(o.learning_rate);
   if (o.sync) {
     train::SyncReplicasOptimizer sync(adam, o.replicas_to_aggregate, o.total_replicas, o.sync_timeout_secs);
-    AF_ASSIGN_OR_RETURN(m.train_op, sync.apply_gradients(w, grads_and_vars, m.global_step));
+    AF_ASSIGN_OR_RETURN(m.train_op, sync.minimize(w, m.loss, m.global_step));
     AF_ASSIGN_OR_RETURN(m.sync_finish_op, sync.finish_op(w));
   } else {
-    AF_ASSIGN_OR_RETURN(m.train_op, adam.apply_gradients(w, grads_and_vars, m.global_step));
+    AF_ASSIGN_OR_RETURN(m.train_op, adam.minimize(w, m.loss, m.global_step));
   }
-  m.init_op = ops::no_op(root, inits, "init");
-  if (!root.ok()) return root.status();
+  AF_ASSIGN_OR_RETURN(m.init_op, train::global_variables_initializer(root));
   return m;
 }
 
@@ -102,90 +83,78 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   AF_ASSIGN_OR_RETURN(Tensor test_y, one_hot(data.test_labels, 10));
   Scope root = Scope::root();
   AF_ASSIGN_OR_RETURN(CnnModel m, build_mnist_cnn(root, mo));
-  SupervisorConfig sc;
-  sc.is_chief = o.is_chief;
-  sc.logdir = o.logdir;
-  sc.global_step = m.global_step;
-  sc.init_op = m.init_op;
-  sc.save_checkpoint_secs = o.save_checkpoint_secs;
-  sc.keep_checkpoints = o.keep_checkpoints;
-  sc.ready_timeout_secs = o.ready_timeout_secs;
-  sc.save_summaries_secs = o.save_summaries_secs;
-  sc.task_name = "worker/" + std::to_string(o.task_index);
-  Supervisor sv(root, sc);
-  SessionOptions so;
-  if (o.step_timeout_secs > 0) so.timeout(std::chrono::milliseconds(static_cast<int64_t>(o.step_timeout_secs * 1000)));
-  AF_ASSIGN_OR_RETURN(auto sess, sv.managed_session(server.target(), so));
+  const std::string me = "worker/" + std::to_string(o.task_index);
+
+  // tf.train.MonitoredTrainingSession(master, is_chief, checkpoint_dir, hooks=[StopAtStepHook]):
+  // it initialises or restores the model, saves checkpoints and summaries, and recovers from a
+  // lost parameter server or chief by itself.
+  train::MonitoredTrainingSession::Options so;
+  so.master = server.target();
+  so.is_chief = o.is_chief;
+  so.checkpoint_dir = o.logdir;
+  so.save_checkpoint_secs = o.save_checkpoint_secs;
+  so.keep_checkpoints = o.keep_checkpoints;
+  so.ready_timeout_secs = o.ready_timeout_secs;
+  so.task_name = me;
+  so.init_op = m.init_op;
+  if (o.step_timeout_secs > 0)
+    so.session.timeout(std::chrono::milliseconds(static_cast<int64_t>(o.step_timeout_secs * 1000)));
+  so.hooks.push_back(std::make_shared<train::StopAtStepHook>(0, o.steps));
+  if (o.save_summaries_secs > 0 && !o.logdir.empty())
+    so.hooks.push_back(std::make_shared<train::SummarySaverHook>(0, o.save_summaries_secs,
+                                                                 std::map<std::string, Output>{{"accuracy", m.accuracy}}));
+  AF_ASSIGN_OR_RETURN(auto sess, train::MonitoredTrainingSession::create(root, so));
 
   auto ds = Dataset::from_tensors({data.train_images, train_y})
                 .shuffle(Dataset::kFullBuffer, o.seed * 1000 + static_cast<uint64_t>(o.task_index))
                 .repeat()
                 .batch(o.batch);
   AF_ASSIGN_OR_RETURN(auto it, ds.make_iterator());
-  caf::actor feeder = spawn_data_actor(server.system(), std::move(it), 4);
+  Prefetcher batches(std::move(it), 4);
   CnnTrainResult res;
   int64_t step = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  auto last_summary = t0;
   Status loop_status;
-  while (!sv.should_stop() && step < o.steps) {
-    auto batch = next_batch(server.system(), feeder);
-    if (!batch.ok()) { loop_status = batch.status(); break; }
-    auto r = sess->run({{m.x, (*batch)[0]}, {m.labels, (*batch)[1]}}, {m.accuracy, m.global_step}, {m.train_op});
+  while (!sess->should_stop()) {
+    auto batch = batches.next();
+    if (!batch.ok() || !batch->has_value()) {
+      loop_status = batch.ok() ? OutOfRange("the training data ended") : batch.status();
+      break;
+    }
+    const auto& b = **batch;
+    auto r = sess->run({{m.x, b[0]}, {m.labels, b[1]}}, {m.accuracy, m.global_step}, {m.train_op});
     if (!r.ok()) {
       // Synchronous training closed: fewer replicas than a step aggregates are left (the others
       // finished), so this step can never fill. Training is over for this worker too.
       if (r.status().code() == Code::kOutOfRange && m.sync_finish_op.valid()) {
-        out("worker/" + std::to_string(o.task_index) + ": synchronous training ended (" + r.status().message() + ")");
+        out(me + ": synchronous training ended (" + r.status().message() + ")");
         break;
       }
-      // A task died mid-step (or a parameter server lost its variables): wait for it and go on.
-      const Code c = r.status().code();
-      if (c == Code::kUnavailable || c == Code::kAborted || c == Code::kFailedPrecondition ||
-          c == Code::kDeadlineExceeded) {
-        Status rs = sv.recover(r.status(), step);
-        if (rs.ok()) {
-          // The others may have finished meanwhile (a synchronous step that can no longer fill
-          // up fails by its timeout): go on from the current global step, not the last one seen.
-          auto gs = sess->run({m.global_step});
-          if (gs.ok()) step = (*gs)[0].data<int64_t>()[0];
-          continue;
-        }
-        loop_status = rs;
-      } else {
-        loop_status = r.status();
-      }
+      loop_status = r.status();
       break;
     }
     ++res.local_steps;
     step = (*r)[1].data<int64_t>()[0];
-    const double acc = (*r)[0].data<float>()[0];
     if (o.print_every > 0 && res.local_steps % o.print_every == 0) {
       char line[128];
       std::snprintf(line, sizeof line, "Worker : %d, Step: %lld, Accuracy (batch): %.2f", o.task_index,
-                    static_cast<long long>(step), acc);
+                    static_cast<long long>(step), (*r)[0].data<float>()[0]);
       out(line);
-    }
-    // Summaries (batch accuracy, and steps/s from the Supervisor) every save_summaries_secs.
-    const auto now = std::chrono::steady_clock::now();
-    if (o.save_summaries_secs > 0 &&
-        std::chrono::duration<double>(now - last_summary).count() >= o.save_summaries_secs) {
-      sv.summary(step, {{"accuracy", acc}});
-      last_summary = now;
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.images_per_sec = secs > 0 ? res.local_steps * o.batch / secs : 0;
-  caf::anon_send_exit(feeder, caf::exit_reason::user_shutdown);
+  batches.stop();
+  Session& raw = sess->raw_session();
   if (loop_status.ok() && m.sync_finish_op.valid()) {
     // This replica leaves the synchronous group: once too few are left, the others' waiting
     // steps end at once instead of at their timeout.
-    auto f = sess->run({}, {}, {m.sync_finish_op});
-    if (!f.ok()) AF_LOG(WARNING) << "worker/" << o.task_index << ": leaving synchronous training: " << f.status();
+    auto f = raw.run({}, {}, {m.sync_finish_op});
+    if (!f.ok()) AF_LOG(WARNING) << me << ": leaving synchronous training: " << f.status();
   }
   if (!loop_status.ok()) {
-    sv.request_stop(loop_status);
-    sv.stop();
+    sess->supervisor().request_stop(loop_status);
+    sess->close();
     return loop_status;
   }
   // Test accuracy in chunks (the whole test set at once would need ~1 GB of activations).
@@ -197,7 +166,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     Tensor xs(DType::kFloat32, Shape{len, 784}), ys(DType::kFloat32, Shape{len, 10});
     std::memcpy(xs.raw_data(), data.test_images.data<float>() + s * 784, static_cast<size_t>(len) * 784 * 4);
     std::memcpy(ys.raw_data(), test_y.data<float>() + s * 10, static_cast<size_t>(len) * 10 * 4);
-    AF_ASSIGN_OR_RETURN(auto r, sess->run({{m.x, xs}, {m.labels, ys}}, {m.accuracy, m.loss}));
+    AF_ASSIGN_OR_RETURN(auto r, raw.run({{m.x, xs}, {m.labels, ys}}, {m.accuracy, m.loss}));
     correct += r[0].data<float>()[0] * static_cast<double>(len);
     loss += r[1].data<float>()[0] * static_cast<double>(len);
   }
@@ -209,7 +178,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   out(line);
   std::snprintf(line, sizeof line, "Test-Loss: %.4f", res.test_loss);
   out(line);
-  AF_RETURN_IF_ERROR(sv.stop());
+  AF_RETURN_IF_ERROR(sess->close());
   return res;
 }
 

@@ -162,6 +162,41 @@ TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed
   EXPECT_NE(summaries[2].find("\"step\": 5,"), std::string::npos) << summaries[2];
 }
 
+// The seconds trigger: a period shorter than any run saves on every run; an hour never within
+// the test; steps and seconds together save on either.
+TEST(MonitoredSessionTest, SummarySaverHookSavesByTimeAsWellAsBySteps) {
+  auto server = testing::two_device_server();
+  struct Case {
+    int64_t steps;
+    double secs;
+    size_t expected;
+  };
+  for (Case c : {Case{0, 1e-9, 4}, Case{0, 3600, 0}, Case{2, 3600, 2}}) {
+    TempDir dir;
+    Model m;
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.checkpoint_dir = dir.path();
+    o.task_name = "worker/0";
+    o.hooks = {std::make_shared<train::SummarySaverHook>(c.steps, c.secs,
+                                                         std::map<std::string, Output>{{"loss", m.loss}})};
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+    ASSERT_TRUE((*sess)->close().ok());
+    std::ifstream in(dir.path() + "/summaries-worker_0.jsonl");
+    std::vector<std::string> summaries;
+    for (std::string l; std::getline(in, l);)
+      if (l.find("\"loss\"") != std::string::npos) summaries.push_back(l);
+    ASSERT_EQ(summaries.size(), c.expected) << "steps " << c.steps << ", secs " << c.secs;
+    // Run k reads loss = 1 - 0.1 k at global step k.
+    if (c.expected == 4) {
+      EXPECT_NE(summaries[3].find("\"step\": 3,"), std::string::npos) << summaries[3];
+      EXPECT_NE(summaries[3].find("\"loss\": 0.7"), std::string::npos) << summaries[3];
+    }
+  }
+}
+
 TEST(MonitoredSessionTest, NanLossFailsTheRunOrStopsTraining) {
   auto server = testing::two_device_server();
   for (bool fail : {true, false}) {

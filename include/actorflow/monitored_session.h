@@ -24,6 +24,7 @@
 // actors/session.h; the public-API deliverable of issue 14 removes that.)
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -128,18 +129,25 @@ class CheckpointSaverHook : public SessionRunHook {
   std::vector<std::string> saved_;
 };
 
-// Fetches the scalar tensors `scalars` (name -> float or int scalar) every `save_steps` runs and
-// appends them, with the global step, to the task's summary file.
+// Fetches the scalar tensors `scalars` (name -> float or int scalar) every `save_steps` runs, or
+// with the three-argument form also on the first run at least `save_secs` seconds after the last
+// save (0 turns either trigger off; tf.train.SummarySaverHook(save_steps, save_secs)), and
+// appends them, with the global step, to the task's summary file (Supervisor::summary, which also
+// records steps/s).
 class SummarySaverHook : public SessionRunHook {
  public:
   SummarySaverHook(int64_t save_steps, std::map<std::string, Output> scalars);
+  SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars);
+  Status after_create_session(Session& session, int64_t global_step) override;
   SessionRunArgs before_run(SessionRunContext& ctx) override;
   Status after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
 
  private:
   int64_t save_steps_;
+  double save_secs_ = 0;
   std::vector<std::pair<std::string, Output>> scalars_;
   int64_t runs_ = 0;
+  std::chrono::steady_clock::time_point last_saved_time_ = std::chrono::steady_clock::now();
   bool fetching_ = false;
 };
 
@@ -198,8 +206,9 @@ class MonitoredTrainingSession {
   MonitoredTrainingSession(const MonitoredTrainingSession&) = delete;
   MonitoredTrainingSession& operator=(const MonitoredTrainingSession&) = delete;
 
-  // True once a hook asked to stop, training ran out of range, or close() ran.
-  bool should_stop() const { return stopped_; }
+  // True once a hook asked to stop, training ran out of range, the Supervisor stopped (a fatal
+  // error in its background work, or Supervisor::request_stop), or close() ran.
+  bool should_stop() const { return stopped_ || supervisor_->should_stop(); }
   // One step with the hooks (see the file comment). Returns the values of `fetches`.
   // FailedPrecondition after should_stop().
   Result<std::vector<Tensor>> run(const FeedDict& feeds, const std::vector<Output>& fetches,

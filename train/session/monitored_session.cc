@@ -94,9 +94,20 @@ Status CheckpointSaverHook::after_run(SessionRunContext& ctx, const SessionRunVa
 SummarySaverHook::SummarySaverHook(int64_t save_steps, std::map<std::string, Output> scalars)
     : save_steps_(save_steps), scalars_(scalars.begin(), scalars.end()) {}
 
+SummarySaverHook::SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars)
+    : save_steps_(save_steps), save_secs_(save_secs), scalars_(scalars.begin(), scalars.end()) {}
+
+Status SummarySaverHook::after_create_session(Session&, int64_t) {
+  last_saved_time_ = std::chrono::steady_clock::now();
+  return Status::OK();
+}
+
 SessionRunArgs SummarySaverHook::before_run(SessionRunContext&) {
   SessionRunArgs a;
+  const auto now = std::chrono::steady_clock::now();
   fetching_ = save_steps_ > 0 && ++runs_ % save_steps_ == 0;
+  if (save_secs_ > 0 && std::chrono::duration<double>(now - last_saved_time_).count() >= save_secs_) fetching_ = true;
+  if (fetching_) last_saved_time_ = now;
   if (fetching_)
     for (const auto& kv : scalars_) a.fetches.push_back(kv.second);
   return a;
