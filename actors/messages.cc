@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "actors/client_sessions.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -87,6 +88,7 @@ Status from_caf_error(const caf::error& e, const std::string& where) {
 void register_actorflow_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<Tensor>("actorflow::Tensor");
   cfg.add_message_type<DeviceInfo>("actorflow::DeviceInfo");
+  register_client_session_types(cfg);
   cfg.add_error_category(kCategory, [](uint8_t code, caf::atom_value, const caf::message& ctx) -> std::string {
     std::string msg;
     if (ctx.match_elements<std::string>()) msg = ctx.get_as<std::string>(0);

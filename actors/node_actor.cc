@@ -289,6 +289,29 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
         self->delegate(worker, peers_atom::value, std::move(tasks));
         return caf::delegated<bool>();
       },
+      [=](crun_atom, ClientRunRequest& req) -> caf::result<std::vector<Tensor>> {
+        if (!allowed(self, "client run")) return unauth("client run");
+        auto clients = self->state.cfg.clients;
+        if (!clients) return to_caf_error(Unimplemented("task " + self->state.cfg.task + " takes no client sessions"));
+        const std::string peer = caf::to_string(self->current_sender()->node());
+        // A run blocks for the length of its step: do it on a worker with its own thread.
+        auto worker = self->spawn<caf::detached>([clients, peer](caf::event_based_actor* w) -> caf::behavior {
+          return {[=](crun_atom, const ClientRunRequest& r) -> caf::result<std::vector<Tensor>> {
+            auto out = clients->run(peer, r);
+            w->quit();
+            if (!out.ok()) return to_caf_error(out.status());
+            return std::move(*out);
+          }};
+        });
+        self->delegate(worker, crun_atom::value, std::move(req));
+        return caf::delegated<std::vector<Tensor>>();
+      },
+      [=](cclose_atom, uint64_t session) -> caf::result<bool> {
+        if (!allowed(self, "client close")) return unauth("client close");
+        if (self->state.cfg.clients)
+          self->state.cfg.clients->close(caf::to_string(self->current_sender()->node()), session);
+        return true;
+      },
   };
 }
 

@@ -10,6 +10,9 @@
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
 //   (ping_atom) -> std::string task name                   authenticated peers only
 //   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks
+//   (crun_atom, ClientRunRequest) -> std::vector<Tensor>   a remote client's run, on a detached
+//        worker (actors/client_sessions.h); authenticated peers only
+//   (cclose_atom, uint64 session) -> bool                  forgets that client session
 //   (fault_atom, std::string plan_toml) -> std::vector<std::string>  loads the faults of a fault
 //        plan (actors/faults.h) that this task takes part in into this process's FaultInjector and
 //        returns their descriptions; an empty plan clears every fault. InvalidArgument for a bad plan.
@@ -46,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/client_sessions.h"
 #include "actors/messages.h"
 #include "actors/peer_link.h"
 
@@ -103,6 +107,8 @@ struct NodeActorConfig {
   // Connects to the given tasks (blocking; run on a detached worker) so this task can send
   // them tensors. Answers (peers_atom, tasks).
   std::function<Status(const std::vector<std::string>& tasks)> connect_peers;
+  // Remote client sessions (actors/client_sessions.h); null: this task refuses client runs.
+  std::shared_ptr<ClientSessions> clients;
   // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).

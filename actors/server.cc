@@ -1,5 +1,7 @@
 #include "actors/server.h"
 
+#include "actors/client_sessions.h"
+
 #include "actors/auth.h"
 #include "actors/control_plane.h"
 
@@ -662,6 +664,8 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
+  // Remote client sessions (actors/client_sessions.h) run on this server, under its final target.
+  nc.clients = std::make_shared<ClientSessions>("actorflow://" + address);
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
   // So are nodes that connect to it and never authenticate with the node actor.
   std::weak_ptr<AuthenticatedPeers> weak_peers = auth_peers_;

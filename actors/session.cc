@@ -1,10 +1,13 @@
 #include "actors/session.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
+#include "actors/remote_client.h"
 #include "actors/server.h"
+#include "config/tf_cluster.h"
 
 namespace actorflow {
 
@@ -22,16 +25,88 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     server_ = own_server_.get();
   } else {
     server_ = Server::find(target);
-    if (!server_) status_ = NotFound("no server with target '" + target + "' in this process");
+    if (!server_ && target.rfind("actorflow://", 0) == 0) {
+      status_ = open_remote(target);
+    } else if (!server_) {
+      status_ = NotFound("no server with target '" + target + "' in this process");
+    }
   }
+}
+
+Status Session::open_remote(const std::string& target) {
+  std::string file = opts_.cluster_file();
+  if (file.empty()) {
+    const char* env = std::getenv("ACTORFLOW_CLUSTER");
+    if (env) file = env;
+  }
+  if (file.empty())
+    return FailedPrecondition("remote session to " + target +
+                              ": no server with that target in this process, and no cluster file to "
+                              "authenticate with (SessionOptions::cluster_file or ACTORFLOW_CLUSTER)");
+  Result<ClusterSpec> cluster = InvalidArgument("unset");
+  if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) {
+    auto tf = cluster_from_tf_config_file(file);
+    if (tf.ok()) cluster = std::move(tf->cluster);
+    else cluster = tf.status();
+  } else {
+    cluster = ClusterSpec::from_file(file);
+  }
+  if (!cluster.ok()) return cluster.status().with_prefix("remote session to " + target);
+  auto client = RemoteClient::create(target, *cluster);
+  if (!client.ok()) return client.status();
+  remote_ = std::move(*client);
+  return Status::OK();
 }
 
 Session::~Session() { close(); }
 
 Status Session::close() {
-  std::lock_guard<std::mutex> l(mu_);
-  closed_ = true;
+  bool was_open;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    was_open = !closed_;
+    closed_ = true;
+  }
+  if (was_open && remote_) remote_->close(graph_id_);
   return Status::OK();
+}
+
+Result<std::vector<Tensor>> Session::run_remote(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                const std::vector<std::string>& fetches,
+                                                const std::vector<std::string>& targets) {
+  if (!status_.ok()) return status_;
+  if (!scope_.ok()) return scope_.status();
+  std::shared_ptr<const Graph> g;
+  bool send_graph;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return Cancelled("session is closed");
+  }
+  g = snapshot();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    send_graph = sent_graph_ != g;
+  }
+  ClientRunRequest req;
+  req.session = graph_id_;
+  req.graph_version = static_cast<uint64_t>(g->num_nodes());
+  for (const auto& [name, t] : feeds) {
+    req.feed_names.push_back(name);
+    req.feeds.push_back(t);
+  }
+  req.fetches = fetches;
+  req.targets = targets;
+  req.log_device_placement = opts_.log_device_placement();
+  req.allow_soft_placement = opts_.allow_soft_placement();
+  req.default_device = opts_.default_device();
+  req.timeout_ms = opts_.timeout().count();
+  bool sent = false;
+  auto out = remote_->run(std::move(req), *g, send_graph, &sent);
+  if (sent) {
+    std::lock_guard<std::mutex> l(mu_);
+    sent_graph_ = g;
+  }
+  return out;
 }
 
 std::shared_ptr<const Graph> Session::snapshot() {
@@ -72,6 +147,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
                                                            const std::vector<std::string>& fetches,
                                                            const std::vector<std::string>& targets) {
   if (!status_.ok()) return status_;
+  if (remote_) return FailedPrecondition("prepare: a remote session's steps run on its task, not through a local master");
   if (!scope_.ok()) return scope_.status();
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -122,6 +198,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
 Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                  const std::vector<std::string>& fetches,
                                                  const std::vector<std::string>& targets) {
+  if (remote_) return run_remote(feeds, fetches, targets);
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not

@@ -1,0 +1,123 @@
+// The task's side of remote client sessions (actors/client_sessions.h).
+#include "actors/client_sessions.h"
+
+#include <tuple>
+
+#include "actors/session.h"
+#include "graph/graph_def.h"
+#include "graph/scope.h"
+
+namespace actorflow {
+
+void register_client_session_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<ClientRunRequest>("actorflow::ClientRunRequest");
+}
+
+struct ClientSessions::Entry {
+  std::mutex mu;                       // one graph or options change at a time
+  uint64_t version = 0;
+  std::unique_ptr<Scope> scope;        // holds the client's graph
+  std::shared_ptr<Session> session;    // over scope, with `opts`
+  std::tuple<bool, bool, std::string, int64_t> opts;
+  std::chrono::steady_clock::time_point last_used;
+  int running = 0;                     // guarded by ClientSessions::mu_
+};
+
+ClientSessions::ClientSessions(std::string target, Limits limits) : target_(std::move(target)), limits_(limits) {}
+
+ClientSessions::~ClientSessions() = default;
+
+size_t ClientSessions::size() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sessions_.size();
+}
+
+void ClientSessions::close(const std::string& peer, uint64_t session) {
+  std::lock_guard<std::mutex> l(mu_);
+  sessions_.erase({peer, session});
+}
+
+Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const ClientRunRequest& req) {
+  if (req.feed_names.size() != req.feeds.size())
+    return InvalidArgument("client run: " + std::to_string(req.feed_names.size()) + " feed names but " +
+                           std::to_string(req.feeds.size()) + " feed tensors");
+  const auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->running == 0 && now - it->second->last_used > limits_.idle_expiry) it = sessions_.erase(it);
+      else ++it;
+    }
+    if (running_ >= limits_.max_running)
+      return ResourceExhausted("client run refused: " + std::to_string(limits_.max_running) +
+                               " client runs are already in flight on this task");
+    const auto key = std::make_pair(peer, req.session);
+    auto it = sessions_.find(key);
+    if (it == sessions_.end()) {
+      if (req.graph_def.empty())
+        return FailedPrecondition(std::string(kClientGraphUnknown) + "session " + std::to_string(req.session) +
+                                  " is not open on this task");
+      if (sessions_.size() >= limits_.max_sessions) {
+        auto lru = sessions_.end();
+        for (auto j = sessions_.begin(); j != sessions_.end(); ++j)
+          if (j->second->running == 0 && (lru == sessions_.end() || j->second->last_used < lru->second->last_used))
+            lru = j;
+        if (lru == sessions_.end())
+          return ResourceExhausted("client session refused: " + std::to_string(limits_.max_sessions) +
+                                   " client sessions are open on this task, all running");
+        sessions_.erase(lru);
+      }
+      it = sessions_.emplace(key, std::make_shared<Entry>()).first;
+    }
+    e = it->second;
+    ++e->running;
+    e->last_used = now;
+    ++running_;
+  }
+  struct Done {
+    ClientSessions* self;
+    Entry* e;
+    ~Done() {
+      std::lock_guard<std::mutex> l(self->mu_);
+      --e->running;
+      e->last_used = std::chrono::steady_clock::now();
+      --self->running_;
+    }
+  } done{this, e.get()};
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> l(e->mu);
+    if (!e->scope || e->version != req.graph_version) {
+      if (req.graph_def.empty())
+        return FailedPrecondition(std::string(kClientGraphUnknown) + "session " + std::to_string(req.session) +
+                                  " holds another graph version here");
+      auto g = deserialize_graph(req.graph_def);
+      if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
+      auto scope = std::make_unique<Scope>(Scope::root());
+      *scope->graph() = std::move(*g);
+      e->scope = std::move(scope);
+      e->version = req.graph_version;
+      e->session.reset();
+    }
+    auto opts = std::make_tuple(req.log_device_placement, req.allow_soft_placement, req.default_device, req.timeout_ms);
+    if (!e->session || e->opts != opts) {
+      SessionOptions so;
+      so.log_device_placement(req.log_device_placement)
+          .allow_soft_placement(req.allow_soft_placement)
+          .default_device(req.default_device)
+          .timeout(std::chrono::milliseconds(std::max<int64_t>(0, req.timeout_ms)));
+      auto s = std::make_shared<Session>(*e->scope, target_, so);
+      if (!s->status().ok()) return s->status();
+      e->session = std::move(s);
+      e->opts = opts;
+    }
+    session = e->session;
+  }
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  feeds.reserve(req.feeds.size());
+  for (size_t i = 0; i < req.feeds.size(); ++i) feeds.emplace_back(req.feed_names[i], req.feeds[i]);
+  return session->run_by_name(feeds, req.fetches, req.targets);
+}
+
+}  // namespace actorflow
