@@ -431,12 +431,59 @@ class LocalRouter final : public Router {
 
 }  // namespace
 
+// The server's state (include/actorflow/server.h keeps it, and CAF, out of the public header).
+struct Server::Impl {
+  std::unique_ptr<caf::actor_system_config> own_cfg_;
+  std::unique_ptr<caf::actor_system> own_sys_;
+  caf::actor_system* sys_ = nullptr;
+  std::string target_;
+  std::string task_prefix_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<DeviceInfo> device_infos_;
+  std::shared_ptr<Router> router_;
+  std::shared_ptr<DirectSteps> direct_;
+  std::shared_ptr<ResourceManager> resources_;
+  caf::actor master_;
+  caf::actor node_;
+  ClusterSpec cluster_;
+  TaskId task_;
+  ServerOptions server_options_;
+  uint16_t port_ = 0;
+  std::shared_ptr<AuthenticatedPeers> auth_peers_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<ControlPlaneListener> control_;  // the task port (cluster mode)
+  std::string shutdown_token_;                      // stops node_ (actors/node_actor.h)
+  std::shared_ptr<std::atomic<bool>> stopping_flag_ = std::make_shared<std::atomic<bool>>(false);
+  std::string routes_key_;
+  std::unique_ptr<actorflow::net::TensorServer> data_server_;
+  std::unique_ptr<actorflow::net::TensorClient> data_client_;
+  std::mutex connect_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+};
+
+Server::Server() : impl_(std::make_unique<Impl>()) {}
+
+const std::string& Server::target() const { return impl_->target_; }
+const std::string& Server::task_prefix() const { return impl_->task_prefix_; }
+const ClusterSpec& Server::cluster() const { return impl_->cluster_; }
+uint16_t Server::port() const { return impl_->port_; }
+const ServerOptions& Server::server_options() const { return impl_->server_options_; }
+caf::actor_system& Server::system() { return *impl_->sys_; }
+caf::actor Server::master() const { return impl_->master_; }
+Membership* Server::membership() { return impl_->membership_.get(); }
+const std::shared_ptr<ResourceManager>& Server::resources() const { return impl_->resources_; }
+const std::vector<DeviceInfo>& Server::devices() const { return impl_->device_infos_; }
+std::shared_ptr<DirectSteps> Server::direct_steps() const { return impl_->direct_; }
+std::shared_ptr<Router> Server::router() const { return impl_->router_; }
+
 Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
-  s->own_cfg_ = std::make_unique<caf::actor_system_config>();
-  configure(*s->own_cfg_);
-  s->own_sys_ = std::make_unique<caf::actor_system>(*s->own_cfg_);
-  s->sys_ = s->own_sys_.get();
+  s->impl_->own_cfg_ = std::make_unique<caf::actor_system_config>();
+  configure(*s->impl_->own_cfg_);
+  s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
+  s->impl_->sys_ = s->impl_->own_sys_.get();
   DeviceEnumerationOptions d;
   d.cpu_devices = opts.cpu_devices;
   d.visible_devices = opts.visible_devices;
@@ -448,7 +495,7 @@ Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
 
 Result<std::unique_ptr<Server>> Server::local_in(caf::actor_system& sys, const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
-  s->sys_ = &sys;
+  s->impl_->sys_ = &sys;
   DeviceEnumerationOptions d;
   d.cpu_devices = opts.cpu_devices;
   d.visible_devices = opts.visible_devices;
@@ -460,14 +507,14 @@ Result<std::unique_ptr<Server>> Server::local_in(caf::actor_system& sys, const L
 
 Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts) {
   static std::atomic<int> counter{0};
-  task_prefix_ = task_prefix;
-  AF_ASSIGN_OR_RETURN(devices_, create_devices(task_prefix, dopts));
+  impl_->task_prefix_ = task_prefix;
+  AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
   auto router = std::make_shared<LocalRouter>();
-  router_ = router;
+  impl_->router_ = router;
   install_variable_actors();
-  resources_ = std::make_shared<ResourceManager>(*sys_, default_resource_factory());
-  for (auto& d : devices_) {
-    caf::actor a = spawn_device_actor(*sys_, d.get(), router_, resources_);
+  impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, default_resource_factory());
+  for (auto& d : impl_->devices_) {
+    caf::actor a = spawn_device_actor(*impl_->sys_, d.get(), impl_->router_, impl_->resources_);
     router->add(d->name(), a);
     DeviceInfo info;
     info.name = d->name();
@@ -475,14 +522,14 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
     info.memory_limit = d->attributes().memory_limit;
     info.description = d->attributes().description;
     info.actor = a;
-    device_infos_.push_back(info);
+    impl_->device_infos_.push_back(info);
   }
-  direct_ = std::make_shared<DirectSteps>();
-  master_ = spawn_master_actor(*sys_, device_infos_, task_prefix + "/device:CPU:0", router_, direct_);
-  router->set_master(master_, direct_);
-  target_ = "local://" + std::to_string(++counter);
+  impl_->direct_ = std::make_shared<DirectSteps>();
+  impl_->master_ = spawn_master_actor(*impl_->sys_, impl_->device_infos_, task_prefix + "/device:CPU:0", impl_->router_, impl_->direct_);
+  router->set_master(impl_->master_, impl_->direct_);
+  impl_->target_ = "local://" + std::to_string(++counter);
   std::lock_guard<std::mutex> l(g_registry_mu);
-  registry()[target_] = this;
+  registry()[impl_->target_] = this;
   return Status::OK();
 }
 
@@ -493,52 +540,52 @@ Server* Server::find(const std::string& target) {
 }
 
 void Server::join() {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [this] { return stopped_; });
+  std::unique_lock<std::mutex> l(impl_->mu_);
+  impl_->cv_.wait(l, [this] { return impl_->stopped_; });
 }
 
 void Server::stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (stopped_) return;
-    stopped_ = true;
+    std::lock_guard<std::mutex> l(impl_->mu_);
+    if (impl_->stopped_) return;
+    impl_->stopped_ = true;
   }
   {
     std::lock_guard<std::mutex> l(g_registry_mu);
-    registry().erase(target_);
+    registry().erase(impl_->target_);
   }
-  if (auto* lr = dynamic_cast<LocalRouter*>(router_.get())) lr->clear();
-  if (node_) {
-    stopping_flag_->store(true);
-    control_.reset();  // no new connections; BASP forgets the published node actor below
-    if (port_) sys_->middleman().unpublish(node_, port_);
-    caf::anon_send(node_, shutdown_atom::value, shutdown_token_);
+  if (auto* lr = dynamic_cast<LocalRouter*>(impl_->router_.get())) lr->clear();
+  if (impl_->node_) {
+    impl_->stopping_flag_->store(true);
+    impl_->control_.reset();  // no new connections; BASP forgets the published node actor below
+    if (impl_->port_) impl_->sys_->middleman().unpublish(impl_->node_, impl_->port_);
+    caf::anon_send(impl_->node_, shutdown_atom::value, impl_->shutdown_token_);
   }
-  for (auto& info : device_infos_) caf::anon_send_exit(info.actor, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(master_, caf::exit_reason::user_shutdown);
-  if (resources_) resources_->clear();
-  cv_.notify_all();
+  for (auto& info : impl_->device_infos_) caf::anon_send_exit(info.actor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl_->master_, caf::exit_reason::user_shutdown);
+  if (impl_->resources_) impl_->resources_->clear();
+  impl_->cv_.notify_all();
 }
 
 Server::~Server() {
   stop();
-  membership_.reset();
-  data_server_.reset();
-  data_client_.reset();
-  if (own_sys_) {
-    own_sys_->await_all_actors_done();
+  impl_->membership_.reset();
+  impl_->data_server_.reset();
+  impl_->data_client_.reset();
+  if (impl_->own_sys_) {
+    impl_->own_sys_->await_all_actors_done();
   } else {
     // Embedded: wait until our device actors are gone before the devices they borrow die.
-    caf::scoped_actor self{*sys_};
-    for (auto& info : device_infos_) {
+    caf::scoped_actor self{*impl_->sys_};
+    for (auto& info : impl_->device_infos_) {
       self->wait_for(info.actor);
     }
   }
-  device_infos_.clear();
-  master_ = nullptr;
-  node_ = nullptr;
-  own_sys_.reset();
-  devices_.clear();
+  impl_->device_infos_.clear();
+  impl_->master_ = nullptr;
+  impl_->node_ = nullptr;
+  impl_->own_sys_.reset();
+  impl_->devices_.clear();
 }
 
 }  // namespace actorflow
@@ -591,10 +638,10 @@ void Server::configure(caf::actor_system_config& cfg) {
 Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const TaskId& task) {
   AF_RETURN_IF_ERROR(cluster.validate_task(task));
   std::unique_ptr<Server> s(new Server());
-  s->own_cfg_ = std::make_unique<caf::actor_system_config>();
-  configure(*s->own_cfg_);
-  s->own_sys_ = std::make_unique<caf::actor_system>(*s->own_cfg_);
-  s->sys_ = s->own_sys_.get();
+  s->impl_->own_cfg_ = std::make_unique<caf::actor_system_config>();
+  configure(*s->impl_->own_cfg_);
+  s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
+  s->impl_->sys_ = s->impl_->own_sys_.get();
   AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
   const char* plan_file = std::getenv(kFaultPlanEnv);
   if (plan_file && *plan_file) {
@@ -614,15 +661,15 @@ Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const 
                                                   const TaskId& task) {
   AF_RETURN_IF_ERROR(cluster.validate_task(task));
   std::unique_ptr<Server> s(new Server());
-  s->sys_ = &sys;
+  s->impl_->sys_ = &sys;
   AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
   return s;
 }
 
 Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
-  cluster_ = cluster;
-  task_ = task;
-  server_options_ = cluster.server_options(task);
+  impl_->cluster_ = cluster;
+  impl_->task_ = task;
+  impl_->server_options_ = cluster.server_options(task);
   AF_ASSIGN_OR_RETURN(std::string address, cluster.task_address(task));
   AF_ASSIGN_OR_RETURN(auto hp, parse_address(address));
   const std::string where = "task " + task.to_string() + " at " + address;
@@ -644,23 +691,23 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   d.gpu_memory_fraction = opts.gpu_memory_fraction;
   d.allow_growth = opts.allow_growth;
   AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
-  auth_peers_ = std::make_shared<AuthenticatedPeers>();
+  impl_->auth_peers_ = std::make_shared<AuthenticatedPeers>();
   MembershipConfig mc;
-  mc.self_task = task_prefix_;
+  mc.self_task = impl_->task_prefix_;
   mc.fingerprint = cluster.fingerprint();
   mc.secret = cluster.secret();
   mc.tls = tls;
   mc.connect_timeout = std::chrono::milliseconds(opts.connect_timeout_ms);
   mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
-  membership_ = std::make_unique<Membership>(*sys_, mc);
-  membership_->add_listener(master_);
+  impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
+  impl_->membership_->add_listener(impl_->master_);
   NodeActorConfig nc;
-  nc.task = task_prefix_;
+  nc.task = impl_->task_prefix_;
   nc.fingerprint = mc.fingerprint;
   nc.secret = mc.secret;
-  nc.devices = device_infos_;
-  nc.peers = auth_peers_;
+  nc.devices = impl_->device_infos_;
+  nc.peers = impl_->auth_peers_;
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
@@ -668,9 +715,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.clients = std::make_shared<ClientSessions>("actorflow://" + address);
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
   // So are nodes that connect to it and never authenticate with the node actor.
-  std::weak_ptr<AuthenticatedPeers> weak_peers = auth_peers_;
+  std::weak_ptr<AuthenticatedPeers> weak_peers = impl_->auth_peers_;
   nc.sweeper = std::make_shared<SilentConnectionSweeper>(
-      *sys_, nc.auth_timeout, static_cast<uint16_t>(hp.second), [weak_peers](const caf::node_id& n) {
+      *impl_->sys_, nc.auth_timeout, static_cast<uint16_t>(hp.second), [weak_peers](const caf::node_id& n) {
         auto peers = weak_peers.lock();
         return !peers || peers->contains(n);
       });
@@ -688,32 +735,32 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     if (bind_ip.size() > 2 && bind_ip.front() == '[') bind_ip = bind_ip.substr(1, bind_ip.size() - 2);
     const std::string advertised = bind_ip;
     if (!opts.bind.empty()) bind_ip = opts.bind;
-    auto* router = static_cast<LocalRouter*>(router_.get());
+    auto* router = static_cast<LocalRouter*>(impl_->router_.get());
     auto ds = net::TensorServer::start(topts, bind_ip, 0,
                                        [router](const net::TensorMessage& m) { router->deliver(m); });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
-    data_server_ = std::move(*ds);
-    data_client_ = std::make_unique<net::TensorClient>(topts);
+    impl_->data_server_ = std::move(*ds);
+    impl_->data_client_ = std::make_unique<net::TensorClient>(topts);
     nc.data_addr = (advertised.find(':') != std::string::npos ? "[" + advertised + "]" : advertised) + ":" +
-                   std::to_string(data_server_->port());
-    router->set_data_client(data_client_.get(), nc.data_addr);
+                   std::to_string(impl_->data_server_->port());
+    router->set_data_client(impl_->data_client_.get(), nc.data_addr);
   }
-  shutdown_token_ = random_nonce();
-  nc.shutdown_token = shutdown_token_;
-  node_ = spawn_node_actor(*sys_, nc);
+  impl_->shutdown_token_ = random_nonce();
+  nc.shutdown_token = impl_->shutdown_token_;
+  impl_->node_ = spawn_node_actor(*impl_->sys_, nc);
   // A node actor that ends while the server runs (exit_reason::kill cannot be refused) leaves a
   // task that serves nothing: say so loudly.
   {
-    std::weak_ptr<std::atomic<bool>> stopping = stopping_flag_;
-    const std::string t = task_prefix_;
-    node_->attach_functor([stopping, t](const caf::error& reason) {
+    std::weak_ptr<std::atomic<bool>> stopping = impl_->stopping_flag_;
+    const std::string t = impl_->task_prefix_;
+    impl_->node_->attach_functor([stopping, t](const caf::error& reason) {
       auto s = stopping.lock();
       if (s && !s->load())
         AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
                       << "): this task no longer serves its peers";
     });
   }
-  static_cast<LocalRouter*>(router_.get())->set_self_node(node_);
+  static_cast<LocalRouter*>(impl_->router_.get())->set_self_node(impl_->node_);
   // The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h),
   // on the task's configured address, never on every interface.
   {
@@ -726,38 +773,38 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     co.handshake.task_name = task.to_string();
     co.handshake.tls = tls;
     co.handshake_timeout = nc.auth_timeout;
-    auto cl = ControlPlaneListener::start(*sys_, node_, bind, static_cast<uint16_t>(hp.second), std::move(co));
+    auto cl = ControlPlaneListener::start(*impl_->sys_, impl_->node_, bind, static_cast<uint16_t>(hp.second), std::move(co));
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
-    control_ = std::move(*cl);
-    port_ = control_->port();
+    impl_->control_ = std::move(*cl);
+    impl_->port_ = impl_->control_->port();
   }
   {
     std::lock_guard<std::mutex> l(g_registry_mu);
-    registry().erase(target_);
-    target_ = "actorflow://" + address;
-    registry()[target_] = this;
+    registry().erase(impl_->target_);
+    impl_->target_ = "actorflow://" + address;
+    registry()[impl_->target_] = this;
   }
-  AF_LOG(INFO) << "Started server for " << task_prefix_ << " at " << address;
+  AF_LOG(INFO) << "Started server for " << impl_->task_prefix_ << " at " << address;
   return Status::OK();
 }
 
 Status Server::connect_tasks(const std::vector<std::string>& tasks) {
   for (const auto& prefix : tasks) {
-    if (prefix == task_prefix_) continue;
+    if (prefix == impl_->task_prefix_) continue;
     auto spec = DeviceSpec::parse(prefix);
     if (!spec.ok() || !spec->job || !spec->task)
       return InvalidArgument("malformed task name '" + prefix + "'");
     TaskId t{*spec->job, *spec->task};
-    AF_ASSIGN_OR_RETURN(std::string addr, cluster_.task_address(t));
-    AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, addr));
-    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node, p.data_addr);
+    AF_ASSIGN_OR_RETURN(std::string addr, impl_->cluster_.task_address(t));
+    AF_ASSIGN_OR_RETURN(PeerInfo p, impl_->membership_->ensure(prefix, addr));
+    static_cast<LocalRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr);
   }
   return Status::OK();
 }
 
 Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout) {
-  std::vector<DeviceInfo> out = device_infos_;
-  if (!membership_) return out;
+  std::vector<DeviceInfo> out = impl_->device_infos_;
+  if (!impl_->membership_) return out;
   // Which tasks does the graph name?
   std::set<std::string> tasks;
   for (int i = 0; i < graph.num_nodes(); ++i) {
@@ -769,38 +816,38 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
     if (spec->task) {
       tasks.insert(TaskId{*spec->job, *spec->task}.device_prefix());
     } else {
-      for (int idx : cluster_.task_indices(*spec->job)) tasks.insert(TaskId{*spec->job, idx}.device_prefix());
+      for (int idx : impl_->cluster_.task_indices(*spec->job)) tasks.insert(TaskId{*spec->job, idx}.device_prefix());
     }
   }
-  tasks.erase(task_prefix_);
-  std::lock_guard<std::mutex> l(connect_mu_);
+  tasks.erase(impl_->task_prefix_);
+  std::lock_guard<std::mutex> l(impl_->connect_mu_);
   std::vector<PeerInfo> peers;
   for (const auto& prefix : tasks) {
     auto spec = DeviceSpec::parse(prefix);
     TaskId t{*spec->job, *spec->task};
-    auto addr = cluster_.task_address(t);
+    auto addr = impl_->cluster_.task_address(t);
     if (!addr.ok()) return addr.status();  // placer would say the same; say it early
-    AF_ASSIGN_OR_RETURN(PeerInfo p, membership_->ensure(prefix, *addr, timeout));
-    static_cast<LocalRouter*>(router_.get())->set_remote(prefix, p.node, p.data_addr);
+    AF_ASSIGN_OR_RETURN(PeerInfo p, impl_->membership_->ensure(prefix, *addr, timeout));
+    static_cast<LocalRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr);
     peers.push_back(p);
   }
   // Every involved task must be able to send to every other: tell them who is involved.
   std::vector<std::string> involved(tasks.begin(), tasks.end());
-  involved.push_back(task_prefix_);
+  involved.push_back(impl_->task_prefix_);
   const std::string key = [&] {
-    std::string k = std::to_string(membership_->epoch()) + "|";
+    std::string k = std::to_string(impl_->membership_->epoch()) + "|";
     for (const auto& t : involved) k += t + ",";
     return k;
   }();
-  if (key != routes_key_) {
-    caf::scoped_actor self{*sys_};
+  if (key != impl_->routes_key_) {
+    caf::scoped_actor self{*impl_->sys_};
     for (const auto& p : peers) {
       Status st;
       self->request(p.node, std::chrono::seconds(60), peers_atom::value, involved)
           .receive([](bool) {}, [&](caf::error& e) { st = from_caf_error(e, "task " + p.task); });
       if (!st.ok()) return st;
     }
-    routes_key_ = key;
+    impl_->routes_key_ = key;
   }
   for (const auto& p : peers) out.insert(out.end(), p.devices.begin(), p.devices.end());
   return out;

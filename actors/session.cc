@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
@@ -11,119 +12,145 @@
 
 namespace actorflow {
 
+// The session's state (include/actorflow/session.h keeps it out of the public header).
+struct Session::Impl {
+  Impl(const Scope& scope, SessionOptions opts) : scope_(scope), opts_(std::move(opts)) {}
+  Scope scope_;
+  SessionOptions opts_;
+  Status status_;
+  std::unique_ptr<Server> own_server_;
+  Server* server_ = nullptr;
+  uint64_t graph_id_ = 0;
+  std::mutex mu_;
+  std::shared_ptr<const Graph> snapshot_;
+  int snapshot_nodes_ = -1;
+  bool closed_ = false;
+  // The cluster devices of snapshot_ while the membership epoch stays `devices_epoch_` (no task
+  // came or went, so every task the graph names is still up and routed). Guarded by mu_.
+  std::shared_ptr<const Graph> devices_graph_;
+  uint64_t devices_epoch_ = 0;
+  std::vector<DeviceInfo> devices_;
+  std::unique_ptr<RemoteClient> remote_;      // remote sessions only (actors/remote_client.h)
+  std::shared_ptr<const Graph> sent_graph_;   // the snapshot the remote task holds; guarded by mu_
+
+  std::shared_ptr<const Graph> snapshot() {
+    std::lock_guard<std::mutex> l(mu_);
+    const Graph* g = scope_.graph();
+    if (!snapshot_ || snapshot_nodes_ != g->num_nodes()) {
+      snapshot_ = std::make_shared<const Graph>(*g);
+      snapshot_nodes_ = g->num_nodes();
+    }
+    return snapshot_;
+  }
+
+  // A session on a task of another process: the cluster file authenticates this client.
+  Status open_remote(const std::string& target) {
+    std::string file = opts_.cluster_file();
+    if (file.empty()) {
+      const char* env = std::getenv("ACTORFLOW_CLUSTER");
+      if (env) file = env;
+    }
+    if (file.empty())
+      return FailedPrecondition("remote session to " + target +
+                                ": no server with that target in this process, and no cluster file to "
+                                "authenticate with (SessionOptions::cluster_file or ACTORFLOW_CLUSTER)");
+    Result<ClusterSpec> cluster = InvalidArgument("unset");
+    if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) {
+      auto tf = cluster_from_tf_config_file(file);
+      if (tf.ok()) cluster = std::move(tf->cluster);
+      else cluster = tf.status();
+    } else {
+      cluster = ClusterSpec::from_file(file);
+    }
+    if (!cluster.ok()) return cluster.status().with_prefix("remote session to " + target);
+    auto client = RemoteClient::create(target, *cluster);
+    if (!client.ok()) return client.status();
+    remote_ = std::move(*client);
+    return Status::OK();
+  }
+
+  Result<std::vector<Tensor>> run_remote(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets) {
+    if (!status_.ok()) return status_;
+    if (!scope_.ok()) return scope_.status();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return Cancelled("session is closed");
+    }
+    std::shared_ptr<const Graph> g = snapshot();
+    bool send_graph;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      send_graph = sent_graph_ != g;
+    }
+    ClientRunRequest req;
+    req.session = graph_id_;
+    req.graph_version = static_cast<uint64_t>(g->num_nodes());
+    for (const auto& [name, t] : feeds) {
+      req.feed_names.push_back(name);
+      req.feeds.push_back(t);
+    }
+    req.fetches = fetches;
+    req.targets = targets;
+    req.log_device_placement = opts_.log_device_placement();
+    req.allow_soft_placement = opts_.allow_soft_placement();
+    req.default_device = opts_.default_device();
+    req.timeout_ms = opts_.timeout().count();
+    bool sent = false;
+    auto out = remote_->run(std::move(req), *g, send_graph, &sent);
+    if (sent) {
+      std::lock_guard<std::mutex> l(mu_);
+      sent_graph_ = g;
+    }
+    return out;
+  }
+};
+
 Session::Session(const Scope& scope, const std::string& target, SessionOptions opts)
-    : scope_(scope), opts_(std::move(opts)) {
+    : impl_(std::make_unique<Impl>(scope, std::move(opts))) {
   static std::atomic<uint64_t> ids{0};
-  graph_id_ = ++ids;
+  impl_->graph_id_ = ++ids;
   if (target.empty()) {
     auto s = Server::local();
     if (!s.ok()) {
-      status_ = s.status();
+      impl_->status_ = s.status();
       return;
     }
-    own_server_ = std::move(*s);
-    server_ = own_server_.get();
+    impl_->own_server_ = std::move(*s);
+    impl_->server_ = impl_->own_server_.get();
   } else {
-    server_ = Server::find(target);
-    if (!server_ && target.rfind("actorflow://", 0) == 0) {
-      status_ = open_remote(target);
-    } else if (!server_) {
-      status_ = NotFound("no server with target '" + target + "' in this process");
+    impl_->server_ = Server::find(target);
+    if (!impl_->server_ && target.rfind("actorflow://", 0) == 0) {
+      impl_->status_ = impl_->open_remote(target);
+    } else if (!impl_->server_) {
+      impl_->status_ = NotFound("no server with target '" + target + "' in this process");
     }
   }
-}
-
-Status Session::open_remote(const std::string& target) {
-  std::string file = opts_.cluster_file();
-  if (file.empty()) {
-    const char* env = std::getenv("ACTORFLOW_CLUSTER");
-    if (env) file = env;
-  }
-  if (file.empty())
-    return FailedPrecondition("remote session to " + target +
-                              ": no server with that target in this process, and no cluster file to "
-                              "authenticate with (SessionOptions::cluster_file or ACTORFLOW_CLUSTER)");
-  Result<ClusterSpec> cluster = InvalidArgument("unset");
-  if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) {
-    auto tf = cluster_from_tf_config_file(file);
-    if (tf.ok()) cluster = std::move(tf->cluster);
-    else cluster = tf.status();
-  } else {
-    cluster = ClusterSpec::from_file(file);
-  }
-  if (!cluster.ok()) return cluster.status().with_prefix("remote session to " + target);
-  auto client = RemoteClient::create(target, *cluster);
-  if (!client.ok()) return client.status();
-  remote_ = std::move(*client);
-  return Status::OK();
 }
 
 Session::~Session() { close(); }
 
+Status Session::status() const { return impl_->status_; }
+
 Status Session::close() {
   bool was_open;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    was_open = !closed_;
-    closed_ = true;
+    std::lock_guard<std::mutex> l(impl_->mu_);
+    was_open = !impl_->closed_;
+    impl_->closed_ = true;
   }
-  if (was_open && remote_) remote_->close(graph_id_);
+  if (was_open && impl_->remote_) impl_->remote_->close(impl_->graph_id_);
   return Status::OK();
 }
 
-Result<std::vector<Tensor>> Session::run_remote(const std::vector<std::pair<std::string, Tensor>>& feeds,
-                                                const std::vector<std::string>& fetches,
-                                                const std::vector<std::string>& targets) {
-  if (!status_.ok()) return status_;
-  if (!scope_.ok()) return scope_.status();
-  std::shared_ptr<const Graph> g;
-  bool send_graph;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (closed_) return Cancelled("session is closed");
-  }
-  g = snapshot();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    send_graph = sent_graph_ != g;
-  }
-  ClientRunRequest req;
-  req.session = graph_id_;
-  req.graph_version = static_cast<uint64_t>(g->num_nodes());
-  for (const auto& [name, t] : feeds) {
-    req.feed_names.push_back(name);
-    req.feeds.push_back(t);
-  }
-  req.fetches = fetches;
-  req.targets = targets;
-  req.log_device_placement = opts_.log_device_placement();
-  req.allow_soft_placement = opts_.allow_soft_placement();
-  req.default_device = opts_.default_device();
-  req.timeout_ms = opts_.timeout().count();
-  bool sent = false;
-  auto out = remote_->run(std::move(req), *g, send_graph, &sent);
-  if (sent) {
-    std::lock_guard<std::mutex> l(mu_);
-    sent_graph_ = g;
-  }
-  return out;
-}
-
-std::shared_ptr<const Graph> Session::snapshot() {
-  std::lock_guard<std::mutex> l(mu_);
-  const Graph* g = scope_.graph();
-  if (!snapshot_ || snapshot_nodes_ != g->num_nodes()) {
-    snapshot_ = std::make_shared<const Graph>(*g);
-    snapshot_nodes_ = g->num_nodes();
-  }
-  return snapshot_;
-}
+std::shared_ptr<const Graph> Session::snapshot() { return impl_->snapshot(); }
 
 Result<std::vector<Tensor>> Session::run(const std::vector<Output>& fetches) { return run({}, fetches, {}); }
 
 Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vector<Output>& fetches,
                                          const std::vector<Output>& targets) {
-  if (!scope_.ok()) return scope_.status();
+  if (!impl_->scope_.ok()) return impl_->scope_.status();
   std::vector<std::pair<std::string, Tensor>> f;
   for (const auto& [o, t] : feeds) {
     if (!o.valid()) return InvalidArgument("feed of an invalid Output (an earlier op failed to build)");
@@ -141,21 +168,22 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   return run_by_name(f, fe, ta);
 }
 
-caf::actor Session::master() const { return server_ ? server_->master() : caf::actor(); }
+caf::actor Session::master() const { return impl_->server_ ? impl_->server_->master() : caf::actor(); }
 
 Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                            const std::vector<std::string>& fetches,
                                                            const std::vector<std::string>& targets) {
-  if (!status_.ok()) return status_;
-  if (remote_) return FailedPrecondition("prepare: a remote session's steps run on its task, not through a local master");
-  if (!scope_.ok()) return scope_.status();
+  if (impl_->remote_)
+    return FailedPrecondition("prepare: a remote session's steps run on its task, not through a local master");
+  if (!impl_->status_.ok()) return impl_->status_;
+  if (!impl_->scope_.ok()) return impl_->scope_.status();
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (closed_) return Cancelled("session is closed");
+    std::lock_guard<std::mutex> l(impl_->mu_);
+    if (impl_->closed_) return Cancelled("session is closed");
   }
   auto req = std::make_shared<RunRequest>();
   req->graph = snapshot();
-  req->graph_id = graph_id_;
+  req->graph_id = impl_->graph_id_;
   for (const auto& [name, t] : feeds) {
     req->sig.feeds.push_back(name);
     req->feeds.push_back(t);
@@ -163,32 +191,32 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->sig.fetches = fetches;
   req->sig.targets = targets;
   // The server's [server] policy from the cluster file applies to every session on it.
-  req->log_device_placement = opts_.log_device_placement() || server_->server_options().log_device_placement;
-  req->allow_soft_placement = opts_.allow_soft_placement() && server_->server_options().allow_soft_placement;
-  req->default_device = opts_.default_device();
-  req->timeout = opts_.timeout();
-  if (Membership* membership = server_->membership()) {
+  req->log_device_placement = impl_->opts_.log_device_placement() || impl_->server_->server_options().log_device_placement;
+  req->allow_soft_placement = impl_->opts_.allow_soft_placement() && impl_->server_->server_options().allow_soft_placement;
+  req->default_device = impl_->opts_.default_device();
+  req->timeout = impl_->opts_.timeout();
+  if (Membership* membership = impl_->server_->membership()) {
     // Connecting and routing happen once per graph version and membership change.
     const uint64_t epoch = membership->epoch();
     {
-      std::lock_guard<std::mutex> l(mu_);
-      if (devices_graph_ == req->graph && devices_epoch_ == epoch) {
-        req->devices = devices_;
+      std::lock_guard<std::mutex> l(impl_->mu_);
+      if (impl_->devices_graph_ == req->graph && impl_->devices_epoch_ == epoch) {
+        req->devices = impl_->devices_;
         req->membership_epoch = epoch;
       }
     }
     if (req->devices.empty()) {
-      const auto connect_timeout = opts_.timeout().count() > 0 ? opts_.timeout() : std::chrono::milliseconds(0);
+      const auto connect_timeout = impl_->opts_.timeout().count() > 0 ? impl_->opts_.timeout() : std::chrono::milliseconds(0);
       const uint64_t before = membership->epoch();
-      auto devs = server_->cluster_devices_for(*req->graph, connect_timeout);
+      auto devs = impl_->server_->cluster_devices_for(*req->graph, connect_timeout);
       if (!devs.ok()) return devs.status();
       req->devices = std::move(*devs);
       req->membership_epoch = membership->epoch();
       if (req->membership_epoch == before) {
-        std::lock_guard<std::mutex> l(mu_);
-        devices_graph_ = req->graph;
-        devices_epoch_ = req->membership_epoch;
-        devices_ = req->devices;
+        std::lock_guard<std::mutex> l(impl_->mu_);
+        impl_->devices_graph_ = req->graph;
+        impl_->devices_epoch_ = req->membership_epoch;
+        impl_->devices_ = req->devices;
       }
     }
   }
@@ -198,25 +226,25 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
 Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                  const std::vector<std::string>& fetches,
                                                  const std::vector<std::string>& targets) {
-  if (remote_) return run_remote(feeds, fetches, targets);
+  if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
   // possible right now, through the master.
-  std::shared_ptr<DirectSteps> direct = server_->membership() ? server_->direct_steps() : nullptr;
+  std::shared_ptr<DirectSteps> direct = impl_->server_->membership() ? impl_->server_->direct_steps() : nullptr;
   if (direct && direct->has_plans()) {
     auto plan = direct->find(plan_key(*req));
-    std::shared_ptr<Router> router = plan ? server_->router() : nullptr;
+    std::shared_ptr<Router> router = plan ? impl_->server_->router() : nullptr;
     if (plan && router) {
-      auto r = direct->run(*router, *plan, req->feeds, opts_.timeout());
+      auto r = direct->run(*router, *plan, req->feeds, impl_->opts_.timeout());
       if (r) return std::move(*r);
     }
   }
-  caf::scoped_actor self{server_->system()};
+  caf::scoped_actor self{impl_->server_->system()};
   Result<std::vector<Tensor>> out = Internal("no reply from the master");
   const caf::duration timeout =
-      opts_.timeout().count() > 0 ? caf::duration{opts_.timeout() + std::chrono::seconds(5)} : caf::duration{caf::infinite};
-  self->request(server_->master(), timeout, run_atom::value, RunRequestPtr(req))
+      impl_->opts_.timeout().count() > 0 ? caf::duration{impl_->opts_.timeout() + std::chrono::seconds(5)} : caf::duration{caf::infinite};
+  self->request(impl_->server_->master(), timeout, run_atom::value, RunRequestPtr(req))
       .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
                [&](caf::error& err) { out = from_caf_error(err, "master"); });
   return out;

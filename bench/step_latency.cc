@@ -25,7 +25,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/messages.h"
 #include "actors/server.h"
 #include "net/certs.h"

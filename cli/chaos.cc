@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "cli/commands.h"
 

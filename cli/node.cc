@@ -7,7 +7,7 @@
 #include <optional>
 #include <thread>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "cli/commands.h"
 #include "core/logging.h"

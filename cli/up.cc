@@ -15,7 +15,7 @@
 #include <map>
 #include <thread>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "actors/server.h"
 #include "cli/commands.h"

@@ -7,7 +7,7 @@
 
 #include <iostream>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 
 namespace af = actorflow;
 

@@ -3,6 +3,9 @@
 # configures, builds and runs tests/install_consumer, an outside project that does
 # find_package(actorflow CONFIG REQUIRED) and links actorflow::actorflow. Exits non-zero naming
 # the step that failed. The build's compiler and linker flags (e.g. the sanitizers) are passed on.
+# It also checks the installed headers: no public header but <actorflow/embedding.h> brings a CAF
+# header (scripts/check-public-headers.sh on the installed tree), nor does the consumer's main.cc;
+# and the consumer's second program, `embedder`, runs a step through <actorflow/embedding.h>.
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:-$src/build}" && pwd)"
@@ -13,6 +16,16 @@ echo "install: cmake --install $build --prefix $tmp/prefix"
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; echo "FAILED: cmake --install"; exit 1; }
 test -f "$tmp/prefix/lib/cmake/actorflow/actorflowConfig.cmake" || { echo "FAILED: no actorflowConfig.cmake installed"; exit 1; }
 test -x "$tmp/prefix/bin/actorflow" || { echo "FAILED: the actorflow binary was not installed"; exit 1; }
+cxx="$(cache_get CMAKE_CXX_COMPILER)"
+echo "headers: the installed public headers bring no CAF header"
+"$src/scripts/check-public-headers.sh" "$cxx" "$tmp/prefix/include" "$tmp/prefix/include/actorflow/internal" \
+  || { echo "FAILED: the installed public headers"; exit 1; }
+"$cxx" -std=c++17 -DMSGPACK_NO_BOOST=1 -fsyntax-only -H -I"$tmp/prefix/include" -I"$tmp/prefix/include/actorflow/internal" \
+  "$src/tests/install_consumer/main.cc" 2>"$tmp/consumer-headers.txt" \
+  || { cat "$tmp/consumer-headers.txt"; echo "FAILED: compiling the consumer against the installed headers only"; exit 1; }
+if grep -E '^\.+ .*caf/' "$tmp/consumer-headers.txt" | head -3 | grep .; then
+  echo "FAILED: the consumer's main.cc (public headers only) opens CAF headers"; exit 1
+fi
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 echo "configure: tests/install_consumer against $tmp/prefix"
@@ -26,4 +39,8 @@ echo "run: the consumer"
 out="$("$tmp/consumer/consumer")" || { echo "$out"; echo "FAILED: the consumer's values"; exit 1; }
 echo "$out"
 [[ "$out" == "w = 0.8, global_step = 1" ]] || { echo "FAILED: unexpected output"; exit 1; }
+echo "run: the embedder (<actorflow/embedding.h>)"
+out="$("$tmp/consumer/embedder")" || { echo "$out"; echo "FAILED: the embedder"; exit 1; }
+echo "$out"
+[[ "$out" == "y = [3, 6]" ]] || { echo "FAILED: unexpected embedder output"; exit 1; }
 echo "OK: an outside project built and ran against the installed actorflow"

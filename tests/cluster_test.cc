@@ -14,7 +14,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/auth.h"
 #include "actors/control_plane.h"
 #include "actors/node_actor.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/data_actor.h"
 
 namespace actorflow {

@@ -2,8 +2,7 @@
 // through the master without blocking.
 #include <gtest/gtest.h>
 
-#include "actorflow/actorflow.h"
-#include "actors/master_actor.h"
+#include "actorflow/embedding.h"
 #include "tests/util/process.h"
 
 namespace actorflow {

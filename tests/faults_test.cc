@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "data/checkpoint.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"

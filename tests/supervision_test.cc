@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "actorflow/actorflow.h"
+#include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "actors/restart.h"
 #include "actors/supervisor.h"

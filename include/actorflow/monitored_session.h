@@ -20,8 +20,7 @@
 // the run returns the OutOfRange status.
 //
 // Thread-safety: one training loop drives a MonitoredTrainingSession (run, should_stop, close
-// from one thread). Hooks are called on that thread. (This header still brings CAF through
-// actors/session.h; the public-API deliverable of issue 14 removes that.)
+// from one thread). Hooks are called on that thread. Brings no CAF header.
 #pragma once
 
 #include <chrono>
@@ -32,8 +31,8 @@
 #include <vector>
 
 #include "actorflow/train.h"
-#include "actors/session.h"
-#include "actors/supervisor.h"
+#include "actorflow/session.h"
+#include "actorflow/supervisor.h"
 
 namespace actorflow {
 namespace train {

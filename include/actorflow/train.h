@@ -42,7 +42,8 @@
 #include "graph/ops_variables.h"
 #include "graph/scope.h"
 
-#include "actorflow/saver.h"  // train::Saver, train::latest_checkpoint
+#include "actorflow/saver.h"       // train::Saver, train::latest_checkpoint
+#include "actorflow/supervisor.h"  // Supervisor (tf.train.Supervisor)
 
 namespace actorflow {
 namespace train {

@@ -1,0 +1,15 @@
+// Clusters: which tasks make up a job, where they listen, and the options of each task's server.
+//
+//   #include <actorflow/cluster.h>
+//   auto c = af::ClusterSpec::from_file("cluster.toml");            // actorflow's TOML cluster file
+//   auto t = af::cluster_from_tf_config_file("tf_config.json");      // TF_CONFIG-style JSON
+//   auto s = af::Server::create(*c, af::TaskId{"worker", 0});        // <actorflow/server.h>
+//
+// ClusterSpec, TaskId, ServerOptions and the address helpers come from config/cluster_spec.h;
+// the TensorFlow-style readers (TF_CONFIG JSON, --ps_hosts/--worker_hosts flags) from
+// config/tf_cluster.h. Every declaration there documents its errors and thread-safety (value
+// types; the readers are pure functions). Brings no CAF header.
+#pragma once
+
+#include "config/cluster_spec.h"
+#include "config/tf_cluster.h"

@@ -1,0 +1,160 @@
+// af::Server: one task's server (tf.train.Server): its devices, device actors, node actor
+// and master actor, inside an actor system it owns or one the caller embeds it in.
+//
+//   #include <actorflow/server.h>
+//   auto server = af::Server::local();                    // Result<std::unique_ptr<Server>>
+//   af::Session sess(root, (*server)->target());
+//
+// Thread-safety: all methods may be called from any thread. Destroying a Server stops its
+// actors and (if it owns it) its actor system; sessions that still target it get
+// Unavailable errors.
+//
+// This header brings no CAF header. The server's state lives behind a pointer (Server::Impl,
+// defined in actors/server.cc). The members that take or return actor-system types
+// (configure, local_in, create_in, system, master) are declared with forward-declared CAF
+// classes: call them after including <actorflow/embedding.h>. The members marked "runtime" use
+// types internal to actorflow (devices, routing, membership); they are for actorflow's own
+// runtime and tools, not a stable API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/cluster_spec.h"
+#include "core/status.h"
+
+namespace caf {
+class actor;
+class actor_system;
+class actor_system_config;
+}  // namespace caf
+
+namespace actorflow {
+
+class Graph;
+struct DeviceEnumerationOptions;
+struct DeviceInfo;
+class DirectSteps;
+class Membership;
+class ResourceManager;
+class Router;
+
+// Options of a process-local server (Server::local). A plain value type.
+struct LocalServerOptions {
+  int cpu_devices = 1;               // number of /device:CPU:N devices
+  std::string visible_devices;       // GPUs (TF visible_device_list); "" = all
+  double gpu_memory_fraction = 0.0;  // 0 = no cap; else fraction of each GPU's memory
+  bool allow_growth = false;         // allocate GPU memory on demand instead of up front
+};
+
+// The environment variable naming a fault plan (docs/reliability.md) for the task a process
+// serves: Server::create loads it for that task, as `actorflow node --plan` does. `actorflow up
+// --plan P -- PROGRAM` sets it for each task's first start.
+constexpr const char* kFaultPlanEnv = "ACTORFLOW_FAULT_PLAN";
+
+// True when `host` names this machine: loopback, its hostname, or one of its addresses.
+// Thread-safe.
+bool is_local_host(const std::string& host);
+
+// One task's server. Created by the static factories (which return an owning unique_ptr); not
+// copyable or movable. Registered in the process under target() from creation to stop().
+class Server {
+ public:
+  // The single-process cluster of tf.train.Server.create_local_server(): job "localhost",
+  // task 0, in an actor system of its own. Errors: device creation failures.
+  static Result<std::unique_ptr<Server>> local(const LocalServerOptions& opts = {});
+  // The server of `task` in `cluster` (tf.train.Server(cluster, job_name, task_index)): its
+  // node actor is published on the task's address. Errors: task not in the cluster file,
+  // address not local or already in use, missing secret for a non-loopback cluster. When the
+  // environment names a fault plan (kFaultPlanEnv), its faults for `task` are loaded once the
+  // server serves; a plan that cannot be read or names tasks the cluster lacks is an error.
+  static Result<std::unique_ptr<Server>> create(const ClusterSpec& cluster, const TaskId& task);
+
+  // Embedding (needs <actorflow/embedding.h>): local() inside the caller's actor system `sys`
+  // (which must have been configured with Server::configure or register_actorflow_types and
+  // must outlive the Server).
+  static Result<std::unique_ptr<Server>> local_in(caf::actor_system& sys, const LocalServerOptions& opts = {});
+  // Embedding (needs <actorflow/embedding.h>): create() inside the caller's actor system, which
+  // must have loaded caf::io::middleman and been configured with register_actorflow_types()
+  // (Server::configure does both) and must outlive the Server.
+  static Result<std::unique_ptr<Server>> create_in(caf::actor_system& sys, const ClusterSpec& cluster,
+                                                   const TaskId& task);
+  // Embedding (needs <actorflow/embedding.h>): puts into `cfg` everything an embedding actor
+  // system needs (message types, the middleman, scheduler settings). Call before constructing
+  // the caf::actor_system. Thread-safe (touches only `cfg`).
+  static void configure(caf::actor_system_config& cfg);
+
+  // Stops the server (stop()), waits for its actors and, if it owns it, ends its actor system.
+  // Blocks; see destroy_server_bounded for a bounded wait.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The string a Session connects with: "local://<n>" or "actorflow://host:port". Stable for the
+  // server's life.
+  const std::string& target() const;
+  // This task's device-name prefix, e.g. "/job:localhost/replica:0/task:0".
+  const std::string& task_prefix() const;
+  // The cluster this server belongs to (empty for local servers). Valid for the server's life.
+  const ClusterSpec& cluster() const;
+  // The control-plane port the task listens on (0 for local servers).
+  uint16_t port() const;
+  // This task's [server] options from the cluster file (defaults for local servers). Sessions on
+  // this server apply its placement policy: log_device_placement turns placement logging on for
+  // every session, allow_soft_placement = false forbids soft placement for every session.
+  const ServerOptions& server_options() const;
+
+  // Blocks until stop() is called (tf.train.Server.join()).
+  void join();
+  // Stops the actors; join() returns; the target is unregistered. Idempotent.
+  void stop();
+
+  // The in-process server registered under `target`, or nullptr. The pointer is not owning and
+  // is valid until that server is destroyed. Thread-safe.
+  static Server* find(const std::string& target);
+
+  // Embedding (needs <actorflow/embedding.h>): the actor system the server's actors run in (its
+  // own, or the one given to local_in/create_in). Valid for the server's life.
+  caf::actor_system& system();
+  // Embedding (needs <actorflow/embedding.h>): the master actor, which runs steps
+  // ((run_atom, RunRequestPtr) -> std::vector<Tensor>). A handle; the server owns the actor.
+  caf::actor master() const;
+
+  // Runtime: connects (bounded retry) to every task that `graph` places ops on and returns the
+  // devices of this task and those tasks. Blocks; called by Session::run from the client thread.
+  Result<std::vector<DeviceInfo>> cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout);
+  // Runtime: the membership of a cluster server (nullptr for local servers); owned by the server.
+  Membership* membership();
+  // Runtime: the task's resource container (variables), shared.
+  const std::shared_ptr<ResourceManager>& resources() const;
+  // Runtime: this task's devices (name, type, memory, device actor).
+  const std::vector<DeviceInfo>& devices() const;
+  // Runtime: the direct-step plans and waiting steps of this server (actors/direct_step.h),
+  // shared with the caller (Session::run holds it for the length of a step). Never null after
+  // creation.
+  std::shared_ptr<DirectSteps> direct_steps() const;
+  // Runtime: routes tensors and step dispatches of this server's devices (data plane included),
+  // shared with the caller; after the server stops it routes nothing. Thread-safe.
+  std::shared_ptr<Router> router() const;
+
+ private:
+  struct Impl;
+  Server();
+  Status init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts);
+  Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
+  Status connect_tasks(const std::vector<std::string>& task_prefixes);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+// For a program's main(): destroys `server` (stopping its actors and, if it owns it, its actor
+// system) but bounds how long that may take. When it does not finish within `bound` (a stuck
+// peer, or a detached actor CAF 0.17 never releases), logs an ERROR naming the task and ends
+// the process with _exit(exit_code_on_timeout), so no process outlives its job. Never returns
+// on timeout. Not for embedders: it may end the caller's process.
+void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout);
+
+}  // namespace actorflow

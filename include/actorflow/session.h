@@ -1,0 +1,133 @@
+// af::Session: runs a Scope's graph on a server (tf.Session / ClientSession).
+//
+//   #include <actorflow/session.h>
+//   af::Session sess(root, server->target());
+//   auto out = sess.run({{x, batch}}, {loss}, {train_op});   // Result<std::vector<Tensor>>
+//
+// run() blocks the calling thread until the step finishes and returns the fetched tensors
+// or an error naming the op, feed or task that failed. Several threads may call run() on
+// one Session concurrently; each call is its own step. The graph may grow between runs
+// (new nodes are picked up on the next run).
+//
+// This header brings no CAF header. Its two actor-level members, prepare() (whose RunRequest is
+// an internal message type) and master() (a caf::actor), are declared with incomplete types:
+// call them after including <actorflow/embedding.h>, which defines those types. The session's
+// state lives behind a pointer (Session::Impl, defined in actors/session.cc).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/scope.h"
+#include "graph/tensor.h"
+
+namespace caf {
+class actor;
+}  // namespace caf
+
+namespace actorflow {
+
+class Server;
+struct RunRequest;
+
+// Options of a session (TF's ConfigProto subset). A plain value type: fluent setters return
+// *this; not synchronised (copy it per thread if several threads build options).
+class SessionOptions {
+ public:
+  SessionOptions& log_device_placement(bool v) { log_device_placement_ = v; return *this; }
+  SessionOptions& allow_soft_placement(bool v) { allow_soft_placement_ = v; return *this; }
+  // Upper bound for one run(); 0 = none (dead tasks are still detected and reported).
+  SessionOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
+  // Where ops without a device request go; "" = the target server's /device:CPU:0.
+  SessionOptions& default_device(std::string v) { default_device_ = std::move(v); return *this; }
+  // The cluster file (TOML, or TF_CONFIG-style JSON) of a remote target: a Session whose target
+  // "actorflow://host:port" is not a server in this process connects to that task as a client,
+  // authenticated with the file's secret (and TLS files). "" = $ACTORFLOW_CLUSTER.
+  SessionOptions& cluster_file(std::string v) { cluster_file_ = std::move(v); return *this; }
+
+  // Logs every op's placement when true (default false).
+  bool log_device_placement() const { return log_device_placement_; }
+  // Lets the placer move an op to another device of its task when the requested one cannot run
+  // it (default true).
+  bool allow_soft_placement() const { return allow_soft_placement_; }
+  // The bound of one run(); 0 (the default) = none.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // The default device; "" (the default) = the target server's /device:CPU:0.
+  const std::string& default_device() const { return default_device_; }
+  // The cluster file of a remote session; "" (the default) = $ACTORFLOW_CLUSTER.
+  const std::string& cluster_file() const { return cluster_file_; }
+
+ private:
+  bool log_device_placement_ = false;
+  bool allow_soft_placement_ = true;
+  std::chrono::milliseconds timeout_{0};
+  std::string default_device_;
+  std::string cluster_file_;
+};
+
+// Feeds: which Output gets which value. Tensors share their buffers (copying a FeedDict is cheap).
+using FeedDict = std::vector<std::pair<Output, Tensor>>;
+
+// A client of one server's master. Not copyable or movable (runs in flight refer to it); owns
+// its local server when constructed with an empty target. Thread-safety: every method may be
+// called from any thread, concurrently.
+class Session {
+ public:
+  // A session on the server registered under `target` (Server::target()) in this process.
+  // With an empty target, the session starts its own local server (tf.Session()), which it owns
+  // and destroys with itself. A target "actorflow://host:port" that is not a server in this
+  // process is a remote session (seed 000's tf.Session("grpc://worker7:2222")): the graph runs on
+  // that task, which this process reaches as a client authenticated with the cluster file
+  // (opts.cluster_file() or $ACTORFLOW_CLUSTER; actors/client_sessions.h). The connection is made
+  // by the first run. Construction errors (unknown target, no or bad cluster file, an address the
+  // file lacks) are reported by status() and by every run(). `scope`'s graph is shared (not copied): it must outlive the session, and
+  // nodes added to it later are run by later runs.
+  explicit Session(const Scope& scope, const std::string& target = "", SessionOptions opts = {});
+  // Closes the session; runs still in flight on other threads must have returned.
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // OK, or why the session could not be created (NotFound: no server with that target; the
+  // local server's creation error).
+  Status status() const;
+
+  // Runs the graph and returns one tensor per fetch, in order. Blocks until the step finishes
+  // (or the session's timeout passes: DeadlineExceeded). Errors name the op, feed or task.
+  Result<std::vector<Tensor>> run(const std::vector<Output>& fetches);
+  // The same with feeds (placeholders and any other tensor may be fed) and targets (ops run for
+  // their effect, nothing fetched). InvalidArgument for an invalid Output.
+  Result<std::vector<Tensor>> run(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                  const std::vector<Output>& targets = {});
+  // The same by tensor names ("node", "node:1") and target node names, as TensorFlow's
+  // Session::Run.
+  Result<std::vector<Tensor>> run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets = {});
+  // Releases the session; later run() calls fail with Cancelled. Idempotent; always OK.
+  Status close();
+
+  // Embedding only (needs <actorflow/embedding.h>). For actors that must not block: builds the
+  // request that run_by_name() would send, so an embedding actor can send (run_atom, request) to
+  // master() itself and handle the reply (std::vector<Tensor> or an error) asynchronously. The
+  // request is immutable and shared. May block briefly in cluster mode to connect to the tasks
+  // the graph names. Errors: those of status(), Cancelled after close(), connection failures.
+  Result<std::shared_ptr<const RunRequest>> prepare(const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                    const std::vector<std::string>& fetches,
+                                                    const std::vector<std::string>& targets = {});
+  // Embedding only (needs <actorflow/embedding.h>). The master actor that runs this session's
+  // steps (a handle; the server owns the actor); an invalid handle when status() is not OK.
+  caf::actor master() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Graph> snapshot();
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace actorflow
