@@ -96,6 +96,27 @@ TEST(ClusterTest, Seed000AcrossThreeProcesses) {
   EXPECT_NE(out.find("/job:worker/replica:0/task:1/device:CPU:0"), std::string::npos) << out;
 }
 
+// Seed 000 as its client really is (samples/remote_session): a process that is no task of the
+// cluster file runs the graph on worker 0, whose master places it on both workers.
+TEST(ClusterTest, Seed000FromAClientOutsideTheCluster) {
+  Cluster c;
+  auto w0 = c.node("worker", 0);
+  auto w1 = c.node("worker", 1);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  ASSERT_TRUE(started(w1.get())) << w1->output();
+  auto client = ChildProcess::start({binary("samples/remote_session"), "--cluster", c.file});
+  ASSERT_EQ(client->wait(60s), 0) << client->output();
+  EXPECT_NE(client->output().find("[[26.80402  32.85203 ]\n [54.003944 69.09987 ]]"), std::string::npos)
+      << client->output();
+  // Worker 0 placed it (the client has no devices) and saw the client as a tool, not a task.
+  EXPECT_NE(w0->output().find("'/job:_client/replica:0/task:0') authenticated"), std::string::npos) << w0->output();
+  // A target that is no task of the file is refused with exit code 2, naming it.
+  auto stray = ChildProcess::start({binary("samples/remote_session"), "--cluster", c.file, "--target",
+                                    "actorflow://localhost:1"});
+  EXPECT_EQ(stray->wait(30s), 2) << stray->output();
+  EXPECT_NE(stray->output().find("no task of cluster file"), std::string::npos) << stray->output();
+}
+
 TEST(ClusterTest, HostStartsBeforeWorkers) {
   Cluster c;
   // The host waits (bounded, logged) for workers that come up later.
