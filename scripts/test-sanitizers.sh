@@ -3,7 +3,7 @@
 # ./build-asan and runs the whole test suite there, so a memory error or undefined behaviour
 # fails CI instead of waiting for a lucky run. Called by .ci/run after scripts/test.sh.
 #
-# Excluded, each with its issue: none but those listed in AF_SANITIZER_EXCLUDE below.
+# Excluded: nothing (see AF_SANITIZER_EXCLUDE below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,13 +22,15 @@ cmake --build build-asan -j"${AF_JOBS:-2}"
 # tests/sanitizers/ubsan.supp.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/sanitizers/ubsan.supp
-# Excluded under the sanitizers only (they pass in the normal build):
-# - ScenarioTest.SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout: under ASan's
-#   slower timing, after the partition heals, worker/0's own device keeps answering its master's
-#   step requests too late ("device:CPU:0: no answer in time (request_timeout)" every 5 s), so it
-#   never contributes again and worker/1's steps time out at the global step. (The accumulators'
-#   drift that first livelocked this test is fixed and tested by SyncReplicasTest; what is left is
-#   the step path after an aborted step: the architecture issue's "one step path".)
-AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE:-SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout}"
+# Nothing is excluded by default (AF_SANITIZER_EXCLUDE, a ctest -E regex, can exclude tests by
+# hand). ScenarioTest.SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout, excluded until
+# 2026-11-24 (under ASan worker/0 never contributed again after the partition healed), passes here
+# since the seed CNN trains through MonitoredTrainingSession and a Prefetcher thread instead of a
+# data actor in the worker's actor system (4 of 4 runs, one of them beside two busy loops).
+AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE:-}"
 cd build-asan
-ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"
+if [ -n "$AF_SANITIZER_EXCLUDE" ]; then
+  ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"
+else
+  ctest --output-on-failure -j2 --timeout 900
+fi
