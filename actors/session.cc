@@ -1,6 +1,7 @@
 #include "actors/session.h"
 
 #include <atomic>
+#include <map>
 #include <cstdlib>
 #include <mutex>
 
@@ -226,6 +227,28 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
 Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                  const std::vector<std::string>& fetches,
                                                  const std::vector<std::string>& targets) {
+  // A tensor asked for twice ("x" and "x:0" are one) is fetched once and returned at each place:
+  // steps with duplicate fetches of a tensor from another task could stall (seen under ASan).
+  {
+    std::vector<std::string> unique;
+    std::vector<size_t> slot(fetches.size());
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < fetches.size(); ++i) {
+      const std::string key = fetches[i].find(':') == std::string::npos ? fetches[i] + ":0" : fetches[i];
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        it = seen.emplace(key, unique.size()).first;
+        unique.push_back(fetches[i]);
+      }
+      slot[i] = it->second;
+    }
+    if (unique.size() != fetches.size()) {
+      AF_ASSIGN_OR_RETURN(std::vector<Tensor> once, run_by_name(feeds, unique, targets));
+      std::vector<Tensor> out(fetches.size());
+      for (size_t i = 0; i < fetches.size(); ++i) out[i] = once[slot[i]];
+      return out;
+    }
+  }
   if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   // The steady state of a signature whose work runs on other processes: straight over the

@@ -7,6 +7,7 @@
 #include "actors/server.h"
 #include "actors/session.h"
 #include "graph/ops.h"
+#include "graph/ops_variables.h"
 
 namespace actorflow {
 namespace {
@@ -35,6 +36,32 @@ TEST(SessionTest, SeedMatmulAcrossDevices) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].to_string(), "[[22. 28.]\n [49. 64.]]");
   EXPECT_EQ((*out)[1].to_string(), "[[ 44.  56.]\n [ 98. 128.]]");
+}
+
+// A tensor fetched twice, also by its two names ("x" and "x:0"), and one from the other device:
+// each place gets the value, and the step ran once (the counter variable moved by one).
+TEST(SessionTest, DuplicateFetchesGetTheValueAtEachPlace) {
+  auto server = two_cpu_server();
+  Scope root = Scope::root();
+  auto d1 = root.with_device("/cpu:1");
+  auto v = ops::variable(d1.with_op_name("v"), Shape{}, DType::kFloat32);
+  auto init = ops::assign(d1, v, 0.f);
+  auto bump = ops::assign_add(d1, v, 1.f);
+  auto twice = ops::mul(root.with_device("/cpu:0"), bump, 2.f);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({init}).ok());
+  auto out = sess.run({bump, twice, bump, twice});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 4u);
+  EXPECT_EQ((*out)[0].data<float>()[0], 1.f);
+  EXPECT_EQ((*out)[1].data<float>()[0], 2.f);
+  EXPECT_EQ((*out)[2].data<float>()[0], 1.f);
+  EXPECT_EQ((*out)[3].data<float>()[0], 2.f);
+  auto named = sess.run_by_name({}, {bump.node()->name, bump.node()->name + ":0"});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ((*named)[0].data<float>()[0], 2.f);
+  EXPECT_EQ((*named)[1].data<float>()[0], 2.f);
 }
 
 TEST(SessionTest, FeedsAndConcurrentSteps) {
