@@ -19,9 +19,11 @@
 //     many arrived. The accumulator starts at the local step of its first contribution.
 //   save -> value; restore(value) (same as assign). An assign/restore drops a pending
 //     accumulation (its workers get -1) and lets the accumulator re-align with the next local step.
+//   save_slots -> uint8 blob of every slot and Adam's step count (empty: none yet);
+//   restore_slots(blob) -> blob: replaces the slots, checked whole first (an empty blob clears them).
 // Slots are created on a variable's first update of that kind and kept across assign/restore
-// and in-place restarts; they are not part of save/restore (checkpoints hold values only), so a
-// parameter server that restarts empty starts its slots afresh.
+// and in-place restarts. Checkpoints carry them (actors/variable_checkpoint.h), so a parameter
+// server restored from a checkpoint goes on with the optimizer's state, as TF's Saver does.
 // Errors name the variable: "variable 'w' is not initialized", shape/dtype mismatches.
 #pragma once
 

@@ -36,11 +36,25 @@ VariableCheckpointOps::VariableCheckpointOps(const Scope& scope, const std::vect
     Scope dev = sub.with_device(node->requested_device);
     Output ph = ops::placeholder(dev, node->output_types[0], node->output_shapes[0], node->name + "_restore");
     Output as = ops::assign(dev, Output(v.node(), 0), ph);
+    // The optimizer's slots travel beside the value (restored after it, in the same run).
+    Output slots = ops::variable_slots(dev, Output(v.node(), 0));
+    Output slots_ph = ops::placeholder(dev, DType::kUInt8, Shape{-1}, node->name + "_restore_slots");
+    Output slots_as = ops::restore_variable_slots(dev.with_control_dependencies({as}), Output(v.node(), 0), slots_ph);
     vars_.emplace_back(v.node(), 0);
     placeholders_.push_back(ph);
     assigns_.push_back(as);
+    slots_.push_back(slots);
+    slot_placeholders_.push_back(slots_ph);
+    slot_assigns_.push_back(slots_as);
   }
   if (!scope.ok()) status_ = scope.status();
+}
+
+std::string slots_key(const std::string& variable) { return variable + kSlotsSuffix; }
+
+bool is_slots_key(const std::string& name) {
+  const size_t n = std::char_traits<char>::length(kSlotsSuffix);
+  return name.size() > n && name.compare(name.size() - n, n, kSlotsSuffix) == 0;
 }
 
 Result<int64_t> global_step_value(const Tensor& t) {
@@ -52,6 +66,7 @@ Result<int64_t> global_step_value(const Tensor& t) {
 Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& global_step) const {
   AF_RETURN_IF_ERROR(status_);
   std::vector<Output> fetches = vars_;
+  fetches.insert(fetches.end(), slots_.begin(), slots_.end());
   size_t step_at = fetches.size();
   if (global_step.valid()) {
     for (size_t i = 0; i < vars_.size(); ++i)
@@ -60,7 +75,11 @@ Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& 
   }
   AF_ASSIGN_OR_RETURN(std::vector<Tensor> values, sess.run(fetches));
   CheckpointData data;
-  for (size_t i = 0; i < vars_.size(); ++i) data.variables[vars_[i].node()->name] = values[i];
+  for (size_t i = 0; i < vars_.size(); ++i) {
+    data.variables[vars_[i].node()->name] = values[i];
+    const Tensor& slots = values[vars_.size() + i];
+    if (slots.num_elements() > 0) data.variables[slots_key(vars_[i].node()->name)] = slots;
+  }
   if (global_step.valid()) {
     auto step = global_step_value(values[step_at]);
     if (!step.ok()) return step.status().with_prefix("global step '" + global_step.name() + "'");
@@ -97,6 +116,13 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
                              " but checkpoint " + source + " holds shape " + t.shape().to_string());
     feeds.emplace_back(placeholders_[i], t);
     targets.push_back(assigns_[i]);
+    // The slots as saved; none saved (no optimizer had updated it, or an older file) clears them.
+    auto sl = data.variables.find(slots_key(node->name));
+    if (sl != data.variables.end() && sl->second.dtype() != DType::kUInt8)
+      return InvalidArgument("checkpoint " + source + ": the optimizer slots of '" + node->name + "' are " +
+                             dtype_name(sl->second.dtype()) + ", not uint8");
+    feeds.emplace_back(slot_placeholders_[i], sl != data.variables.end() ? sl->second : Tensor(DType::kUInt8, Shape{0}));
+    targets.push_back(slot_assigns_[i]);
   }
   if (targets.empty()) return Status::OK();
   return sess.run(feeds, {}, targets).status();

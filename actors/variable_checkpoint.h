@@ -32,7 +32,8 @@ class VariableCheckpointOps {
   const std::vector<Output>& variables() const { return vars_; }
 
   // Every variable's value, fetched in one run (one consistent snapshot), keyed by the
-  // variable's node name. global_step (optional: an integer scalar, fetched in the same run when
+  // variable's node name, and beside it, under slots_key(name), its optimizer slots (a uint8
+  // blob, ops::variable_slots) when an optimizer has updated it. global_step (optional: an integer scalar, fetched in the same run when
   // it is not one of the variables) becomes data.global_step; without it global_step is 0.
   // Errors: the run's (e.g. FailedPrecondition for an uninitialised variable); InvalidArgument
   // when global_step is not an integer scalar.
@@ -41,7 +42,9 @@ class VariableCheckpointOps {
   // The variables `data` has no value for, in order.
   std::vector<std::string> missing_from(const CheckpointData& data) const;
 
-  // Assigns data's value to every variable in one run. Each value's dtype and shape are checked
+  // Assigns data's value to every variable in one run, and its slots (slots_key; none in `data`
+  // clears the variable's slots, so an older file or a variable no optimizer had touched restores
+  // as it was saved). Each value's dtype and shape are checked
   // first: InvalidArgument naming the variable, `source` (the file) and both dtypes or shapes.
   // A variable `data` lacks is NotFound naming it and `source` unless `allow_missing` (then it is
   // left as it is). Values of other names in `data` are ignored.
@@ -51,8 +54,19 @@ class VariableCheckpointOps {
   std::vector<Output> vars_;
   std::vector<Output> placeholders_;
   std::vector<Output> assigns_;
+  std::vector<Output> slots_;              // VariableSlots per variable
+  std::vector<Output> slot_placeholders_;  // uint8 [-1]
+  std::vector<Output> slot_assigns_;       // RestoreVariableSlots, after the value's Assign
   Status status_;
 };
+
+// The suffix of a checkpoint entry holding a variable's optimizer slots ("w:slots"); ':' cannot
+// occur in a node name, so it never collides with a variable.
+inline constexpr const char* kSlotsSuffix = ":slots";
+// slots_key("w") == "w:slots". Pure.
+std::string slots_key(const std::string& variable);
+// True for a name slots_key made. Pure.
+bool is_slots_key(const std::string& name);
 
 // The value of an integer scalar tensor (a global step): int64 or int32, one element.
 // InvalidArgument otherwise.

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
 
 namespace actorflow {
@@ -122,6 +123,13 @@ int exit_code_for(const Status& st) {
   return st.code() == Code::kNotFound || st.code() == Code::kInvalidArgument ? 2 : 1;
 }
 
+// The variables of a checkpoint, not counting their optimizer-slot entries.
+size_t count_variables(const CheckpointData& d) {
+  size_t n = 0;
+  for (const auto& kv : d.variables) n += is_slots_key(kv.first) ? 0 : 1;
+  return n;
+}
+
 }  // namespace
 
 int run_ckpt_list(const CkptOptions& o) {
@@ -160,9 +168,9 @@ int run_ckpt_list(const CkptOptions& o) {
     json j = {{"path", path}, {"bytes", bytes}};
     if (data.ok()) {
       j["global_step"] = data->global_step;
-      j["variables"] = data->variables.size();
+      j["variables"] = count_variables(*data);
       j["checksum"] = "ok";
-      rows.push_back({std::to_string(data->global_step), std::to_string(data->variables.size()),
+      rows.push_back({std::to_string(data->global_step), std::to_string(count_variables(*data)),
                       std::to_string(bytes), "ok", path});
     } else {
       ++bad;
@@ -203,6 +211,14 @@ int run_ckpt_show(const CkptOptions& o) {
   json vars = json::array();
   std::vector<std::vector<std::string>> rows{{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}};
   for (const auto& [name, t] : data->variables) {
+    if (is_slots_key(name)) {
+      // A variable's optimizer slots (actors/variable_checkpoint.h): bytes, not values.
+      const std::string of = name.substr(0, name.size() - std::char_traits<char>::length(kSlotsSuffix));
+      rows.push_back({name, dtype_name(t.dtype()), t.shape().to_string(), std::to_string(t.num_elements()),
+                      "optimizer slots of '" + of + "'"});
+      vars.push_back({{"name", name}, {"slots_of", of}, {"dtype", dtype_name(t.dtype())}, {"bytes", t.bytes()}});
+      continue;
+    }
     const ValueSummary s = summarise(t);
     rows.push_back({name, dtype_name(t.dtype()), t.shape().to_string(), std::to_string(t.num_elements()),
                     summary_text(s)});
@@ -227,7 +243,7 @@ int run_ckpt_show(const CkptOptions& o) {
   std::cout << "checkpoint   " << o.path << "\n"
             << "global_step  " << data->global_step << "\n"
             << "checksum     ok (crc32c " << crc << ")\n"
-            << "variables    " << data->variables.size() << " (" << value_bytes << " bytes of values, "
+            << "variables    " << count_variables(*data) << " (" << value_bytes << " bytes of values, "
             << file_bytes(o.path) << " bytes in the file)\n";
   if (!data->variables.empty()) print_table(rows);
   std::cout.flush();

@@ -109,6 +109,16 @@ void register_variable_ops(OpRegistry& r) {
            else return InvalidArgument("unknown action '" + action + "' (leave, close, stats)");
            return Status::OK();
          }, nullptr, true});
+  // A variable's optimizer slots as one uint8 blob (actors/variable_actor.h), and back.
+  r.add({"VariableSlots", 0, [](InferenceContext& c) -> Status {
+           c.set_output(0, DType::kUInt8, Shape{-1});
+           return Status::OK();
+         }, nullptr, true, true});
+  r.add({"RestoreVariableSlots", 1, [](InferenceContext& c) -> Status {
+           if (c.input_type(0) != DType::kUInt8) return InvalidArgument("slots must be uint8");
+           c.set_output(0, DType::kUInt8, Shape{-1});
+           return Status::OK();
+         }, nullptr, true});
   r.add({"Fill", 0, random_shape_fn, nullptr, false, true});
   r.add({"RandomUniform", 0, random_shape_fn, nullptr, true, true});
   r.add({"TruncatedNormal", 0, random_shape_fn, nullptr, true, true});
@@ -243,6 +253,18 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
       .attr("sync_timeout_secs", o.timeout_secs)
       .attr("wait", o.wait)
       .output();
+}
+
+Output variable_slots(const Scope& s, Input var) {
+  Node* v = var_node(s, var, "VariableSlots");
+  if (!v) return Output();
+  return var_builder(s, v, "VariableSlots").output();
+}
+
+Output restore_variable_slots(const Scope& s, Input var, Input slots) {
+  Node* v = var_node(s, var, "RestoreVariableSlots");
+  if (!v) return Output();
+  return var_builder(s, v, "RestoreVariableSlots").input(slots).output();
 }
 
 Output sync_accumulator_control(const Scope& s, Input var, const std::string& action, int replicas_to_aggregate,

@@ -82,6 +82,16 @@ struct SyncOptions {
 // is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o);
 
+// The optimizer slots of `var` (momentum; Adam m, v and step count; Adagrad accumulator; RMSProp
+// ms and mom) as one uint8 vector, empty when no optimizer has updated it yet (op VariableSlots,
+// on the variable's device; the encoding is actors/variable_actor.h's). For checkpoints.
+Output variable_slots(const Scope& s, Input var);
+// Replaces `var`'s slots by those of a VariableSlots blob (op RestoreVariableSlots, on the
+// variable's device); an empty blob clears them. The run fails with InvalidArgument naming the
+// variable when the blob is malformed or its slots do not match the variable's dtype and shape.
+// Outputs the blob.
+Output restore_variable_slots(const Scope& s, Input var, Input slots);
+
 // The synchronous accumulator of `var` (op SyncAccumulatorControl, on the variable's device):
 //   "leave": a replica stops training (SyncReplicasOptimizer::finish_op); once fewer than
 //            `replicas_to_aggregate` of `total_num_replicas` replicas are left, the accumulator

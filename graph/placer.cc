@@ -20,7 +20,8 @@ bool is_ref_consumer_op(const std::string& op) {
   static const std::set<std::string> kOps = {
       "Assign",          "AssignAdd",           "AssignSub",           "ReadVariable",
       "ReadVariableOp",  "AssignVariableOp",    "AssignAddVariableOp", "AssignSubVariableOp",
-      "IsVariableInitialized", "VariableShape", "CountUpTo", "SyncAccumulatorControl"};
+      "IsVariableInitialized", "VariableShape", "CountUpTo", "SyncAccumulatorControl", "VariableSlots",
+      "RestoreVariableSlots"};
   if (kOps.count(op)) return true;
   auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
   return starts("Apply") || starts("ResourceApply") || starts("Scatter") || starts("ResourceScatter") ||

@@ -115,6 +115,8 @@ void register_cpu_variable_kernels(KernelRegistry& r) {
   r.add("ApplyRMSProp", "CPU", call_factory("apply_rms_prop"));
   r.add("ApplyGradientSync", "CPU", call_factory("apply_sync"));
   r.add("SyncAccumulatorControl", "CPU", call_factory("sync_control"));
+  r.add("VariableSlots", "CPU", call_factory("save_slots"));
+  r.add("RestoreVariableSlots", "CPU", call_factory("restore_slots"));
   r.add("Fill", "CPU", simple_factory<FillKernel>());
   r.add("RandomUniform", "CPU", [](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
     return std::unique_ptr<OpKernel>(new RandomKernel(n, false));
