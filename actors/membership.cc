@@ -138,6 +138,17 @@ Result<std::shared_ptr<const net::TlsContext>> cluster_tls(const ClusterSpec& cl
   return *t;
 }
 
+Result<MembershipConfig> tool_membership_config(const ClusterSpec& cluster, const std::string& tool_job) {
+  if (tool_job.size() < 2 || tool_job[0] != '_')
+    return InvalidArgument("a tool's job name must start with '_' (got '" + tool_job + "')");
+  MembershipConfig mc;
+  mc.self_task = "/job:" + tool_job + "/replica:0/task:0";
+  mc.fingerprint = cluster.fingerprint();
+  mc.secret = cluster.secret();
+  AF_ASSIGN_OR_RETURN(mc.tls, cluster_tls(cluster, "client"));
+  return mc;
+}
+
 bool same_host(const std::string& a, const std::string& b) { return host_of(a) == host_of(b); }
 
 Result<PeerInfo> Membership::connect_once(const std::string& task, const std::string& address) {

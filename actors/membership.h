@@ -53,6 +53,15 @@ struct MembershipConfig {
 // file and say how to make it (`actorflow certs`). Thread-safe.
 Result<std::shared_ptr<const net::TlsContext>> cluster_tls(const ClusterSpec& cluster, const std::string& identity);
 
+// The membership configuration of a tool: a process that is no task of `cluster` (`actorflow
+// status`, `actorflow chaos`, a remote client session) and connects to the cluster's tasks. It
+// claims the task "/job:<tool_job>/replica:0/task:0" (`tool_job` starts with '_', the names the TLS
+// "client" certificate may claim: net/tls.h), authenticates with the cluster's secret and
+// fingerprint, and with TLS on presents the "client" certificate; timeouts are the defaults.
+// InvalidArgument for a job name without the leading '_'; the TLS files' errors (naming the file
+// and how to make it). Thread-safe.
+Result<MembershipConfig> tool_membership_config(const ClusterSpec& cluster, const std::string& tool_job);
+
 // True when the "host:port" addresses `a` and `b` name the same host (localhost = 127.0.0.1;
 // names are compared as written, not resolved). Pure; thread-safe.
 bool same_host(const std::string& a, const std::string& b);

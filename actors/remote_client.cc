@@ -14,7 +14,7 @@ namespace actorflow {
 namespace {
 
 constexpr const char* kScheme = "actorflow://";
-constexpr const char* kClientTask = "/job:_client/replica:0/task:0";
+constexpr const char* kClientJob = "_client";  // claims /job:_client/replica:0/task:0
 
 // Forwards runs to the task's node actor and fails them when membership reports the task down
 // (a request to a remote actor is never answered once its connection is gone).
@@ -102,11 +102,7 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::create(const std::string& ta
   auto impl = std::make_unique<Impl>();
   Server::configure(impl->cfg);
   impl->sys = std::make_unique<caf::actor_system>(impl->cfg);
-  MembershipConfig mc;
-  mc.self_task = kClientTask;
-  mc.fingerprint = cluster.fingerprint();
-  mc.secret = cluster.secret();
-  AF_ASSIGN_OR_RETURN(mc.tls, cluster_tls(cluster, "client"));
+  AF_ASSIGN_OR_RETURN(MembershipConfig mc, tool_membership_config(cluster, kClientJob));
   impl->membership = std::make_unique<Membership>(*impl->sys, mc);
   impl->waiter = impl->sys->spawn(waiter, task);
   impl->membership->add_listener(impl->waiter);

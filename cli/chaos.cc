@@ -45,17 +45,12 @@ int run_chaos(const ChaosOptions& o) {
   caf::actor_system_config cfg;
   Server::configure(cfg);
   caf::actor_system sys{cfg};
-  MembershipConfig mc;
-  mc.self_task = "/job:_chaos/replica:0/task:0";
-  mc.fingerprint = cluster->fingerprint();
-  mc.secret = cluster->secret();
-  auto tls = cluster_tls(*cluster, "client");
-  if (!tls.ok()) {
-    std::cerr << "actorflow chaos: " << tls.status().message() << "\n";
+  auto mc = tool_membership_config(*cluster, "_chaos");
+  if (!mc.ok()) {
+    std::cerr << "actorflow chaos: " << mc.status().message() << "\n";
     return 2;
   }
-  mc.tls = *tls;
-  Membership m(sys, mc);
+  Membership m(sys, *mc);
   std::vector<std::string> failed;
   caf::scoped_actor self{sys};
   for (const auto& t : cluster->all_tasks()) {

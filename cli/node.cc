@@ -84,17 +84,12 @@ int run_status(const StatusOptions& o) {
   caf::actor_system_config cfg;
   Server::configure(cfg);
   caf::actor_system sys{cfg};
-  MembershipConfig mc;
-  mc.self_task = "/job:_status/replica:0/task:0";
-  mc.fingerprint = cluster->fingerprint();
-  mc.secret = cluster->secret();
-  auto tls = cluster_tls(*cluster, "client");
-  if (!tls.ok()) {
-    std::cerr << "actorflow status: " << tls.status().message() << "\n";
+  auto mc = tool_membership_config(*cluster, "_status");
+  if (!mc.ok()) {
+    std::cerr << "actorflow status: " << mc.status().message() << "\n";
     return 2;
   }
-  mc.tls = *tls;
-  Membership m(sys, mc);
+  Membership m(sys, *mc);
   int up = 0, total = 0;
   for (const auto& t : cluster->all_tasks()) {
     ++total;

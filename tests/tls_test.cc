@@ -592,13 +592,14 @@ TEST(TlsClusterTest, StrangersWithoutAClusterCertificateReachNothing) {
     }
   }
   // An honest tool with the cluster's client certificate still gets in.
-  auto tls = cluster_tls(*spec, "client");
-  ASSERT_TRUE(tls.ok()) << tls.status();
-  MembershipConfig mc;
-  mc.self_task = "/job:_test/replica:0/task:0";
-  mc.fingerprint = spec->fingerprint();
-  mc.tls = *tls;
-  Membership m(sys, mc);
+  // (tool_membership_config: the "client" certificate, claiming a '_' job; other names refused.)
+  EXPECT_EQ(tool_membership_config(*spec, "worker").status().code(), Code::kInvalidArgument);
+  auto mc = tool_membership_config(*spec, "_test");
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  EXPECT_EQ(mc->self_task, "/job:_test/replica:0/task:0");
+  ASSERT_TRUE(mc->tls != nullptr);
+  EXPECT_EQ(mc->tls->identity(), "client");
+  Membership m(sys, *mc);
   auto peer = m.ensure("/job:worker/replica:0/task:0", "localhost:" + std::to_string(port), 10s);
   EXPECT_TRUE(peer.ok()) << peer.status() << "\n" << node->output();
   // Every refusal was logged, each naming its reason, and nothing else piled up.
