@@ -1,6 +1,7 @@
 // The task's side of remote client sessions (actors/client_sessions.h).
 #include "actors/client_sessions.h"
 
+#include <optional>
 #include <tuple>
 
 #include "actors/session.h"
@@ -41,13 +42,23 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   if (req.feed_names.size() != req.feeds.size())
     return InvalidArgument("client run: " + std::to_string(req.feed_names.size()) + " feed names but " +
                            std::to_string(req.feeds.size()) + " feed tensors");
+  // A graph that does not parse is refused before any session state exists for it.
+  std::optional<Graph> graph;
+  if (!req.graph_def.empty()) {
+    auto g = deserialize_graph(req.graph_def);
+    if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
+    graph = std::move(*g);
+  }
   const auto now = std::chrono::steady_clock::now();
   std::shared_ptr<Entry> e;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (it->second->running == 0 && now - it->second->last_used > limits_.idle_expiry) it = sessions_.erase(it);
-      else ++it;
+    if (now - last_sweep_ >= std::chrono::minutes(1)) {
+      last_sweep_ = now;
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (it->second->running == 0 && now - it->second->last_used > limits_.idle_expiry) it = sessions_.erase(it);
+        else ++it;
+      }
     }
     if (running_ >= limits_.max_running)
       return ResourceExhausted("client run refused: " + std::to_string(limits_.max_running) +
@@ -89,13 +100,11 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   {
     std::lock_guard<std::mutex> l(e->mu);
     if (!e->scope || e->version != req.graph_version) {
-      if (req.graph_def.empty())
+      if (!graph)
         return FailedPrecondition(std::string(kClientGraphUnknown) + "session " + std::to_string(req.session) +
                                   " holds another graph version here");
-      auto g = deserialize_graph(req.graph_def);
-      if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
       auto scope = std::make_unique<Scope>(Scope::root());
-      *scope->graph() = std::move(*g);
+      *scope->graph() = std::move(*graph);
       e->scope = std::move(scope);
       e->version = req.graph_version;
       e->session.reset();

@@ -88,7 +88,8 @@ class ClientSessions {
 
   // Runs `req` for client `peer` (its CAF node, as a string) and returns the fetched tensors.
   // Errors: FailedPrecondition kClientGraphUnknown... when the graph must be sent again;
-  // InvalidArgument for a graph that does not parse or feeds that do not match their names;
+  // DataLoss / InvalidArgument (naming the session) for graph bytes that do not parse, InvalidArgument
+  // for feed names and tensors that do not pair up;
   // ResourceExhausted past the limits; and whatever the step reports.
   Result<std::vector<Tensor>> run(const std::string& peer, const ClientRunRequest& req);
   // Forgets session `session` of `peer` (a run in flight finishes). Idempotent.
@@ -103,6 +104,7 @@ class ClientSessions {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<Entry>> sessions_;
   size_t running_ = 0;
+  std::chrono::steady_clock::time_point last_sweep_;  // idle sessions are looked for once a minute
 };
 
 }  // namespace actorflow

@@ -55,16 +55,9 @@ struct Session::Impl {
       return FailedPrecondition("remote session to " + target +
                                 ": no server with that target in this process, and no cluster file to "
                                 "authenticate with (SessionOptions::cluster_file or ACTORFLOW_CLUSTER)");
-    Result<ClusterSpec> cluster = InvalidArgument("unset");
-    if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) {
-      auto tf = cluster_from_tf_config_file(file);
-      if (tf.ok()) cluster = std::move(tf->cluster);
-      else cluster = tf.status();
-    } else {
-      cluster = ClusterSpec::from_file(file);
-    }
+    auto cluster = cluster_from_any_file(file);
     if (!cluster.ok()) return cluster.status().with_prefix("remote session to " + target);
-    auto client = RemoteClient::create(target, *cluster);
+    auto client = RemoteClient::create(target, cluster->cluster);
     if (!client.ok()) return client.status();
     remote_ = std::move(*client);
     return Status::OK();
@@ -229,25 +222,29 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
                                                  const std::vector<std::string>& targets) {
   // A tensor asked for twice ("x" and "x:0" are one) is fetched once and returned at each place:
   // steps with duplicate fetches of a tensor from another task could stall (seen under ASan).
-  {
+  // The check allocates nothing (fetch lists are short); only a list with a duplicate is rebuilt.
+  auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    const std::string& s = a.size() < b.size() ? a : b;
+    const std::string& l = a.size() < b.size() ? b : a;
+    return l.size() == s.size() + 2 && l.compare(0, s.size(), s) == 0 && l.compare(s.size(), 2, ":0") == 0;
+  };
+  bool duplicate = false;
+  for (size_t i = 1; i < fetches.size() && !duplicate; ++i)
+    for (size_t j = 0; j < i && !duplicate; ++j) duplicate = same(fetches[i], fetches[j]);
+  if (duplicate) {
     std::vector<std::string> unique;
     std::vector<size_t> slot(fetches.size());
-    std::map<std::string, size_t> seen;
     for (size_t i = 0; i < fetches.size(); ++i) {
-      const std::string key = fetches[i].find(':') == std::string::npos ? fetches[i] + ":0" : fetches[i];
-      auto it = seen.find(key);
-      if (it == seen.end()) {
-        it = seen.emplace(key, unique.size()).first;
-        unique.push_back(fetches[i]);
-      }
-      slot[i] = it->second;
+      size_t k = 0;
+      while (k < unique.size() && !same(unique[k], fetches[i])) ++k;
+      if (k == unique.size()) unique.push_back(fetches[i]);
+      slot[i] = k;
     }
-    if (unique.size() != fetches.size()) {
-      AF_ASSIGN_OR_RETURN(std::vector<Tensor> once, run_by_name(feeds, unique, targets));
-      std::vector<Tensor> out(fetches.size());
-      for (size_t i = 0; i < fetches.size(); ++i) out[i] = once[slot[i]];
-      return out;
-    }
+    AF_ASSIGN_OR_RETURN(std::vector<Tensor> once, run_by_name(feeds, unique, targets));
+    std::vector<Tensor> out(fetches.size());
+    for (size_t i = 0; i < fetches.size(); ++i) out[i] = once[slot[i]];
+    return out;
   }
   if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));

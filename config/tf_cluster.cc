@@ -89,4 +89,12 @@ Result<ClusterSpec> cluster_from_host_flags(const std::string& ps_hosts, const s
   return ClusterSpec::from_jobs(jobs);
 }
 
+Result<TfClusterConfig> cluster_from_any_file(const std::string& path) {
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0) return cluster_from_tf_config_file(path);
+  AF_ASSIGN_OR_RETURN(ClusterSpec spec, ClusterSpec::from_file(path));
+  TfClusterConfig out;
+  out.cluster = std::move(spec);
+  return out;
+}
+
 }  // namespace actorflow

@@ -28,6 +28,11 @@ Result<TfClusterConfig> cluster_from_tf_config(const std::string& json_text, con
 // naming the file.
 Result<TfClusterConfig> cluster_from_tf_config_file(const std::string& path);
 
+// A cluster file of either kind: TF_CONFIG-style JSON when `path` ends in ".json" (its "task",
+// if any, in .task), else the TOML cluster file (ClusterSpec::from_file; .task empty). Errors as
+// those readers report them, naming the file.
+Result<TfClusterConfig> cluster_from_any_file(const std::string& path);
+
 // Seed 002's --ps_hosts / --worker_hosts: each a comma-separated list of "host:port" (empty: no
 // such job). InvalidArgument naming the flag for an empty entry, or when both are empty.
 Result<ClusterSpec> cluster_from_host_flags(const std::string& ps_hosts, const std::string& worker_hosts);

@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   }
   if (host_flags) {
     cluster = af::cluster_from_host_flags(ps_hosts, worker_hosts);
-  } else if (cluster_file.size() > 5 && cluster_file.compare(cluster_file.size() - 5, 5, ".json") == 0) {
-    auto tf = af::cluster_from_tf_config_file(cluster_file);
+  } else if (!cluster_file.empty()) {
+    auto tf = af::cluster_from_any_file(cluster_file);
     if (tf.ok()) {
       cluster = std::move(tf->cluster);
       if (tf->task && job.empty()) {
@@ -80,8 +80,6 @@ int main(int argc, char** argv) {
     } else {
       cluster = tf.status();
     }
-  } else if (!cluster_file.empty()) {
-    cluster = af::ClusterSpec::from_file(cluster_file);
   }
   if (!cluster.ok()) {
     std::cerr << "distributed_cnn: " << cluster.status().message() << "\n";

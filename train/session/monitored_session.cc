@@ -210,8 +210,8 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
   if (closed_) return FailedPrecondition("MonitoredTrainingSession: run after close()");
   if (stopped_) return FailedPrecondition("MonitoredTrainingSession: run after should_stop()");
   SessionRunContext ctx(this, &fetches);
-  // Everyone's fetches in one run: the loop's, then each hook's, then the global step. A tensor
-  // several of them ask for is fetched once (`slot` maps each request to its place in `unique`).
+  // Everyone's fetches in one run: the loop's, then each hook's, then the global step (a tensor
+  // several of them ask for is fetched once: Session::run_by_name).
   std::vector<Output> all = fetches;
   std::vector<std::pair<size_t, size_t>> ranges;  // per hook: [begin, end) in `all`
   for (auto& h : hooks_) {
@@ -221,23 +221,9 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
   }
   const bool with_gs = global_step_.valid();
   if (with_gs) all.push_back(global_step_);
-  std::vector<Output> unique;
-  std::vector<size_t> slot(all.size());
-  {
-    std::map<std::pair<const Node*, int>, size_t> seen;
-    for (size_t i = 0; i < all.size(); ++i) {
-      auto key = std::make_pair(static_cast<const Node*>(all[i].node()), all[i].index());
-      auto it = seen.find(key);
-      if (it == seen.end()) {
-        it = seen.emplace(key, unique.size()).first;
-        unique.push_back(all[i]);
-      }
-      slot[i] = it->second;
-    }
-  }
   Result<std::vector<Tensor>> r = Internal("unset");
   for (int attempt = 0;; ++attempt) {
-    r = session_->run(feeds, unique, targets);
+    r = session_->run(feeds, all, targets);
     if (r.ok()) break;
     const Code c = r.status().code();
     if (c == Code::kOutOfRange) {
@@ -249,8 +235,7 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
     Status rs = supervisor_->recover(r.status(), last_global_step_);
     if (!rs.ok()) return rs;
   }
-  std::vector<Tensor> values(all.size());
-  for (size_t i = 0; i < all.size(); ++i) values[i] = (*r)[slot[i]];
+  std::vector<Tensor>& values = *r;
   if (with_gs) last_global_step_ = static_cast<int64_t>(scalar_value(values.back()));
   for (size_t i = 0; i < hooks_.size(); ++i) {
     SessionRunValues v;
