@@ -20,7 +20,7 @@ struct WatcherState {
   std::string self_task;
   std::string task;
   caf::actor node;
-  Membership* membership = nullptr;
+  std::shared_ptr<MembershipGuard> membership;
   std::chrono::milliseconds interval{500};
   std::chrono::milliseconds timeout{3000};
   std::chrono::steady_clock::time_point last_answer;
@@ -30,7 +30,8 @@ struct WatcherState {
 using Watcher = caf::stateful_actor<WatcherState>;
 
 // Watches one peer: a monitor for closed connections, heartbeats for silent peers.
-caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, caf::actor node, Membership* m,
+caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, caf::actor node,
+                           std::shared_ptr<MembershipGuard> m,
                            std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   auto& st = self->state;
   st.self_task = std::move(self_task);
@@ -44,7 +45,13 @@ caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string tas
   auto report = [self](const std::string& reason) {
     if (self->state.reported) return;
     self->state.reported = true;
-    self->state.membership->mark_down(self->state.task, reason);
+    // The watcher may still be running a handler while its Membership is destroyed (the exit
+    // the destructor sends is asynchronous): the guard says whether it is still there.
+    {
+      std::lock_guard<std::mutex> l(self->state.membership->mu);
+      if (self->state.membership->membership)
+        self->state.membership->membership->mark_down(self->state.task, reason);
+    }
     self->quit();
   };
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -72,9 +79,16 @@ caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string tas
 
 }  // namespace
 
-Membership::Membership(caf::actor_system& sys, MembershipConfig cfg) : sys_(sys), cfg_(std::move(cfg)) {}
+Membership::Membership(caf::actor_system& sys, MembershipConfig cfg)
+    : sys_(sys), cfg_(std::move(cfg)), guard_(std::make_shared<MembershipGuard>()) {
+  guard_->membership = this;
+}
 
 Membership::~Membership() {
+  {
+    std::lock_guard<std::mutex> g(guard_->mu);  // waits for a watcher inside mark_down
+    guard_->membership = nullptr;
+  }
   std::lock_guard<std::mutex> l(mu_);
   for (auto& [t, w] : watchers_) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   watchers_.clear();
@@ -253,7 +267,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
       auto it = up_.find(task);
       if (it != up_.end()) return it->second;  // another thread won the race
       up_[task] = *p;
-      watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, this, cfg_.heartbeat_interval, cfg_.peer_timeout);
+      watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, guard_, cfg_.heartbeat_interval, cfg_.peer_timeout);
       ++epoch_;
       if (attempt > 1 && !quiet) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
       return *p;

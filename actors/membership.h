@@ -66,6 +66,15 @@ Result<MembershipConfig> tool_membership_config(const ClusterSpec& cluster, cons
 // names are compared as written, not resolved). Pure; thread-safe.
 bool same_host(const std::string& a, const std::string& b);
 
+class Membership;
+
+// What a peer watcher holds instead of a raw Membership*: `membership` is cleared (under `mu`)
+// by ~Membership, so a watcher still running after its Membership died touches nothing freed.
+struct MembershipGuard {
+  std::mutex mu;
+  Membership* membership = nullptr;
+};
+
 class Membership {
  public:
   Membership(caf::actor_system& sys, MembershipConfig cfg);
@@ -98,6 +107,7 @@ class Membership {
   std::map<std::string, std::shared_ptr<std::mutex>> connecting_;
   std::vector<caf::actor> listeners_;
   uint64_t epoch_ = 0;
+  std::shared_ptr<MembershipGuard> guard_;  // shared with the peer watchers
 };
 
 }  // namespace actorflow
