@@ -288,20 +288,9 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
     return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
   std::weak_ptr<Router> weak_router = st.router;
   auto send = [weak_router, step_id](const std::string& key, const Tensor& t) -> Status {
-    auto deliver = [weak_router, step_id](const std::string& k, const Tensor& v) -> Status {
-      auto r = weak_router.lock();
-      if (!r) return Cancelled("device shutting down");
-      return r->route(step_id, k, v);
-    };
-    // Fault injection: a tensor to another task passes this process's sending-side link faults.
-    if (FaultInjector::global().armed()) {
-      const std::string src = task_of_device(key.substr(0, key.find(';')));
-      const std::string dst = task_of_device(rendezvous_key_destination(key));
-      if (src != dst)
-        return FaultInjector::global().apply(FaultInjector::global().on_send(src, dst),
-                                             [deliver, key, t] { return deliver(key, t); });
-    }
-    return deliver(key, t);
+    auto r = weak_router.lock();
+    if (!r) return Cancelled("device shutting down");
+    return r->route(step_id, key, t);  // where link faults act (the router's sending hook)
   };
   DeviceState::Step step;
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
@@ -317,7 +306,6 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   return caf::delegated<std::vector<Tensor>>();
 }
 
-using delayed_tensor_atom = caf::atom_constant<caf::atom("dtensor")>;
 
 caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
@@ -414,24 +402,8 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
         }
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
-        // Fault injection: a tensor from another task passes this task's link faults.
-        if (FaultInjector::global().armed()) {
-          const std::string src = task_of_device(key.substr(0, key.find(';')));
-          const std::string own = task_of_device(self->state.device->name());
-          if (src != own) {
-            LinkDecision d = FaultInjector::global().on_receive(src, own);
-            if (d.drop) return;
-            if (d.delay_ms > 0) {
-              for (int i = 0; i < (d.duplicate ? 2 : 1); ++i)
-                self->delayed_send(self, std::chrono::milliseconds(d.delay_ms), delayed_tensor_atom::value, step_id, key, t);
-              return;
-            }
-            if (d.duplicate) accept_tensor(self, step_id, key, t);
-          }
-        }
-        accept_tensor(self, step_id, key, std::move(t));
-      },
-      [=](delayed_tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
+        // Link faults acted where the tensor entered this process (the data plane's router or
+        // the node actor).
         accept_tensor(self, step_id, key, std::move(t));
       },
       [=](abort_atom, int64_t step_id, const std::string& why) {

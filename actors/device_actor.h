@@ -117,7 +117,9 @@ class Router {
   // Like dispatch_step, but the outcome (the same ret and done messages) comes back on the
   // connection the request went on, not to a reply address: whoever waits for it reads it with
   // await_dispatched() on its own thread, no reader thread in between. Returns that connection
-  // (shared with other requests to the same task). Unavailable as dispatch_step.
+  // (shared with other requests to the same task), or a null one when the request went as
+  // dispatch_step() sends it instead (a link fault met it: the outcome then comes through the
+  // process's reader threads). Unavailable as dispatch_step.
   virtual Result<std::shared_ptr<net::ClientConnection>> dispatch_step_awaiting(
       const std::string& device, const std::string& handle, int64_t step_id, const std::string& from_task,
       const std::vector<std::pair<std::string, Tensor>>& feeds) {

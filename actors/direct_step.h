@@ -94,8 +94,8 @@ class DirectSteps {
   // Runs one step of `plan` with `feeds` (in the plan's feed order) from the calling thread,
   // through `router` (which owns the data-plane connections). Waits at most `timeout` (0: no
   // limit other than the liveness checks above). Returns nullopt without doing anything when
-  // the step cannot go direct now (a connection is not open, fault injection is armed): the
-  // caller then runs it through the master. Otherwise the fetches or the step's error.
+  // the step cannot go direct now (a connection cannot be opened): the caller then runs it
+  // through the master. Fault injection changes nothing here: link faults act in the router. Otherwise the fetches or the step's error.
   std::optional<Result<std::vector<Tensor>>> run(Router& router, const DirectPlan& plan,
                                                  const std::vector<Tensor>& feeds,
                                                  std::chrono::milliseconds timeout);

@@ -1010,6 +1010,19 @@ void FaultInjector::on_global_step(int64_t step) {
   for (auto& fn : actions) fn();
 }
 
+bool FaultInjector::targets_device(const std::string& device_name) const {
+  if (!armed()) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  const auto now = Clock::now();
+  const std::string task = task_of_device(device_name);
+  for (const auto& a : faults_) {
+    const bool device_fault = a->f.kind == FaultKind::kSlow || (a->f.kind == FaultKind::kThrow && a->f.actor == "device");
+    if (!device_fault || (a->end && now >= *a->end) || (is_one_shot(a->f.kind) && a->fired)) continue;
+    if (a->f.task.empty() || a->f.task == task) return true;
+  }
+  return false;
+}
+
 double FaultInjector::slow_factor(const std::string& device_name) {
   if (!armed()) return 1.0;
   std::vector<std::function<void()>> actions;

@@ -198,6 +198,10 @@ class FaultInjector {
   void on_global_step(int64_t step);
   // The last global step observed (-1 before any).
   int64_t last_global_step() const { return last_step_.load(); }
+  // True while a device fault (slow, or throw in a device actor) that may still act targets
+  // device `device_name` (full name): pending, active, or not yet fired. Such a device runs its
+  // steps in its actor, where those faults act (never inline on a reader thread).
+  bool targets_device(const std::string& device_name) const;
   // Slow-down factor of device `device_name` (full name) now; 1.0 when none.
   double slow_factor(const std::string& device_name);
   // Throws InjectedFault when an armed throw fault targets an actor of kind `actor_kind` at

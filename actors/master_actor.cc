@@ -249,7 +249,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     }
   };
   auto& router = self->state.router;
-  const bool may_dispatch = router && !FaultInjector::global().armed();
+  const bool may_dispatch = static_cast<bool>(router);  // faults or not: one step path
   for (const auto& part : plan->partitions) {
     // Over the data plane: a remote partition without arguments, on an open connection.
     if (may_dispatch && part.arg_indices.empty() && is_remote(self, part.device.actor) &&

@@ -55,7 +55,8 @@ std::string plan_key(const RunRequest& r);
 // With a `router` that can dispatch steps over the data plane (Router::can_dispatch), runs of
 // remote partitions without arguments are sent that way instead of as CAF requests (fewer
 // thread hand-offs per step); the router must then deliver stepret/stepdone messages to this
-// master. Otherwise, and whenever fault injection is armed in this process, CAF requests.
+// master. Otherwise CAF requests. Armed fault injection changes neither (faults act in the
+// router and the node actor, where messages cross the process boundary).
 // With `direct` (may be null), plans whose work all runs on other processes are published
 // there once registered, for sessions to run without the master (actors/direct_step.h).
 caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,

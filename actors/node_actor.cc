@@ -223,8 +223,24 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
         if (!allowed(self, "tensor")) return;
         const std::string dst = rendezvous_key_destination(key);
-        if (auto a = device(dst)) self->send(a, tensor_atom::value, step_id, key, std::move(t));
-        else AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
+        caf::actor a = device(dst);
+        if (!a) {
+          AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
+          return;
+        }
+        // Fault injection: a tensor from another task passes this task's link faults here, as
+        // it would on the data plane (the router's receiving hook).
+        auto& inj = FaultInjector::global();
+        if (inj.armed()) {
+          LinkDecision d = inj.on_receive(task_of_device(key.substr(0, key.find(';'))), self->state.cfg.task);
+          if (d.drop) return;
+          for (int i = 0; i < (d.duplicate ? 2 : 1); ++i) {
+            if (d.delay_ms > 0) self->delayed_send(a, std::chrono::milliseconds(d.delay_ms), tensor_atom::value, step_id, key, t);
+            else self->send(a, tensor_atom::value, step_id, key, t);
+          }
+          return;
+        }
+        self->send(a, tensor_atom::value, step_id, key, std::move(t));
       },
       [=](shutdown_atom, const std::string& token) {
         if (!proofs_equal(token, self->state.cfg.shutdown_token)) {

@@ -40,8 +40,10 @@ std::map<std::string, Server*>& registry() {
 
 // Routes tensors: to device actors of this process by reference, to other tasks through
 // their node actors (sent as this task's node actor, so the receiver can authenticate it).
-class LocalRouter final : public Router {
+class LocalRouter final : public Router, public std::enable_shared_from_this<LocalRouter> {
  public:
+  // `own_task`: the task prefix of this process (the receiving end of its link faults).
+  explicit LocalRouter(std::string own_task) : own_task_(std::move(own_task)) {}
   void add(const std::string& device, caf::actor a) {
     std::lock_guard<std::mutex> l(mu_);
     local_[device] = std::move(a);
@@ -67,7 +69,52 @@ class LocalRouter final : public Router {
   }
   // A message from the data plane: a tensor for a local device, or step control (steps
   // dispatched over the data plane, see Router): keys starting with kControl.
+  //
+  // Fault injection: this is the data plane's receiving hook. Every message that enters this
+  // process over it passes this task's link faults here, whatever step path sent it (a tensor,
+  // a run request, an outcome); the feeds of a run request travel with it and share its fate.
   void deliver(const net::TensorMessage& m) {
+    FaultInjector& inj = FaultInjector::global();
+    if (!inj.armed() || (!m.key.empty() && m.key[0] == kControl && m.key.compare(1, 5, "feed" + std::string(1, kSep)) == 0)) {
+      deliver_now(m);
+      return;
+    }
+    const bool control = !m.key.empty() && m.key[0] == kControl;
+    std::string src;
+    bool repeatable = !control;  // tensors and fetched values may arrive twice; requests and outcomes not
+    if (!control) {
+      src = task_of_device(m.key.substr(0, m.key.find(';')));
+    } else {
+      std::vector<std::string> f = split_control(m.key);
+      if (f.size() == 5 && f[0] == "run") src = f[4];
+      else if (f.size() == 3) src = task_of_device(f[1]);
+      repeatable = f.size() == 3 && f[0] == "ret";
+    }
+    LinkDecision d = inj.on_receive(src, own_task_);
+    if (d.drop) {
+      if (control) drop_carried(m.step_id);  // a dropped run request takes its feeds with it
+      return;
+    }
+    if (d.delay_ms > 0) {
+      std::weak_ptr<LocalRouter> weak = weak_from_this();
+      const int copies = d.duplicate && repeatable ? 2 : 1;
+      inj.run_after(std::chrono::milliseconds(d.delay_ms), [weak, m, copies] {
+        if (auto r = weak.lock())
+          for (int i = 0; i < copies; ++i) r->deliver_now(m);
+      });
+      return;
+    }
+    if (d.duplicate && repeatable) deliver_now(m);
+    deliver_now(m);
+  }
+
+ private:
+  void drop_carried(int64_t step_id) {
+    std::lock_guard<std::mutex> l(mu_);
+    carried_.erase(step_id);
+  }
+  // deliver() past the fault hook.
+  void deliver_now(const net::TensorMessage& m) {
     if (m.key.empty() || m.key[0] != kControl) {
       if (m.status_error.empty()) deliver_local(m.step_id, m.key, m.tensor);
       return;
@@ -119,18 +166,10 @@ class LocalRouter final : public Router {
         if (!s.ok()) AF_LOG(WARNING) << "cannot report step " << m.step_id << ": " << s;
         return;
       }
-      // Fault injection: the same link faults as a run request through the node actor.
-      if (FaultInjector::global().armed()) {
-        LinkDecision d = FaultInjector::global().on_receive(f[4], task_of_device(f[1]));
-        if (d.drop) return;
-        if (d.delay_ms > 0) {
-          caf::delayed_anon_send(a, std::chrono::milliseconds(d.delay_ms), steprun_atom::value, f[2], m.step_id, f[3],
-                                 std::move(keys), std::move(tensors));
-          return;
-        }
-      }
       // A self-contained partition whose device is idle runs right here: no thread to wake.
-      if (auto entry = FaultInjector::global().armed() ? std::nullopt : inline_.find(f[1], f[2])) {
+      // Device faults (slow, throw) act inside the device actor: a device one targets runs its
+      // steps there.
+      if (auto entry = FaultInjector::global().targets_device(f[1]) ? std::nullopt : inline_.find(f[1], f[2])) {
         if (auto outcome = try_run_inline(*entry, f[1], m.step_id, keys, tensors)) {
           inline_steps_.fetch_add(1, std::memory_order_relaxed);
           Status s = reply_step(f[3], m.step_id, f[1], outcome->first, outcome->second);
@@ -167,6 +206,8 @@ class LocalRouter final : public Router {
       AF_LOG(WARNING) << "data plane: ignored a malformed step control message (step " << m.step_id << ")";
     }
   }
+
+ public:
   // Where run requests for `device` go: its task's data-plane address, this process's own (for
   // replies) and the client; false when steps for it cannot go over the data plane.
   bool dispatch_route(const std::string& device, std::string* addr, std::string* own, net::TensorClient** client) {
@@ -206,22 +247,43 @@ class LocalRouter final : public Router {
     if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
     return client->ensure_connected(addr);
   }
+  // Fault injection: a run request passes this process's sending-side link faults as its feeds
+  // would (from `from_task` to the device's task): dropped, delayed (written later by the
+  // injector's timer thread) or with its feeds sent twice (the request itself once).
   Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
                        const std::string& from_task,
                        const std::vector<std::pair<std::string, Tensor>>& feeds) override {
     std::string addr, own;
     net::TensorClient* client = nullptr;
     if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+    FaultInjector& inj = FaultInjector::global();
+    if (inj.armed()) {
+      LinkDecision d = inj.on_send(from_task, task_of_device(device));
+      if (d.drop || d.delay_ms > 0 || d.duplicate)
+        return send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
+    }
     Status s = client->send_batch(addr, run_request(device, handle, step_id, own, from_task, feeds));
     if (!s.ok()) return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " + s.message());
     return Status::OK();
   }
+  // With a link fault on the way, the request goes as dispatch_step() sends it (with this
+  // process's reply address) and the result is a null connection: the caller waits for the
+  // outcome through the reader threads.
   Result<std::shared_ptr<net::ClientConnection>> dispatch_step_awaiting(
       const std::string& device, const std::string& handle, int64_t step_id, const std::string& from_task,
       const std::vector<std::pair<std::string, Tensor>>& feeds) override {
     std::string addr, own;
     net::TensorClient* client = nullptr;
     if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+    FaultInjector& inj = FaultInjector::global();
+    if (inj.armed()) {
+      LinkDecision d = inj.on_send(from_task, task_of_device(device));
+      if (d.drop || d.delay_ms > 0 || d.duplicate) {
+        Status s = send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
+        if (!s.ok()) return s;
+        return std::shared_ptr<net::ClientConnection>();
+      }
+    }
     // An empty reply address: the outcome comes back on this connection.
     auto conn = client->send_batch_awaiting(addr, run_request(device, handle, step_id, "", from_task, feeds));
     if (!conn.ok())
@@ -321,7 +383,25 @@ class LocalRouter final : public Router {
     master_ = nullptr;
     direct_ = nullptr;
   }
+  // Fault injection: this is the sending hook. A tensor for another task passes this process's
+  // sending-side link faults (faults add()ed here; a plan's act where they are received).
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override {
+    FaultInjector& inj = FaultInjector::global();
+    if (inj.armed()) {
+      const std::string src = task_of_device(key.substr(0, key.find(';')));
+      const std::string dst = task_of_device(rendezvous_key_destination(key));
+      if (src != dst) {
+        std::weak_ptr<LocalRouter> weak = weak_from_this();
+        return inj.apply(inj.on_send(src, dst), [weak, step_id, key, t] {
+          auto r = weak.lock();
+          return r ? r->route_now(step_id, key, t) : Cancelled("the router is gone");
+        });
+      }
+    }
+    return route_now(step_id, key, t);
+  }
+  // route() past the fault hook.
+  Status route_now(int64_t step_id, const std::string& key, const Tensor& t) {
     const std::string dst = rendezvous_key_destination(key);
     caf::actor a, via;
     std::string data_addr;
@@ -367,6 +447,36 @@ class LocalRouter final : public Router {
   }
 
  private:
+  // A run request that meets a sending-side link fault `d`.
+  Status send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs) {
+    std::weak_ptr<LocalRouter> weak = weak_from_this();
+    const bool dup = d.duplicate;
+    d.duplicate = false;  // the request once, its feeds twice
+    return FaultInjector::global().apply(d, [weak, addr, msgs = std::move(msgs), dup]() -> Status {
+      auto r = weak.lock();
+      if (!r) return Cancelled("the router is gone");
+      return r->send_run_request(addr, msgs, dup);
+    });
+  }
+  // Writes a run request's frames; with `duplicate_feeds` its feeds once more afterwards, as plain
+  // tensors (the device finds them already delivered and ignores them).
+  Status send_run_request(const std::string& addr, const std::vector<net::TensorMessage>& msgs, bool duplicate_feeds) {
+    net::TensorClient* client = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      client = client_;
+    }
+    if (!client) return Unavailable("no data plane in this process");
+    AF_RETURN_IF_ERROR(client->send_batch(addr, msgs));
+    if (!duplicate_feeds) return Status::OK();
+    std::vector<net::TensorMessage> again;
+    for (size_t i = 0; i + 1 < msgs.size(); ++i) {
+      net::TensorMessage m = msgs[i];
+      m.key = split_control(m.key).back();  // the feed's rendezvous key
+      again.push_back(std::move(m));
+    }
+    return again.empty() ? Status::OK() : client->send_batch(addr, again);
+  }
   // Step control keys: kControl, then fields separated by kSep (never in device names or handles).
   static constexpr char kControl = '\x01';
   // First character of a reply address that names a connection of this process's TensorServer.
@@ -422,6 +532,7 @@ class LocalRouter final : public Router {
   caf::actor master_;
   std::shared_ptr<DirectSteps> direct_;
   std::string own_data_addr_;
+  const std::string own_task_;
   std::map<std::string, caf::actor> local_;
   std::map<std::string, caf::actor> remote_;
   std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
@@ -509,7 +620,7 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
   static std::atomic<int> counter{0};
   impl_->task_prefix_ = task_prefix;
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
-  auto router = std::make_shared<LocalRouter>();
+  auto router = std::make_shared<LocalRouter>(task_prefix);
   impl_->router_ = router;
   install_variable_actors();
   impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, default_resource_factory());

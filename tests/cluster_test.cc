@@ -17,6 +17,7 @@
 #include "actorflow/embedding.h"
 #include "actors/auth.h"
 #include "actors/control_plane.h"
+#include "actors/faults.h"
 #include "actors/node_actor.h"
 #include "actors/server.h"
 #include "graph/ops_variables.h"
@@ -494,6 +495,62 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
     ASSERT_EQ((*r)[0].data<float>()[0], expect);
   }
   EXPECT_EQ((*worker)->router()->inline_steps_run(), inline_mid);
+}
+
+// Fault injection tests the program users run: with faults armed, steps still go direct over
+// the data plane and run inline on the worker's reader thread, exactly as without, and a link
+// fault on that path acts there (issue 13). The host and worker/0 share this process's injector.
+TEST(ClusterTest, AFaultArmedJobTakesTheSameStepPathAsAnUnarmedOne) {
+  Cluster c;
+  auto spec = ClusterSpec::from_file(c.file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto worker = Server::create(*spec, TaskId{"worker", 0});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::mul(root.with_device("/job:worker/task:0"), x, 3.f);
+  Session sess(root, h.server->target(), SessionOptions{});
+  struct Path {
+    uint64_t direct = 0, inline_runs = 0;
+  };
+  auto run_steps = [&](int n, int first) {
+    const uint64_t d0 = h.server->direct_steps()->steps_run(), i0 = (*worker)->router()->inline_steps_run();
+    for (int i = first; i < first + n; ++i) {
+      const float v = static_cast<float>(i);
+      auto r = sess.run({{x, Tensor::from_vector<float>({v, 1 - v}, {2})}}, {y});
+      EXPECT_TRUE(r.ok()) << "step " << i << ": " << r.status();
+      if (!r.ok()) break;
+      EXPECT_EQ((*r)[0].data<float>()[0], 3 * v);
+      EXPECT_EQ((*r)[0].data<float>()[1], 3 * (1 - v));
+    }
+    return Path{h.server->direct_steps()->steps_run() - d0, (*worker)->router()->inline_steps_run() - i0};
+  };
+  ASSERT_TRUE(sess.run({{x, Tensor::from_vector<float>({0, 0}, {2})}}, {y}).ok());  // opens the connection
+  const Path unarmed = run_steps(30, 1);
+  EXPECT_EQ(unarmed.direct, 30u);
+  EXPECT_GE(unarmed.inline_runs, 25u);
+
+  // Armed, on a link this job does not use: the same path.
+  FaultInjector::global().set_kill_handler_for_testing([](const std::string&) {});
+  ASSERT_TRUE(FaultInjector::global().add(Fault::drop("worker/1", "host/0")).ok());
+  ASSERT_TRUE(FaultInjector::global().add(Fault::kill_at_step("worker/1", 1000000)).ok());
+  ASSERT_TRUE(FaultInjector::global().armed());
+  const Path armed = run_steps(30, 100);
+  EXPECT_EQ(armed.direct, unarmed.direct);
+  EXPECT_GE(armed.inline_runs, 25u);
+
+  // A delay on the link the steps take acts on that same path: slower, still direct and inline.
+  ASSERT_TRUE(FaultInjector::global().add(Fault::delay("host/0", "worker/0", 20)).ok());
+  const int64_t delayed_before = FaultInjector::global().stats().delayed;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Path delayed = run_steps(5, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 5 * 20ms);
+  EXPECT_EQ(delayed.direct, 5u);
+  EXPECT_GE(delayed.inline_runs, 4u);
+  EXPECT_GE(FaultInjector::global().stats().delayed - delayed_before, 5);
+  FaultInjector::global().clear();
+  FaultInjector::global().set_kill_handler_for_testing(nullptr);
 }
 
 // Steps whose only remote partition is on one task get their outcome back on the request's
