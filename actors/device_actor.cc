@@ -308,8 +308,10 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
 
 
 caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
-                           std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
+                           std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
+                           RestartPolicy restarts) {
   self->state.device = device;
+  self->state.restarts = RestartBudget(restarts);
   ignore_remote_exits(self, "device actor " + device->name());
   self->state.router = std::move(router);
   self->state.resources = resources;
@@ -427,9 +429,10 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
 }  // namespace
 
 caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
-                              std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override) {
+                              std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
+                              RestartPolicy restarts) {
   return sys.spawn<caf::detached>(device_actor, device, std::move(router), std::move(resources),
-                                  std::move(kernel_override));
+                                  std::move(kernel_override), restarts);
 }
 
 }  // namespace actorflow

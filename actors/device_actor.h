@@ -21,6 +21,7 @@
 
 #include "actors/messages.h"
 #include "actors/resources.h"
+#include "actors/restart.h"
 #include "device/device.h"
 #include "device/executor.h"
 
@@ -172,9 +173,10 @@ std::string rendezvous_key_destination(const std::string& key);
 using KernelOverrideFn = Executor::KernelOverride;
 
 // Spawns the device actor of `device` (borrowed; must outlive the actor) in `sys`, detached.
-// `resources` (may be null) is the task's resource container used by variable kernels.
+// `resources` (may be null) is the task's resource container used by variable kernels;
+// `restarts` bounds its in-place restarts after exceptions (its Server's [supervisor] budget).
 caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
                               std::shared_ptr<ResourceManager> resources = nullptr,
-                              KernelOverrideFn kernel_override = nullptr);
+                              KernelOverrideFn kernel_override = nullptr, RestartPolicy restarts = RestartPolicy{});
 
 }  // namespace actorflow

@@ -31,9 +31,4 @@ void ResourceManager::clear() {
   actors_.clear();
 }
 
-ResourceFactory& default_resource_factory() {
-  static ResourceFactory f;
-  return f;
-}
-
 }  // namespace actorflow

@@ -47,10 +47,6 @@ class ResourceManager {
   std::map<std::string, caf::actor> actors_;
 };
 
-// The factory the runtime uses for variables; set by actors/variable_actor.cc's registration
-// (returns null until one is registered).
-ResourceFactory& default_resource_factory();
-
 }  // namespace actorflow
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::ResourceCallPtr)

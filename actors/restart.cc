@@ -8,20 +8,8 @@
 
 namespace actorflow {
 namespace {
-std::mutex g_mu;
-RestartPolicy g_policy;
 std::atomic<int64_t> g_total{0};
 }  // namespace
-
-void set_restart_policy(const RestartPolicy& p) {
-  std::lock_guard<std::mutex> l(g_mu);
-  g_policy = p;
-}
-
-RestartPolicy restart_policy() {
-  std::lock_guard<std::mutex> l(g_mu);
-  return g_policy;
-}
 
 int64_t restarts_total() { return g_total.load(); }
 

@@ -6,7 +6,8 @@
 // (registered partitions, a variable's value) and its handle, so nobody holds a stale
 // reference. RestartBudget counts those restarts; past `max_restarts` within
 // `restart_window_secs` the actor gives up and stops with an error that names it and says how
-// often it failed. The limits come from the cluster file's [supervisor] section.
+// often it failed. The limits come from the cluster file's [supervisor] section, per Server
+// (LocalServerOptions for a local one): nothing about them is process-wide.
 #pragma once
 
 #include <chrono>
@@ -22,15 +23,10 @@ struct RestartPolicy {
   double restart_window_secs = 60;  // sliding window (> 0)
 };
 
-// The process-wide policy used by actors spawned after the call (Server::create sets it from
-// the cluster file). Thread-safe.
-void set_restart_policy(const RestartPolicy& p);
-RestartPolicy restart_policy();
-
 // Restart accounting for one actor. Not thread-safe: owned by that actor's state.
 class RestartBudget {
  public:
-  explicit RestartBudget(RestartPolicy p = restart_policy()) : policy_(p) {}
+  explicit RestartBudget(RestartPolicy p = RestartPolicy{}) : policy_(p) {}
 
   // Records a failure of `who` (e.g. "/job:worker/replica:0/task:1/device:CPU:0") caused by
   // `what` now. OK when the actor may restart (logged as a WARNING with the count); otherwise an

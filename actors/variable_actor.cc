@@ -561,8 +561,9 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   return why;
 }
 
-caf::behavior variable_actor(VarActor* self, std::string name) {
+caf::behavior variable_actor(VarActor* self, std::string name, RestartPolicy restarts) {
   self->state.var = std::move(name);
+  self->state.restarts = RestartBudget(restarts);
   ignore_remote_exits(self, "variable actor " + self->state.var);
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
@@ -596,13 +597,12 @@ caf::behavior variable_actor(VarActor* self, std::string name) {
 
 }  // namespace
 
-caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name) {
-  return sys.spawn(variable_actor, name);
+caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts) {
+  return sys.spawn(variable_actor, name, restarts);
 }
 
-void install_variable_actors() {
-  auto& f = default_resource_factory();
-  if (!f) f = [](caf::actor_system& sys, const std::string& name) { return spawn_variable_actor(sys, name); };
+ResourceFactory variable_actor_factory(RestartPolicy restarts) {
+  return [restarts](caf::actor_system& sys, const std::string& name) { return spawn_variable_actor(sys, name, restarts); };
 }
 
 }  // namespace actorflow

@@ -31,12 +31,18 @@
 
 #include <string>
 
+#include "actors/resources.h"
+#include "actors/restart.h"
+
 namespace actorflow {
 
-// Spawns the actor of variable `name`.
-caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name);
+// Spawns the actor of variable `name` in `sys`; `restarts` bounds its in-place restarts after
+// exceptions. The caller owns the returned handle. Thread-safe.
+caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name,
+                                RestartPolicy restarts = RestartPolicy{});
 
-// Makes ResourceManager create variable actors (sets default_resource_factory()). Idempotent.
-void install_variable_actors();
+// The ResourceFactory a task's ResourceManager uses: variable actors with `restarts` (its
+// Server's [supervisor] budget). Pure; the factory is thread-safe.
+ResourceFactory variable_actor_factory(RestartPolicy restarts);
 
 }  // namespace actorflow

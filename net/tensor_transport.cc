@@ -142,15 +142,23 @@ Status read_frame(FrameReader& reader, const FrameLimits& limits, Allocator* all
   if (!var.empty()) AF_RETURN_IF_ERROR(reader.read(var.data(), var.size(), true));
   AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, decode_frame_dims(h, var.data()));
   msg->step_id = h.step_id;
+  msg->kind = h.kind;
   const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
-  msg->key.assign(p, h.key_bytes);
+  if (is_step_control(h.kind)) {
+    AF_ASSIGN_OR_RETURN(msg->step, decode_step_fields(h.kind, p, h.key_bytes));
+    msg->key.clear();
+  } else {
+    msg->key.assign(p, h.key_bytes);
+  }
   msg->status_error.assign(p + h.key_bytes, h.error_bytes);
   msg->tensor = Tensor();
-  if (h.kind != FrameKind::kTensor) return Status::OK();
+  if (!carries_tensor(h.kind)) return Status::OK();
   Result<Tensor> t = Tensor::allocate(allocator, h.dtype, Shape(std::move(dims)));
   if (!t.ok()) {
     AF_RETURN_IF_ERROR(reader.skip(h.data_bytes));
-    msg->status_error = "tensor '" + msg->key + "' from " + who + " could not be received: " + t.status().to_string();
+    const std::string name = h.kind == FrameKind::kTensor ? msg->key : h.kind == FrameKind::kFeed ? msg->step.key
+                                                                                                 : msg->step.device;
+    msg->status_error = "tensor '" + name + "' from " + who + " could not be received: " + t.status().to_string();
     AF_LOG(ERROR) << "data plane: " << msg->status_error;
     return Status::OK();
   }
@@ -172,9 +180,19 @@ Status encode_message(const std::string& addr, const TensorMessage& msg, std::st
                       size_t* nbytes) {
   *data = nullptr;
   *nbytes = 0;
-  if (!msg.status_error.empty())
+  const bool control = is_step_control(msg.kind);
+  if (msg.kind == FrameKind::kError) return InvalidArgument("send an error as a tensor message with status_error set");
+  const std::string key = control ? encode_step_fields(msg.kind, msg.step) : msg.key;
+  if (msg.kind == FrameKind::kRun)
+    return encode_frame_prefix(FrameKind::kRun, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
+  if (msg.kind == FrameKind::kDone)
+    return encode_frame_prefix(FrameKind::kDone, msg.step_id, key, DType::kInvalid, {}, 0, msg.status_error, prefix);
+  if (!msg.status_error.empty()) {
+    if (control) return InvalidArgument("a " + std::string(msg.kind == FrameKind::kFeed ? "feed" : "ret") +
+                                        " frame carries a tensor, not an error");
     return encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0, msg.status_error,
                                prefix);
+  }
   const Tensor& t = msg.tensor;
   if (!t.is_initialized()) return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
   if (!t.shape().fully_defined())
@@ -186,8 +204,7 @@ Status encode_message(const std::string& addr, const TensorMessage& msg, std::st
   *data = t.raw_data();
   if (*nbytes && (!*data || !t.buffer() || t.buffer()->size() < *nbytes))
     return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
-  return encode_frame_prefix(FrameKind::kTensor, msg.step_id, msg.key, t.dtype(), t.shape().dims(), *nbytes, "",
-                             prefix);
+  return encode_frame_prefix(msg.kind, msg.step_id, key, t.dtype(), t.shape().dims(), *nbytes, "", prefix);
 }
 
 // The frames of msgs[0..count) as iovecs over `prefixes` (filled here) and the tensors' buffers

@@ -37,12 +37,18 @@ class Stream;
 // One tensor (or one error in its place) addressed to a rendezvous key of a step.
 struct TensorMessage {
   int64_t step_id = 0;
-  std::string key;
-  Tensor tensor;  // host tensor; ignored when status_error is set
-  std::string status_error;  // non-empty: the sender reports an error instead of a tensor
+  std::string key;   // kTensor/kError: the rendezvous key; empty for step control
+  Tensor tensor;     // host tensor (kTensor, kFeed, kRet); ignored when status_error is set
+  // kTensor: non-empty when the sender reports an error instead of a tensor. kDone: the failed
+  // status's message (empty when OK). Not used by the other kinds.
+  std::string status_error;
   // Set by TensorServer on the messages it delivers: the connection the message came on, for
   // replies the sender reads with TensorClient::await_replies. Ignored when sending.
   std::shared_ptr<ReplyChannel> reply;
+  // kTensor (or kError, chosen by status_error when sending), or a step-control kind whose
+  // fields are in `step` (net/wire.h); a sender never sets kError.
+  FrameKind kind = FrameKind::kTensor;
+  StepFields step;  // step-control kinds only
 };
 
 // Settings shared by TensorServer and TensorClient. Plain value.

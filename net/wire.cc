@@ -53,6 +53,84 @@ Status encode_frame_prefix(FrameKind kind, int64_t step_id, const std::string& k
   return Status::OK();
 }
 
+namespace {
+
+const char* step_kind_name(FrameKind k) {
+  switch (k) {
+    case FrameKind::kFeed: return "feed";
+    case FrameKind::kRun: return "run";
+    case FrameKind::kRet: return "ret";
+    case FrameKind::kDone: return "done";
+    default: return "non-step";
+  }
+}
+
+void put_field(std::string* out, const char* p, size_t n) {
+  char len[4];
+  put_le<uint32_t>(len, static_cast<uint32_t>(n));
+  out->append(len, 4);
+  out->append(p, n);
+}
+
+}  // namespace
+
+std::string encode_step_fields(FrameKind kind, const StepFields& f) {
+  std::string out;
+  auto str = [&](const std::string& v) { put_field(&out, v.data(), v.size()); };
+  auto num = [&](int32_t v) {
+    char b[4];
+    put_le<int32_t>(b, v);
+    put_field(&out, b, 4);
+  };
+  switch (kind) {
+    case FrameKind::kFeed: str(f.key); break;
+    case FrameKind::kRun: str(f.device); str(f.handle); str(f.reply_to); str(f.from_task); break;
+    case FrameKind::kRet:
+    case FrameKind::kDone: str(f.device); num(f.number); break;
+    default: break;
+  }
+  return out;
+}
+
+Result<StepFields> decode_step_fields(FrameKind kind, const char* p, size_t n) {
+  StepFields f;
+  size_t at = 0;
+  const std::string what = std::string(step_kind_name(kind)) + " frame";
+  auto field = [&](std::string* v) -> Status {
+    if (n - at < 4) return DataLoss(what + ": truncated field length at byte " + std::to_string(at));
+    const uint32_t len = get_le<uint32_t>(reinterpret_cast<const unsigned char*>(p + at));
+    at += 4;
+    if (n - at < len) return DataLoss(what + ": field of " + std::to_string(len) + " bytes overruns the key area");
+    v->assign(p + at, len);
+    at += len;
+    return Status::OK();
+  };
+  auto number = [&](int32_t* v) -> Status {
+    std::string b;
+    AF_RETURN_IF_ERROR(field(&b));
+    if (b.size() != 4) return DataLoss(what + ": a number field of " + std::to_string(b.size()) + " bytes, not 4");
+    *v = get_le<int32_t>(reinterpret_cast<const unsigned char*>(b.data()));
+    return Status::OK();
+  };
+  switch (kind) {
+    case FrameKind::kFeed: AF_RETURN_IF_ERROR(field(&f.key)); break;
+    case FrameKind::kRun:
+      AF_RETURN_IF_ERROR(field(&f.device));
+      AF_RETURN_IF_ERROR(field(&f.handle));
+      AF_RETURN_IF_ERROR(field(&f.reply_to));
+      AF_RETURN_IF_ERROR(field(&f.from_task));
+      break;
+    case FrameKind::kRet:
+    case FrameKind::kDone:
+      AF_RETURN_IF_ERROR(field(&f.device));
+      AF_RETURN_IF_ERROR(number(&f.number));
+      break;
+    default: return DataLoss("not a step-control frame kind: " + std::to_string(static_cast<int>(kind)));
+  }
+  if (at != n) return DataLoss(what + ": " + std::to_string(n - at) + " bytes after its fields");
+  return f;
+}
+
 Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits& limits) {
   const uint32_t magic = get_le<uint32_t>(p);
   if (magic != kFrameMagic) {
@@ -74,8 +152,9 @@ Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits
   if (h.error_bytes > limits.max_error_bytes)
     return DataLoss("frame error text of " + std::to_string(h.error_bytes) + " bytes exceeds the limit of " +
                     std::to_string(limits.max_error_bytes));
-  if (kind == static_cast<uint8_t>(FrameKind::kTensor)) {
-    h.kind = FrameKind::kTensor;
+  if (kind == static_cast<uint8_t>(FrameKind::kTensor) || kind == static_cast<uint8_t>(FrameKind::kFeed) ||
+      kind == static_cast<uint8_t>(FrameKind::kRet)) {
+    h.kind = static_cast<FrameKind>(kind);
     if (!valid_wire_dtype(dtype)) return DataLoss("bad frame dtype " + std::to_string(dtype));
     h.dtype = static_cast<DType>(dtype);
     if (h.rank > kMaxFrameRank)
@@ -89,6 +168,11 @@ Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits
     if (dtype != 0 || h.rank != 0 || h.data_bytes != 0)
       return DataLoss("error frame carries tensor fields");
     if (h.error_bytes == 0) return DataLoss("error frame without error text");
+  } else if (kind == static_cast<uint8_t>(FrameKind::kRun) || kind == static_cast<uint8_t>(FrameKind::kDone)) {
+    h.kind = static_cast<FrameKind>(kind);
+    if (dtype != 0 || h.rank != 0 || h.data_bytes != 0)
+      return DataLoss(std::string(h.kind == FrameKind::kRun ? "run" : "done") + " frame carries tensor fields");
+    if (h.kind == FrameKind::kRun && h.error_bytes != 0) return DataLoss("run frame carries error text");
   } else {
     return DataLoss("bad frame kind " + std::to_string(kind));
   }
@@ -106,7 +190,7 @@ Result<std::vector<int64_t>> decode_frame_dims(const FrameHeader& h, const unsig
     if (elements > (static_cast<unsigned __int128>(1) << 64)) overflow = true;  // saturate the check
     if (overflow) elements = static_cast<unsigned __int128>(1) << 65;
   }
-  if (h.kind != FrameKind::kTensor) return dims;
+  if (!carries_tensor(h.kind)) return dims;
   const unsigned __int128 bytes = elements * dtype_size(h.dtype);
   if (overflow || bytes != h.data_bytes)
     return DataLoss("frame shape and dtype describe " + (overflow ? std::string("more than 2^64") : std::to_string(static_cast<uint64_t>(bytes))) +

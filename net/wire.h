@@ -3,12 +3,22 @@
 // After the handshake (net/handshake.h) a client sends frames and the server only reads. A frame:
 //
 //   fixed header, 32 bytes, little-endian:
-//     magic "AFTF" u32 | kind u8 (1 tensor, 2 error) | dtype u8 | rank u16 | key length u32 |
+//     magic "AFTF" u32 | kind u8 | dtype u8 | rank u16 | key length u32 |
 //     error length u32 | step_id i64 | data bytes u64
 //   dims      rank x i64
 //   key       key length bytes
-//   error     error length bytes (kind 2 only: the sender reports an error instead of a tensor)
+//   error     error length bytes (kinds 2 and 6 only)
 //   data      data bytes: the tensor's elements, row-major, in the host's (little-endian) byte order
+//
+// Kinds:
+//   1 tensor  a tensor for the rendezvous key `key`
+//   2 error   the sender reports an error (the error text) instead of the tensor for `key`
+//   Step control (steps dispatched over the data plane, actors/router.h). The key area holds
+//   the frame's typed fields, each as u32 length | bytes, in this order (StepFields):
+//   3 feed    key                                   + a tensor: a _Recv's input, ahead of its run
+//   4 run     device, handle, reply_to, from_task   no tensor, no error: run a registered partition
+//   5 ret     device, fetch index (4 bytes, i32)     + a tensor: a fetched value of a step
+//   6 done    device, status code (4 bytes, i32)     error text = the status message (none when OK)
 //
 // The data block is written straight from the tensor's buffer (writev) and read straight into a
 // freshly allocated tensor: no per-element work, no staging copy. Receivers validate every field
@@ -32,7 +42,32 @@ constexpr uint32_t kFrameMagic = 0x46544641;  // "AFTF" little-endian
 constexpr size_t kFrameFixedBytes = 32;
 constexpr int kMaxFrameRank = 32;
 
-enum class FrameKind : uint8_t { kTensor = 1, kError = 2 };
+enum class FrameKind : uint8_t { kTensor = 1, kError = 2, kFeed = 3, kRun = 4, kRet = 5, kDone = 6 };
+
+// True for the step-control kinds (feed, run, ret, done). Pure.
+inline bool is_step_control(FrameKind k) { return k >= FrameKind::kFeed && k <= FrameKind::kDone; }
+// True for the kinds that carry a tensor (tensor, feed, ret). Pure.
+inline bool carries_tensor(FrameKind k) {
+  return k == FrameKind::kTensor || k == FrameKind::kFeed || k == FrameKind::kRet;
+}
+
+// The typed fields of a step-control frame; which ones a kind uses is in the diagram above.
+// Plain value.
+struct StepFields {
+  std::string key;        // feed: the rendezvous key of the _Recv it feeds
+  std::string device;     // run, ret, done: the partition's device
+  std::string handle;     // run: the registered partition
+  std::string reply_to;   // run: where the outcome goes ("" = back on this connection)
+  std::string from_task;  // run: the task that dispatched the step
+  int32_t number = 0;     // ret: the fetch index; done: the status code (0 = OK)
+};
+
+// The key area of a step-control frame of `kind` (is_step_control) holding `f`'s fields for that
+// kind. Pure.
+std::string encode_step_fields(FrameKind kind, const StepFields& f);
+// Decodes the key area (`p`, `n` bytes) of a step-control frame of `kind`. DataLoss naming the
+// kind when the fields are missing, truncated, of the wrong size, or followed by extra bytes.
+Result<StepFields> decode_step_fields(FrameKind kind, const char* p, size_t n);
 
 // Bounds a receiver enforces on incoming frames (so a bad peer cannot make it allocate absurdly).
 struct FrameLimits {

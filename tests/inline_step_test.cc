@@ -383,9 +383,10 @@ class NoInlineRouter : public Router {
 
 // One CPU device actor in its own actor system. The device outlives the system (declared first).
 struct DeviceActorFixture {
-  explicit DeviceActorFixture(std::shared_ptr<Router> r, KernelOverrideFn override_fn = nullptr)
+  explicit DeviceActorFixture(std::shared_ptr<Router> r, KernelOverrideFn override_fn = nullptr,
+                              RestartPolicy restarts = RestartPolicy{})
       : device(make_cpu_device(kCpu0, 0)), sys(configured(cfg)), router(std::move(r)) {
-    actor = spawn_device_actor(sys, device.get(), router, nullptr, std::move(override_fn));
+    actor = spawn_device_actor(sys, device.get(), router, nullptr, std::move(override_fn), restarts);
   }
   ~DeviceActorFixture() {
     if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
@@ -563,20 +564,14 @@ TEST(DeviceActorInlineTest, RouterWithoutInlinePartitionsStillRegisters) {
 
 TEST(DeviceActorInlineTest, FailingPastTheRestartBudgetClosesTheGate) {
   // No restarts allowed: the first exception in the device actor fails it for good.
-  const RestartPolicy saved = restart_policy();
   struct Restore {
-    RestartPolicy p;
-    ~Restore() {
-      FaultInjector::global().clear();
-      set_restart_policy(p);
-    }
-  } restore{saved};
+    ~Restore() { FaultInjector::global().clear(); }
+  } restore;
   RestartPolicy none;
   none.max_restarts = 0;
-  set_restart_policy(none);
 
   auto router = std::make_shared<InlineRouter>();
-  DeviceActorFixture f(router);
+  DeviceActorFixture f(router, nullptr, none);
   ASSERT_TRUE(f.register_graph("a", recv_add_graph()).ok());
   auto e = router->inl.find(kCpu0, "a");
   ASSERT_TRUE(e.has_value());

@@ -25,15 +25,18 @@ using testing::TempDir;
 class RestartTest : public ::testing::Test {
  protected:
   void SetUp() override { FaultInjector::global().clear(); }
-  void TearDown() override {
-    FaultInjector::global().clear();
-    set_restart_policy(RestartPolicy{});
+  void TearDown() override { FaultInjector::global().clear(); }
+  // A local server whose actors restart in place at most `max_restarts` times within 60 s.
+  static Result<std::unique_ptr<Server>> server_with_budget(int max_restarts) {
+    LocalServerOptions o;
+    o.max_restarts = max_restarts;
+    o.restart_window_secs = 60;
+    return Server::local(o);
   }
 };
 
 TEST_F(RestartTest, DeviceActorRestartsInPlaceUntilTheBudgetIsSpent) {
-  set_restart_policy(RestartPolicy{2, 60});  // read by actors spawned from now on
-  auto server = Server::local();
+  auto server = server_with_budget(2);
   ASSERT_TRUE(server.ok()) << server.status();
   Scope root = Scope::root();
   auto a = ops::placeholder(root, DType::kFloat32, Shape{}, "a");
@@ -67,9 +70,44 @@ TEST_F(RestartTest, DeviceActorRestartsInPlaceUntilTheBudgetIsSpent) {
   EXPECT_NE(after.status().message().find("failed 3 times"), std::string::npos) << after.status();
 }
 
+// Each Server has its own restart budget: two in one process (as the demo runs three) do not
+// overwrite each other's, whichever was made last.
+TEST_F(RestartTest, EachServerKeepsItsOwnRestartBudget) {
+  auto strict = server_with_budget(0);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  auto lenient = server_with_budget(3);
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  Scope root = Scope::root();
+  auto a = ops::placeholder(root, DType::kFloat32, Shape{}, "a");
+  auto b = ops::add(root.with_op_name("b"), a, a);
+  const FeedDict feed = {{a, Tensor::scalar<float>(2.f)}};
+  Session s_strict(root, (*strict)->target()), s_lenient(root, (*lenient)->target());
+  ASSERT_TRUE(s_strict.run(feed, {b}).ok());
+  ASSERT_TRUE(s_lenient.run(feed, {b}).ok());
+  // The strict server's device gives up at its first exception...
+  ASSERT_TRUE(FaultInjector::global().add(Fault::throw_in("localhost/0", "device")).ok());
+  auto bad = s_strict.run(feed, {b});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInternal) << bad.status();
+  EXPECT_NE(bad.status().message().find("(max_restarts = 0); giving up"), std::string::npos) << bad.status();
+  // ... while the lenient one, made after it, restarts in place and goes on.
+  ASSERT_TRUE(FaultInjector::global().add(Fault::throw_in("localhost/0", "device")).ok());
+  auto retry = s_lenient.run(feed, {b});
+  ASSERT_FALSE(retry.ok());
+  EXPECT_EQ(retry.status().code(), Code::kAborted) << retry.status();
+  auto good = s_lenient.run(feed, {b});
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->at(0).data<float>()[0], 4.f);
+  // Bad budgets are refused, naming the option.
+  LocalServerOptions o;
+  o.max_restarts = -1;
+  auto refused = Server::local(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("max_restarts must be >= 0"), std::string::npos) << refused.status();
+}
+
 TEST_F(RestartTest, VariableActorKeepsItsValueAcrossARestartAndGivesUpPastTheBudget) {
-  set_restart_policy(RestartPolicy{1, 60});
-  auto server = Server::local();
+  auto server = server_with_budget(1);
   ASSERT_TRUE(server.ok()) << server.status();
   Scope root = Scope::root();
   auto w = ops::variable(root.with_op_name("w"), Shape{}, DType::kFloat32);

@@ -494,6 +494,70 @@ TEST(TensorTransportTest, PeerClosingMidTensorDeliversNothing) {
   expect_serves_correct_peer(*server, inbox, o);
 }
 
+// Step control crosses the data plane as typed frames (net/wire.h, kinds 3-6): every field of
+// every kind arrives as sent, tensors of feed and ret frames too, and a done frame's message.
+TEST(TensorTransportTest, StepControlFramesKeepTheirTypedFields) {
+  Inbox inbox;
+  auto o = options();
+  auto server = start_server(o, inbox);
+  ASSERT_TRUE(server);
+  TensorClient client(o);
+  std::vector<TensorMessage> sent(5);
+  sent[0].kind = FrameKind::kFeed;
+  sent[0].step_id = 11;
+  sent[0].step.key = "/job:h/replica:0/task:0/device:CPU:0;/job:w/replica:0/task:0/device:CPU:0;x:0";
+  sent[0].tensor = patterned(DType::kFloat32, Shape{3, 2}, 4);
+  sent[1].kind = FrameKind::kRun;
+  sent[1].step_id = 11;
+  sent[1].step = StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "partition#7", "", "/job:h/replica:0/task:0", 0};
+  sent[2].kind = FrameKind::kRet;
+  sent[2].step_id = -3;
+  sent[2].step.device = "/job:w/replica:0/task:0/device:CPU:0";
+  sent[2].step.number = 2;
+  sent[2].tensor = patterned(DType::kInt64, Shape{}, 9);
+  sent[3].kind = FrameKind::kDone;
+  sent[3].step_id = -3;
+  sent[3].step.device = "/job:w/replica:0/task:0/device:CPU:0";
+  sent[4] = sent[3];
+  sent[4].step.number = static_cast<int32_t>(Code::kInvalidArgument);
+  sent[4].status_error = "kernel MatMul 'c' failed: shapes [2,3] and [2,3]";
+  sent[1].step.reply_to = "127.0.0.1:4242";
+  ASSERT_TRUE(client.send_batch(addr_of(*server), sent).ok());
+  ASSERT_TRUE(inbox.wait_for(sent.size()));
+  auto got = inbox.take();
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].kind, sent[i].kind);
+    EXPECT_EQ(got[i].step_id, sent[i].step_id);
+    EXPECT_EQ(got[i].key, "");
+    EXPECT_EQ(got[i].step.key, sent[i].step.key);
+    EXPECT_EQ(got[i].step.device, sent[i].step.device);
+    EXPECT_EQ(got[i].step.handle, sent[i].step.handle);
+    EXPECT_EQ(got[i].step.reply_to, sent[i].step.reply_to);
+    EXPECT_EQ(got[i].step.from_task, sent[i].step.from_task);
+    EXPECT_EQ(got[i].step.number, sent[i].step.number);
+    EXPECT_EQ(got[i].status_error, sent[i].status_error);
+    EXPECT_EQ(got[i].tensor.is_initialized(), sent[i].tensor.is_initialized());
+    if (sent[i].tensor.is_initialized()) EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor));
+  }
+  // What a sender may not say: an error in a feed, a kError kind set by hand.
+  TensorMessage bad = sent[0];
+  bad.status_error = "no";
+  EXPECT_EQ(client.send(addr_of(*server), bad).code(), Code::kInvalidArgument);
+  bad = sent[0];
+  bad.kind = FrameKind::kError;
+  EXPECT_EQ(client.send(addr_of(*server), bad).code(), Code::kInvalidArgument);
+  // The field codec on its own: a round trip, then every truncation is DataLoss.
+  const std::string run = encode_step_fields(FrameKind::kRun, sent[1].step);
+  auto back = decode_step_fields(FrameKind::kRun, run.data(), run.size());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->handle, "partition#7");
+  for (size_t n = 0; n < run.size(); ++n)
+    EXPECT_EQ(decode_step_fields(FrameKind::kRun, run.data(), n).status().code(), Code::kDataLoss) << n;
+  EXPECT_EQ(decode_step_fields(FrameKind::kTensor, run.data(), run.size()).status().code(), Code::kDataLoss);
+}
+
 TEST(TensorTransportTest, BadFramesAfterHandshakeDropConnection) {
   Inbox inbox;
   auto o = options();
@@ -546,6 +610,40 @@ TEST(TensorTransportTest, BadFramesAfterHandshakeDropConnection) {
     std::string p;
     encode_frame_prefix(FrameKind::kTensor, 1, std::string(100000, 'k'), DType::kUInt8, {1}, 1, "", &p);
     cases.push_back({"key too long", p.substr(0, 64)});
+  }
+  // Step-control frames (kinds 3-6) whose typed fields do not parse, or that carry what their
+  // kind may not.
+  {
+    std::string p;  // a run frame's key area cut inside its second field
+    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "h", "", "t", 0});
+    fields.resize(fields.size() - 12);
+    encode_frame_prefix(FrameKind::kRun, 1, fields, DType::kInvalid, {}, 0, "", &p);
+    cases.push_back({"truncated run fields", p});
+  }
+  {
+    std::string p;  // a done frame whose status code field has 3 bytes
+    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"dev", "", "", "", "", 0});
+    fields += std::string("\x03\0\0\0abc", 7);
+    encode_frame_prefix(FrameKind::kDone, 1, fields, DType::kInvalid, {}, 0, "", &p);
+    cases.push_back({"done with a 3-byte code", p});
+  }
+  {
+    std::string p;  // a run frame that carries a tensor
+    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "d", "h", "", "t", 0});
+    encode_frame_prefix(FrameKind::kRun, 1, fields, DType::kFloat32, {2}, 8, "", &p);
+    cases.push_back({"run with a tensor", p + std::string(8, '\0')});
+  }
+  {
+    std::string p;  // a feed frame with bytes after its one field
+    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"a;b;c", "", "", "", "", 0}) + "x";
+    encode_frame_prefix(FrameKind::kFeed, 1, fields, DType::kFloat32, {2}, 8, "", &p);
+    cases.push_back({"feed with trailing bytes", p + std::string(8, '\0')});
+  }
+  {
+    std::string p;
+    encode_frame_prefix(FrameKind::kTensor, 1, "k", DType::kFloat32, {2}, 8, "", &p);
+    p[4] = 7;
+    cases.push_back({"unknown kind 7", p + std::string(8, '\0')});
   }
   int64_t expected_bad = 0;
   for (const auto& c : cases) {

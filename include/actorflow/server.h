@@ -48,6 +48,11 @@ struct LocalServerOptions {
   std::string visible_devices;       // GPUs (TF visible_device_list); "" = all
   double gpu_memory_fraction = 0.0;  // 0 = no cap; else fraction of each GPU's memory
   bool allow_growth = false;         // allocate GPU memory on demand instead of up front
+  // In-place restarts of this server's device and variable actors after exceptions, as a
+  // cluster file's [supervisor] section sets them for a cluster server: at most max_restarts
+  // (>= 0) within restart_window_secs (> 0), then the actor gives up.
+  int max_restarts = 5;
+  double restart_window_secs = 60;
 };
 
 // The environment variable naming a fault plan (docs/reliability.md) for the task a process
@@ -143,6 +148,7 @@ class Server {
  private:
   struct Impl;
   Server();
+  Status init_local(const LocalServerOptions& opts);
   Status init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts);
   Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
   Status connect_tasks(const std::vector<std::string>& task_prefixes);

@@ -1,0 +1,192 @@
+// ProcessRouter, part 1: set-up, tensor routing and the data plane's receiving hook
+// (step dispatch is in step_dispatch.cc). See router.h.
+#include "actors/router.h"
+
+#include <atomic>
+
+#include "actors/direct_step.h"
+#include "core/logging.h"
+
+namespace actorflow {
+
+ProcessRouter::ProcessRouter(std::string own_task) : own_task_(std::move(own_task)) {}
+
+void ProcessRouter::add(const std::string& device, caf::actor a) {
+  std::lock_guard<std::mutex> l(mu_);
+  local_[device] = std::move(a);
+}
+
+void ProcessRouter::set_self_node(caf::actor node) {
+  std::lock_guard<std::mutex> l(mu_);
+  self_node_ = std::move(node);
+}
+
+void ProcessRouter::set_remote(const std::string& task_prefix, caf::actor node, const std::string& data_addr) {
+  std::lock_guard<std::mutex> l(mu_);
+  remote_[task_prefix] = std::move(node);
+  if (!data_addr.empty()) data_[task_prefix] = data_addr;
+}
+
+void ProcessRouter::set_data_client(std::shared_ptr<net::TensorClient> client, const std::string& own_data_addr) {
+  std::lock_guard<std::mutex> l(mu_);
+  client_ = std::move(client);
+  own_data_addr_ = own_data_addr;
+}
+
+void ProcessRouter::set_master(caf::actor master, std::shared_ptr<DirectSteps> direct) {
+  std::lock_guard<std::mutex> l(mu_);
+  master_ = std::move(master);
+  direct_ = std::move(direct);
+}
+
+void ProcessRouter::clear() {
+  std::lock_guard<std::mutex> l(mu_);
+  local_.clear();
+  remote_.clear();
+  data_.clear();
+  client_ = nullptr;
+  self_node_ = nullptr;
+  master_ = nullptr;
+  direct_ = nullptr;
+}
+
+std::shared_ptr<net::TensorClient> ProcessRouter::client() {
+  std::lock_guard<std::mutex> l(mu_);
+  return client_;
+}
+
+// ---- tensor routing -------------------------------------------------------------------------
+
+Status ProcessRouter::route(int64_t step_id, const std::string& key, const Tensor& t) {
+  // The sending hook: a tensor for another task passes this process's sending-side link faults
+  // (faults add()ed here; a plan's act where they are received).
+  FaultInjector& inj = FaultInjector::global();
+  if (inj.armed()) {
+    const std::string src = task_of_device(key.substr(0, key.find(';')));
+    const std::string dst = task_of_device(rendezvous_key_destination(key));
+    if (src != dst) {
+      std::weak_ptr<ProcessRouter> weak = weak_from_this();
+      return inj.apply(inj.on_send(src, dst), [weak, step_id, key, t] {
+        auto r = weak.lock();
+        return r ? r->route_now(step_id, key, t) : Cancelled("the router is gone");
+      });
+    }
+  }
+  return route_now(step_id, key, t);
+}
+
+Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const Tensor& t) {
+  const std::string dst = rendezvous_key_destination(key);
+  caf::actor a, via;
+  std::string data_addr;
+  std::shared_ptr<net::TensorClient> client;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = local_.find(dst);
+    if (it != local_.end()) {
+      a = it->second;
+    } else {
+      const std::string task = task_of_device(dst);
+      auto r = remote_.find(task);
+      if (r == remote_.end() || !self_node_) return Unavailable("no route to device '" + dst + "' for tensor " + key);
+      a = r->second;
+      via = self_node_;
+      auto da = data_.find(task);
+      if (da != data_.end() && client_) {
+        data_addr = da->second;
+        client = client_;
+      }
+    }
+  }
+  if (client) {
+    // The data plane: a header and one raw block per tensor, no per-element work.
+    net::TensorMessage m;
+    m.step_id = step_id;
+    m.key = key;
+    m.tensor = t;
+    Status s = client->send(data_addr, m);
+    if (!s.ok()) return Unavailable("sending tensor to " + dst + ": " + s.message());
+    return Status::OK();
+  }
+  if (via) {
+    // No data-plane route (a peer that advertised none): CAF carries it as one byte block.
+    static std::atomic<int> warned{0};
+    if (warned.fetch_add(1) == 0) {
+      AF_LOG(WARNING) << "tensor " << key << " to " << dst << " goes through CAF: no data-plane route";
+    }
+    caf::send_as(via, a, tensor_atom::value, step_id, key, t);
+  } else {
+    caf::anon_send(a, tensor_atom::value, step_id, key, t);
+  }
+  return Status::OK();
+}
+
+void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
+  const std::string dst = rendezvous_key_destination(key);
+  caf::actor a;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = local_.find(dst);
+    if (it == local_.end()) {
+      AF_LOG(WARNING) << "dropped tensor " << key << " from the data plane: no device " << dst << " here";
+      return;
+    }
+    a = it->second;
+  }
+  caf::anon_send(a, tensor_atom::value, step_id, key, t);
+}
+
+// ---- the data plane's receiving hook ------------------------------------------------------------
+
+void ProcessRouter::deliver(const net::TensorMessage& m) {
+  // Every frame that enters this process over the data plane passes this task's link faults
+  // here, whatever step path sent it. A run request's feeds travel with it and share its fate
+  // (they are judged with the run frame that follows them in the same write).
+  FaultInjector& inj = FaultInjector::global();
+  if (!inj.armed() || m.kind == net::FrameKind::kFeed) {
+    deliver_now(m);
+    return;
+  }
+  std::string src;
+  switch (m.kind) {
+    case net::FrameKind::kTensor:
+    case net::FrameKind::kError: src = task_of_device(m.key.substr(0, m.key.find(';'))); break;
+    case net::FrameKind::kRun: src = m.step.from_task; break;
+    default: src = task_of_device(m.step.device); break;  // an outcome comes from the device's task
+  }
+  // Tensors and fetched values may arrive twice; a request has one run, a step one outcome.
+  const bool repeatable = m.kind == net::FrameKind::kTensor || m.kind == net::FrameKind::kRet;
+  LinkDecision d = inj.on_receive(src, own_task_);
+  if (d.drop) {
+    if (m.kind == net::FrameKind::kRun) drop_carried(m.step_id);
+    return;
+  }
+  if (d.delay_ms > 0) {
+    std::weak_ptr<ProcessRouter> weak = weak_from_this();
+    const int copies = d.duplicate && repeatable ? 2 : 1;
+    inj.run_after(std::chrono::milliseconds(d.delay_ms), [weak, m, copies] {
+      if (auto r = weak.lock())
+        for (int i = 0; i < copies; ++i) r->deliver_now(m);
+    });
+    return;
+  }
+  if (d.duplicate && repeatable) deliver_now(m);
+  deliver_now(m);
+}
+
+void ProcessRouter::deliver_now(const net::TensorMessage& m) {
+  switch (m.kind) {
+    case net::FrameKind::kTensor:
+      if (m.status_error.empty()) deliver_local(m.step_id, m.key, m.tensor);  // else it could not be received
+      return;
+    case net::FrameKind::kError:
+      return;  // the sender could not send the tensor; the step fails by its own error or timeout
+    case net::FrameKind::kFeed: on_feed(m); return;
+    case net::FrameKind::kRun: on_run(m); return;
+    case net::FrameKind::kRet:
+    case net::FrameKind::kDone: on_outcome(m); return;
+  }
+  AF_LOG(WARNING) << "data plane: ignored a frame of unknown kind (step " << m.step_id << ")";
+}
+
+}  // namespace actorflow

@@ -1,0 +1,142 @@
+// ProcessRouter: the Router of one task process (actors/device_actor.h has the interface).
+//
+// Two jobs, in two source files:
+//   - Tensor routing (actors/router.cc): a _Send's tensor goes to a device actor of this process
+//     by reference, to another task over the data plane (net/tensor_transport.h) or, for a peer
+//     that advertised no data plane, through that task's node actor (sent as this task's node
+//     actor so the receiver can authenticate it). Tensors arriving over the data plane go to the
+//     local device actor their key names.
+//   - Step dispatch (actors/step_dispatch.cc): steps sent over the data plane as typed frames
+//     (net/wire.h: feed, run, ret, done). A run request goes with its partition's feeds in one
+//     write; on the receiving task the reader thread hands it to the device actor as one message,
+//     or runs a self-contained partition inline (InlinePartitions). Outcomes go back to the
+//     dispatching process (to its data-plane address, or on the request's own connection), where
+//     they complete a direct step's wait (actors/direct_step.h) or reach the master.
+//
+// Fault injection (actors/faults.h) acts here and in the node actor only, where messages cross
+// the process boundary, so faults never change the step path:
+//   - receiving hook: deliver(), every data-plane frame that enters this process;
+//   - sending hooks: route() (tensors for another task) and dispatch_step()/dispatch_step_awaiting()
+//     (run requests with their feeds).
+//
+// Thread-safety: every method may be called from any thread (device actors, the data plane's
+// reader threads, sessions' threads, the injector's timer thread). Create it with make_shared
+// (delayed deliveries hold a weak reference).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/device_actor.h"
+#include "actors/faults.h"
+#include "net/tensor_transport.h"
+
+namespace actorflow {
+
+class DirectSteps;
+
+class ProcessRouter final : public Router, public std::enable_shared_from_this<ProcessRouter> {
+ public:
+  // `own_task`: the task prefix of this process ("/job:worker/replica:0/task:1"), the receiving
+  // end of its link faults.
+  explicit ProcessRouter(std::string own_task);
+
+  // ---- set-up (the Server) ----
+  // Device `device` of this process is served by actor `a`.
+  void add(const std::string& device, caf::actor a);
+  // This task's node actor: what cross-process CAF messages are sent as.
+  void set_self_node(caf::actor node);
+  // Task `task_prefix` is reached through its node actor `node`, and over the data plane at
+  // `data_addr` ("host:port"; "" = it advertised none).
+  void set_remote(const std::string& task_prefix, caf::actor node, const std::string& data_addr = "");
+  // The data plane's client (shared: delayed deliveries may outlive the Server's reference) and
+  // this process's own data-plane address (where outcomes of steps it dispatches come back).
+  void set_data_client(std::shared_ptr<net::TensorClient> client, const std::string& own_data_addr = "");
+  // The master that gets outcomes of steps it dispatched, and the direct steps waiting for theirs.
+  void set_master(caf::actor master, std::shared_ptr<DirectSteps> direct);
+  // Forgets every route, the client, the master: the Server is stopping. Later calls find nothing.
+  void clear();
+
+  // ---- tensor routing (router.cc) ----
+  // Router: delivers (step_id, key, t) to the key's destination device (the sending hook).
+  Status route(int64_t step_id, const std::string& key, const Tensor& t) override;
+  // A frame from the data plane (the TensorServer's callback): the receiving hook, then a
+  // tensor for a local device or step control. Never throws; bad frames are logged and dropped.
+  void deliver(const net::TensorMessage& m);
+
+  // ---- step dispatch (step_dispatch.cc); contracts in Router ----
+  bool can_dispatch(const std::string& device) override;
+  bool dispatch_connection_open(const std::string& device) override;
+  Status open_dispatch(const std::string& device) override;
+  Status dispatch_step(const std::string& device, const std::string& handle, int64_t step_id,
+                       const std::string& from_task,
+                       const std::vector<std::pair<std::string, Tensor>>& feeds) override;
+  Result<std::shared_ptr<net::ClientConnection>> dispatch_step_awaiting(
+      const std::string& device, const std::string& handle, int64_t step_id, const std::string& from_task,
+      const std::vector<std::pair<std::string, Tensor>>& feeds) override;
+  Status await_dispatched(net::ClientConnection& conn, const std::function<bool()>& done,
+                          std::chrono::microseconds spin, std::chrono::milliseconds wait) override;
+  Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
+                    const std::vector<Tensor>& retvals) override;
+  void abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+                         const std::string& why) override;
+  InlinePartitions* inline_partitions() override { return &inline_; }
+  uint64_t inline_steps_run() const override { return inline_steps_.load(std::memory_order_relaxed); }
+
+ private:
+  // deliver() past the fault hook.
+  void deliver_now(const net::TensorMessage& m);
+  // route() past the fault hook.
+  Status route_now(int64_t step_id, const std::string& key, const Tensor& t);
+  // A tensor that arrived over the data plane: to the local device actor its key names.
+  void deliver_local(int64_t step_id, const std::string& key, const Tensor& t);
+  // Step control frames (step_dispatch.cc).
+  void on_feed(const net::TensorMessage& m);
+  void on_run(const net::TensorMessage& m);
+  void on_outcome(const net::TensorMessage& m);
+  // The outcome of a step this process dispatched, read from the request's own connection.
+  void deliver_reply(const net::TensorMessage& m);
+  void drop_carried(int64_t step_id);
+  // Where run requests for `device` go: its task's data-plane address, this process's own (for
+  // replies) and the client; false when steps for it cannot go over the data plane.
+  bool dispatch_route(const std::string& device, std::string* addr, std::string* own,
+                      std::shared_ptr<net::TensorClient>* client);
+  std::shared_ptr<net::TensorClient> client();
+  // A run request that meets a sending-side link fault `d`.
+  Status send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs);
+  // Writes a run request's frames; with `duplicate_feeds` its feeds once more afterwards, as
+  // plain tensors (the device finds them already delivered and ignores them).
+  Status send_run_request(const std::string& addr, const std::vector<net::TensorMessage>& msgs, bool duplicate_feeds);
+
+  // First character of a reply address that names a connection of this process's TensorServer.
+  static constexpr char kChannelToken = '#';
+  // Feeds of dispatched steps whose run request has not been read yet (they precede it in the
+  // same write); bounded.
+  static constexpr size_t kMaxCarried = 4096;
+
+  const std::string own_task_;
+  mutable std::mutex mu_;
+  // Tensor routing.
+  std::map<std::string, caf::actor> local_;
+  std::map<std::string, caf::actor> remote_;
+  std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
+  caf::actor self_node_;
+  std::shared_ptr<net::TensorClient> client_;
+  std::string own_data_addr_;
+  // Step dispatch.
+  caf::actor master_;
+  std::shared_ptr<DirectSteps> direct_;
+  std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
+  // Connections run requests came on that want their replies there, by token ("#<id>").
+  std::unordered_map<std::string, std::weak_ptr<net::ReplyChannel>> channels_;
+  size_t channels_pruned_at_ = 16;
+  InlinePartitions inline_;
+  std::atomic<uint64_t> inline_steps_{0};
+};
+
+}  // namespace actorflow
