@@ -1,8 +1,8 @@
 // Reading cluster files (TOML, via toml++) and job maps into a validated ClusterSpec.
 //
 // Every mistake found is collected with its file position and key path; the resulting
-// InvalidArgument lists them in file order. toml++ is used header-only and only in this file; its
-// parse exceptions are caught here and never cross the API.
+// InvalidArgument lists them in file order. The TOML reading (parsing, typed values, messages) is
+// config/toml_read.h's, shared with fault plans; toml++'s exceptions never cross the API.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,18 +10,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <set>
-#include <toml++/toml.h>
 
 #include "config/cluster_spec.h"
-#include "config/toml_guard.h"
+#include "config/toml_read.h"
 #include "core/file_read.h"
 #include "core/logging.h"
 
@@ -34,74 +31,7 @@ constexpr size_t kMaxClusterFileBytes = 1 << 20;  // 1 MiB: a cluster of 10 000 
 constexpr size_t kMaxReportedErrors = 20;
 constexpr int kMaxTaskIndex = 999999;
 
-struct Pos {
-  int line = 0;
-  int column = 0;
-};
-
-Pos pos_of(const toml::source_region& r) {
-  return Pos{static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
-}
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "nothing";
-  }
-}
-
-// A number for messages, locale-independent.
-std::string num(double d) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), d);
-  return std::string(buf, r.ptr);
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
-  return out;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t sub = prev[j - 1] + (std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                                                std::tolower(static_cast<unsigned char>(b[j - 1]))
-                                            ? 0
-                                            : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// The known key closest to `key`, or "" if none is plausibly meant.
-std::string closest(const std::string& key, const std::vector<std::string>& known) {
-  std::string best;
-  size_t best_d = std::numeric_limits<size_t>::max();
-  for (const std::string& k : known) {
-    const size_t d = edit_distance(key, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
-  if (best_d <= 2 || best_d <= key.size() / 3) return best;
-  return std::string();
-}
+using Pos = TomlPos;
 
 bool is_bare_key(const std::string& k) {
   if (k.empty()) return false;
@@ -228,30 +158,22 @@ const std::vector<std::string> kSupervisorKeys = {
 }  // namespace
 
 // Builds one ClusterSpec, collecting every mistake. Single use; not thread-safe.
-class ClusterFileReader {
+class ClusterFileReader : private TomlReader {
  public:
-  ClusterFileReader(const std::string& source, std::string base_dir) : base_dir_(std::move(base_dir)) {
+  ClusterFileReader(const std::string& source, std::string base_dir)
+      : TomlReader(source, kMaxReportedErrors), base_dir_(std::move(base_dir)) {
     spec_.source_ = source;
   }
 
   Result<ClusterSpec> read_toml(const std::string& text) {
     toml::table root;
-    if (const TomlAsciiError bad = first_non_ascii(text); bad.line > 0) {
-      error(Pos{bad.line, bad.column}, "", non_ascii_message(bad, "cluster files"));
-      return finish();
-    }
-    try {
-      root = toml::parse(std::string_view(text), std::string_view(spec_.source_));
-    } catch (const toml::parse_error& e) {
-      error(pos_of(e.source()), "", "TOML syntax error: " + std::string(e.description()));
-      return finish();
-    }
+    if (!parse(text, "cluster files", &root)) return finish();
     for (auto&& [k, v] : root) {
       const std::string key(k.str());
       if (std::find(kTopKeys.begin(), kTopKeys.end(), key) == kTopKeys.end()) {
         unknown_key(k, "", kTopKeys, "unknown table");
       } else if (!v.is_table()) {
-        error(pos_of(v.source()), key, std::string("expected a table, got ") + type_name(v));
+        error(toml_pos(v.source()), key, std::string("expected a table, got ") + toml_type_name(v));
       }
     }
     auto table_at = [&](const char* name) -> const toml::table* {
@@ -300,113 +222,21 @@ class ClusterFileReader {
   }
 
  private:
-  struct Error {
-    Pos pos;
-    std::string text;
-  };
   struct Endpoint {
     TaskId task;
     Pos pos;
     std::string addr;
   };
 
-  void error(Pos p, const std::string& key, const std::string& msg) {
-    std::string text = spec_.where(ClusterSpec::Position{p.line, p.column});
-    if (!key.empty()) text += key + ": ";
-    errors_.push_back(Error{p, text + msg});
-  }
-
   Result<ClusterSpec> finish() {
-    if (errors_.empty()) return std::move(spec_);
-    std::stable_sort(errors_.begin(), errors_.end(), [](const Error& a, const Error& b) {
-      const int la = a.pos.line > 0 ? a.pos.line : INT_MAX, lb = b.pos.line > 0 ? b.pos.line : INT_MAX;
-      return la != lb ? la < lb : a.pos.column < b.pos.column;
-    });
-    std::string msg;
-    for (size_t i = 0; i < errors_.size() && i < kMaxReportedErrors; ++i) msg += (i ? "\n" : "") + errors_[i].text;
-    if (errors_.size() > kMaxReportedErrors)
-      msg += "\n... and " + std::to_string(errors_.size() - kMaxReportedErrors) + " more errors";
-    return InvalidArgument(msg);
+    Status s = status();
+    if (!s.ok()) return s;
+    return std::move(spec_);
   }
 
   void unknown_key(const toml::key& k, const std::string& prefix, const std::vector<std::string>& known,
                    const char* what = "unknown key") {
-    const std::string key(k.str());
-    std::string msg = what;
-    const std::string best = closest(key, known);
-    if (!best.empty()) {
-      msg += " (did you mean '" + best + "'?)";
-    } else {
-      msg += " (known: " + join(known) + ")";
-    }
-    error(pos_of(k.source()), key_path(prefix, key), msg);
-  }
-
-  // ---- typed values ----------------------------------------------------------------------
-
-  bool get_bool(const toml::node& v, const std::string& path, bool* out) {
-    if (const auto* b = v.as_boolean()) {
-      *out = b->get();
-      return true;
-    }
-    error(pos_of(v.source()), path, std::string("expected a boolean (true or false), got ") + type_name(v));
-    return false;
-  }
-
-  bool get_string(const toml::node& v, const std::string& path, std::string* out) {
-    if (const auto* s = v.as_string()) {
-      *out = s->get();
-      return true;
-    }
-    error(pos_of(v.source()), path, std::string("expected a string, got ") + type_name(v));
-    return false;
-  }
-
-  bool get_int(const toml::node& v, const std::string& path, int64_t lo, int64_t hi, int* out) {
-    const auto* i = v.as_integer();
-    if (!i) {
-      error(pos_of(v.source()), path, std::string("expected an integer, got ") + type_name(v));
-      return false;
-    }
-    const int64_t x = i->get();
-    if (x < lo || x > hi) {
-      const std::string range = hi >= INT_MAX ? "must be >= " + std::to_string(lo)
-                                              : "must be in " + std::to_string(lo) + ".." + std::to_string(hi);
-      error(pos_of(v.source()), path, range + ", got " + std::to_string(x));
-      return false;
-    }
-    *out = static_cast<int>(x);
-    return true;
-  }
-
-  // A number (integer or float) in [lo, hi] (or (lo, hi] when !lo_inclusive); hi may be infinity.
-  bool get_double(const toml::node& v, const std::string& path, double lo, bool lo_inclusive, double hi,
-                  double* out) {
-    double x = 0;
-    if (const auto* f = v.as_floating_point()) {
-      x = f->get();
-    } else if (const auto* i = v.as_integer()) {
-      x = static_cast<double>(i->get());
-    } else {
-      error(pos_of(v.source()), path, std::string("expected a number, got ") + type_name(v));
-      return false;
-    }
-    if (!std::isfinite(x)) {
-      error(pos_of(v.source()), path, "must be a finite number, got " + num(x));
-      return false;
-    }
-    if (x < lo || (!lo_inclusive && x == lo) || x > hi) {
-      std::string range;
-      if (std::isfinite(hi)) {
-        range = "must be in " + std::string(lo_inclusive ? "[" : "(") + num(lo) + ", " + num(hi) + "]";
-      } else {
-        range = std::string("must be ") + (lo_inclusive ? ">= " : "> ") + num(lo);
-      }
-      error(pos_of(v.source()), path, range + ", got " + num(x));
-      return false;
-    }
-    *out = x;
-    return true;
+    TomlReader::unknown_key(k, key_path(prefix, std::string(k.str())), known, what);
   }
 
   // ---- tables ----------------------------------------------------------------------------
@@ -416,36 +246,36 @@ class ClusterFileReader {
       const std::string key(k.str()), path = key_path("cluster", key);
       if (key == "name") {
         std::string s;
-        if (get_string(v, path, &s)) {
+        if (read_string(v, path, &s)) {
           if (s.empty()) {
-            error(pos_of(v.source()), path, "must not be empty");
+            error(toml_pos(v.source()), path, "must not be empty");
           } else {
             spec_.name_ = s;
           }
         }
       } else if (key == "secret_file") {
         std::string s;
-        if (get_string(v, path, &s)) {
+        if (read_string(v, path, &s)) {
           if (s.empty()) {
-            error(pos_of(v.source()), path,
+            error(toml_pos(v.source()), path,
                   std::string("must not be empty (omit it to take the secret from ") + kSecretEnvVar + ")");
           } else {
             secret_file_ = s;
-            secret_file_pos_ = pos_of(v.source());
+            secret_file_pos_ = toml_pos(v.source());
           }
         }
       } else if (key == "tls_dir") {
         std::string s;
-        if (get_string(v, path, &s)) {
+        if (read_string(v, path, &s)) {
           if (s.empty()) {
-            error(pos_of(v.source()), path, "must not be empty (omit it to run without TLS)");
+            error(toml_pos(v.source()), path, "must not be empty (omit it to run without TLS)");
           } else {
             spec_.tls_dir_ = (s[0] == '/' || base_dir_.empty()) ? s : base_dir_ + "/" + s;
           }
         }
       } else if (key == "secret") {
         // Never echo the value: it is probably a real secret.
-        error(pos_of(k.source()), path,
+        error(toml_pos(k.source()), path,
               std::string("inline secrets are not allowed (files get shared and logged); put the secret in a "
                           "file named by secret_file, or in the ") +
                   kSecretEnvVar + " environment variable");
@@ -463,49 +293,49 @@ class ClusterFileReader {
       std::string addr, path;
     };
     std::vector<Pending> pending;  // added in file order so duplicates are reported where they recur
-    const Pos tp = pos_of(t.source());
+    const Pos tp = toml_pos(t.source());
     spec_.jobs_position_ = ClusterSpec::Position{tp.line, tp.column};
-    if (t.empty()) error(pos_of(t.source()), "jobs", "no jobs (e.g. worker = [\"localhost:2222\"])");
+    if (t.empty()) error(toml_pos(t.source()), "jobs", "no jobs (e.g. worker = [\"localhost:2222\"])");
     for (auto&& [k, v] : t) {
       const std::string job(k.str()), path = key_path("jobs", job);
-      const Pos kp = pos_of(k.source());
+      const Pos kp = toml_pos(k.source());
       if (!is_valid_job_name(job)) {
         error(kp, path, "bad job name '" + job + "': must match [A-Za-z][A-Za-z0-9_]*");
         continue;
       }
       spec_.job_positions_[job] = ClusterSpec::Position{kp.line, kp.column};
       if (const toml::array* arr = v.as_array()) {
-        if (arr->empty()) error(pos_of(v.source()), path, "job '" + job + "' has no tasks");
+        if (arr->empty()) error(toml_pos(v.source()), path, "job '" + job + "' has no tasks");
         for (size_t i = 0; i < arr->size(); ++i) {
           const toml::node& e = *arr->get(i);
           const std::string epath = path + "[" + std::to_string(i) + "]";
           if (const auto* s = e.as_string()) {
-            pending.push_back(Pending{pos_of(e.source()), job, static_cast<int>(i), s->get(), epath});
+            pending.push_back(Pending{toml_pos(e.source()), job, static_cast<int>(i), s->get(), epath});
           } else {
-            error(pos_of(e.source()), epath, std::string("expected a \"host:port\" string, got ") + type_name(e));
+            error(toml_pos(e.source()), epath, std::string("expected a \"host:port\" string, got ") + toml_type_name(e));
           }
         }
       } else if (const toml::table* tbl = v.as_table()) {
-        if (tbl->empty()) error(pos_of(v.source()), path, "job '" + job + "' has no tasks");
+        if (tbl->empty()) error(toml_pos(v.source()), path, "job '" + job + "' has no tasks");
         for (auto&& [ik, iv] : *tbl) {
           const std::string ks(ik.str()), epath = key_path(path, ks);
           int index = 0;
           if (!parse_task_index_key(ks, &index)) {
-            error(pos_of(ik.source()), epath,
+            error(toml_pos(ik.source()), epath,
                   "bad task index '" + ks + "': sparse-form keys are task indices 0.." +
                       std::to_string(kMaxTaskIndex) + " without leading zeros, e.g. { 0 = \"host:2222\" }");
             continue;
           }
           if (const auto* s = iv.as_string()) {
-            pending.push_back(Pending{pos_of(iv.source()), job, index, s->get(), epath});
+            pending.push_back(Pending{toml_pos(iv.source()), job, index, s->get(), epath});
           } else {
-            error(pos_of(iv.source()), epath, std::string("expected a \"host:port\" string, got ") + type_name(iv));
+            error(toml_pos(iv.source()), epath, std::string("expected a \"host:port\" string, got ") + toml_type_name(iv));
           }
         }
       } else {
-        error(pos_of(v.source()), path,
+        error(toml_pos(v.source()), path,
               std::string("expected an array of \"host:port\" strings or a table { 0 = \"host:port\" }, got ") +
-                  type_name(v));
+                  toml_type_name(v));
       }
     }
     std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
@@ -570,42 +400,42 @@ class ClusterFileReader {
     for (auto&& [k, v] : t) {
       const std::string key(k.str()), path = key_path(prefix, key);
       if (key == "log_device_placement") {
-        get_bool(v, path, &o->log_device_placement);
+        read_bool(v, path, &o->log_device_placement);
       } else if (key == "allow_soft_placement") {
-        get_bool(v, path, &o->allow_soft_placement);
+        read_bool(v, path, &o->allow_soft_placement);
       } else if (key == "gpu_memory_fraction") {
-        get_double(v, path, 0.0, true, 1.0, &o->gpu_memory_fraction);
+        read_number_in(v, path, 0.0, true, 1.0, &o->gpu_memory_fraction);
       } else if (key == "allow_growth") {
-        get_bool(v, path, &o->allow_growth);
+        read_bool(v, path, &o->allow_growth);
       } else if (key == "visible_devices") {
         std::string s;
         if (v.is_integer()) {
-          error(pos_of(v.source()), path, "expected a string such as \"0,1\", got integer (write \"" +
+          error(toml_pos(v.source()), path, "expected a string such as \"0,1\", got integer (write \"" +
                                               std::to_string(v.as_integer()->get()) + "\")");
-        } else if (get_string(v, path, &s)) {
+        } else if (read_string(v, path, &s)) {
           const std::string why = check_device_list(s);
           if (!why.empty()) {
-            error(pos_of(v.source()), path, why);
+            error(toml_pos(v.source()), path, why);
           } else {
             o->visible_devices = s;
           }
         }
       } else if (key == "bind") {
         std::string b;
-        if (get_string(v, path, &b)) {
+        if (read_string(v, path, &b)) {
           const std::string why = check_bind_address(b);
-          if (!why.empty()) error(pos_of(v.source()), path, why);
+          if (!why.empty()) error(toml_pos(v.source()), path, why);
           else o->bind = b;
         }
       } else if (key == "cpu_devices") {
-        get_int(v, path, 1, 4096, &o->cpu_devices);
+        read_int(v, path, 1, 4096, &o->cpu_devices);
       } else if (key == "connect_timeout_ms") {
-        get_int(v, path, 0, INT_MAX, &o->connect_timeout_ms);
+        read_int(v, path, 0, INT_MAX, &o->connect_timeout_ms);
       } else if (key == "heartbeat_interval_ms" || key == "peer_timeout_ms") {
         int* field = key == "heartbeat_interval_ms" ? &o->heartbeat_interval_ms : &o->peer_timeout_ms;
-        if (get_int(v, path, 1, INT_MAX, field) && (!timing_set || key == "peer_timeout_ms")) {
+        if (read_int(v, path, 1, INT_MAX, field) && (!timing_set || key == "peer_timeout_ms")) {
           timing_set = true;
-          timing_pos = pos_of(v.source());
+          timing_pos = toml_pos(v.source());
           timing_key = path;
         }
       } else {
@@ -624,14 +454,14 @@ class ClusterFileReader {
     auto it = spec_.jobs_.find(t.job);
     if (it == spec_.jobs_.end()) {
       error(p, path, what + " '" + t.to_string() + "' names job '" + t.job + "', which is not in [jobs] (jobs: " +
-                         (spec_.jobs_.empty() ? std::string("none") : join(spec_.jobs())) + ")");
+                         (spec_.jobs_.empty() ? std::string("none") : join_names(spec_.jobs())) + ")");
       return false;
     }
     if (!it->second.count(t.index)) {
       std::vector<std::string> idx;
       for (int i : spec_.task_indices(t.job)) idx.push_back(std::to_string(i));
       error(p, path, what + " '" + t.to_string() + "' is not in [jobs] (job '" + t.job + "' has task indices " +
-                         join(idx) + ")");
+                         join_names(idx) + ")");
       return false;
     }
     return true;
@@ -641,7 +471,7 @@ class ClusterFileReader {
     std::vector<std::pair<const toml::key*, const toml::node*>> entries;  // in file order
     for (auto&& [k, v] : t) entries.emplace_back(&k, &v);
     std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-      const Pos pa = pos_of(a.first->source()), pb = pos_of(b.first->source());
+      const Pos pa = toml_pos(a.first->source()), pb = toml_pos(b.first->source());
       return pa.line != pb.line ? pa.line < pb.line : pa.column < pb.column;
     });
     std::map<TaskId, Pos> seen;
@@ -649,7 +479,7 @@ class ClusterFileReader {
       const toml::key& k = *kptr;
       const toml::node& v = *vptr;
       const std::string key(k.str()), path = key_path("tasks", key);
-      const Pos kp = pos_of(k.source());
+      const Pos kp = toml_pos(k.source());
       auto task = TaskId::parse(key);
       if (!task.ok()) {
         error(kp, path, task.status().message() + "; write the header as [tasks.\"worker/1\"]");
@@ -665,7 +495,7 @@ class ClusterFileReader {
       seen[*task] = kp;
       const toml::table* tbl = v.as_table();
       if (!tbl) {
-        error(pos_of(v.source()), path, std::string("expected a table of [server] keys, got ") + type_name(v));
+        error(toml_pos(v.source()), path, std::string("expected a table of [server] keys, got ") + toml_type_name(v));
         continue;
       }
       ServerOptions o = spec_.server_defaults_;
@@ -680,34 +510,34 @@ class ClusterFileReader {
       const std::string key(k.str()), path = key_path("supervisor", key);
       if (key == "chief") {
         std::string str;
-        if (!get_string(v, path, &str)) continue;
+        if (!read_string(v, path, &str)) continue;
         auto task = TaskId::parse(str);
         if (!task.ok()) {
-          error(pos_of(v.source()), path, task.status().message());
-        } else if (check_task_exists(*task, pos_of(v.source()), path, "chief")) {
+          error(toml_pos(v.source()), path, task.status().message());
+        } else if (check_task_exists(*task, toml_pos(v.source()), path, "chief")) {
           s.chief = *task;
         }
       } else if (key == "logdir") {
         std::string str;
-        if (get_string(v, path, &str)) {
+        if (read_string(v, path, &str)) {
           if (str.empty()) {
-            error(pos_of(v.source()), path, "must not be empty");
+            error(toml_pos(v.source()), path, "must not be empty");
           } else {
             s.logdir = str;
           }
         }
       } else if (key == "save_checkpoint_secs") {
-        get_double(v, path, 0.0, true, HUGE_VAL, &s.save_checkpoint_secs);
+        read_number_in(v, path, 0.0, true, HUGE_VAL, &s.save_checkpoint_secs);
       } else if (key == "keep_checkpoints") {
-        get_int(v, path, 0, INT_MAX, &s.keep_checkpoints);
+        read_int(v, path, 0, INT_MAX, &s.keep_checkpoints);
       } else if (key == "max_restarts") {
-        get_int(v, path, 0, INT_MAX, &s.max_restarts);
+        read_int(v, path, 0, INT_MAX, &s.max_restarts);
       } else if (key == "restart_window_secs") {
-        get_double(v, path, 0.0, false, HUGE_VAL, &s.restart_window_secs);
+        read_number_in(v, path, 0.0, false, HUGE_VAL, &s.restart_window_secs);
       } else if (key == "ready_timeout_secs") {
-        get_double(v, path, 0.0, false, HUGE_VAL, &s.ready_timeout_secs);
+        read_number_in(v, path, 0.0, false, HUGE_VAL, &s.ready_timeout_secs);
       } else if (key == "save_summaries_secs") {
-        get_double(v, path, 0.0, true, HUGE_VAL, &s.save_summaries_secs);
+        read_number_in(v, path, 0.0, true, HUGE_VAL, &s.save_summaries_secs);
       } else {
         unknown_key(k, "supervisor", kSupervisorKeys);
       }
@@ -782,7 +612,6 @@ class ClusterFileReader {
 
   ClusterSpec spec_;
   std::string base_dir_;
-  std::vector<Error> errors_;
   std::map<std::string, Endpoint> endpoints_;                      // endpoint key -> first task using it
   std::map<TaskId, std::pair<Pos, std::string>> address_where_;  // task -> position and key path
   std::string secret_file_;

@@ -195,6 +195,13 @@ TEST(FaultPlanTest, ErrorsNameFileLineColumnAndKey) {
       {"seed = 1\n[[fault]]\nkind = \"drop\"\nprobability = 0.5\n",
        "p.toml:2:1: fault[0].src: a link fault needs src or dst (or both)"},
       {"seed = 1\nfault = 3\n", "p.toml:2:9: fault: expected [[fault]] tables"},
+      // The typed readers are config/toml_read.h's, shared with cluster files.
+      {"seed = 1\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nafter_secs = inf\n",
+       "p.toml:5:14: fault[0].after_secs: must be a finite number, got inf"},
+      {"seed = 1\n[[fault]]\nkind = \"kill\"\ntask = \"worker/1\"\nat_step = 1979-05-27\n",
+       "p.toml:5:11: fault[0].at_step: expected an integer, got date"},
+      {"seed = 1\n[[fault]]\nkind = \"KILL\"\ntask = \"worker/1\"\nat_step = 3\n",
+       "p.toml:3:8: fault[0].kind: unknown kind 'KILL' (did you mean 'kill'?)"},
   };
   for (const auto& c : cases) {
     auto p = FaultPlan::parse(c.text, "p.toml");
