@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/device_actor.h"
+#include "actors/device_ref.h"
 #include "actors/direct_step.h"
 #include "actors/faults.h"
 #include "actors/membership.h"
@@ -148,7 +149,7 @@ std::shared_ptr<const DirectPlan> make_direct_plan(MasterActor* self, const Plan
   std::vector<bool> fetched(plan.num_fetches, false);
   std::vector<DirectPlan::Forward> forwards;
   for (const auto& part : plan.partitions) {
-    if (is_remote(self, part.device.actor)) {
+    if (device_ref(self, part.device).on_other_process()) {
       if (!part.arg_indices.empty()) return nullptr;
       dp->dispatches.push_back(DirectPlan::Dispatch{part.device, part.handle, {}});
       for (int r : part.retval_indices)
@@ -200,8 +201,7 @@ struct StepRun {
 using steptimeout_atom = caf::atom_constant<caf::atom("steptmo")>;
 
 void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
-  if (is_remote(self, d.actor)) self->send(d.actor, abort_atom::value, d.name, step_id, why);
-  else self->send(d.actor, abort_atom::value, step_id, why);
+  device_ref(self, d).abort(step_id, why);
 }
 
 void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, caf::response_promise rp) {
@@ -252,7 +252,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
   const bool may_dispatch = static_cast<bool>(router);  // faults or not: one step path
   for (const auto& part : plan->partitions) {
     // Over the data plane: a remote partition without arguments, on an open connection.
-    if (may_dispatch && part.arg_indices.empty() && is_remote(self, part.device.actor) &&
+    if (may_dispatch && part.arg_indices.empty() && device_ref(self, part.device).on_other_process() &&
         router->can_dispatch(part.device.name)) {
       run->dispatched.insert(part.device.name);
       Status s = router->dispatch_step(part.device.name, part.handle, run->step_id, self->state.task);
@@ -277,12 +277,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
       run->one_done();
     };
     auto on_err = [run, dev_name](caf::error& err) { run->fail(from_caf_error(err, dev_name)); };
-    if (is_remote(self, part.device.actor))
-      self->request(part.device.actor, timeout, run_atom::value, dev_name, part.handle, run->step_id, std::move(args))
-          .then(on_ok, on_err);
-    else
-      self->request(part.device.actor, timeout, run_atom::value, part.handle, run->step_id, std::move(args))
-          .then(on_ok, on_err);
+    device_ref(self, part.device).request_run(timeout, part.handle, run->step_id, std::move(args)).then(on_ok, on_err);
   }
 }
 
@@ -342,14 +337,9 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
             if (plan->error.ok()) plan->error = from_caf_error(err, dev_name);
             if (--*remaining == 0) finish_registration();
           };
-          if (is_remote(self, part.device.actor)) {
-            self->request(part.device.actor, std::chrono::seconds(60), register_atom::value, dev_name, part.handle,
-                          serialize_graph(*graphs[i]))
-                .then(on_ok, on_err);
-          } else {
-            self->request(part.device.actor, std::chrono::seconds(60), register_atom::value, part.handle, graphs[i])
-                .then(on_ok, on_err);
-          }
+          device_ref(self, part.device)
+              .request_register(caf::duration{std::chrono::seconds(60)}, part.handle, graphs[i])
+              .then(on_ok, on_err);
         }
         return caf::delegated<std::vector<Tensor>>();
       },

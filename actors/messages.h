@@ -4,6 +4,11 @@
 // Message interfaces (documented for embedders; every request replies or errors):
 //   node actor   : (devices_atom) -> std::vector<DeviceInfo>
 //                  (ping_atom) -> std::string task name
+//                  the device messages below with the device's name after the atom, for a
+//                  device of its task: (register_atom, device, handle, std::string graph_def),
+//                  (run_atom, device, handle, step_id, args), (abort_atom, device, step_id, why);
+//                  the whole list is in actors/node_actor.h. Only the master sends these, through
+//                  DeviceRef (actors/device_ref.h), which picks the shape for where the device is.
 //   device actor : (register_atom, handle, GraphPtr) -> bool
 //                  (register_atom, handle, std::string graph_def) -> bool
 //                  (deregister_atom, handle) -> bool
