@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_runner.h"
 #include "device/device.h"
 #include "device/kernel.h"
 #include "graph/ops.h"
@@ -40,32 +41,8 @@ af::Tensor random_tensor(const af::Shape& s, float lo, float hi, unsigned seed) 
   return t;
 }
 
-// Runs the CPU kernel of `out`'s node directly on `inputs` (no executor overhead).
-struct KernelRunner {
-  af::Device* dev;
-  const af::Node* node;
-  std::unique_ptr<af::OpKernel> kernel;
-  std::vector<af::Tensor> inputs;
-  af::Tensor result;
-  void run() {
-    af::OpKernelContext ctx(*node, dev, inputs, 0);
-    af::Status s = kernel->compute(ctx);
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.to_string().c_str());
-      std::exit(1);
-    }
-    result = ctx.outputs()[0];
-  }
-};
-
-KernelRunner make_runner(af::Device* dev, const af::Output& out, std::vector<af::Tensor> inputs) {
-  auto k = af::KernelRegistry::global().create(*out.node(), "CPU");
-  if (!k.ok()) {
-    std::fprintf(stderr, "%s\n", k.status().to_string().c_str());
-    std::exit(1);
-  }
-  return KernelRunner{dev, out.node(), std::move(*k), std::move(inputs), {}};
-}
+using af::bench::KernelRunner;
+using af::bench::make_runner;
 
 float max_abs_diff(const af::Tensor& a, const std::vector<float>& b) {
   float m = 0;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_runner.h"
 #include "device/cpu/nn_kernels.h"
 #include "device/device.h"
 #include "device/kernel.h"
@@ -70,35 +71,15 @@ af::Tensor random_tensor(const af::Shape& s, unsigned seed) {
   return t;
 }
 
-// Runs the CPU kernel of `out`'s node directly on `inputs` (no executor overhead).
-struct KernelRunner {
-  af::Device* dev;
-  const af::Node* node;
-  std::unique_ptr<af::OpKernel> kernel;
-  std::vector<af::Tensor> inputs;
-  af::Tensor result;
-  void run() {
-    af::OpKernelContext ctx(*node, dev, inputs, 0);
-    af::Status s = kernel->compute(ctx);
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.to_string().c_str());
-      std::exit(1);
-    }
-    result = ctx.outputs()[0];
-  }
-};
+using af::bench::KernelRunner;
 
+// make_runner() after checking that building the graph succeeded.
 KernelRunner make_runner(af::Device* dev, const af::Scope& root, const af::Output& out, std::vector<af::Tensor> in) {
   if (!root.ok() || !out.valid()) {
     std::fprintf(stderr, "graph: %s\n", root.status().to_string().c_str());
     std::exit(1);
   }
-  auto k = af::KernelRegistry::global().create(*out.node(), "CPU");
-  if (!k.ok()) {
-    std::fprintf(stderr, "%s\n", k.status().to_string().c_str());
-    std::exit(1);
-  }
-  return KernelRunner{dev, out.node(), std::move(*k), std::move(in), {}};
+  return af::bench::make_runner(dev, out, std::move(in));
 }
 
 double max_rel_diff(const af::Tensor& a, const std::vector<float>& b) {

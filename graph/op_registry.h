@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -74,6 +75,16 @@ struct OpDef {
   bool stateful = false; // never constant-folded or deduplicated (Variable, Placeholder, random ops)
   bool is_source = false;  // no inputs, e.g. Const
 };
+
+// The definition of an op with a shape function and nothing else: no gradient (gradients are
+// set apart, OpRegistry::set_grad), not stateful, not a source. Returns it by value; pure.
+inline OpDef op_def(std::string name, int num_inputs, ShapeFn fn) {
+  OpDef d;
+  d.name = std::move(name);
+  d.num_inputs = num_inputs;
+  d.shape_fn = std::move(fn);
+  return d;
+}
 
 class OpRegistry {
  public:

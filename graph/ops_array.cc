@@ -163,15 +163,6 @@ Status one_hot_shape(InferenceContext& c) {
   return Status::OK();
 }
 
-// An op definition with a shape function and no gradient (gradients are set separately).
-OpDef op_def(const std::string& name, int num_inputs, ShapeFn fn) {
-  OpDef d;
-  d.name = name;
-  d.num_inputs = num_inputs;
-  d.shape_fn = std::move(fn);
-  return d;
-}
-
 }  // namespace
 
 void register_array_ops(OpRegistry& r) {

@@ -171,15 +171,6 @@ Output reduction(const Scope& s, const char* op, const Input& x, const std::vect
   return NodeBuilder(s, op).input(x).attr("axes", axes).attr("keep_dims", keep).output();
 }
 
-// An op definition with a shape function and no gradient (gradients are set separately).
-OpDef op_def(const std::string& name, int num_inputs, ShapeFn fn) {
-  OpDef d;
-  d.name = name;
-  d.num_inputs = num_inputs;
-  d.shape_fn = std::move(fn);
-  return d;
-}
-
 }  // namespace
 
 void register_math_ops(OpRegistry& r) {

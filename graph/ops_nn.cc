@@ -255,8 +255,10 @@ Status conv2d_backprop_filter_shape(InferenceContext& c) {
   return Status::OK();
 }
 
-// MaxPoolGrad(orig_input, orig_output, grad) -> orig_input's shape.
-Status max_pool_grad_shape(InferenceContext& c) {
+// The checks MaxPoolGrad and MaxPoolGradGrad share on (orig_input, orig_output, grad): one
+// floating dtype, rank-4 orig_output and grad, orig_output compatible with the pooled shape of
+// orig_input. Returns that pooled shape.
+Result<Shape> check_pool_grad_inputs(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_floating(c.input_type(0), "orig_input"));
   AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(1), "orig_input", "orig_output"));
   AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(2), "orig_input", "grad"));
@@ -266,6 +268,12 @@ Status max_pool_grad_shape(InferenceContext& c) {
   if (!pooled.compatible_with(c.input_shape(1)))
     return InvalidArgument("orig_output " + c.input_shape(1).to_string() + " does not match the pooled shape " +
                            pooled.to_string());
+  return pooled;
+}
+
+// MaxPoolGrad(orig_input, orig_output, grad) -> orig_input's shape.
+Status max_pool_grad_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(Shape pooled, check_pool_grad_inputs(c));
   if (!pooled.compatible_with(c.input_shape(2)))
     return InvalidArgument("grad " + c.input_shape(2).to_string() + " does not match the pooled shape " +
                            pooled.to_string());
@@ -276,15 +284,7 @@ Status max_pool_grad_shape(InferenceContext& c) {
 // MaxPoolGradGrad(orig_input, orig_output, grad) -> orig_output's (pooled) shape; grad has
 // orig_input's shape.
 Status max_pool_grad_grad_shape(InferenceContext& c) {
-  AF_RETURN_IF_ERROR(check_floating(c.input_type(0), "orig_input"));
-  AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(1), "orig_input", "orig_output"));
-  AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(2), "orig_input", "grad"));
-  AF_ASSIGN_OR_RETURN(Shape pooled, max_pool_output(c.input_shape(0), c.attrs()));
-  AF_RETURN_IF_ERROR(check_rank(c.input_shape(1), 4, "orig_output"));
-  AF_RETURN_IF_ERROR(check_rank(c.input_shape(2), 4, "grad"));
-  if (!pooled.compatible_with(c.input_shape(1)))
-    return InvalidArgument("orig_output " + c.input_shape(1).to_string() + " does not match the pooled shape " +
-                           pooled.to_string());
+  AF_ASSIGN_OR_RETURN(Shape pooled, check_pool_grad_inputs(c));
   if (!c.input_shape(0).compatible_with(c.input_shape(2)))
     return InvalidArgument("grad " + c.input_shape(2).to_string() + " does not match orig_input " +
                            c.input_shape(0).to_string());
@@ -293,12 +293,18 @@ Status max_pool_grad_grad_shape(InferenceContext& c) {
   return Status::OK();
 }
 
-OpDef op_def(const char* name, int num_inputs, ShapeFn fn) {
-  OpDef d;
-  d.name = name;
-  d.num_inputs = num_inputs;
-  d.shape_fn = std::move(fn);
-  return d;
+// A MaxPoolGrad-shaped node `op`(orig_input, orig_output, grad) with its window attributes.
+Output pool_grad_node(const Scope& s, const char* op, const Input& orig_input, const Input& orig_output,
+                      const Input& grad, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                      const std::string& padding) {
+  return NodeBuilder(s, op)
+      .input(orig_input)
+      .input(orig_output)
+      .input(grad)
+      .attr("ksize", ksize)
+      .attr("strides", strides)
+      .attr("padding", padding)
+      .output();
 }
 
 }  // namespace
@@ -397,27 +403,13 @@ Output conv2d_backprop_filter(const Scope& s, Input input, const std::vector<int
 Output max_pool_grad(const Scope& s, Input orig_input, Input orig_output, Input grad,
                      const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                      const std::string& padding) {
-  return NodeBuilder(s, "MaxPoolGrad")
-      .input(orig_input)
-      .input(orig_output)
-      .input(grad)
-      .attr("ksize", ksize)
-      .attr("strides", strides)
-      .attr("padding", padding)
-      .output();
+  return pool_grad_node(s, "MaxPoolGrad", orig_input, orig_output, grad, ksize, strides, padding);
 }
 
 Output max_pool_grad_grad(const Scope& s, Input orig_input, Input orig_output, Input grad,
                           const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                           const std::string& padding) {
-  return NodeBuilder(s, "MaxPoolGradGrad")
-      .input(orig_input)
-      .input(orig_output)
-      .input(grad)
-      .attr("ksize", ksize)
-      .attr("strides", strides)
-      .attr("padding", padding)
-      .output();
+  return pool_grad_node(s, "MaxPoolGradGrad", orig_input, orig_output, grad, ksize, strides, padding);
 }
 
 }  // namespace ops

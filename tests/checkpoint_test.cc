@@ -12,28 +12,14 @@
 
 #include "data/checkpoint.h"
 #include "data/crc32c.h"
+#include "tests/util/process.h"
 
 namespace actorflow {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "af_ckpt_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::vector<std::string> dir_entries(const std::string& dir) {
   std::vector<std::string> out;

@@ -8,28 +8,14 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "tests/util/process.h"
 
 namespace actorflow {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "af_idx_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 void write_bytes(const std::string& path, const std::vector<unsigned char>& b) {
   std::ofstream f(path, std::ios::binary);

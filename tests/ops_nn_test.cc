@@ -7,9 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "device/cpu/dnnl_primitive_cache.h"
 #include "device/cpu/nn_kernels.h"
 #include "device/executor.h"
 #include "graph/ops.h"
@@ -861,6 +864,53 @@ TEST(BackwardTest, ShapesAndErrors) {
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.status().message(), "Conv2DBackpropInput 'bi': out_backprop [1,4,4,3] does not match the convolution "
                                     "output [1,3,3,3] of input [1,4,4,2] and filter [2,2,2,3]");
+}
+
+// ---- the oneDNN kernels' primitive cache ------------------------------------------------
+
+TEST(DnnlPrimitiveCacheTest, BuildsOncePerKeyAndDropsEveryEntryWhenFull) {
+  DnnlPrimitiveCache<int, std::string, 2> cache;
+  int built = 0;
+  auto get = [&](int key) {
+    return cache.with(key, [&] { ++built; return std::to_string(key); }, [](std::string& e) { return e; });
+  };
+  EXPECT_EQ(get(1), "1");
+  EXPECT_EQ(get(1), "1");
+  EXPECT_EQ(built, 1);
+  EXPECT_EQ(get(2), "2");
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(get(3), "3");  // full: drops 1 and 2
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(get(1), "1");
+  EXPECT_EQ(built, 4);
+}
+
+TEST(DnnlPrimitiveCacheTest, AThrowingMakeLeavesNoEntry) {
+  DnnlPrimitiveCache<int, int> cache;
+  EXPECT_THROW(cache.with(7, []() -> int { throw std::runtime_error("no"); }, [](int& e) { return e; }),
+               std::runtime_error);
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.with(7, [] { return 5; }, [](int& e) { return e; }), 5);
+}
+
+TEST(DnnlPrimitiveCacheTest, ConcurrentCallsOnOneCacheRunOneAtATime) {
+  DnnlPrimitiveCache<int, int> cache;
+  int inside = 0, most_inside = 0, total = 0;  // guarded by the cache
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i)
+        cache.with((t + i) % 3, [] { return 0; }, [&](int& e) {
+          most_inside = std::max(most_inside, ++inside);
+          ++e;
+          ++total;
+          --inside;
+          return 0;
+        });
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(most_inside, 1);
+  EXPECT_EQ(total, 800);
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 // oneDNN's fastest convolution wants one (a copy of the small filter tensor per call).
 //
 // Primitives are created on first use and cached per kernel instance, keyed by the input
-// shapes (a kernel is reused every step; the batch dimension may change between steps). The
-// cache, the reorder buffers and the scratchpad are guarded by a per-kernel mutex held for the
-// whole compute(), so a kernel is safe even if a caller runs it from several threads at once.
+// shapes, in a DnnlPrimitiveCache (device/cpu/dnnl_primitive_cache.h). The cache's mutex is
+// held while a kernel runs its primitives, and guards the kernel's reorder buffers and
+// scratchpad too, so a kernel is safe even if a caller runs it from several threads at once.
 //
 // Relu, BiasAdd, Softmax, SoftmaxCrossEntropyWithLogits, ReluGrad and BiasAddGrad are plain
 // loops written for the auto-vectoriser. Every kernel is float32-only and says so, naming the
@@ -25,15 +25,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "device/cpu/dnnl_primitive_cache.h"
 #include "device/functors.h"
 #include "device/kernel.h"
 #include "graph/ops_nn_util.h"
@@ -146,10 +146,28 @@ memory::desc hwio_md(const Shape& f) { return memory::desc({f.dim(3), f.dim(2), 
 
 memory wrap(const memory::desc& md, const void* p) { return memory(md, cpu_engine(), const_cast<void*>(p)); }
 
-// Keeps a per-kernel cache from bounded growth if shapes keep changing.
-template <class M>
-void bound_cache(M& m) {
-  if (m.size() >= 16) m.clear();
+// A memory of `md` in `buf` (grown as needed): scratchpads, reordered filters, workspaces.
+memory buffer_memory(const memory::desc& md, AlignedBuffer& buf) { return wrap(md, buf.get(md.get_size())); }
+
+// Runs `p` on this thread's stream and waits for it.
+Status execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+  p.execute(cpu_stream(), args);
+  cpu_stream().wait();
+  return Status::OK();
+}
+
+// What each single-primitive kernel caches per shape: the descriptor, the primitive and, for
+// convolutions, the filter reorder built on first need.
+template <class Prim>
+struct PrimEntry {
+  typename Prim::primitive_desc pd;
+  Prim prim;
+  std::optional<dnnl::reorder> w_reorder;
+};
+
+template <class Prim>
+PrimEntry<Prim> prim_entry(const typename Prim::primitive_desc& pd) {
+  return PrimEntry<Prim>{pd, Prim(pd), std::nullopt};
 }
 
 // ---- MatMul ------------------------------------------------------------------------------
@@ -177,40 +195,28 @@ class MatMulKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(m, k, n);
-      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
-      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                    {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), ctx.input(1).raw_data())},
-                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
-                                    {DNNL_ARG_SCRATCHPAD, scratch}});
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with({m, k, n}, [&] { return make_entry(m, k, n); }, [&](Entry& e) {
+        return execute(e.prim, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), ctx.input(1).raw_data())},
+                                {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+      });
     });
   }
 
  private:
-  struct Entry {
-    dnnl::matmul::primitive_desc pd;
-    dnnl::matmul prim;
-  };
+  using Entry = PrimEntry<dnnl::matmul>;
 
-  Entry& entry(int64_t m, int64_t k, int64_t n) {
-    const std::array<int64_t, 3> key{m, k, n};
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
+  Entry make_entry(int64_t m, int64_t k, int64_t n) const {
     memory::desc a({m, k}, kF32, ta_ ? Tag::ba : Tag::ab);
     memory::desc b({k, n}, kF32, tb_ ? Tag::ba : Tag::ab);
     memory::desc c({m, n}, kF32, Tag::ab);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine());
-    return cache_.emplace(key, Entry{pd, dnnl::matmul(pd)}).first->second;
+    return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
   }
 
   const bool ta_, tb_;
-  std::mutex mu_;
-  std::map<std::array<int64_t, 3>, Entry> cache_;
-  AlignedBuffer scratch_;
+  DnnlPrimitiveCache<std::array<int64_t, 3>, Entry> cache_;
+  AlignedBuffer scratch_;  // guarded by cache_
 };
 
 // ---- Conv2D geometry ---------------------------------------------------------------------
@@ -260,15 +266,31 @@ Result<ConvGeometry> conv_geometry(const OpKernelContext& ctx, const Shape& in, 
 }
 
 using ConvKey = std::array<int64_t, 8>;
-ConvKey conv_key(const Shape& in, const Shape& f) {
+ConvKey conv_key(const ConvGeometry& g) {
+  const Shape& in = g.input;
+  const Shape& f = g.filter;
   return {in.dim(0), in.dim(1), in.dim(2), in.dim(3), f.dim(0), f.dim(1), f.dim(2), f.dim(3)};
 }
 
-// Descriptor of the forward convolution with filters in oneDNN's preferred layout ("any").
+// The filter descriptor in oneDNN's preferred layout ("any").
+memory::desc filter_any_md(const ConvGeometry& g) {
+  return memory::desc({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
+}
+
+// Descriptor of the forward convolution with filters in oneDNN's preferred layout.
 dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind) {
-  memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
-  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
-                                         nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input),
+                                         filter_any_md(g), nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+}
+
+// The cache entry of a backward convolution (Prim: convolution_backward_data or _weights),
+// hinted by the forward training convolution of the same geometry.
+template <class Prim>
+PrimEntry<Prim> conv_bwd_entry(const ConvGeometry& g) {
+  dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
+  typename Prim::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), filter_any_md(g), nhwc_md(g.output),
+                        g.strides, g.pad_l, g.pad_r);
+  return prim_entry<Prim>({d, user_scratchpad_attr(), cpu_engine(), hint});
 }
 
 // Filters in the layout `want`: the tensor itself when it already is HWIO, else reordered into `buf`.
@@ -276,7 +298,7 @@ memory filter_as(const memory::desc& want, const Tensor& filter, std::optional<d
                  AlignedBuffer& buf) {
   memory user = wrap(hwio_md(filter.shape()), filter.raw_data());
   if (want == user.get_desc()) return user;
-  memory dst = wrap(want, buf.get(want.get_size()));
+  memory dst = buffer_memory(want, buf);
   if (!reorder) reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user.get_desc(), cpu_engine(), want));
   reorder->execute(cpu_stream(), user, dst);
   return dst;
@@ -301,40 +323,26 @@ class Conv2DKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(g);
-      memory w = filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_);
-      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
-      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                    {DNNL_ARG_WEIGHTS, w},
-                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
-                                    {DNNL_ARG_SCRATCHPAD, scratch}});
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with(conv_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
+        return execute(e.prim, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
+                                {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+      });
     });
   }
 
  private:
-  struct Entry {
-    dnnl::convolution_forward::primitive_desc pd;
-    dnnl::convolution_forward prim;
-    std::optional<dnnl::reorder> w_reorder;
-  };
+  using Entry = PrimEntry<dnnl::convolution_forward>;
 
-  Entry& entry(const ConvGeometry& g) {
-    const ConvKey key = conv_key(g.input, g.filter);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
-    dnnl::convolution_forward::primitive_desc pd(conv_fwd_desc(g, dnnl::prop_kind::forward_inference),
-                                                 user_scratchpad_attr(), cpu_engine());
-    return cache_.emplace(key, Entry{pd, dnnl::convolution_forward(pd), std::nullopt}).first->second;
+  static Entry make_entry(const ConvGeometry& g) {
+    return prim_entry<dnnl::convolution_forward>(
+        {conv_fwd_desc(g, dnnl::prop_kind::forward_inference), user_scratchpad_attr(), cpu_engine()});
   }
 
   const ConvAttrs attrs_;
-  std::mutex mu_;
-  std::map<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;
+  DnnlPrimitiveCache<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
 };
 
 // Reads Conv2DBackpropInput's input_sizes tensor (int32/int64, 4 elements).
@@ -377,43 +385,22 @@ class Conv2DBackpropInputKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(g);
-      memory w = filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_);
-      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
-      e.prim.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(2).raw_data())},
-                                    {DNNL_ARG_WEIGHTS, w},
-                                    {DNNL_ARG_DIFF_SRC, wrap(e.pd.diff_src_desc(), out->raw_data())},
-                                    {DNNL_ARG_SCRATCHPAD, scratch}});
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with(conv_key(g), [&] { return conv_bwd_entry<Prim>(g); }, [&](Entry& e) {
+        return execute(e.prim, {{DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(2).raw_data())},
+                                {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
+                                {DNNL_ARG_DIFF_SRC, wrap(e.pd.diff_src_desc(), out->raw_data())},
+                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+      });
     });
   }
 
  private:
-  struct Entry {
-    dnnl::convolution_backward_data::primitive_desc pd;
-    dnnl::convolution_backward_data prim;
-    std::optional<dnnl::reorder> w_reorder;
-  };
-
-  Entry& entry(const ConvGeometry& g) {
-    const ConvKey key = conv_key(g.input, g.filter);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
-    dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
-    memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
-    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
-                                            nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
-    dnnl::convolution_backward_data::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
-    return cache_.emplace(key, Entry{pd, dnnl::convolution_backward_data(pd), std::nullopt}).first->second;
-  }
+  using Prim = dnnl::convolution_backward_data;
+  using Entry = PrimEntry<Prim>;
 
   const ConvAttrs attrs_;
-  std::mutex mu_;
-  std::map<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;
+  DnnlPrimitiveCache<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
 };
 
 // Conv2DBackpropFilter(input, out_backprop), attr filter_sizes -> dL/dfilter (HWIO).
@@ -434,51 +421,34 @@ class Conv2DBackpropFilterKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(g);
-      memory user_dw = wrap(hwio_md(filter_), out->raw_data());
-      const bool direct = e.pd.diff_weights_desc() == user_dw.get_desc();
-      memory dw = direct ? user_dw : wrap(e.pd.diff_weights_desc(), w_buf_.get(e.pd.diff_weights_desc().get_size()));
-      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
-      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                    {DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(1).raw_data())},
-                                    {DNNL_ARG_DIFF_WEIGHTS, dw},
-                                    {DNNL_ARG_SCRATCHPAD, scratch}});
-      if (!direct) {
-        if (!e.w_reorder)
-          e.w_reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), dw.get_desc(), cpu_engine(), user_dw.get_desc()));
-        e.w_reorder->execute(cpu_stream(), dw, user_dw);
-      }
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with(conv_key(g), [&] { return conv_bwd_entry<Prim>(g); }, [&](Entry& e) {
+        memory user_dw = wrap(hwio_md(filter_), out->raw_data());
+        const bool direct = e.pd.diff_weights_desc() == user_dw.get_desc();
+        memory dw = direct ? user_dw : buffer_memory(e.pd.diff_weights_desc(), w_buf_);
+        e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                      {DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(1).raw_data())},
+                                      {DNNL_ARG_DIFF_WEIGHTS, dw},
+                                      {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+        if (!direct) {  // blocked diff_weights -> HWIO
+          if (!e.w_reorder)
+            e.w_reorder.emplace(
+                dnnl::reorder::primitive_desc(cpu_engine(), dw.get_desc(), cpu_engine(), user_dw.get_desc()));
+          e.w_reorder->execute(cpu_stream(), dw, user_dw);
+        }
+        cpu_stream().wait();
+        return Status::OK();
+      });
     });
   }
 
  private:
-  struct Entry {
-    dnnl::convolution_backward_weights::primitive_desc pd;
-    dnnl::convolution_backward_weights prim;
-    std::optional<dnnl::reorder> w_reorder;  // blocked diff_weights -> HWIO
-  };
-
-  Entry& entry(const ConvGeometry& g) {
-    const ConvKey key = conv_key(g.input, g.filter);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
-    dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
-    memory::desc w_any({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
-    dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), w_any,
-                                               nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine(), hint);
-    return cache_.emplace(key, Entry{pd, dnnl::convolution_backward_weights(pd), std::nullopt}).first->second;
-  }
+  using Prim = dnnl::convolution_backward_weights;
+  using Entry = PrimEntry<Prim>;
 
   const ConvAttrs attrs_;
   const Shape filter_;
-  std::mutex mu_;
-  std::map<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;
+  DnnlPrimitiveCache<ConvKey, Entry> cache_;
+  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
 };
 
 // ---- MaxPool -----------------------------------------------------------------------------
@@ -525,11 +495,12 @@ Result<PoolGeometry> pool_geometry(const OpKernelContext& ctx, const Shape& in, 
 }
 
 using PoolKey = std::array<int64_t, 4>;
-PoolKey pool_key(const Shape& s) { return {s.dim(0), s.dim(1), s.dim(2), s.dim(3)}; }
+PoolKey pool_key(const PoolGeometry& g) { return {g.input.dim(0), g.input.dim(1), g.input.dim(2), g.input.dim(3)}; }
 
-dnnl::pooling_forward::desc pool_fwd_desc(const PoolGeometry& g, dnnl::prop_kind kind) {
-  return dnnl::pooling_forward::desc(kind, dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output),
-                                     g.strides, g.kernel, g.pad_l, g.pad_r);
+dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolGeometry& g, dnnl::prop_kind kind) {
+  return {dnnl::pooling_forward::desc(kind, dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output),
+                                      g.strides, g.kernel, g.pad_l, g.pad_r),
+          user_scratchpad_attr(), cpu_engine()};
 }
 
 class MaxPoolKernel : public OpKernel {
@@ -542,37 +513,24 @@ class MaxPoolKernel : public OpKernel {
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.output));
     if (empty_shape(g.output)) return Status::OK();
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(g);
-      memory scratch = wrap(e.pd.scratchpad_desc(), scratch_.get(e.pd.scratchpad_desc().get_size()));
-      e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                    {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
-                                    {DNNL_ARG_SCRATCHPAD, scratch}});
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with(pool_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
+        return execute(e.prim, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+                                {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+      });
     });
   }
 
  private:
-  struct Entry {
-    dnnl::pooling_forward::primitive_desc pd;
-    dnnl::pooling_forward prim;
-  };
+  using Entry = PrimEntry<dnnl::pooling_forward>;
 
-  Entry& entry(const PoolGeometry& g) {
-    const PoolKey key = pool_key(g.input);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
-    dnnl::pooling_forward::primitive_desc pd(pool_fwd_desc(g, dnnl::prop_kind::forward_inference),
-                                             user_scratchpad_attr(), cpu_engine());
-    return cache_.emplace(key, Entry{pd, dnnl::pooling_forward(pd)}).first->second;
+  static Entry make_entry(const PoolGeometry& g) {
+    return prim_entry<dnnl::pooling_forward>(pool_fwd_pd(g, dnnl::prop_kind::forward_inference));
   }
 
   const PoolAttrs attrs_;
-  std::mutex mu_;
-  std::map<PoolKey, Entry> cache_;
-  AlignedBuffer scratch_;
+  DnnlPrimitiveCache<PoolKey, Entry> cache_;
+  AlignedBuffer scratch_;  // guarded by cache_
 };
 
 // MaxPoolGrad(orig_input, orig_output, grad): reruns the forward pass in training mode to get
@@ -598,23 +556,21 @@ class MaxPoolGradKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      std::lock_guard<std::mutex> lock(mu_);
-      Entry& e = entry(g);
-      memory ws = wrap(e.fwd_pd.workspace_desc(), ws_buf_.get(e.fwd_pd.workspace_desc().get_size()));
-      memory dst = wrap(e.fwd_pd.dst_desc(), dst_buf_.get(e.fwd_pd.dst_desc().get_size()));
-      const size_t scratch_bytes =
-          std::max(e.fwd_pd.scratchpad_desc().get_size(), e.bwd_pd.scratchpad_desc().get_size());
-      void* scratch_p = scratch_.get(scratch_bytes);
-      e.fwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.fwd_pd.src_desc(), ctx.input(0).raw_data())},
-                                   {DNNL_ARG_DST, dst},
-                                   {DNNL_ARG_WORKSPACE, ws},
-                                   {DNNL_ARG_SCRATCHPAD, wrap(e.fwd_pd.scratchpad_desc(), scratch_p)}});
-      e.bwd.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(e.bwd_pd.diff_dst_desc(), ctx.input(2).raw_data())},
-                                   {DNNL_ARG_WORKSPACE, ws},
-                                   {DNNL_ARG_DIFF_SRC, wrap(e.bwd_pd.diff_src_desc(), out->raw_data())},
-                                   {DNNL_ARG_SCRATCHPAD, wrap(e.bwd_pd.scratchpad_desc(), scratch_p)}});
-      cpu_stream().wait();
-      return Status::OK();
+      return cache_.with(pool_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
+        memory ws = buffer_memory(e.fwd_pd.workspace_desc(), ws_buf_);
+        memory dst = buffer_memory(e.fwd_pd.dst_desc(), dst_buf_);
+        const size_t scratch_bytes =
+            std::max(e.fwd_pd.scratchpad_desc().get_size(), e.bwd_pd.scratchpad_desc().get_size());
+        void* scratch_p = scratch_.get(scratch_bytes);
+        e.fwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.fwd_pd.src_desc(), ctx.input(0).raw_data())},
+                                     {DNNL_ARG_DST, dst},
+                                     {DNNL_ARG_WORKSPACE, ws},
+                                     {DNNL_ARG_SCRATCHPAD, wrap(e.fwd_pd.scratchpad_desc(), scratch_p)}});
+        return execute(e.bwd, {{DNNL_ARG_DIFF_DST, wrap(e.bwd_pd.diff_dst_desc(), ctx.input(2).raw_data())},
+                               {DNNL_ARG_WORKSPACE, ws},
+                               {DNNL_ARG_DIFF_SRC, wrap(e.bwd_pd.diff_src_desc(), out->raw_data())},
+                               {DNNL_ARG_SCRATCHPAD, wrap(e.bwd_pd.scratchpad_desc(), scratch_p)}});
+      });
     });
   }
 
@@ -626,24 +582,17 @@ class MaxPoolGradKernel : public OpKernel {
     dnnl::pooling_backward bwd;
   };
 
-  Entry& entry(const PoolGeometry& g) {
-    const PoolKey key = pool_key(g.input);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    bound_cache(cache_);
-    dnnl::pooling_forward::primitive_desc fpd(pool_fwd_desc(g, dnnl::prop_kind::forward_training),
-                                              user_scratchpad_attr(), cpu_engine());
+  static Entry make_entry(const PoolGeometry& g) {
+    dnnl::pooling_forward::primitive_desc fpd = pool_fwd_pd(g, dnnl::prop_kind::forward_training);
     dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output), g.strides,
                                     g.kernel, g.pad_l, g.pad_r);
     dnnl::pooling_backward::primitive_desc bpd(bd, user_scratchpad_attr(), cpu_engine(), fpd);
-    return cache_.emplace(key, Entry{fpd, dnnl::pooling_forward(fpd), bpd, dnnl::pooling_backward(bpd)})
-        .first->second;
+    return Entry{fpd, dnnl::pooling_forward(fpd), bpd, dnnl::pooling_backward(bpd)};
   }
 
   const PoolAttrs attrs_;
-  std::mutex mu_;
-  std::map<PoolKey, Entry> cache_;
-  AlignedBuffer scratch_, ws_buf_, dst_buf_;
+  DnnlPrimitiveCache<PoolKey, Entry> cache_;
+  AlignedBuffer scratch_, ws_buf_, dst_buf_;  // guarded by cache_
 };
 
 // ---- elementwise and row kernels ---------------------------------------------------------

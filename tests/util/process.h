@@ -102,6 +102,8 @@ class TempDir {
   TempDir();
   ~TempDir();
   const std::string& path() const { return path_; }
+  // The full path of `name` inside the directory (path()/name); creates nothing.
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
   // Writes `content` to path()/name and returns the full path.
   std::string write(const std::string& name, const std::string& content) const;
 
