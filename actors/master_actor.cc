@@ -79,6 +79,7 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
   std::vector<AvailableDevice> avail;
   for (const auto& d : devices) avail.push_back(AvailableDevice{d.name, d.type});
   PlacerOptions popts;
+  popts.has_kernel = [](const std::string& op, const std::string& type) { return KernelRegistry::global().has(op, type); };
   popts.allow_soft_placement = req.allow_soft_placement;
   popts.log_device_placement = req.log_device_placement;
   popts.default_device = req.default_device.empty() ? st.default_device : req.default_device;

@@ -8,7 +8,6 @@
 
 #include "core/logging.h"
 #include "device/device_spec.h"
-#include "device/kernel.h"
 
 namespace actorflow {
 
@@ -184,12 +183,15 @@ class Placer {
     for (int id = 0; id < g_.num_nodes(); ++id) members_[static_cast<size_t>(uf_.find(id))].push_back(id);
   }
 
+  bool has_kernel(const std::string& op, const std::string& type) const {
+    return !opts_.has_kernel || opts_.has_kernel(op, type);
+  }
+
   bool has_any_kernel(const std::string& op) {
     auto it = any_kernel_.find(op);
     if (it != any_kernel_.end()) return it->second;
-    const auto& reg = KernelRegistry::global();
-    bool any = reg.has(op, "CPU") || reg.has(op, "GPU");
-    for (const auto& t : types_) any = any || reg.has(op, t);
+    bool any = has_kernel(op, "CPU") || has_kernel(op, "GPU");
+    for (const auto& t : types_) any = any || has_kernel(op, t);
     any_kernel_[op] = any;
     return any;
   }
@@ -198,7 +200,7 @@ class Placer {
   std::string unsupported_op(int root, const std::string& type) {
     for (int m : members_[static_cast<size_t>(root)]) {
       const std::string& op = g_.node(m)->op;
-      if (!KernelRegistry::global().has(op, type) && has_any_kernel(op)) return op;
+      if (!has_kernel(op, type) && has_any_kernel(op)) return op;
     }
     return "";
   }

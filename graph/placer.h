@@ -29,6 +29,7 @@
 // Pure function of its arguments apart from logging; thread-safe for distinct graphs.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,14 @@
 
 namespace actorflow {
 
+// Whether a kernel for op `op` exists for devices of type `device_type` ("CPU", "GPU"): all the
+// placer needs to know about kernels, passed in so that graph/ does not ask device/'s kernel
+// registry itself (the master answers with device/kernel.h's KernelRegistry). Called on the placing thread only.
+using KernelAvailability = std::function<bool(const std::string& op, const std::string& device_type)>;
+
 struct PlacerOptions {
+  // Null: every op has a kernel for every device type (placement by requests alone).
+  KernelAvailability has_kernel;
   bool allow_soft_placement = true;
   bool log_device_placement = false;
   // Full or partial device that fills unset request fields, usually the client's task CPU

@@ -68,6 +68,13 @@ class PlacerTest : public ::testing::Test {
 };
 
 std::vector<AvailableDevice> local_cpus() { return {{kCpu0, "CPU"}, {kCpu1, "CPU"}}; }
+// Placer options that ask the kernel registry (as the master does) which kernels exist.
+PlacerOptions with_registry_kernels() {
+  PlacerOptions o;
+  o.has_kernel = [](const std::string& op, const std::string& type) { return KernelRegistry::global().has(op, type); };
+  return o;
+}
+
 std::vector<AvailableDevice> local_with_gpus() { return {{kCpu0, "CPU"}, {kGpu0, "GPU"}, {kGpu1, "GPU"}}; }
 std::vector<AvailableDevice> cluster() {
   return {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
@@ -94,7 +101,7 @@ TEST_F(PlacerTest, SeedLogLinesInTensorFlowFormat) {
   auto b = ops::constant(root, {1, 2, 3, 4, 5, 6}, {3, 2}, "b");
   NodeBuilder(root, "MatMul").input(a).input(b).attr("transpose_a", false).attr("transpose_b", false).finalize();
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.log_device_placement = true;
   opts.default_device = kCpu0;
   ::testing::internal::CaptureStderr();
@@ -128,7 +135,7 @@ TEST_F(PlacerTest, UnconstrainedNodesPreferGpuLikeTensorFlowWhenTheDefaultHasNoT
   ops::identity(root.with_op_name("i"), a);
   NodeBuilder(root.with_op_name("cpu_only"), "CpuOnlyOp").input(a).finalize();
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:localhost/replica:0/task:0";
   auto lines = place_graph(*root.graph(), local_with_gpus(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -145,7 +152,7 @@ TEST_F(PlacerTest, ExplicitRequestsAreHonoured) {
   ops::identity(root.with_device("/device:GPU:*").with_op_name("d"), a);
   ops::identity(root.with_op_name("e"), a);
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = kCpu0;
   auto lines = place_graph(*root.graph(), local_with_gpus(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -167,7 +174,7 @@ TEST_F(PlacerTest, PartialSpecsAreFilledFromTheDefaultDevice) {
   ops::identity(root.with_device("/job:worker/task:1").with_op_name("w1"), x);
   ops::identity(root.with_device("/job:worker").with_device("/cpu:0").with_op_name("nested"), x);
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   auto lines = place_graph(*root.graph(), cluster(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -188,7 +195,7 @@ TEST_F(PlacerTest, ColocateWithPlacesTheGroupTogether) {
   ops::identity(root.colocate_with(a).with_device("/cpu:0").with_op_name("c"), a);
   ops::identity(root.with_op_name("free"), a);
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   auto lines = place_graph(*root.graph(), cluster(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -204,7 +211,7 @@ TEST_F(PlacerTest, ConflictingColocationRequestsAreAnErrorNamingBothNodes) {
   auto a = ops::constant(root.with_device("/job:ps/task:0"), {1}, {1}, "a");
   ops::identity(root.colocate_with(a).with_device("/job:worker/task:1").with_op_name("c"), a);
   ASSERT_TRUE(root.ok());
-  PlacerOptions opts;  // soft placement does not resolve a job conflict
+  PlacerOptions opts = with_registry_kernels();  // soft placement does not resolve a job conflict
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   auto r = place_graph(*root.graph(), cluster(), opts);
   ASSERT_FALSE(r.ok());
@@ -221,7 +228,7 @@ TEST_F(PlacerTest, DeviceTypeConflictInAGroupNeedsSoftPlacement) {
   auto a = ops::constant(root.with_device("/gpu:0"), {1}, {1}, "a");
   ops::identity(root.colocate_with(a).with_device("/cpu:0").with_op_name("b"), a);
   ASSERT_TRUE(root.ok());
-  PlacerOptions hard;
+  PlacerOptions hard = with_registry_kernels();
   hard.allow_soft_placement = false;
   hard.default_device = kCpu0;
   Graph g1 = *root.graph();
@@ -232,7 +239,7 @@ TEST_F(PlacerTest, DeviceTypeConflictInAGroupNeedsSoftPlacement) {
   EXPECT_NE(r.status().message().find("different device types (/device:GPU:0 vs /device:CPU:0)"), std::string::npos)
       << r.status();
 
-  PlacerOptions soft;
+  PlacerOptions soft = with_registry_kernels();
   soft.default_device = kCpu0;
   Graph g2 = *root.graph();
   ::testing::internal::CaptureStderr();
@@ -254,7 +261,7 @@ TEST_F(PlacerTest, VariableConsumersAreColocatedWithTheVariable) {
   // A plain reader is not a ref consumer: it stays on the default device.
   ops::identity(root.with_op_name("read"), v);
   ASSERT_TRUE(root.ok()) << root.status();
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   auto lines = place_graph(*root.graph(), cluster(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -281,7 +288,7 @@ TEST_F(PlacerTest, ArgAndRetvalFollowWhatTheyCarry) {
   auto rewritten = rewrite_for_run(*root.graph(), sig);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
   Graph g = std::move(*rewritten);
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   auto lines = place_graph(g, cluster(), opts);
   ASSERT_TRUE(lines.ok()) << lines.status();
@@ -302,7 +309,7 @@ TEST_F(PlacerTest, SoftPlacementFallsBackToTheCpuWithALogLine) {
   auto a = ops::constant(root.with_device("/gpu:0"), {1}, {1}, "a");
   NodeBuilder(root.with_device("/gpu:0").with_op_name("x"), "CpuOnlyOp").input(a).finalize();
   ASSERT_TRUE(root.ok());
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = kCpu0;
   // CPU-only task: the GPU does not exist.
   {
@@ -349,7 +356,7 @@ TEST_F(PlacerTest, WithoutSoftPlacementAMissingDeviceIsAnErrorListingDevices) {
   Scope root = Scope::root();
   ops::constant(root.with_device("/gpu:0"), {1}, {1}, "a");
   ASSERT_TRUE(root.ok());
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.allow_soft_placement = false;
   opts.default_device = kCpu0;
   auto r = place_graph(*root.graph(), local_cpus(), opts);
@@ -377,7 +384,7 @@ TEST_F(PlacerTest, WithoutSoftPlacementAMissingDeviceIsAnErrorListingDevices) {
 }
 
 TEST_F(PlacerTest, UnknownTaskOrJobIsAnErrorEvenWithSoftPlacement) {
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
   for (const char* spec : {"/job:worker/task:5", "/job:chief", "/job:ps/replica:1"}) {
     Scope root = Scope::root();
@@ -414,7 +421,7 @@ TEST_F(PlacerTest, MalformedRequestsAndDeviceListsAreNamed) {
   EXPECT_NE(dup.status().message().find("listed twice"), std::string::npos) << dup.status();
   auto bad_type = place_graph(*ok.graph(), {{kCpu0, "GPU"}}, PlacerOptions{});
   EXPECT_FALSE(bad_type.ok());
-  PlacerOptions bad_default;
+  PlacerOptions bad_default = with_registry_kernels();
   bad_default.default_device = "/job:";
   EXPECT_FALSE(place_graph(*ok.graph(), local_cpus(), bad_default).ok());
 }
@@ -439,7 +446,7 @@ TEST_F(PlacerTest, AnAssignedDeviceIsKept) {
   ops::constant(root, {1}, {1}, "a");
   Graph g = *root.graph();
   g.find("a")->assigned_device = kCpu1;
-  PlacerOptions opts;
+  PlacerOptions opts = with_registry_kernels();
   opts.default_device = kCpu0;
   auto r = place_graph(g, local_cpus(), opts);
   ASSERT_TRUE(r.ok()) << r.status();
