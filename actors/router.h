@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -107,6 +108,13 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   bool dispatch_route(const std::string& device, std::string* addr, std::string* own,
                       std::shared_ptr<net::TensorClient>* client);
   std::shared_ptr<net::TensorClient> client();
+  // The sending hook of dispatch_step and dispatch_step_awaiting: nullopt when no link fault acts
+  // on from_task -> the device's task (send as usual); otherwise the request was handed to
+  // send_faulted (with this process's reply address `own`) and this is its outcome.
+  std::optional<Status> send_if_faulted(const std::string& device, const std::string& handle, int64_t step_id,
+                                        const std::string& from_task,
+                                        const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                        const std::string& addr, const std::string& own);
   // A run request that meets a sending-side link fault `d`.
   Status send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs);
   // Writes a run request's frames; with `duplicate_feeds` its feeds once more afterwards, as

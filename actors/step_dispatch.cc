@@ -73,12 +73,7 @@ Status ProcessRouter::dispatch_step(const std::string& device, const std::string
   std::string addr, own;
   std::shared_ptr<net::TensorClient> client;
   if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
-  FaultInjector& inj = FaultInjector::global();
-  if (inj.armed()) {
-    LinkDecision d = inj.on_send(from_task, task_of_device(device));
-    if (d.drop || d.delay_ms > 0 || d.duplicate)
-      return send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
-  }
+  if (auto faulted = send_if_faulted(device, handle, step_id, from_task, feeds, addr, own)) return *faulted;
   Status s = client->send_batch(addr, run_request(device, handle, step_id, own, from_task, feeds));
   if (!s.ok()) return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " + s.message());
   return Status::OK();
@@ -92,14 +87,9 @@ Result<std::shared_ptr<net::ClientConnection>> ProcessRouter::dispatch_step_awai
   std::string addr, own;
   std::shared_ptr<net::TensorClient> client;
   if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
-  FaultInjector& inj = FaultInjector::global();
-  if (inj.armed()) {
-    LinkDecision d = inj.on_send(from_task, task_of_device(device));
-    if (d.drop || d.delay_ms > 0 || d.duplicate) {
-      Status s = send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
-      if (!s.ok()) return s;
-      return std::shared_ptr<net::ClientConnection>();
-    }
+  if (auto faulted = send_if_faulted(device, handle, step_id, from_task, feeds, addr, own)) {
+    if (!faulted->ok()) return *faulted;
+    return std::shared_ptr<net::ClientConnection>();
   }
   // An empty reply address: the outcome comes back on this connection.
   auto conn = client->send_batch_awaiting(addr, run_request(device, handle, step_id, "", from_task, feeds));
@@ -107,6 +97,17 @@ Result<std::shared_ptr<net::ClientConnection>> ProcessRouter::dispatch_step_awai
     return Unavailable("dispatching step " + std::to_string(step_id) + " to " + device + ": " +
                        conn.status().message());
   return conn;
+}
+
+std::optional<Status> ProcessRouter::send_if_faulted(const std::string& device, const std::string& handle,
+                                                     int64_t step_id, const std::string& from_task,
+                                                     const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                     const std::string& addr, const std::string& own) {
+  FaultInjector& inj = FaultInjector::global();
+  if (!inj.armed()) return std::nullopt;
+  LinkDecision d = inj.on_send(from_task, task_of_device(device));
+  if (!d.drop && d.delay_ms <= 0 && !d.duplicate) return std::nullopt;
+  return send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
 }
 
 Status ProcessRouter::send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs) {
