@@ -38,8 +38,6 @@
 
 namespace actorflow {
 
-using crun_atom = caf::atom_constant<caf::atom("crun")>;
-using cclose_atom = caf::atom_constant<caf::atom("cclose")>;
 
 // The prefix of the FailedPrecondition that asks a client to send its graph again.
 constexpr const char* kClientGraphUnknown = "client graph unknown here: ";

@@ -8,6 +8,8 @@ namespace actorflow {
 namespace {
 
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
+// The data actor's interface with its private wake-up.
+using data_impl_t = data_actor_t::extend<caf::reacts_to<ready_atom>>;
 
 struct DataState {
   // Destroyed with the state when the actor ends: ~Prefetcher stops and joins its thread.
@@ -15,7 +17,7 @@ struct DataState {
   std::deque<caf::response_promise> waiting;
   static constexpr const char* name = "data";
 };
-using DataActor = caf::stateful_actor<DataState>;
+using DataActor = data_impl_t::stateful_base<DataState>;
 
 // Serves waiting requests while elements are ready.
 void serve(DataActor* self) {
@@ -31,11 +33,10 @@ void serve(DataActor* self) {
   }
 }
 
-caf::behavior data_actor(DataActor* self, std::shared_ptr<DatasetIterator> it, size_t depth) {
-  caf::actor me = caf::actor_cast<caf::actor>(self);
+data_impl_t::behavior_type data_actor(DataActor* self, std::shared_ptr<DatasetIterator> it, size_t depth) {
   caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   self->state.prefetcher = std::make_unique<Prefetcher>(std::move(*it), depth, [weak] {
-    if (auto strong = caf::actor_cast<caf::actor>(weak.lock())) caf::anon_send(strong, ready_atom::value);
+    if (auto strong = caf::actor_cast<data_impl_t>(weak.lock())) caf::anon_send(strong, ready_atom::value);
   });
   // No attach_functor for stopping it: CAF destroys the state (and with it the Prefetcher, whose
   // destructor stops and joins its thread) before it runs attached functors, so one touching
@@ -54,11 +55,11 @@ caf::behavior data_actor(DataActor* self, std::shared_ptr<DatasetIterator> it, s
 
 }  // namespace
 
-caf::actor spawn_data_actor(caf::actor_system& sys, DatasetIterator it, size_t depth) {
+data_actor_t spawn_data_actor(caf::actor_system& sys, DatasetIterator it, size_t depth) {
   return sys.spawn(data_actor, std::make_shared<DatasetIterator>(std::move(it)), depth);
 }
 
-Result<std::vector<Tensor>> next_batch(caf::actor_system& sys, const caf::actor& data,
+Result<std::vector<Tensor>> next_batch(caf::actor_system& sys, const data_actor_t& data,
                                        std::chrono::milliseconds timeout) {
   caf::scoped_actor self{sys};
   Result<std::vector<Tensor>> out = Internal("no answer from the data actor");

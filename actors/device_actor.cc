@@ -87,7 +87,7 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
 namespace {
 
 struct DeviceState;
-using DeviceActor = caf::stateful_actor<DeviceState>;
+using DeviceActor = device_actor_t::stateful_base<DeviceState>;
 void drive(DeviceActor* self, int64_t step_id);
 
 // Turns kernels' resource calls into requests to the task's resource actors; replies come
@@ -156,12 +156,12 @@ void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, Dev
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   const int64_t step = call.step_id;
-  caf::actor a = rm_ ? rm_->get_or_create(call.resource) : caf::actor();
+  variable_actor_t a = rm_ ? rm_->get_or_create(call.resource) : variable_actor_t();
   if (!a) {
     // Reply asynchronously, as the contract requires.
     auto msg = std::make_shared<ResourceDone>(std::move(done));
     const std::string name = call.resource;
-    self_->request(caf::actor_cast<caf::actor>(self_), caf::infinite, ping_atom::value)
+    self_->request(caf::actor_cast<device_actor_t>(self_), caf::infinite, ping_atom::value)
         .then([=](const std::string&) {
           (*msg)(FailedPrecondition("no resource container on this task for '" + name + "'"));
           drive(self_, step);
@@ -307,7 +307,7 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
 }
 
 
-caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
+device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
                            RestartPolicy restarts) {
   self->state.device = device;
@@ -428,7 +428,7 @@ caf::behavior device_actor(DeviceActor* self, Device* device, std::shared_ptr<Ro
 
 }  // namespace
 
-caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
+device_actor_t spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
                               std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
                               RestartPolicy restarts) {
   return sys.spawn<caf::detached>(device_actor, device, std::move(router), std::move(resources),

@@ -6,7 +6,7 @@
 // buffered. Device actors are spawned detached (one thread each), so long kernels never
 // hold a CAF scheduler thread.
 //
-// Message interface: see actors/messages.h.
+// Message interface: device_actor_t in actors/interfaces.h.
 #pragma once
 
 #include <caf/all.hpp>
@@ -136,13 +136,13 @@ class Router {
     (void)conn; (void)done; (void)spin; (void)wait;
     return Unimplemented("step dispatch over the data plane");
   }
-  // Tells `device_actor` (a device of another process, reached through its node actor) to abort
-  // step `step_id` of `device` because of `why`. Sent as this process's node actor, so that the
-  // peer, which executes only what authenticated nodes send, accepts it; the default sends it
-  // anonymously. Thread-safe.
-  virtual void abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+  // Tells `node` (the node actor of another process) to abort step `step_id` of its device
+  // `device` because of `why`. Sent as this process's node actor, so that the peer, which
+  // executes only what authenticated nodes send, accepts it; the default sends it anonymously.
+  // Thread-safe.
+  virtual void abort_remote_step(const node_actor_t& node, const std::string& device, int64_t step_id,
                                  const std::string& why) {
-    caf::anon_send(device_actor, abort_atom::value, device, step_id, why);
+    caf::anon_send(node, abort_atom::value, device, step_id, why);
   }
   // The partitions whose dispatched steps may run on the data plane's reader thread, or null
   // (device actors then publish nothing). Owned by the router.
@@ -159,9 +159,6 @@ class Router {
   }
 };
 
-using steprun_atom = caf::atom_constant<caf::atom("steprun")>;
-using stepret_atom = caf::atom_constant<caf::atom("stepret")>;
-using stepdone_atom = caf::atom_constant<caf::atom("stepdone")>;
 
 // Builds the rendezvous key of a cross-device edge: "src;dst;edge". Pure.
 std::string make_rendezvous_key(const std::string& src_device, const std::string& dst_device,
@@ -175,7 +172,7 @@ using KernelOverrideFn = Executor::KernelOverride;
 // Spawns the device actor of `device` (borrowed; must outlive the actor) in `sys`, detached.
 // `resources` (may be null) is the task's resource container used by variable kernels;
 // `restarts` bounds its in-place restarts after exceptions (its Server's [supervisor] budget).
-caf::actor spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
+device_actor_t spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
                               std::shared_ptr<ResourceManager> resources = nullptr,
                               KernelOverrideFn kernel_override = nullptr, RestartPolicy restarts = RestartPolicy{});
 

@@ -29,25 +29,26 @@ class DeviceRef {
   DeviceRef(Self* self, const DeviceInfo& device) : self_(self), device_(device) {}
 
   const std::string& name() const { return device_.name; }
-  // True when the device belongs to another process (reached through its task's node actor).
-  bool on_other_process() const { return is_remote(self_, device_.actor); }
+  // True when the device belongs to another process (reached through its task's node actor):
+  // a DeviceInfo from another process carries no device actor, only its task's node actor.
+  bool on_other_process() const { return !device_.actor; }
 
   // Registers partition `graph` as `handle`; the response handle answers a bool (then(...)).
   auto request_register(caf::duration timeout, const std::string& handle, const GraphPtr& graph) const {
     return on_other_process()
-               ? self_->request(device_.actor, timeout, register_atom::value, device_.name, handle,
+               ? self_->request(device_.node, timeout, register_atom::value, device_.name, handle,
                                 serialize_graph(*graph))
                : self_->request(device_.actor, timeout, register_atom::value, handle, graph);
   }
   // Runs step `step_id` of partition `handle` with `args`; answers std::vector<Tensor> retvals.
   auto request_run(caf::duration timeout, const std::string& handle, int64_t step_id, std::vector<Tensor> args) const {
     return on_other_process()
-               ? self_->request(device_.actor, timeout, run_atom::value, device_.name, handle, step_id, std::move(args))
+               ? self_->request(device_.node, timeout, run_atom::value, device_.name, handle, step_id, std::move(args))
                : self_->request(device_.actor, timeout, run_atom::value, handle, step_id, std::move(args));
   }
   // Tells the device to abort step `step_id` because of `why` (one-way).
   void abort(int64_t step_id, const std::string& why) const {
-    if (on_other_process()) self_->send(device_.actor, abort_atom::value, device_.name, step_id, why);
+    if (on_other_process()) self_->send(device_.node, abort_atom::value, device_.name, step_id, why);
     else self_->send(device_.actor, abort_atom::value, step_id, why);
   }
 

@@ -118,8 +118,8 @@ void DirectSteps::abort_others(Router& router, const DirectPlan& plan, int64_t s
                                const std::set<std::string>& pending, const std::string& why) {
   // Partitions that reported already ended on their device: only the others need the abort.
   for (const auto& d : plan.dispatches)
-    if (d.device.actor && pending.count(d.device.name))
-      router.abort_remote_step(d.device.actor, d.device.name, step_id, why);
+    if (d.device.node && pending.count(d.device.name))
+      router.abort_remote_step(d.device.node, d.device.name, step_id, why);
 }
 
 std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, const DirectPlan& plan,

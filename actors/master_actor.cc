@@ -54,7 +54,11 @@ struct MasterState {
   static constexpr const char* name = "master";
 };
 
-using MasterActor = caf::stateful_actor<MasterState>;
+// Self-message: (step_id, device) of a step dispatched over the data plane ran past its timeout.
+using steptimeout_atom = caf::atom_constant<caf::atom("steptmo")>;
+// The master's interface with its private timer.
+using master_impl_t = master_actor_t::extend<caf::reacts_to<steptimeout_atom, int64_t, std::string>>;
+using MasterActor = master_impl_t::stateful_base<MasterState>;
 
 }  // namespace
 
@@ -199,8 +203,6 @@ struct StepRun {
   std::function<void()> one_done;  // a partition finished OK
 };
 
-using steptimeout_atom = caf::atom_constant<caf::atom("steptmo")>;
-
 void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
   device_ref(self, d).abort(step_id, why);
 }
@@ -282,7 +284,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
   }
 }
 
-caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device,
+master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device,
                            std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
   self->state.router = std::move(router);
   self->state.direct = std::move(direct);
@@ -399,7 +401,7 @@ caf::behavior master_actor(MasterActor* self, std::vector<DeviceInfo> devices, s
 
 }  // namespace
 
-caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device,
+master_actor_t spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device,
                               std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
   return sys.spawn(master_actor, std::move(devices), std::move(default_device), std::move(router), std::move(direct));
 }

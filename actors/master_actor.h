@@ -7,7 +7,7 @@
 // gathers the fetched tensors, and on the first error aborts the step everywhere and
 // replies with that error (naming the op or the task). Many runs may be in flight.
 //
-// Message interface:
+// Message interface (master_actor_t in actors/interfaces.h):
 //   (run_atom, RunRequestPtr)            -> std::vector<Tensor>     one per fetch
 //   (devices_atom)                       -> std::vector<DeviceInfo> the devices it places on
 //   (devices_atom, std::vector<DeviceInfo>)   replaces the device list (cluster membership)
@@ -59,7 +59,7 @@ std::string plan_key(const RunRequest& r);
 // router and the node actor, where messages cross the process boundary).
 // With `direct` (may be null), plans whose work all runs on other processes are published
 // there once registered, for sessions to run without the master (actors/direct_step.h).
-caf::actor spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
+master_actor_t spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
                               std::string default_device, std::shared_ptr<Router> router = nullptr,
                               std::shared_ptr<DirectSteps> direct = nullptr);
 

@@ -19,7 +19,7 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 struct WatcherState {
   std::string self_task;
   std::string task;
-  caf::actor node;
+  node_actor_t node;
   std::shared_ptr<MembershipGuard> membership;
   std::chrono::milliseconds interval{500};
   std::chrono::milliseconds timeout{3000};
@@ -30,7 +30,7 @@ struct WatcherState {
 using Watcher = caf::stateful_actor<WatcherState>;
 
 // Watches one peer: a monitor for closed connections, heartbeats for silent peers.
-caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, caf::actor node,
+caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, node_actor_t node,
                            std::shared_ptr<MembershipGuard> m,
                            std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   auto& st = self->state;
@@ -182,17 +182,19 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   hs.task_name = cfg_.self_task;
   hs.timeout = t;
   hs.tls = cfg_.tls;
-  auto node = connect_control_plane(sys_, host, port, hs, t);
-  if (!node.ok()) {
-    if (node.status().code() == Code::kUnauthenticated || node.status().code() == Code::kFailedPrecondition)
-      return node.status().with_prefix("task " + task);
-    return Unavailable("cannot reach task " + task + " at " + address + ": " + node.status().message());
+  auto conn = connect_control_plane(sys_, host, port, hs, t);
+  if (!conn.ok()) {
+    if (conn.status().code() == Code::kUnauthenticated || conn.status().code() == Code::kFailedPrecondition)
+      return conn.status().with_prefix("task " + task);
+    return Unavailable("cannot reach task " + task + " at " + address + ": " + conn.status().message());
   }
+  // What a task publishes on its control-plane port is its node actor.
+  const node_actor_t node = caf::actor_cast<node_actor_t>(*conn);
   caf::scoped_actor self{sys_};
   Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
   std::string server_nonce;
   bool hello_ok = false;
-  self->request(*node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, cfg_.self_task)
+  self->request(node, t, hello_atom::value, kProtocolVersion, cfg_.fingerprint, cfg_.self_task)
       .receive(
           [&](std::string& nonce) {
             server_nonce = std::move(nonce);
@@ -201,7 +203,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
           [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });
   if (!hello_ok) return out;
   const std::string my_nonce = random_nonce();
-  self->request(*node, t, auth_atom::value,
+  self->request(node, t, auth_atom::value,
                 auth_proof(cfg_.secret, "client", server_nonce, cfg_.fingerprint, kProtocolVersion), my_nonce)
       .receive(
           [&](NodeInfo& info, std::string& server_proof) {
@@ -225,7 +227,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
             PeerInfo p;
             p.task = task;
             p.address = address;
-            p.node = *node;
+            p.node = node;
             p.devices = std::move(info.devices);
             p.data_addr = std::move(info.data_addr);
             out = std::move(p);

@@ -28,12 +28,11 @@
 
 namespace actorflow {
 
-using down_atom = caf::atom_constant<caf::atom("down")>;
 
 struct PeerInfo {
   std::string task;              // "/job:worker/replica:0/task:1"
   std::string address;           // "host:port" of its node actor
-  caf::actor node;
+  node_actor_t node;             // its node actor
   std::vector<DeviceInfo> devices;
   std::string data_addr;
 };

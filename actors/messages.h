@@ -1,21 +1,6 @@
-// The actors' message vocabulary: atoms, message payload types with their CAF inspectors,
-// and the one place where Status and caf::error convert into each other.
-//
-// Message interfaces (documented for embedders; every request replies or errors):
-//   node actor   : (devices_atom) -> std::vector<DeviceInfo>
-//                  (ping_atom) -> std::string task name
-//                  the device messages below with the device's name after the atom, for a
-//                  device of its task: (register_atom, device, handle, std::string graph_def),
-//                  (run_atom, device, handle, step_id, args), (abort_atom, device, step_id, why);
-//                  the whole list is in actors/node_actor.h. Only the master sends these, through
-//                  DeviceRef (actors/device_ref.h), which picks the shape for where the device is.
-//   device actor : (register_atom, handle, GraphPtr) -> bool
-//                  (register_atom, handle, std::string graph_def) -> bool
-//                  (deregister_atom, handle) -> bool
-//                  (run_atom, handle, step_id, std::vector<Tensor> args) -> std::vector<Tensor> retvals
-//                  (tensor_atom, step_id, key, Tensor)            one-way, a _Recv input
-//                  (abort_atom, step_id, std::string why)          one-way
-//   master actor : (run_atom, RunRequestPtr) -> std::vector<Tensor> fetches
+// The actors' message payloads: Tensor's CAF inspector, the type registration, and the one place
+// where Status and caf::error convert into each other. The atoms, each actor's typed interface
+// and DeviceInfo/NodeInfo are in actors/interfaces.h (included here).
 #pragma once
 
 #include <caf/all.hpp>
@@ -25,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/interfaces.h"
 #include "core/status.h"
 #include "device/device.h"
 #include "graph/graph.h"
@@ -32,30 +18,7 @@
 
 namespace actorflow {
 
-// Atoms (CAF 0.17: at most 10 characters).
-using register_atom = caf::atom_constant<caf::atom("register")>;
-using deregister_atom = caf::atom_constant<caf::atom("deregistr")>;
-using run_atom = caf::atom_constant<caf::atom("run")>;
-using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
-using abort_atom = caf::atom_constant<caf::atom("abortstep")>;
-using devices_atom = caf::atom_constant<caf::atom("devices")>;
-using ping_atom = caf::atom_constant<caf::atom("ping")>;
-
-using GraphPtr = std::shared_ptr<const Graph>;
-
-// A device of some task, as the node actor advertises it.
-struct DeviceInfo {
-  std::string name;   // canonical full name
-  std::string type;   // "CPU" / "GPU"
-  int64_t memory_limit = 0;
-  std::string description;
-  caf::actor actor;   // the device actor
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, DeviceInfo& x) {
-  return f(caf::meta::type_name("actorflow::DeviceInfo"), x.name, x.type, x.memory_limit, x.description, x.actor);
-}
+// The atoms, the actor interfaces and DeviceInfo are in actors/interfaces.h.
 
 // True when `type` is a known dtype, `dims` has at most 64 entries, none negative, and
 // product(dims) * dtype_size(type), computed without overflow, equals `present` (the bytes that

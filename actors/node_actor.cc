@@ -29,10 +29,13 @@ namespace {
 // Self-message: has `node` authenticated by now? (node, generation of its auth watch)
 using authcheck_atom = caf::atom_constant<caf::atom("authcheck")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweepconn")>;
+// The node actor's interface with its private timers.
+using node_impl_t = node_actor_t::extend<caf::reacts_to<authcheck_atom, caf::node_id, uint64_t>,
+                                         caf::reacts_to<sweep_atom>>;
 
 struct NodeState {
   NodeActorConfig cfg;
-  std::map<std::string, caf::actor> local;  // device name -> device actor
+  std::map<std::string, device_actor_t> local;  // device name -> device actor
   std::map<caf::node_id, std::string> challenges;  // server nonce per peer node
   std::map<caf::node_id, std::string> peer_tasks;  // task each peer node named in its hello
   std::set<std::tuple<caf::node_id, caf::actor_id, uint64_t>> redelivered;  // delayed requests
@@ -42,7 +45,7 @@ struct NodeState {
   uint64_t auth_generation = 0;
   static constexpr const char* name = "node";
 };
-using NodeActor = caf::stateful_actor<NodeState>;
+using NodeActor = node_impl_t::stateful_base<NodeState>;
 
 // ---- fault injection (actors/faults.h) ----------------------------------------------------
 // Applies this task's link faults to the current request if it comes from another process.
@@ -100,7 +103,7 @@ bool allowed(NodeActor* self, const char* what) {
   return false;
 }
 
-caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
+node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
   if (self->state.cfg.shutdown_token.empty()) self->state.cfg.shutdown_token = random_nonce();
   // Exit and error messages stop nothing here (a member's CAF node could send them in anyone's
@@ -117,17 +120,20 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
   });
   self->set_error_handler([note](caf::error& e) { note("an error message (" + caf::to_string(e) + ")"); });
   for (const auto& d : self->state.cfg.devices) self->state.local[d.name] = d.actor;
-  auto device = [self](const std::string& name) -> caf::actor {
+  auto device = [self](const std::string& name) -> device_actor_t {
     auto it = self->state.local.find(name);
-    return it == self->state.local.end() ? caf::actor() : it->second;
+    return it == self->state.local.end() ? device_actor_t() : it->second;
   };
   auto no_device = [self](const std::string& name) {
     return to_caf_error(NotFound("task " + self->state.cfg.task + " has no device '" + name + "'"));
   };
-  // The devices as peers see them: reachable through this node actor.
+  // The devices as peers see them: reachable through this node actor, never directly.
   auto advertised = [self] {
     std::vector<DeviceInfo> out = self->state.cfg.devices;
-    for (auto& d : out) d.actor = caf::actor_cast<caf::actor>(self);
+    for (auto& d : out) {
+      d.actor = device_actor_t();
+      d.node = caf::actor_cast<node_actor_t>(self);
+    }
     return out;
   };
   if (self->state.cfg.sweeper)
@@ -223,7 +229,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
         if (!allowed(self, "tensor")) return;
         const std::string dst = rendezvous_key_destination(key);
-        caf::actor a = device(dst);
+        device_actor_t a = device(dst);
         if (!a) {
           AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
           return;
@@ -333,7 +339,7 @@ caf::behavior node_actor(NodeActor* self, NodeActorConfig cfg) {
 
 }  // namespace
 
-caf::actor spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg) {
+node_actor_t spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg) {
   return sys.spawn(node_actor, std::move(cfg));
 }
 

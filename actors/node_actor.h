@@ -2,7 +2,7 @@
 // task's front door: peers authenticate with it (see actors/auth.h) before they get
 // anything, then ask it for the task's devices (whose device actors run partitions).
 //
-// Message interface (every request replies or errors):
+// Message interface (node_actor_t in actors/interfaces.h; every request replies or errors):
 //   (hello_atom, uint32 version, string fingerprint, string client_task) -> string server_nonce
 //        FailedPrecondition on a protocol version or cluster-file mismatch
 //   (auth_atom, string client_proof, string client_nonce) -> (NodeInfo, string server_proof)
@@ -55,22 +55,7 @@
 
 namespace actorflow {
 
-using hello_atom = caf::atom_constant<caf::atom("hello")>;
-using auth_atom = caf::atom_constant<caf::atom("auth")>;
-using peers_atom = caf::atom_constant<caf::atom("peers")>;
-using fault_atom = caf::atom_constant<caf::atom("fault")>;
-
-// What a task tells an authenticated peer about itself.
-struct NodeInfo {
-  std::string task;                 // "/job:worker/replica:0/task:1"
-  std::vector<DeviceInfo> devices;
-  std::string data_addr;            // "host:port" of its tensor data plane
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
-  return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr);
-}
+// hello_atom, auth_atom, peers_atom, fault_atom, shutdown_atom and NodeInfo: actors/interfaces.h.
 
 // The set of remote CAF nodes that passed authentication. Thread-safe; shared by the node
 // actor (which adds) and the device actors (which check senders).
@@ -89,7 +74,8 @@ class AuthenticatedPeers {
 // from an authenticated node. Logs and returns false otherwise.
 bool sender_allowed(caf::local_actor* self, const AuthenticatedPeers* peers, const char* what);
 // True when `a` lives in another process than `self`.
-inline bool is_remote(const caf::local_actor* self, const caf::actor& a) {
+template <class Handle>
+bool is_remote(const caf::local_actor* self, const Handle& a) {
   return a && a.node() != self->home_system().node();
 }
 
@@ -115,9 +101,8 @@ struct NodeActorConfig {
   std::string shutdown_token;
 };
 
-using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
-
-caf::actor spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg);
+// Spawns the node actor of a task. The caller owns the handle; thread-safe.
+node_actor_t spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg);
 
 // Registers NodeInfo with a config (called by register_actorflow_types users that need it).
 void register_node_types(caf::actor_system_config& cfg);

@@ -27,7 +27,7 @@ struct WaiterState {
 caf::behavior waiter(caf::stateful_actor<WaiterState>* self, std::string task) {
   self->state.task = std::move(task);
   return {
-      [=](crun_atom, const caf::actor& node, ClientRunRequest& req) -> caf::result<std::vector<Tensor>> {
+      [=](crun_atom, const node_actor_t& node, ClientRunRequest& req) -> caf::result<std::vector<Tensor>> {
         auto rp = self->make_response_promise<std::vector<Tensor>>();
         const uint64_t id = ++self->state.next;
         self->state.pending.emplace(id, rp);

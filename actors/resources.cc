@@ -4,23 +4,23 @@ namespace actorflow {
 
 ResourceManager::~ResourceManager() { clear(); }
 
-caf::actor ResourceManager::get_or_create(const std::string& name) {
+variable_actor_t ResourceManager::get_or_create(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = actors_.find(name);
   if (it != actors_.end()) return it->second;
-  if (!factory_) return nullptr;
-  caf::actor a = factory_(sys_, name);
+  if (!factory_) return variable_actor_t();
+  variable_actor_t a = factory_(sys_, name);
   actors_[name] = a;
   return a;
 }
 
-caf::actor ResourceManager::find(const std::string& name) const {
+variable_actor_t ResourceManager::find(const std::string& name) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = actors_.find(name);
-  return it == actors_.end() ? caf::actor() : it->second;
+  return it == actors_.end() ? variable_actor_t() : it->second;
 }
 
-std::map<std::string, caf::actor> ResourceManager::all() const {
+std::map<std::string, variable_actor_t> ResourceManager::all() const {
   std::lock_guard<std::mutex> l(mu_);
   return actors_;
 }

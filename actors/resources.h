@@ -16,15 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "actors/interfaces.h"
 #include "device/kernel.h"
 
 namespace actorflow {
 
-using resource_atom = caf::atom_constant<caf::atom("resource")>;
-using ResourceCallPtr = std::shared_ptr<const ResourceCall>;
+// resource_atom, ResourceCallPtr and variable_actor_t (the interface of a resource actor):
+// actors/interfaces.h.
 
 // Spawns the actor of resource `name` (e.g. a variable actor) in `sys`.
-using ResourceFactory = std::function<caf::actor(caf::actor_system& sys, const std::string& name)>;
+using ResourceFactory = std::function<variable_actor_t(caf::actor_system& sys, const std::string& name)>;
 
 // Thread-safe map name -> resource actor of one task.
 class ResourceManager {
@@ -32,11 +33,11 @@ class ResourceManager {
   ResourceManager(caf::actor_system& sys, ResourceFactory factory) : sys_(sys), factory_(std::move(factory)) {}
   ~ResourceManager();
   // The actor of `name`, spawned on first use. Null when no factory is set.
-  caf::actor get_or_create(const std::string& name);
+  variable_actor_t get_or_create(const std::string& name);
   // The actor of `name` or null.
-  caf::actor find(const std::string& name) const;
+  variable_actor_t find(const std::string& name) const;
   // Every resource, by name.
-  std::map<std::string, caf::actor> all() const;
+  std::map<std::string, variable_actor_t> all() const;
   // Stops and forgets every resource (a parameter server that lost its state).
   void clear();
 
@@ -44,7 +45,7 @@ class ResourceManager {
   caf::actor_system& sys_;
   ResourceFactory factory_;
   mutable std::mutex mu_;
-  std::map<std::string, caf::actor> actors_;
+  std::map<std::string, variable_actor_t> actors_;
 };
 
 }  // namespace actorflow

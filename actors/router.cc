@@ -11,17 +11,17 @@ namespace actorflow {
 
 ProcessRouter::ProcessRouter(std::string own_task) : own_task_(std::move(own_task)) {}
 
-void ProcessRouter::add(const std::string& device, caf::actor a) {
+void ProcessRouter::add(const std::string& device, device_actor_t a) {
   std::lock_guard<std::mutex> l(mu_);
   local_[device] = std::move(a);
 }
 
-void ProcessRouter::set_self_node(caf::actor node) {
+void ProcessRouter::set_self_node(node_actor_t node) {
   std::lock_guard<std::mutex> l(mu_);
   self_node_ = std::move(node);
 }
 
-void ProcessRouter::set_remote(const std::string& task_prefix, caf::actor node, const std::string& data_addr) {
+void ProcessRouter::set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr) {
   std::lock_guard<std::mutex> l(mu_);
   remote_[task_prefix] = std::move(node);
   if (!data_addr.empty()) data_[task_prefix] = data_addr;
@@ -33,7 +33,7 @@ void ProcessRouter::set_data_client(std::shared_ptr<net::TensorClient> client, c
   own_data_addr_ = own_data_addr;
 }
 
-void ProcessRouter::set_master(caf::actor master, std::shared_ptr<DirectSteps> direct) {
+void ProcessRouter::set_master(master_actor_t master, std::shared_ptr<DirectSteps> direct) {
   std::lock_guard<std::mutex> l(mu_);
   master_ = std::move(master);
   direct_ = std::move(direct);
@@ -45,8 +45,8 @@ void ProcessRouter::clear() {
   remote_.clear();
   data_.clear();
   client_ = nullptr;
-  self_node_ = nullptr;
-  master_ = nullptr;
+  self_node_ = node_actor_t();
+  master_ = master_actor_t();
   direct_ = nullptr;
 }
 
@@ -77,7 +77,8 @@ Status ProcessRouter::route(int64_t step_id, const std::string& key, const Tenso
 
 Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const Tensor& t) {
   const std::string dst = rendezvous_key_destination(key);
-  caf::actor a, via;
+  device_actor_t a;           // a device of this process, or
+  node_actor_t remote, via;   // the node actor of the device's task, and ours to send as
   std::string data_addr;
   std::shared_ptr<net::TensorClient> client;
   {
@@ -89,7 +90,7 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
       const std::string task = task_of_device(dst);
       auto r = remote_.find(task);
       if (r == remote_.end() || !self_node_) return Unavailable("no route to device '" + dst + "' for tensor " + key);
-      a = r->second;
+      remote = r->second;
       via = self_node_;
       auto da = data_.find(task);
       if (da != data_.end() && client_) {
@@ -114,7 +115,7 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
     if (warned.fetch_add(1) == 0) {
       AF_LOG(WARNING) << "tensor " << key << " to " << dst << " goes through CAF: no data-plane route";
     }
-    caf::send_as(via, a, tensor_atom::value, step_id, key, t);
+    caf::send_as(via, remote, tensor_atom::value, step_id, key, t);
   } else {
     caf::anon_send(a, tensor_atom::value, step_id, key, t);
   }
@@ -123,7 +124,7 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
 
 void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
   const std::string dst = rendezvous_key_destination(key);
-  caf::actor a;
+  device_actor_t a;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = local_.find(dst);

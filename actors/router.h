@@ -49,17 +49,17 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
 
   // ---- set-up (the Server) ----
   // Device `device` of this process is served by actor `a`.
-  void add(const std::string& device, caf::actor a);
+  void add(const std::string& device, device_actor_t a);
   // This task's node actor: what cross-process CAF messages are sent as.
-  void set_self_node(caf::actor node);
+  void set_self_node(node_actor_t node);
   // Task `task_prefix` is reached through its node actor `node`, and over the data plane at
   // `data_addr` ("host:port"; "" = it advertised none).
-  void set_remote(const std::string& task_prefix, caf::actor node, const std::string& data_addr = "");
+  void set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr = "");
   // The data plane's client (shared: delayed deliveries may outlive the Server's reference) and
   // this process's own data-plane address (where outcomes of steps it dispatches come back).
   void set_data_client(std::shared_ptr<net::TensorClient> client, const std::string& own_data_addr = "");
   // The master that gets outcomes of steps it dispatched, and the direct steps waiting for theirs.
-  void set_master(caf::actor master, std::shared_ptr<DirectSteps> direct);
+  void set_master(master_actor_t master, std::shared_ptr<DirectSteps> direct);
   // Forgets every route, the client, the master: the Server is stopping. Later calls find nothing.
   void clear();
 
@@ -84,7 +84,7 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
                           std::chrono::microseconds spin, std::chrono::milliseconds wait) override;
   Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
                     const std::vector<Tensor>& retvals) override;
-  void abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+  void abort_remote_step(const node_actor_t& node, const std::string& device, int64_t step_id,
                          const std::string& why) override;
   InlinePartitions* inline_partitions() override { return &inline_; }
   uint64_t inline_steps_run() const override { return inline_steps_.load(std::memory_order_relaxed); }
@@ -130,14 +130,14 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   const std::string own_task_;
   mutable std::mutex mu_;
   // Tensor routing.
-  std::map<std::string, caf::actor> local_;
-  std::map<std::string, caf::actor> remote_;
+  std::map<std::string, device_actor_t> local_;
+  std::map<std::string, node_actor_t> remote_;
   std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
-  caf::actor self_node_;
+  node_actor_t self_node_;
   std::shared_ptr<net::TensorClient> client_;
   std::string own_data_addr_;
   // Step dispatch.
-  caf::actor master_;
+  master_actor_t master_;
   std::shared_ptr<DirectSteps> direct_;
   std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
   // Connections run requests came on that want their replies there, by token ("#<id>").

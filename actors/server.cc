@@ -55,8 +55,8 @@ struct Server::Impl {
   std::shared_ptr<Router> router_;
   std::shared_ptr<DirectSteps> direct_;
   std::shared_ptr<ResourceManager> resources_;
-  caf::actor master_;
-  caf::actor node_;
+  master_actor_t master_;
+  node_actor_t node_;
   ClusterSpec cluster_;
   TaskId task_;
   ServerOptions server_options_;
@@ -83,7 +83,7 @@ const ClusterSpec& Server::cluster() const { return impl_->cluster_; }
 uint16_t Server::port() const { return impl_->port_; }
 const ServerOptions& Server::server_options() const { return impl_->server_options_; }
 caf::actor_system& Server::system() { return *impl_->sys_; }
-caf::actor Server::master() const { return impl_->master_; }
+caf::actor Server::master() const { return caf::actor_cast<caf::actor>(impl_->master_); }
 Membership* Server::membership() { return impl_->membership_.get(); }
 const std::shared_ptr<ResourceManager>& Server::resources() const { return impl_->resources_; }
 const std::vector<DeviceInfo>& Server::devices() const { return impl_->device_infos_; }
@@ -128,7 +128,7 @@ Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptio
   impl_->router_ = router;
   impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, variable_actor_factory(impl_->restarts_));
   for (auto& d : impl_->devices_) {
-    caf::actor a = spawn_device_actor(*impl_->sys_, d.get(), impl_->router_, impl_->resources_, nullptr, impl_->restarts_);
+    device_actor_t a = spawn_device_actor(*impl_->sys_, d.get(), impl_->router_, impl_->resources_, nullptr, impl_->restarts_);
     router->add(d->name(), a);
     DeviceInfo info;
     info.name = d->name();
@@ -196,8 +196,8 @@ Server::~Server() {
     }
   }
   impl_->device_infos_.clear();
-  impl_->master_ = nullptr;
-  impl_->node_ = nullptr;
+  impl_->master_ = master_actor_t();
+  impl_->node_ = node_actor_t();
   impl_->own_sys_.reset();
   impl_->devices_.clear();
 }
@@ -315,7 +315,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
   impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
-  impl_->membership_->add_listener(impl_->master_);
+  impl_->membership_->add_listener(caf::actor_cast<caf::actor>(impl_->master_));
   NodeActorConfig nc;
   nc.task = impl_->task_prefix_;
   nc.fingerprint = mc.fingerprint;
@@ -387,7 +387,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     co.handshake.task_name = task.to_string();
     co.handshake.tls = tls;
     co.handshake_timeout = nc.auth_timeout;
-    auto cl = ControlPlaneListener::start(*impl_->sys_, impl_->node_, bind, static_cast<uint16_t>(hp.second), std::move(co));
+    auto cl = ControlPlaneListener::start(*impl_->sys_, caf::actor_cast<caf::actor>(impl_->node_), bind, static_cast<uint16_t>(hp.second), std::move(co));
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
     impl_->control_ = std::move(*cl);
     impl_->port_ = impl_->control_->port();

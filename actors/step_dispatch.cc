@@ -157,15 +157,15 @@ void ProcessRouter::deliver_reply(const net::TensorMessage& m) {
                   << m.step_id << ")";
 }
 
-void ProcessRouter::abort_remote_step(const caf::actor& device_actor, const std::string& device, int64_t step_id,
+void ProcessRouter::abort_remote_step(const node_actor_t& node, const std::string& device, int64_t step_id,
                                       const std::string& why) {
-  caf::actor node;
+  node_actor_t self_node;
   {
     std::lock_guard<std::mutex> l(mu_);
-    node = self_node_;
+    self_node = self_node_;
   }
-  if (node) caf::send_as(node, device_actor, abort_atom::value, device, step_id, why);
-  else caf::anon_send(device_actor, abort_atom::value, device, step_id, why);
+  if (self_node) caf::send_as(self_node, node, abort_atom::value, device, step_id, why);
+  else caf::anon_send(node, abort_atom::value, device, step_id, why);
 }
 
 // ---- the running side --------------------------------------------------------------------------
@@ -189,7 +189,7 @@ void ProcessRouter::on_feed(const net::TensorMessage& m) {
 void ProcessRouter::on_run(const net::TensorMessage& m) {
   const std::string& device = m.step.device;
   std::string reply_to = m.step.reply_to;
-  caf::actor a;
+  device_actor_t a;
   std::vector<std::string> keys;
   std::vector<Tensor> tensors;
   {
@@ -294,7 +294,7 @@ Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, c
 // ---- the dispatching side again: outcomes ------------------------------------------------------
 
 void ProcessRouter::on_outcome(const net::TensorMessage& m) {
-  caf::actor master;
+  master_actor_t master;
   std::shared_ptr<DirectSteps> direct;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -15,6 +15,8 @@ namespace actorflow {
 namespace {
 
 using sync_check_atom = caf::atom_constant<caf::atom("synccheck")>;
+// The variable actor's interface with its private timer: (generation, replicas, timeout secs).
+using var_impl_t = variable_actor_t::extend<caf::reacts_to<sync_check_atom, int64_t, int64_t, double>>;
 
 struct VarState {
   std::string var;
@@ -45,7 +47,7 @@ struct VarState {
   Status failed;             // set when the restart budget is spent
   static constexpr const char* name = "variable";
 };
-using VarActor = caf::stateful_actor<VarState>;
+using VarActor = var_impl_t::stateful_base<VarState>;
 
 Status err(const VarState& st, Code code, const std::string& msg) {
   return Status(code, "variable '" + st.var + "': " + msg);
@@ -561,7 +563,7 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   return why;
 }
 
-caf::behavior variable_actor(VarActor* self, std::string name, RestartPolicy restarts) {
+var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts) {
   self->state.var = std::move(name);
   self->state.restarts = RestartBudget(restarts);
   ignore_remote_exits(self, "variable actor " + self->state.var);
@@ -597,7 +599,7 @@ caf::behavior variable_actor(VarActor* self, std::string name, RestartPolicy res
 
 }  // namespace
 
-caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts) {
+variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts) {
   return sys.spawn(variable_actor, name, restarts);
 }
 

@@ -4,7 +4,8 @@
 // training, the accumulator of the current global step. Every message is handled atomically
 // (it is an actor), so concurrent workers' updates never interleave.
 //
-// Message interface: (resource_atom, ResourceCallPtr) -> std::vector<Tensor>{result}, methods:
+// Message interface (variable_actor_t in actors/interfaces.h):
+//   (resource_atom, ResourceCallPtr) -> std::vector<Tensor>{result}, methods:
 //   read, assign(value), assign_add(delta), is_initialized -> bool scalar,
 //   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad),
 //   apply_adagrad(lr, grad) attr initial_accumulator_value (the slot's start, default 0.1),
@@ -38,7 +39,7 @@ namespace actorflow {
 
 // Spawns the actor of variable `name` in `sys`; `restarts` bounds its in-place restarts after
 // exceptions. The caller owns the returned handle. Thread-safe.
-caf::actor spawn_variable_actor(caf::actor_system& sys, const std::string& name,
+variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name,
                                 RestartPolicy restarts = RestartPolicy{});
 
 // The ResourceFactory a task's ResourceManager uses: variable actors with `restarts` (its

@@ -126,7 +126,8 @@ int free_port() {
 
 // Median microseconds of `iterations` CAF request/response round trips (ping_atom) from a
 // scoped actor of `sys` to `dest`; 0 when a request fails.
-double caf_ping_us(caf::actor_system& sys, const caf::actor& dest, int iterations) {
+template <class Handle>
+double caf_ping_us(caf::actor_system& sys, const Handle& dest, int iterations) {
   caf::scoped_actor self{sys};
   std::vector<double> us;
   for (int i = 0; i < iterations + 200; ++i) {

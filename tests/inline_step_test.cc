@@ -426,7 +426,7 @@ struct DeviceActorFixture {
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     bool down = false;
     self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(30)) >> [] {});
-    actor = caf::actor();
+    actor = device_actor_t();
     return down;
   }
 
@@ -434,7 +434,7 @@ struct DeviceActorFixture {
   caf::actor_system_config cfg;
   caf::actor_system sys;
   std::shared_ptr<Router> router;
-  caf::actor actor;
+  device_actor_t actor;
 };
 
 // Polls `pred` until it holds or `limit` passes (for effects of the actor's exit hooks, which

@@ -1,0 +1,175 @@
+// The actors' interfaces: every actor another actor (or another process) talks to, declared as a
+// CAF 0.17 typed actor, with the public atoms its messages start with. The compiler checks both
+// sides: a behavior that does not implement exactly its interface, or a send or request that no
+// handler of the receiver accepts, does not build.
+//
+// Who is reachable from where:
+//   node actor      published on the task's control-plane port; the only actor other processes
+//                   reach (it authenticates them, then forwards device messages to its devices).
+//   device actor    one per device of the task; in-process only (the node actor, the router and
+//                   the master talk to it).
+//   master actor    one per task that runs client steps; in-process (Session, Server::master()).
+//   variable actor  one per variable of a task's resource container; in-process (device actors).
+//   data actor      a worker's input pipeline; in-process (next_batch, embedders).
+// Timer messages an actor sends only to itself (its private atoms) are declared in its .cc file,
+// which spawns it with its interface extended by them; the handle it hands out is the interface
+// below.
+//
+// Handles are values: copy them freely between threads. A null handle is a valid "none".
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/tensor.h"
+
+namespace actorflow {
+
+class Graph;
+struct ResourceCall;
+struct RunRequest;
+struct ClientRunRequest;
+struct DeviceInfo;
+struct NodeInfo;
+
+using GraphPtr = std::shared_ptr<const Graph>;
+using RunRequestPtr = std::shared_ptr<const RunRequest>;
+using ResourceCallPtr = std::shared_ptr<const ResourceCall>;
+using TensorList = std::vector<Tensor>;
+
+// ---- public atoms (CAF 0.17: at most 10 characters) ----------------------------------------
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using deregister_atom = caf::atom_constant<caf::atom("deregistr")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using tensor_atom = caf::atom_constant<caf::atom("tensor")>;
+using abort_atom = caf::atom_constant<caf::atom("abortstep")>;
+using devices_atom = caf::atom_constant<caf::atom("devices")>;
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using steprun_atom = caf::atom_constant<caf::atom("steprun")>;
+using stepret_atom = caf::atom_constant<caf::atom("stepret")>;
+using stepdone_atom = caf::atom_constant<caf::atom("stepdone")>;
+using down_atom = caf::atom_constant<caf::atom("down")>;
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using auth_atom = caf::atom_constant<caf::atom("auth")>;
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using crun_atom = caf::atom_constant<caf::atom("crun")>;
+using cclose_atom = caf::atom_constant<caf::atom("cclose")>;
+using resource_atom = caf::atom_constant<caf::atom("resource")>;
+using next_atom = caf::atom_constant<caf::atom("next")>;
+
+// ---- device actor (actors/device_actor.h) -------------------------------------------------
+using device_actor_t = caf::typed_actor<
+    // Registers a partition (in-process: the graph itself) under `handle`.
+    caf::replies_to<register_atom, std::string, GraphPtr>::with<bool>,
+    // Registers a partition from its serialized GraphDef (from another process, via the node).
+    caf::replies_to<register_atom, std::string, std::string>::with<bool>,
+    // Forgets partition `handle`: true when it was registered.
+    caf::replies_to<deregister_atom, std::string>::with<bool>,
+    // Runs step `step_id` of partition `handle` with its _Arg values; answers its _Retvals.
+    caf::replies_to<run_atom, std::string, int64_t, TensorList>::with<TensorList>,
+    // (handle, step_id, reply_to, keys, tensors): a step dispatched over the data plane; its
+    // outcome goes back to `reply_to` over the data plane (Router::reply_step), not as a reply;
+    // keys[i] -> tensors[i] are _Recv inputs that came with it.
+    caf::reacts_to<steprun_atom, std::string, int64_t, std::string, std::vector<std::string>, TensorList>,
+    // (step_id, rendezvous key, tensor): an input of one of the step's _Recv ops.
+    caf::reacts_to<tensor_atom, int64_t, std::string, Tensor>,
+    // (step_id, why): aborts that step (or marks it aborted if it has not started).
+    caf::reacts_to<abort_atom, int64_t, std::string>,
+    // The device's canonical name.
+    caf::replies_to<ping_atom>::with<std::string>>;
+
+// ---- node actor (actors/node_actor.h) -----------------------------------------------------
+// Requests from other processes are executed only once their node authenticated (hello, auth);
+// the device messages name the device after the atom and are forwarded to it.
+using node_actor_t = caf::typed_actor<
+    // (protocol version, cluster-file fingerprint, client task) -> server nonce.
+    caf::replies_to<hello_atom, uint32_t, std::string, std::string>::with<std::string>,
+    // (client proof, client nonce) -> (what the task tells peers, server proof).
+    caf::replies_to<auth_atom, std::string, std::string>::with<NodeInfo, std::string>,
+    // The task's devices as peers see them (each with this node actor as its way in).
+    caf::replies_to<devices_atom>::with<std::vector<DeviceInfo>>,
+    caf::replies_to<register_atom, std::string, std::string, std::string>::with<bool>,
+    caf::replies_to<deregister_atom, std::string, std::string>::with<bool>,
+    caf::replies_to<run_atom, std::string, std::string, int64_t, TensorList>::with<TensorList>,
+    caf::reacts_to<abort_atom, std::string, int64_t, std::string>,
+    // A tensor routed by its key's destination device.
+    caf::reacts_to<tensor_atom, int64_t, std::string, Tensor>,
+    // (token): stops the node actor when the token is its Server's.
+    caf::reacts_to<shutdown_atom, std::string>,
+    // The task's name.
+    caf::replies_to<ping_atom>::with<std::string>,
+    // (fault plan TOML) -> descriptions of the faults this task took (empty plan: clears them).
+    caf::replies_to<fault_atom, std::string>::with<std::vector<std::string>>,
+    // (task prefixes): connect to these tasks.
+    caf::replies_to<peers_atom, std::vector<std::string>>::with<bool>,
+    // A remote client's run (actors/client_sessions.h) -> one tensor per fetch.
+    caf::replies_to<crun_atom, ClientRunRequest>::with<TensorList>,
+    // (client session id): forgets that client session.
+    caf::replies_to<cclose_atom, uint64_t>::with<bool>>;
+
+// ---- master actor (actors/master_actor.h) -------------------------------------------------
+using master_actor_t = caf::typed_actor<
+    // Runs a client step -> one tensor per fetch.
+    caf::replies_to<run_atom, RunRequestPtr>::with<TensorList>,
+    // The devices it places on.
+    caf::replies_to<devices_atom>::with<std::vector<DeviceInfo>>,
+    // Replaces the device list (cluster membership changed).
+    caf::reacts_to<devices_atom, std::vector<DeviceInfo>>,
+    // (task, reason): fails every in-flight step that involves the task.
+    caf::reacts_to<down_atom, std::string, std::string>,
+    // (step_id, device, fetch index, tensor): a fetched tensor of a step dispatched over the
+    // data plane (from the router).
+    caf::reacts_to<stepret_atom, int64_t, std::string, int32_t, Tensor>,
+    // (step_id, device, code, message): that step's outcome on the device (code 0 = OK).
+    caf::reacts_to<stepdone_atom, int64_t, std::string, int32_t, std::string>>;
+
+// ---- variable actor (actors/variable_actor.h) ---------------------------------------------
+using variable_actor_t = caf::typed_actor<
+    // One method call on the variable (read, assign, apply_*, save, ...) -> its results.
+    caf::replies_to<resource_atom, ResourceCallPtr>::with<TensorList>>;
+
+// ---- data actor (actors/data_actor.h) -----------------------------------------------------
+using data_actor_t = caf::typed_actor<
+    // The next element; OutOfRange at the end of the data, or the pipeline's error.
+    caf::replies_to<next_atom>::with<TensorList>>;
+
+// ---- what peers learn of a task -----------------------------------------------------------
+// A device of some task.
+struct DeviceInfo {
+  std::string name;   // canonical full name
+  std::string type;   // "CPU" / "GPU"
+  int64_t memory_limit = 0;
+  std::string description;
+  // The device actor: set for a device of this process, null in a DeviceInfo that came from
+  // another process (device actors are never exposed).
+  device_actor_t actor;
+  // The node actor of the device's task, set on the devices a node actor advertises: how a
+  // device of another process is reached.
+  node_actor_t node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DeviceInfo& x) {
+  return f(caf::meta::type_name("actorflow::DeviceInfo"), x.name, x.type, x.memory_limit, x.description, x.actor,
+           x.node);
+}
+
+// What a task tells an authenticated peer about itself.
+struct NodeInfo {
+  std::string task;                 // "/job:worker/replica:0/task:1"
+  std::vector<DeviceInfo> devices;
+  std::string data_addr;            // "host:port" of its tensor data plane
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
+  return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr);
+}
+
+}  // namespace actorflow
