@@ -24,6 +24,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/auth.h"
 #include "actors/control_plane.h"
 #include "actors/membership.h"
 #include "actors/messages.h"
@@ -393,6 +394,47 @@ TEST_F(SecurityTest, ExitMessagesAndSelfAddressedRequestsAreIgnored) {
   EXPECT_TRUE(node.proc->wait_for_output("node actor ignored an exit message", 10s)) << node.proc->output();
   expect_unharmed();
   EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos);
+}
+
+// A member that completes the node actor's handshake learns the task's devices, each reachable
+// only through the node actor: no device actor handle leaves its process (actors/interfaces.h).
+TEST_F(SecurityTest, AdvertisedDevicesCarryTheNodeActorAndNoDeviceActor) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto h = member_connection(sys, node);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const node_actor_t peer = caf::actor_cast<node_actor_t>(*h);
+  caf::scoped_actor self{sys};
+  std::string server_nonce;
+  self->request(peer, 10s, hello_atom::value, kProtocolVersion, node.fingerprint, std::string("client/0"))
+      .receive([&](std::string& n) { server_nonce = std::move(n); },
+               [&](caf::error& e) { FAIL() << from_caf_error(e); });
+  ASSERT_FALSE(server_nonce.empty());
+  const std::string my_nonce = random_nonce();
+  std::vector<DeviceInfo> devices;
+  self->request(peer, 10s, auth_atom::value,
+                auth_proof(kSecret, "client", server_nonce, node.fingerprint, kProtocolVersion), my_nonce)
+      .receive(
+          [&](NodeInfo& info, std::string& proof) {
+            EXPECT_EQ(proof, auth_proof(kSecret, "node", my_nonce, node.fingerprint, kProtocolVersion));
+            devices = std::move(info.devices);
+          },
+          [&](caf::error& e) { FAIL() << from_caf_error(e); });
+  ASSERT_FALSE(devices.empty());
+  for (const auto& d : devices) {
+    EXPECT_FALSE(d.actor) << d.name << " leaked its device actor";
+    EXPECT_EQ(d.node, peer) << d.name << " does not name the node actor";
+  }
+  // The same answer to a devices request once authenticated.
+  self->request(peer, 10s, devices_atom::value)
+      .receive(
+          [&](std::vector<DeviceInfo>& ds) {
+            ASSERT_EQ(ds.size(), devices.size());
+            for (const auto& d : ds) EXPECT_FALSE(d.actor) << d.name;
+          },
+          [&](caf::error& e) { FAIL() << from_caf_error(e); });
+  expect_unharmed();
 }
 
 // A member sends tensors whose shapes claim far more bytes than came (2^40 elements; 2^28

@@ -16,7 +16,8 @@
 //     caf::actor_system) and Server::master() (the master actor);
 //   - Session::prepare (RunRequest, RunRequestPtr) and Session::master() for asynchronous
 //     sends: (run_atom, RunRequestPtr) -> std::vector<Tensor> or an error;
-//   - register_actorflow_types (all message types) and the message atoms (actors/messages.h);
+//   - register_actorflow_types (all message types), the message atoms and the actors' typed
+//     interfaces (actors/interfaces.h, included by actors/messages.h);
 //   - spawn_data_actor / next_batch, a data actor over a Dataset (actors/data_actor.h);
 //   - from_caf_error, turning a caf::error from actorflow's actors into a Status.
 // Thread-safety and ownership are those of CAF: actor handles are values, shared freely between
