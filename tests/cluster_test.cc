@@ -59,6 +59,21 @@ struct Cluster {
   return p->wait_for_output("serving", 20s);
 }
 
+// Workers 0 and 1 of a Cluster as `actorflow node` processes.
+struct Workers {
+  std::unique_ptr<ChildProcess> w0, w1;
+  // Starts both; fails, saying which and why, when one does not serve.
+  ::testing::AssertionResult start(Cluster& c) {
+    w0 = c.node("worker", 0);
+    w1 = c.node("worker", 1);
+    auto a = started(w0.get());
+    if (!a) return a << "\nworker 0: " << w0->output();
+    auto b = started(w1.get());
+    if (!b) return b << "\nworker 1: " << w1->output();
+    return ::testing::AssertionSuccess();
+  }
+};
+
 // How a client without the cluster secret tries the node's port.
 enum class Intruder { kPlainCaf, kWrongSecret, kNoSecret };
 
@@ -83,10 +98,8 @@ std::string intruder_connects(int port, const std::string& fingerprint, Intruder
 
 TEST(ClusterTest, Seed000AcrossThreeProcesses) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"});
   ASSERT_EQ(host->wait(60s), 0) << host->output();
   const std::string out = host->output();
@@ -101,16 +114,14 @@ TEST(ClusterTest, Seed000AcrossThreeProcesses) {
 // cluster file runs the graph on worker 0, whose master places it on both workers.
 TEST(ClusterTest, Seed000FromAClientOutsideTheCluster) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   auto client = ChildProcess::start({binary("samples/remote_session"), "--cluster", c.file});
   ASSERT_EQ(client->wait(60s), 0) << client->output();
   EXPECT_NE(client->output().find("[[26.80402  32.85203 ]\n [54.003944 69.09987 ]]"), std::string::npos)
       << client->output();
   // Worker 0 placed it (the client has no devices) and saw the client as a tool, not a task.
-  EXPECT_NE(w0->output().find("'/job:_client/replica:0/task:0') authenticated"), std::string::npos) << w0->output();
+  EXPECT_NE(workers.w0->output().find("'/job:_client/replica:0/task:0') authenticated"), std::string::npos) << workers.w0->output();
   // A target that is no task of the file is refused with exit code 2, naming it.
   auto stray = ChildProcess::start({binary("samples/remote_session"), "--cluster", c.file, "--target",
                                     "actorflow://localhost:1"});
@@ -195,8 +206,12 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
     for (Intruder how : {Intruder::kPlainCaf, Intruder::kWrongSecret, Intruder::kNoSecret}) {
       const std::string got = intruder_connects(c.w0, spec->fingerprint(), how);
       EXPECT_EQ(got.rfind("refused", 0), 0u) << "intruder " << static_cast<int>(how) << ": " << got;
-      if (how == Intruder::kWrongSecret) EXPECT_NE(got.find("secrets differ"), std::string::npos) << got;
-      if (how == Intruder::kNoSecret) EXPECT_NE(got.find("requires a cluster secret"), std::string::npos) << got;
+      if (how == Intruder::kWrongSecret) {
+        EXPECT_NE(got.find("secrets differ"), std::string::npos) << got;
+      }
+      if (how == Intruder::kNoSecret) {
+        EXPECT_NE(got.find("requires a cluster secret"), std::string::npos) << got;
+      }
     }
     EXPECT_TRUE(w0->wait_for_output("proof does not match the cluster secret", 10s)) << w0->output();
   }
@@ -255,10 +270,8 @@ class HostFixture {
 
 TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   HostFixture h(c);
   Scope root = Scope::root();
   // x is fed on the host and flows host -> worker 1 -> worker 0 -> host.
@@ -283,8 +296,8 @@ TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
     }
   });
   std::this_thread::sleep_for(200ms);  // let steps run before the fault (not synchronisation)
-  w1->signal(SIGKILL);
-  w1->wait(10s);
+  workers.w1->signal(SIGKILL);
+  workers.w1->wait(10s);
   runner.join();
   stop = true;
   EXPECT_GT(h.server->direct_steps()->steps_run(), 0u);  // the steps in flight went direct
@@ -300,10 +313,8 @@ TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
 
 TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   HostFixture h(c);
   Scope root = Scope::root();
   auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
@@ -311,8 +322,8 @@ TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
   Session sess(root, h.server->target(), SessionOptions{});
   auto feed = Tensor::from_vector<float>({1, 2}, {2});
   ASSERT_TRUE(sess.run({{x, feed}}, {y}).ok());
-  w1->signal(SIGSTOP);  // alive but silent: no closed connection
-  ASSERT_TRUE(w1->wait_stopped(5s));  // stopped before the step is sent
+  workers.w1->signal(SIGSTOP);  // alive but silent: no closed connection
+  ASSERT_TRUE(workers.w1->wait_stopped(5s));  // stopped before the step is sent
   const auto t0 = std::chrono::steady_clock::now();
   auto r = sess.run({{x, feed}}, {y});
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -320,7 +331,7 @@ TEST(ClusterTest, SilentWorkerIsDetectedByHeartbeats) {
   EXPECT_NE(r.status().message().find("/job:worker/replica:0/task:1"), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find("heartbeat"), std::string::npos) << r.status();
   EXPECT_LT(took, 10s);
-  w1->signal(SIGCONT);
+  workers.w1->signal(SIGCONT);
 }
 
 }  // namespace
@@ -330,10 +341,8 @@ namespace actorflow {
 namespace {
 TEST(ClusterTest, StatusShowsUpAndDownTasks) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   auto st = ChildProcess::start({binary("actorflow"), "status", "--cluster", c.file, "--timeout-ms", "500"});
   EXPECT_EQ(st->wait(60s), 3) << st->output();  // host/0 is not running
   const std::string out = st->output();
@@ -354,10 +363,8 @@ namespace {
 // partition, a kernel error there (code and op kept), and the session staying usable.
 TEST(ClusterTest, ConcurrentDirectStepsGetTheirOwnResults) {
   Cluster c;
-  auto w0 = c.node("worker", 0);
-  auto w1 = c.node("worker", 1);
-  ASSERT_TRUE(started(w0.get())) << w0->output();
-  ASSERT_TRUE(started(w1.get())) << w1->output();
+  Workers workers;
+  ASSERT_TRUE(workers.start(c));
   HostFixture h(c);
   Scope root = Scope::root();
   // Two remote partitions per step: x goes to worker 1, worker 0 fetches from there.
