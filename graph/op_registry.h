@@ -110,6 +110,7 @@ void register_math_ops(OpRegistry& r);       // elementwise math, Cast, Select, 
 void register_array_ops(OpRegistry& r);      // Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot
 void register_nn_ops(OpRegistry& r);         // MatMul, Conv2D, MaxPool, Relu, BiasAdd, Softmax, Xent + backward ops
 void register_variable_ops(OpRegistry& r);   // graph/ops_variables.cc
+void register_indexing_ops(OpRegistry& r);   // Gather, UnsortedSegmentSum, Concat, Slice, Sigmoid, Tanh, L2Loss (+ gradients)
 void register_gradients(OpRegistry& r);      // graph/grads.cc
 void register_all_ops(OpRegistry& r);
 

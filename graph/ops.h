@@ -89,5 +89,31 @@ Output softmax(const Scope& s, Input logits);  // over the last dim
 // Returns {loss [batch], backprop [batch, classes]} as TensorFlow's op does.
 std::vector<Output> softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels);
 
+// ---- indexing and activations (graph/ops_indexing.cc) -------------------------------------
+// Rows of `params` (rank >= 1) picked by integer `indices` (int32/int64, any shape): the result
+// is indices.shape + params.shape[1:]. An index outside [0, params.shape[0]) fails the step with
+// InvalidArgument naming the op; with `drop_negatives`, negative indices give rows of zeros.
+Output gather(const Scope& s, Input params, Input indices, bool drop_negatives = false);
+// TensorFlow's embedding_lookup on one (unpartitioned) table: gather(params, ids).
+Output embedding_lookup(const Scope& s, Input params, Input ids);
+// Sums the slices of `data` into [num_segments] + data.shape[ids.rank:] by `segment_ids` (a prefix
+// of data's shape, int32/int64). Negative ids are dropped; an id >= num_segments is an error.
+// `num_segments`: an int32/int64 scalar or one-element tensor.
+Output unsorted_segment_sum(const Scope& s, Input data, Input segment_ids, Input num_segments);
+Output unsorted_segment_sum(const Scope& s, Input data, Input segment_ids, int64_t num_segments);
+// Joins `values` (same dtype and rank, equal dims except `axis`, which may be negative) along
+// `axis`.
+Output concat(const Scope& s, const std::vector<Output>& values, int64_t axis);
+// Concat's gradient: the part of `dy` that values[index] became (the values lend their shapes).
+Output concat_part(const Scope& s, Input dy, const std::vector<Output>& values, int64_t axis, int64_t index);
+// x[begin[i] : begin[i] + size[i]] in every dim i; size -1 takes the rest of that dim.
+Output slice(const Scope& s, Input x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size);
+// Slice's gradient: zeros of x's shape with dy placed at `begin`.
+Output slice_grad(const Scope& s, Input dy, Input x, const std::vector<int64_t>& begin,
+                  const std::vector<int64_t>& size);
+Output sigmoid(const Scope& s, Input x);  // 1 / (1 + exp(-x)), floating types
+Output tanh(const Scope& s, Input x);
+Output l2_loss(const Scope& s, Input x);  // sum(x^2) / 2, a scalar
+
 }  // namespace ops
 }  // namespace actorflow

@@ -201,6 +201,33 @@ TEST(GradientsTest, ElementwiseAndBroadcasting) {
   });
 }
 
+// The indexing and activation ops of graph/ops_indexing.cc (issue 15).
+TEST(GradientsTest, IndexingAndActivations) {
+  auto a = random_tensor({4, 3}, 11), b = random_tensor({2, 3}, 12), c = random_tensor({4, 2}, 13);
+  auto ids = Tensor::from_vector<int64_t>({3, 0, 3, 1, 2}, {5});  // row 3 twice, row 0 once...
+  auto ids32 = Tensor::from_vector<int32_t>({1, 1, 0, 2}, {2, 2});
+  check_gradient_all_shapes("gather", {a}, [&](const Scope& s, const Xs& x) {
+    return ops::gather(s, x[0], ops::constant(s, ids));
+  });
+  check_gradient_all_shapes("gather int32 ids [2,2]", {a}, [&](const Scope& s, const Xs& x) {
+    return ops::embedding_lookup(s, x[0], ops::constant(s, ids32));
+  });
+  auto seg = Tensor::from_vector<int32_t>({2, 0, -1, 2}, {4});  // -1 dropped
+  check_gradient_all_shapes("unsorted_segment_sum", {a}, [&](const Scope& s, const Xs& x) {
+    return ops::unsorted_segment_sum(s, x[0], ops::constant(s, seg), int64_t{3});
+  });
+  check_gradient_all_shapes("concat axis 0", {a, b}, [](const Scope& s, const Xs& x) {
+    return ops::concat(s, {x[0], x[1]}, 0);
+  });
+  check_gradient_all_shapes("concat axis -1", {a, c, a}, [](const Scope& s, const Xs& x) {
+    return ops::concat(s, {x[0], x[1], x[2]}, -1);
+  });
+  check_gradient_all_shapes("slice", {a}, [](const Scope& s, const Xs& x) { return ops::slice(s, x[0], {1, 1}, {2, -1}); });
+  check_gradient_all_shapes("sigmoid", {a}, [](const Scope& s, const Xs& x) { return ops::sigmoid(s, x[0]); });
+  check_gradient_all_shapes("tanh", {a}, [](const Scope& s, const Xs& x) { return ops::tanh(s, x[0]); });
+  check_gradient_all_shapes("l2_loss", {a}, [](const Scope& s, const Xs& x) { return ops::l2_loss(s, x[0]); });
+}
+
 TEST(GradientsTest, ReductionsAndShapes) {
   Tensor a = spread_tensor({2, 3, 4});
   for (bool keep : {false, true}) {

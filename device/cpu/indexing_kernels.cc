@@ -1,0 +1,340 @@
+// CPU kernels of graph/ops_indexing.cc: Gather, UnsortedSegmentSum, Concat, ConcatPart, Slice,
+// SliceGrad, Sigmoid, Tanh, L2Loss. The copying kernels move bytes (any dtype); run-time shapes
+// and indices are checked and errors name the node.
+#include <cmath>
+#include <cstring>
+
+#include "device/cpu/elementwise.h"
+#include "device/kernel.h"
+#include "graph/shape_util.h"
+
+namespace actorflow {
+namespace {
+
+using cpu::dispatch;
+using cpu::FloatTypes;
+using cpu::NumericTypes;
+using cpu::TypeList;
+using IndexTypes = TypeList<int32_t, int64_t>;
+
+// Product of dims [from, to) of `s`.
+int64_t span(const Shape& s, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; ++i) n *= s.dim(i);
+  return n;
+}
+
+// Gather(params, indices): row indices[i] of params to row i of the output.
+class GatherKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& p = ctx.input(0);
+    const Tensor& ids = ctx.input(1);
+    if (p.shape().rank() < 1) return ctx.invalid_argument("params must have rank >= 1, got a scalar");
+    const bool drop_negatives = ctx.attrs().get_or<bool>("drop_negatives", false);
+    const int64_t rows = p.shape().dim(0);
+    std::vector<int64_t> dims = ids.shape().dims();
+    for (int i = 1; i < p.shape().rank(); ++i) dims.push_back(p.shape().dim(i));
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, p.dtype(), Shape(dims)));
+    const size_t row_bytes = static_cast<size_t>(span(p.shape(), 1, p.shape().rank())) * dtype_size(p.dtype());
+    const char* src = static_cast<const char*>(p.raw_data());
+    char* dst = static_cast<char*>(out->raw_data());
+    return dispatch(IndexTypes{}, ids.dtype(), ctx, [&](auto tag) -> Status {
+      using I = decltype(tag);
+      const I* id = ids.data<I>();
+      for (int64_t i = 0, n = ids.num_elements(); i < n; ++i) {
+        const int64_t r = static_cast<int64_t>(id[i]);
+        char* to = dst + static_cast<size_t>(i) * row_bytes;
+        if (r < 0 && drop_negatives) {
+          std::memset(to, 0, row_bytes);
+          continue;
+        }
+        if (r < 0 || r >= rows)
+          return ctx.invalid_argument("indices[" + std::to_string(i) + "] = " + std::to_string(r) +
+                                      " is not in [0, " + std::to_string(rows) + ")");
+        if (row_bytes) std::memcpy(to, src + static_cast<size_t>(r) * row_bytes, row_bytes);
+      }
+      return Status::OK();
+    });
+  }
+};
+
+// Reads a scalar or one-element int32/int64 tensor.
+Result<int64_t> read_count(const Tensor& t) {
+  if (t.num_elements() != 1) return InvalidArgument("num_segments must have one element, got " + t.shape().to_string());
+  if (t.dtype() == DType::kInt32) return static_cast<int64_t>(t.data<int32_t>()[0]);
+  if (t.dtype() == DType::kInt64) return t.data<int64_t>()[0];
+  return InvalidArgument("num_segments must be int32 or int64");
+}
+
+// UnsortedSegmentSum(data, segment_ids, num_segments).
+class SegmentSumKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& d = ctx.input(0);
+    const Tensor& ids = ctx.input(1);
+    auto count = read_count(ctx.input(2));
+    if (!count.ok()) return ctx.invalid_argument(count.status().message());
+    if (*count < 0) return ctx.invalid_argument("num_segments must be >= 0, got " + std::to_string(*count));
+    const int ir = ids.shape().rank();
+    bool prefix = ir <= d.shape().rank();
+    for (int i = 0; prefix && i < ir; ++i) prefix = ids.shape().dim(i) == d.shape().dim(i);
+    if (!prefix)
+      return ctx.invalid_argument("segment_ids " + ids.shape().to_string() + " must be a prefix of data's shape " +
+                                  d.shape().to_string());
+    std::vector<int64_t> dims{*count};
+    for (int i = ir; i < d.shape().rank(); ++i) dims.push_back(d.shape().dim(i));
+    const int64_t inner = span(d.shape(), ir, d.shape().rank());
+    return dispatch(NumericTypes{}, d.dtype(), ctx, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, d.dtype(), Shape(dims)));
+      T* o = out->data<T>();
+      std::fill(o, o + out->num_elements(), T(0));
+      const T* x = d.data<T>();
+      return dispatch(IndexTypes{}, ids.dtype(), ctx, [&](auto itag) -> Status {
+        using I = decltype(itag);
+        const I* id = ids.data<I>();
+        for (int64_t i = 0, n = ids.num_elements(); i < n; ++i) {
+          const int64_t seg = static_cast<int64_t>(id[i]);
+          if (seg < 0) continue;  // dropped, as TensorFlow does
+          if (seg >= *count)
+            return ctx.invalid_argument("segment_ids[" + std::to_string(i) + "] = " + std::to_string(seg) +
+                                        " is not below num_segments " + std::to_string(*count));
+          T* row = o + seg * inner;
+          const T* in = x + i * inner;
+          for (int64_t k = 0; k < inner; ++k) row[k] += in[k];
+        }
+        return Status::OK();
+      });
+    });
+  }
+};
+
+// The shapes of values[first..] (checked to concatenate along `axis`) and where each starts.
+struct ConcatLayout {
+  int axis = 0;
+  int64_t outer = 1;                 // product of dims before axis
+  std::vector<size_t> chunk_bytes;   // per value: its dims from axis on, in bytes
+  size_t out_chunk = 0;              // the sum: one outer row of the result, in bytes
+  std::vector<int64_t> out_dims;
+};
+
+Result<ConcatLayout> concat_layout(const OpKernelContext& ctx, int first, int64_t axis) {
+  const Tensor& v0 = ctx.input(first);
+  const int rank = v0.shape().rank();
+  if (rank == 0) return InvalidArgument("cannot concatenate scalars");
+  AF_ASSIGN_OR_RETURN(int ax, normalize_axis(axis, rank));
+  ConcatLayout l;
+  l.axis = ax;
+  l.outer = span(v0.shape(), 0, ax);
+  l.out_dims = v0.shape().dims();
+  l.out_dims[static_cast<size_t>(ax)] = 0;
+  const size_t es = dtype_size(v0.dtype());
+  for (int i = first; i < ctx.num_inputs(); ++i) {
+    const Tensor& v = ctx.input(i);
+    bool ok = v.dtype() == v0.dtype() && v.shape().rank() == rank;
+    for (int d = 0; ok && d < rank; ++d) ok = d == ax || v.shape().dim(d) == v0.shape().dim(d);
+    if (!ok)
+      return InvalidArgument("values[" + std::to_string(i - first) + "] " + v.shape().to_string() + " (" +
+                             dtype_name(v.dtype()) + ") cannot be concatenated with values[0] " +
+                             v0.shape().to_string() + " (" + dtype_name(v0.dtype()) + ") along axis " +
+                             std::to_string(ax));
+    l.out_dims[static_cast<size_t>(ax)] += v.shape().dim(ax);
+    l.chunk_bytes.push_back(static_cast<size_t>(span(v.shape(), ax, rank)) * es);
+    l.out_chunk += l.chunk_bytes.back();
+  }
+  return l;
+}
+
+class ConcatKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    if (ctx.num_inputs() < 1) return ctx.invalid_argument("Concat needs at least one input");
+    auto l = concat_layout(ctx, 0, ctx.attrs().get_or<int64_t>("axis", 0));
+    if (!l.ok()) return ctx.invalid_argument(l.status().message());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, ctx.input(0).dtype(), Shape(l->out_dims)));
+    char* o = static_cast<char*>(out->raw_data());
+    for (int64_t r = 0; r < l->outer; ++r) {
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const size_t c = l->chunk_bytes[static_cast<size_t>(i)];
+        if (c) std::memcpy(o, static_cast<const char*>(ctx.input(i).raw_data()) + static_cast<size_t>(r) * c, c);
+        o += c;
+      }
+    }
+    return Status::OK();
+  }
+};
+
+// ConcatPart(dy, values..., attrs axis, index).
+class ConcatPartKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const int64_t index = ctx.attrs().get_or<int64_t>("index", -1);
+    if (index < 0 || index + 1 >= ctx.num_inputs())
+      return ctx.invalid_argument("index " + std::to_string(index) + " names no concatenated value");
+    auto l = concat_layout(ctx, 1, ctx.attrs().get_or<int64_t>("axis", 0));
+    if (!l.ok()) return ctx.invalid_argument(l.status().message());
+    const Tensor& dy = ctx.input(0);
+    if (dy.dtype() != ctx.input(1).dtype() || dy.shape() != Shape(l->out_dims))
+      return ctx.invalid_argument("gradient " + dy.shape().to_string() + " is not the shape of the concatenation " +
+                                  Shape(l->out_dims).to_string());
+    const Tensor& part = ctx.input(static_cast<int>(index) + 1);
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, dy.dtype(), part.shape()));
+    size_t offset = 0;
+    for (int64_t i = 0; i < index; ++i) offset += l->chunk_bytes[static_cast<size_t>(i)];
+    const size_t c = l->chunk_bytes[static_cast<size_t>(index)];
+    const char* src = static_cast<const char*>(dy.raw_data());
+    char* o = static_cast<char*>(out->raw_data());
+    for (int64_t r = 0; r < l->outer && c; ++r)
+      std::memcpy(o + static_cast<size_t>(r) * c, src + static_cast<size_t>(r) * l->out_chunk + offset, c);
+    return Status::OK();
+  }
+};
+
+// The box [begin, begin + size) of a tensor of shape `full` (size -1 resolved), checked.
+Result<std::vector<int64_t>> slice_box(const Shape& full, const std::vector<int64_t>& begin,
+                                       const std::vector<int64_t>& size) {
+  if (begin.size() != size.size() || static_cast<int>(begin.size()) != full.rank())
+    return InvalidArgument("begin " + int_list_to_string(begin) + " and size " + int_list_to_string(size) +
+                           " must both have one entry per dim of " + full.to_string());
+  std::vector<int64_t> out(begin.size());
+  for (size_t i = 0; i < begin.size(); ++i) {
+    const int64_t dim = full.dim(static_cast<int>(i));
+    const int64_t n = size[i] == -1 ? dim - begin[i] : size[i];
+    if (begin[i] < 0 || n < 0 || begin[i] + n > dim)
+      return InvalidArgument("slice begin " + int_list_to_string(begin) + " size " + int_list_to_string(size) +
+                             " does not fit in " + full.to_string());
+    out[i] = n;
+  }
+  return out;
+}
+
+// Copies the box `box` at `begin` between a tensor of shape `full` and a dense one of shape
+// `box`: from full into dense when `gather`, else from dense into full. Bytes; any dtype.
+void copy_box(const Shape& full, const std::vector<int64_t>& begin, const std::vector<int64_t>& box, size_t es,
+              char* full_data, char* dense, bool gather) {
+  const int rank = full.rank();
+  int64_t total = 1;
+  for (int64_t b : box) total *= b;
+  if (total == 0) return;
+  if (rank == 0) {
+    if (gather) std::memcpy(dense, full_data, es);
+    else std::memcpy(full_data, dense, es);
+    return;
+  }
+  // Strides of `full` in elements; the innermost dim is copied as one run.
+  std::vector<int64_t> stride(static_cast<size_t>(rank), 1);
+  for (int i = rank - 2; i >= 0; --i) stride[static_cast<size_t>(i)] = stride[static_cast<size_t>(i) + 1] * full.dim(i + 1);
+  const size_t run = static_cast<size_t>(box.back()) * es;
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  for (int64_t done = 0; done < total; done += box.back()) {
+    int64_t at = 0;
+    for (int i = 0; i < rank; ++i) at += (begin[static_cast<size_t>(i)] + idx[static_cast<size_t>(i)]) * stride[static_cast<size_t>(i)];
+    char* f = full_data + static_cast<size_t>(at) * es;
+    char* d = dense + static_cast<size_t>(done) * es;
+    if (gather) std::memcpy(d, f, run);
+    else std::memcpy(f, d, run);
+    for (int i = rank - 2; i >= 0; --i) {
+      if (++idx[static_cast<size_t>(i)] < box[static_cast<size_t>(i)]) break;
+      idx[static_cast<size_t>(i)] = 0;
+    }
+  }
+}
+
+class SliceKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const auto begin = ctx.attrs().get_or<std::vector<int64_t>>("begin", {});
+    auto box = slice_box(x.shape(), begin, ctx.attrs().get_or<std::vector<int64_t>>("size", {}));
+    if (!box.ok()) return ctx.invalid_argument(box.status().message());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), Shape(*box)));
+    copy_box(x.shape(), begin, *box, dtype_size(x.dtype()), const_cast<char*>(static_cast<const char*>(x.raw_data())),
+             static_cast<char*>(out->raw_data()), /*gather=*/true);
+    return Status::OK();
+  }
+};
+
+class SliceGradKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const auto begin = ctx.attrs().get_or<std::vector<int64_t>>("begin", {});
+    auto box = slice_box(x.shape(), begin, ctx.attrs().get_or<std::vector<int64_t>>("size", {}));
+    if (!box.ok()) return ctx.invalid_argument(box.status().message());
+    if (dy.dtype() != x.dtype() || dy.shape() != Shape(*box))
+      return ctx.invalid_argument("gradient " + dy.shape().to_string() + " is not the slice's shape " +
+                                  Shape(*box).to_string());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), x.shape()));
+    if (out->bytes()) std::memset(out->raw_data(), 0, out->bytes());
+    copy_box(x.shape(), begin, *box, dtype_size(x.dtype()), static_cast<char*>(out->raw_data()),
+             const_cast<char*>(static_cast<const char*>(dy.raw_data())), /*gather=*/false);
+    return Status::OK();
+  }
+};
+
+struct SigmoidF {
+  template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+};
+struct TanhF {
+  template <class T> T operator()(T x) const { return std::tanh(x); }
+};
+
+template <class F>
+class FloatUnaryKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    return dispatch(FloatTypes{}, x.dtype(), ctx, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), x.shape()));
+      const T* a = x.data<T>();
+      T* o = out->data<T>();
+      F f;
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) o[i] = f(a[i]);
+      return Status::OK();
+    });
+  }
+};
+
+// L2Loss(x) = sum(x^2) / 2, accumulated in double.
+class L2LossKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    return dispatch(FloatTypes{}, x.dtype(), ctx, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), Shape{}));
+      const T* a = x.data<T>();
+      double sum = 0;
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) sum += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+      out->data<T>()[0] = static_cast<T>(sum / 2);
+      return Status::OK();
+    });
+  }
+};
+
+}  // namespace
+
+void register_cpu_indexing_kernels(KernelRegistry& r) {
+  r.add("Gather", "CPU", simple_factory<GatherKernel>());
+  r.add("UnsortedSegmentSum", "CPU", simple_factory<SegmentSumKernel>());
+  r.add("Concat", "CPU", simple_factory<ConcatKernel>());
+  r.add("ConcatPart", "CPU", simple_factory<ConcatPartKernel>());
+  r.add("Slice", "CPU", simple_factory<SliceKernel>());
+  r.add("SliceGrad", "CPU", simple_factory<SliceGradKernel>());
+  r.add("Sigmoid", "CPU", simple_factory<FloatUnaryKernel<SigmoidF>>());
+  r.add("Tanh", "CPU", simple_factory<FloatUnaryKernel<TanhF>>());
+  r.add("L2Loss", "CPU", simple_factory<L2LossKernel>());
+}
+
+}  // namespace actorflow

@@ -1,0 +1,293 @@
+// Indexing and activation ops for embedding-style models (issue 15): Gather, UnsortedSegmentSum,
+// Concat, Slice, Sigmoid, Tanh, L2Loss, and the two helper ops their gradients use (ConcatPart,
+// SliceGrad). Shape functions, gradients and the ops:: builders declared in graph/ops.h; the CPU
+// kernels are in device/cpu/indexing_kernels.cc.
+#include "graph/op_registry.h"
+#include "graph/ops.h"
+#include "graph/shape_util.h"
+
+namespace actorflow {
+
+namespace {
+
+using Outs = std::vector<Output>;
+
+const DTypes& index_types() {
+  static const DTypes t{DType::kInt32, DType::kInt64};
+  return t;
+}
+
+// Gather(params, indices) -> indices.shape + params.shape[1:].
+Status gather_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(1), index_types(), "indices"));
+  const Shape& p = c.input_shape(0);
+  const Shape& ids = c.input_shape(1);
+  if (!p.unknown_rank() && p.rank() < 1) return InvalidArgument("params must have rank >= 1, got a scalar");
+  if (p.unknown_rank() || ids.unknown_rank()) {
+    c.set_output(0, c.input_type(0), Shape::unknown());
+    return Status::OK();
+  }
+  std::vector<int64_t> out = ids.dims();
+  for (int i = 1; i < p.rank(); ++i) out.push_back(p.dim(i));
+  c.set_output(0, c.input_type(0), Shape(std::move(out)));
+  return Status::OK();
+}
+
+// The value of a scalar or one-element integer input known at graph time, or -1.
+int64_t known_count(const InferenceContext& c, int i) {
+  const Tensor* v = c.input_value(i);
+  if (!v || v->num_elements() != 1) return -1;
+  if (v->dtype() == DType::kInt32) return v->data<int32_t>()[0];
+  if (v->dtype() == DType::kInt64) return v->data<int64_t>()[0];
+  return -1;
+}
+
+// UnsortedSegmentSum(data, segment_ids, num_segments) -> [num_segments] + data.shape[ids.rank:].
+Status segment_sum_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), numeric_types(), "data"));
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(1), index_types(), "segment_ids"));
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(2), index_types(), "num_segments"));
+  const Shape& d = c.input_shape(0);
+  const Shape& ids = c.input_shape(1);
+  if (d.unknown_rank() || ids.unknown_rank()) {
+    c.set_output(0, c.input_type(0), Shape::unknown());
+    return Status::OK();
+  }
+  if (ids.rank() > d.rank())
+    return InvalidArgument("segment_ids " + ids.to_string() + " must be a prefix of data's shape " + d.to_string());
+  for (int i = 0; i < ids.rank(); ++i)
+    if (ids.dim(i) >= 0 && d.dim(i) >= 0 && ids.dim(i) != d.dim(i))
+      return InvalidArgument("segment_ids " + ids.to_string() + " must be a prefix of data's shape " + d.to_string());
+  std::vector<int64_t> out{known_count(c, 2)};
+  for (int i = ids.rank(); i < d.rank(); ++i) out.push_back(d.dim(i));
+  c.set_output(0, c.input_type(0), Shape(std::move(out)));
+  return Status::OK();
+}
+
+// Concat(values..., attr axis): same dtype and rank, equal dims except along axis.
+Status concat_shape(InferenceContext& c) {
+  if (c.num_inputs() < 1) return InvalidArgument("Concat needs at least one input");
+  AF_ASSIGN_OR_RETURN(int64_t axis, c.attrs().get<int64_t>("axis"));
+  int rank = -1;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    AF_RETURN_IF_ERROR(check_same_dtype(c.input_type(0), c.input_type(i)));
+    if (!c.input_shape(i).unknown_rank()) {
+      if (rank >= 0 && c.input_shape(i).rank() != rank)
+        return InvalidArgument("values[" + std::to_string(i) + "] has rank " + std::to_string(c.input_shape(i).rank()) +
+                               ", values[0] rank " + std::to_string(rank));
+      rank = c.input_shape(i).rank();
+    }
+  }
+  if (rank < 0) {
+    c.set_output(0, c.input_type(0), Shape::unknown());
+    return Status::OK();
+  }
+  if (rank == 0) return InvalidArgument("cannot concatenate scalars");
+  AF_ASSIGN_OR_RETURN(int ax, normalize_axis(axis, rank));
+  std::vector<int64_t> out(static_cast<size_t>(rank), -1);
+  int64_t along = 0;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    const Shape& s = c.input_shape(i);
+    if (s.unknown_rank()) {
+      along = -1;
+      continue;
+    }
+    for (int d = 0; d < rank; ++d) {
+      if (d == ax) continue;
+      auto& o = out[static_cast<size_t>(d)];
+      if (s.dim(d) < 0) continue;
+      if (o >= 0 && o != s.dim(d))
+        return InvalidArgument("values[" + std::to_string(i) + "] " + s.to_string() + " differs from the others in dim " +
+                               std::to_string(d) + " (concatenating along " + std::to_string(ax) + ")");
+      o = s.dim(d);
+    }
+    if (along >= 0) along = s.dim(ax) < 0 ? -1 : along + s.dim(ax);
+  }
+  out[static_cast<size_t>(ax)] = along;
+  c.set_output(0, c.input_type(0), Shape(std::move(out)));
+  return Status::OK();
+}
+
+// ConcatPart(dy, values..., attrs axis, index): the part of dy that values[index] became.
+Status concat_part_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(int64_t index, c.attrs().get<int64_t>("index"));
+  if (index < 0 || index + 1 >= c.num_inputs())
+    return InvalidArgument("index " + std::to_string(index) + " names no value of the " +
+                           std::to_string(c.num_inputs() - 1) + " concatenated");
+  c.set_output(0, c.input_type(0), c.input_shape(static_cast<int>(index) + 1));
+  return Status::OK();
+}
+
+// Slice(x, attrs begin, size): size -1 = to the end of that dim.
+Status slice_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(auto begin, c.attrs().get<std::vector<int64_t>>("begin"));
+  AF_ASSIGN_OR_RETURN(auto size, c.attrs().get<std::vector<int64_t>>("size"));
+  if (begin.size() != size.size())
+    return InvalidArgument("begin " + int_list_to_string(begin) + " and size " + int_list_to_string(size) +
+                           " differ in length");
+  const Shape& in = c.input_shape(0);
+  if (!in.unknown_rank() && static_cast<size_t>(in.rank()) != begin.size())
+    return InvalidArgument("begin " + int_list_to_string(begin) + " has " + std::to_string(begin.size()) +
+                           " entries but the input has rank " + std::to_string(in.rank()));
+  std::vector<int64_t> out(begin.size());
+  for (size_t i = 0; i < begin.size(); ++i) {
+    if (begin[i] < 0) return InvalidArgument("begin " + int_list_to_string(begin) + " has a negative entry");
+    if (size[i] < -1) return InvalidArgument("size " + int_list_to_string(size) + " has an entry below -1");
+    const int64_t dim = in.unknown_rank() ? -1 : in.dim(static_cast<int>(i));
+    if (dim >= 0 && (begin[i] > dim || (size[i] >= 0 && begin[i] + size[i] > dim)))
+      return InvalidArgument("slice begin " + int_list_to_string(begin) + " size " + int_list_to_string(size) +
+                             " does not fit in " + in.to_string());
+    out[i] = size[i] >= 0 ? size[i] : (dim >= 0 ? dim - begin[i] : -1);
+  }
+  c.set_output(0, c.input_type(0), Shape(std::move(out)));
+  return Status::OK();
+}
+
+// SliceGrad(dy, x, attrs begin, size): zeros of x's shape with dy placed at begin.
+Status slice_grad_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_same_dtype(c.input_type(0), c.input_type(1)));
+  c.set_output(0, c.input_type(1), c.input_shape(1));
+  return Status::OK();
+}
+
+Status l2_loss_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
+  c.set_output(0, c.input_type(0), Shape{});
+  return Status::OK();
+}
+
+Status float_unary_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
+  c.set_output(0, c.input_type(0), c.input_shape(0));
+  return Status::OK();
+}
+
+// ---- gradients --------------------------------------------------------------------------------
+
+Output input_of(const Scope& s, const Node& n, int i) {
+  const Endpoint& e = n.inputs[static_cast<size_t>(i)];
+  return Output(s.graph()->node(e.node), e.index);
+}
+Output output_of(const Scope& s, const Node& n) { return Output(s.graph()->node(n.id), 0); }
+
+// d/dparams of a gather: the rows of dy summed into the rows their ids name (dense here; the
+// sparse form is issue 15's item 3). No gradient for the ids.
+Status grad_gather(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  Output params = input_of(s, n, 0), ids = input_of(s, n, 1);
+  Output rows = ops::slice(s, ops::shape_of(s, params), {0}, {1});
+  dx->push_back(ops::unsorted_segment_sum(s, dy[0], ids, rows));
+  dx->push_back(Output());
+  return Status::OK();
+}
+
+// d/ddata of a segment sum: each element gets its segment's gradient (dropped ids get 0).
+Status grad_segment_sum(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::gather(s, dy[0], input_of(s, n, 1), /*drop_negatives=*/true));
+  dx->push_back(Output());
+  dx->push_back(Output());
+  return Status::OK();
+}
+
+Status grad_concat(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  const int64_t axis = n.attrs.get_or<int64_t>("axis", 0);
+  std::vector<Output> values;
+  for (size_t i = 0; i < n.inputs.size(); ++i) values.push_back(input_of(s, n, static_cast<int>(i)));
+  for (size_t i = 0; i < values.size(); ++i)
+    dx->push_back(ops::concat_part(s, dy[0], values, axis, static_cast<int64_t>(i)));
+  return Status::OK();
+}
+
+// ConcatPart is linear in dy; the values lend only their shapes.
+Status grad_concat_part(const Scope&, const Node&, const Outs&, Outs*) {
+  return Unimplemented("second derivatives through Concat's gradient");
+}
+
+Status grad_slice(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::slice_grad(s, dy[0], input_of(s, n, 0), n.attrs.get_or<std::vector<int64_t>>("begin", {}),
+                                n.attrs.get_or<std::vector<int64_t>>("size", {})));
+  return Status::OK();
+}
+
+// sigmoid' = y (1 - y); tanh' = 1 - y^2 (y the op's output).
+Status grad_sigmoid(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  Output y = output_of(s, n);
+  dx->push_back(ops::mul(s, dy[0], ops::mul(s, y, ops::sub(s, 1.f, y))));
+  return Status::OK();
+}
+
+Status grad_tanh(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  Output y = output_of(s, n);
+  dx->push_back(ops::mul(s, dy[0], ops::sub(s, 1.f, ops::square(s, y))));
+  return Status::OK();
+}
+
+// L2Loss = sum(x^2) / 2: d/dx = dy * x.
+Status grad_l2_loss(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::mul(s, dy[0], input_of(s, n, 0)));
+  return Status::OK();
+}
+
+}  // namespace
+
+void register_indexing_ops(OpRegistry& r) {
+  r.add(op_def("Gather", 2, gather_shape));
+  r.add(op_def("UnsortedSegmentSum", 3, segment_sum_shape));
+  r.add(op_def("Concat", -1, concat_shape));
+  r.add(op_def("ConcatPart", -1, concat_part_shape));
+  r.add(op_def("Slice", 1, slice_shape));
+  r.add(op_def("SliceGrad", 2, slice_grad_shape));
+  r.add(op_def("Sigmoid", 1, float_unary_shape));
+  r.add(op_def("Tanh", 1, float_unary_shape));
+  r.add(op_def("L2Loss", 1, l2_loss_shape));
+  (void)r.set_grad("Gather", grad_gather);
+  (void)r.set_grad("UnsortedSegmentSum", grad_segment_sum);
+  (void)r.set_grad("Concat", grad_concat);
+  (void)r.set_grad("ConcatPart", grad_concat_part);
+  (void)r.set_grad("Slice", grad_slice);
+  (void)r.set_grad("Sigmoid", grad_sigmoid);
+  (void)r.set_grad("Tanh", grad_tanh);
+  (void)r.set_grad("L2Loss", grad_l2_loss);
+}
+
+namespace ops {
+
+Output gather(const Scope& s, Input params, Input indices, bool drop_negatives) {
+  NodeBuilder b(s, "Gather");
+  b.input(params).input(indices);
+  if (drop_negatives) b.attr("drop_negatives", true);
+  return b.output();
+}
+
+Output embedding_lookup(const Scope& s, Input params, Input ids) { return gather(s, params, ids); }
+
+Output unsorted_segment_sum(const Scope& s, Input data, Input segment_ids, Input num_segments) {
+  return NodeBuilder(s, "UnsortedSegmentSum").input(data).input(segment_ids).input(num_segments).output();
+}
+
+Output unsorted_segment_sum(const Scope& s, Input data, Input segment_ids, int64_t num_segments) {
+  return unsorted_segment_sum(s, data, segment_ids, Input(Tensor::scalar<int64_t>(num_segments)));
+}
+
+Output concat(const Scope& s, const std::vector<Output>& values, int64_t axis) {
+  return NodeBuilder(s, "Concat").inputs(values).attr("axis", axis).output();
+}
+
+Output concat_part(const Scope& s, Input dy, const std::vector<Output>& values, int64_t axis, int64_t index) {
+  return NodeBuilder(s, "ConcatPart").input(dy).inputs(values).attr("axis", axis).attr("index", index).output();
+}
+
+Output slice(const Scope& s, Input x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
+  return NodeBuilder(s, "Slice").input(x).attr("begin", begin).attr("size", size).output();
+}
+
+Output slice_grad(const Scope& s, Input dy, Input x, const std::vector<int64_t>& begin,
+                  const std::vector<int64_t>& size) {
+  return NodeBuilder(s, "SliceGrad").input(dy).input(x).attr("begin", begin).attr("size", size).output();
+}
+
+Output sigmoid(const Scope& s, Input x) { return NodeBuilder(s, "Sigmoid").input(x).output(); }
+Output tanh(const Scope& s, Input x) { return NodeBuilder(s, "Tanh").input(x).output(); }
+Output l2_loss(const Scope& s, Input x) { return NodeBuilder(s, "L2Loss").input(x).output(); }
+
+}  // namespace ops
+}  // namespace actorflow
