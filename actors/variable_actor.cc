@@ -197,6 +197,63 @@ Status assign_add(VarState& st, const Tensor& d) {
   return Status::OK();
 }
 
+// scatter_add (add) / scatter_update of rows `ids` with `upd` (ids.shape + the rows' shape).
+// Every index is checked before anything changes. Returns the updated rows.
+Result<Tensor> scatter(VarState& st, const Tensor& ids, const Tensor& upd, bool add) {
+  const char* what = add ? "scatter_add" : "scatter_update";
+  if (st.shape.rank() < 1) return err(st, Code::kInvalidArgument, std::string(what) + ": the variable is a scalar");
+  if (upd.dtype() != st.dtype)
+    return err(st, Code::kInvalidArgument, std::string(what) + ": updates are " + dtype_name(upd.dtype()) +
+                                               ", the variable is " + dtype_name(st.dtype));
+  std::vector<int64_t> rows_at(static_cast<size_t>(ids.num_elements()));
+  if (ids.dtype() == DType::kInt32) {
+    for (size_t i = 0; i < rows_at.size(); ++i) rows_at[i] = ids.data<int32_t>()[i];
+  } else if (ids.dtype() == DType::kInt64) {
+    for (size_t i = 0; i < rows_at.size(); ++i) rows_at[i] = ids.data<int64_t>()[i];
+  } else {
+    return err(st, Code::kInvalidArgument, std::string(what) + ": indices must be int32 or int64");
+  }
+  std::vector<int64_t> want = ids.shape().dims();
+  for (int i = 1; i < st.shape.rank(); ++i) want.push_back(st.shape.dim(i));
+  if (upd.shape() != Shape(want))
+    return err(st, Code::kInvalidArgument, std::string(what) + ": updates " + upd.shape().to_string() +
+                                               " must have shape " + Shape(want).to_string());
+  const int64_t rows = st.shape.dim(0);
+  for (size_t i = 0; i < rows_at.size(); ++i)
+    if (rows_at[i] < 0 || rows_at[i] >= rows)
+      return err(st, Code::kInvalidArgument, std::string(what) + ": indices[" + std::to_string(i) + "] = " +
+                                                 std::to_string(rows_at[i]) + " is not in [0, " + std::to_string(rows) + ")");
+  int64_t row_elems = 1;
+  for (int i = 1; i < st.shape.rank(); ++i) row_elems *= st.shape.dim(i);
+  Tensor& w = writable_value(st);
+  Tensor out(st.dtype, upd.shape());
+  const size_t es = dtype_size(st.dtype), row_bytes = static_cast<size_t>(row_elems) * es;
+  char* wb = static_cast<char*>(w.raw_data());
+  const char* ub = static_cast<const char*>(upd.raw_data());
+  if (add) {
+    dispatch_dtype(st.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (!std::is_same_v<T, bool>) {
+        T* wd = w.data<T>();
+        const T* ud = upd.data<T>();
+        for (size_t i = 0; i < rows_at.size(); ++i) {
+          T* row = wd + rows_at[i] * row_elems;
+          const T* u = ud + static_cast<int64_t>(i) * row_elems;
+          for (int64_t k = 0; k < row_elems; ++k) row[k] = static_cast<T>(row[k] + u[k]);
+        }
+      }
+      return 0;
+    });
+  } else {
+    for (size_t i = 0; i < rows_at.size(); ++i)
+      if (row_bytes) std::memcpy(wb + static_cast<size_t>(rows_at[i]) * row_bytes, ub + i * row_bytes, row_bytes);
+  }
+  char* ob = static_cast<char*>(out.raw_data());
+  for (size_t i = 0; i < rows_at.size(); ++i)
+    if (row_bytes) std::memcpy(ob + i * row_bytes, wb + static_cast<size_t>(rows_at[i]) * row_bytes, row_bytes);
+  return out;
+}
+
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
 // Fault injection: the global step variable reports its value (at_step faults).
@@ -414,6 +471,14 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
   }
   Status s = require_init(st);
   if (!s.ok()) return fail(s);
+  if (m == "scatter_add" || m == "scatter_update") {
+    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, m + " takes indices and updates"));
+    auto rows = scatter(st, args[0], args[1], m == "scatter_add");
+    if (!rows.ok()) return fail(rows.status());
+    ++st.version;
+    observe_global_step(st);
+    return one(std::move(*rows));
+  }
   if (m == "assign_add") {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
     s = check_like(st, args[0], "the delta");

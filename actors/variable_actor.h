@@ -7,6 +7,8 @@
 // Message interface (variable_actor_t in actors/interfaces.h):
 //   (resource_atom, ResourceCallPtr) -> std::vector<Tensor>{result}, methods:
 //   read, assign(value), assign_add(delta), is_initialized -> bool scalar,
+//   scatter_add(indices, updates), scatter_update(indices, updates) -> the updated rows (every
+//     index checked first: an out-of-range one changes nothing and names itself),
 //   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad),
 //   apply_adagrad(lr, grad) attr initial_accumulator_value (the slot's start, default 0.1),
 //   apply_rms_prop(lr, decay, momentum, epsilon, grad) -> the new value (host tensor);

@@ -241,6 +241,22 @@ Status grad_max_pool(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   return Status::OK();
 }
 
+Status grad_avg_pool(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::avg_pool_grad(s, input_of(s, n, 0), dy[0], n.attrs.get_or<std::vector<int64_t>>("ksize", {}),
+                                   n.attrs.get_or<std::vector<int64_t>>("strides", {}),
+                                   n.attrs.get_or<std::string>("padding", "VALID")));
+  return Status::OK();
+}
+
+// AvgPoolGrad is linear in grad; orig_input lends its shape.
+Status grad_avg_pool_grad(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(Output());
+  dx->push_back(ops::avg_pool(s, dy[0], n.attrs.get_or<std::vector<int64_t>>("ksize", {}),
+                              n.attrs.get_or<std::vector<int64_t>>("strides", {}),
+                              n.attrs.get_or<std::string>("padding", "VALID")));
+  return Status::OK();
+}
+
 Status grad_softmax(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   Output y = output_of(s, n, 0);
   Output dot = ops::reduce_sum(s, ops::mul(s, dy[0], y), {-1}, true);
@@ -377,6 +393,8 @@ void register_gradients(OpRegistry& r) {
   set("BiasAdd", grad_bias_add);
   set("Conv2D", grad_conv2d);
   set("MaxPool", grad_max_pool);
+  set("AvgPool", grad_avg_pool);
+  set("AvgPoolGrad", grad_avg_pool_grad);
   set("Softmax", grad_softmax);
   set("SoftmaxCrossEntropyWithLogits", grad_xent);
   set("ZerosLike", grad_none);

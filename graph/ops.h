@@ -85,6 +85,13 @@ Output conv2d(const Scope& s, Input input, Input filter, const std::vector<int64
 // NHWC; ksize and strides are 4-vectors {1, kh, kw, 1}.
 Output max_pool(const Scope& s, Input input, const std::vector<int64_t>& ksize,
                 const std::vector<int64_t>& strides, const std::string& padding);
+// Average pooling, NHWC, TensorFlow's windows; a SAME window's average counts only the input
+// elements it covers (padding excluded), as TensorFlow's AvgPool does.
+Output avg_pool(const Scope& s, Input input, const std::vector<int64_t>& ksize,
+                const std::vector<int64_t>& strides, const std::string& padding);
+// AvgPool's gradient: each window's grad spread evenly over the input elements it covers.
+Output avg_pool_grad(const Scope& s, Input orig_input, Input grad, const std::vector<int64_t>& ksize,
+                     const std::vector<int64_t>& strides, const std::string& padding);
 Output softmax(const Scope& s, Input logits);  // over the last dim
 // Returns {loss [batch], backprop [batch, classes]} as TensorFlow's op does.
 std::vector<Output> softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels);
@@ -114,6 +121,18 @@ Output slice_grad(const Scope& s, Input dy, Input x, const std::vector<int64_t>&
 Output sigmoid(const Scope& s, Input x);  // 1 / (1 + exp(-x)), floating types
 Output tanh(const Scope& s, Input x);
 Output l2_loss(const Scope& s, Input x);  // sum(x^2) / 2, a scalar
+// `num_split` equal parts of x along `axis` (the dim must divide evenly).
+std::vector<Output> split(const Scope& s, Input x, int64_t num_split, int64_t axis);
+// values (same dtype and shape) stacked along a new dim `axis` (negative counts from the end of
+// the result's dims).
+Output stack(const Scope& s, const std::vector<Output>& values, int64_t axis = 0);
+// Inverted dropout: each element is zeroed with probability `rate` (in [0, 1)) and the others
+// scaled by 1 / (1 - rate). The masks are drawn from (seed, run number of this node, element):
+// the same seed gives the same sequence of masks in every process; each run draws a new mask.
+Output dropout(const Scope& s, Input x, double rate, int64_t seed);
+// logits [batch, classes] float32, labels [batch] int32/int64 -> {loss [batch], backprop}.
+// A label outside [0, classes) fails the step with InvalidArgument naming the op.
+std::vector<Output> sparse_softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels);
 
 }  // namespace ops
 }  // namespace actorflow

@@ -150,6 +150,58 @@ Status slice_grad_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// Split(x, attrs axis, num_split): num_split equal parts along axis.
+Status split_shape(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(int64_t axis, c.attrs().get<int64_t>("axis"));
+  AF_ASSIGN_OR_RETURN(int64_t parts, c.attrs().get<int64_t>("num_split"));
+  if (parts < 1) return InvalidArgument("num_split must be >= 1, got " + std::to_string(parts));
+  const Shape& in = c.input_shape(0);
+  if (in.unknown_rank()) {
+    for (int64_t i = 0; i < parts; ++i) c.set_output(static_cast<int>(i), c.input_type(0), Shape::unknown());
+    return Status::OK();
+  }
+  if (in.rank() == 0) return InvalidArgument("cannot split a scalar");
+  AF_ASSIGN_OR_RETURN(int ax, normalize_axis(axis, in.rank()));
+  std::vector<int64_t> dims = in.dims();
+  const int64_t d = dims[static_cast<size_t>(ax)];
+  if (d >= 0 && d % parts != 0)
+    return InvalidArgument("dim " + std::to_string(ax) + " of " + in.to_string() + " does not split into " +
+                           std::to_string(parts) + " equal parts");
+  dims[static_cast<size_t>(ax)] = d >= 0 ? d / parts : -1;
+  for (int64_t i = 0; i < parts; ++i) c.set_output(static_cast<int>(i), c.input_type(0), Shape(dims));
+  return Status::OK();
+}
+
+// Dropout(x, attrs rate, seed) -> (y, scale): scale is 0 or 1 / (1 - rate) per element.
+Status dropout_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
+  AF_ASSIGN_OR_RETURN(double rate, c.attrs().get<double>("rate"));
+  if (!(rate >= 0 && rate < 1)) return InvalidArgument("rate must be in [0, 1), got " + std::to_string(rate));
+  c.set_output(0, c.input_type(0), c.input_shape(0));
+  c.set_output(1, c.input_type(0), c.input_shape(0));
+  return Status::OK();
+}
+
+// SparseSoftmaxCrossEntropyWithLogits(logits [batch, classes], labels [batch] int) ->
+// (loss [batch], backprop [batch, classes]).
+Status sparse_xent_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), {DType::kFloat32}, "logits"));
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(1), index_types(), "labels"));
+  const Shape& l = c.input_shape(0);
+  const Shape& y = c.input_shape(1);
+  if (!l.unknown_rank() && l.rank() != 2) return InvalidArgument("logits must have rank 2, got " + l.to_string());
+  if (!y.unknown_rank() && y.rank() != 1) return InvalidArgument("labels must have rank 1, got " + y.to_string());
+  int64_t batch = l.unknown_rank() ? -1 : l.dim(0);
+  if (!y.unknown_rank() && y.dim(0) >= 0) {
+    if (batch >= 0 && batch != y.dim(0))
+      return InvalidArgument("logits " + l.to_string() + " and labels " + y.to_string() + " differ in batch size");
+    batch = y.dim(0);
+  }
+  c.set_output(0, DType::kFloat32, Shape{batch});
+  c.set_output(1, DType::kFloat32, l.unknown_rank() ? Shape{batch, -1} : Shape{batch, l.dim(1)});
+  return Status::OK();
+}
+
 Status l2_loss_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
   c.set_output(0, c.input_type(0), Shape{});
@@ -163,6 +215,31 @@ Status float_unary_shape(InferenceContext& c) {
 }
 
 // ---- gradients --------------------------------------------------------------------------------
+
+// The parts' gradients joined again; a part that does not reach the loss contributes zeros.
+Status grad_split(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  std::vector<Output> parts;
+  for (size_t i = 0; i < dy.size(); ++i)
+    parts.push_back(dy[i].valid() ? dy[i] : ops::zeros_like(s, Output(s.graph()->node(n.id), static_cast<int>(i))));
+  dx->push_back(ops::concat(s, parts, n.attrs.get_or<int64_t>("axis", 0)));
+  return Status::OK();
+}
+
+// d/dx = dy * scale (the same elements dropped as in the forward pass).
+Status grad_dropout(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  dx->push_back(ops::mul(s, dy[0], Output(s.graph()->node(n.id), 1)));
+  return Status::OK();
+}
+
+// d/dlogits = backprop * dloss; labels are not differentiable. (The backprop output's own
+// gradient is not supported: second derivatives through this op.)
+Status grad_sparse_xent(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  if (dy.size() > 1 && dy[1].valid())
+    return Unimplemented("the gradient of SparseSoftmaxCrossEntropyWithLogits's backprop output");
+  dx->push_back(ops::mul(s, Output(s.graph()->node(n.id), 1), ops::expand_dims(s, dy[0], {-1})));
+  dx->push_back(Output());
+  return Status::OK();
+}
 
 Output input_of(const Scope& s, const Node& n, int i) {
   const Endpoint& e = n.inputs[static_cast<size_t>(i)];
@@ -239,6 +316,12 @@ void register_indexing_ops(OpRegistry& r) {
   r.add(op_def("Sigmoid", 1, float_unary_shape));
   r.add(op_def("Tanh", 1, float_unary_shape));
   r.add(op_def("L2Loss", 1, l2_loss_shape));
+  r.add(op_def("Split", 1, split_shape));
+  r.add(op_def("Dropout", 1, dropout_shape));
+  r.add(op_def("SparseSoftmaxCrossEntropyWithLogits", 2, sparse_xent_shape));
+  (void)r.set_grad("Split", grad_split);
+  (void)r.set_grad("Dropout", grad_dropout);
+  (void)r.set_grad("SparseSoftmaxCrossEntropyWithLogits", grad_sparse_xent);
   (void)r.set_grad("Gather", grad_gather);
   (void)r.set_grad("UnsortedSegmentSum", grad_segment_sum);
   (void)r.set_grad("Concat", grad_concat);
@@ -283,6 +366,43 @@ Output slice(const Scope& s, Input x, const std::vector<int64_t>& begin, const s
 Output slice_grad(const Scope& s, Input dy, Input x, const std::vector<int64_t>& begin,
                   const std::vector<int64_t>& size) {
   return NodeBuilder(s, "SliceGrad").input(dy).input(x).attr("begin", begin).attr("size", size).output();
+}
+
+std::vector<Output> split(const Scope& s, Input x, int64_t num_split, int64_t axis) {
+  Output first = NodeBuilder(s, "Split").input(x).attr("axis", axis).attr("num_split", num_split).output();
+  std::vector<Output> out;
+  if (!first.valid()) return out;
+  for (int64_t i = 0; i < num_split; ++i) out.push_back(Output(first.node(), static_cast<int>(i)));
+  return out;
+}
+
+Output stack(const Scope& s, const std::vector<Output>& values, int64_t axis) {
+  if (values.empty()) {
+    s.update_status(InvalidArgument("stack needs at least one value"));
+    return Output();
+  }
+  int64_t ax = axis;
+  if (ax < 0) {
+    const Shape& v = values[0].shape();
+    if (v.unknown_rank()) {
+      s.update_status(InvalidArgument("stack: a negative axis needs values of known rank"));
+      return Output();
+    }
+    ax += v.rank() + 1;
+  }
+  std::vector<Output> expanded;
+  for (const auto& v : values) expanded.push_back(ops::expand_dims(s, v, {ax}));
+  return concat(s, expanded, ax);
+}
+
+Output dropout(const Scope& s, Input x, double rate, int64_t seed) {
+  return NodeBuilder(s, "Dropout").input(x).attr("rate", rate).attr("seed", seed).output();
+}
+
+std::vector<Output> sparse_softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels) {
+  Output first = NodeBuilder(s, "SparseSoftmaxCrossEntropyWithLogits").input(logits).input(labels).output();
+  if (!first.valid()) return {};
+  return {first, Output(first.node(), 1)};
 }
 
 Output sigmoid(const Scope& s, Input x) { return NodeBuilder(s, "Sigmoid").input(x).output(); }

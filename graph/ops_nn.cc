@@ -154,6 +154,16 @@ Status max_pool_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// AvgPoolGrad(orig_input, grad): the input's shape; grad must be the pooled shape.
+Status avg_pool_grad_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_floating(c.input_type(1), "grad"));
+  AF_ASSIGN_OR_RETURN(Shape pooled, max_pool_output(c.input_shape(0), c.attrs()));
+  if (!c.input_shape(1).compatible_with(pooled))
+    return InvalidArgument("grad " + c.input_shape(1).to_string() + " is not the pooled shape " + pooled.to_string());
+  c.set_output(0, c.input_type(1), c.input_shape(0));
+  return Status::OK();
+}
+
 Status softmax_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_floating(c.input_type(0), "logits"));
   AF_RETURN_IF_ERROR(check_min_rank(c.input_shape(0), 1, "logits"));
@@ -315,6 +325,8 @@ void register_nn_ops(OpRegistry& r) {
   r.add(op_def("BiasAdd", 2, bias_add_shape));
   r.add(op_def("Conv2D", 2, conv2d_shape));
   r.add(op_def("MaxPool", 1, max_pool_shape));
+  r.add(op_def("AvgPool", 1, max_pool_shape));  // the same window arithmetic
+  r.add(op_def("AvgPoolGrad", 2, avg_pool_grad_shape));
   r.add(op_def("Softmax", 1, softmax_shape));
   r.add(op_def("SoftmaxCrossEntropyWithLogits", 2, xent_shape));
   r.add(op_def("ReluGrad", 2, relu_grad_shape));
@@ -356,6 +368,27 @@ Output max_pool(const Scope& s, Input input, const std::vector<int64_t>& ksize, 
                 const std::string& padding) {
   return NodeBuilder(s, "MaxPool")
       .input(input)
+      .attr("ksize", ksize)
+      .attr("strides", strides)
+      .attr("padding", padding)
+      .output();
+}
+
+Output avg_pool(const Scope& s, Input input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                const std::string& padding) {
+  return NodeBuilder(s, "AvgPool")
+      .input(input)
+      .attr("ksize", ksize)
+      .attr("strides", strides)
+      .attr("padding", padding)
+      .output();
+}
+
+Output avg_pool_grad(const Scope& s, Input orig_input, Input grad, const std::vector<int64_t>& ksize,
+                     const std::vector<int64_t>& strides, const std::string& padding) {
+  return NodeBuilder(s, "AvgPoolGrad")
+      .input(orig_input)
+      .input(grad)
       .attr("ksize", ksize)
       .attr("strides", strides)
       .attr("padding", padding)

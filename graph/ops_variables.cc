@@ -67,9 +67,35 @@ Status random_shape_fn(InferenceContext& c) {
   return Status::OK();
 }
 
+// ScatterAdd/ScatterUpdate(var, indices, updates): updates are indices.shape + var.shape[1:]
+// of the variable's dtype; the output is the updated rows (updates' shape).
+Status scatter_shape_fn(InferenceContext& c) {
+  AF_ASSIGN_OR_RETURN(DType t, c.attrs().get<DType>("dtype"));
+  AF_ASSIGN_OR_RETURN(Shape vs, c.attrs().get<Shape>("shape"));
+  const std::string var = c.attrs().get_or<std::string>("var_name", "?");
+  if (c.input_type(0) != DType::kInt32 && c.input_type(0) != DType::kInt64)
+    return InvalidArgument("indices must be int32 or int64, got " + std::string(dtype_name(c.input_type(0))));
+  if (c.input_type(1) != t)
+    return InvalidArgument("updates are " + std::string(dtype_name(c.input_type(1))) + " but variable '" + var + "' is " +
+                           dtype_name(t));
+  if (!vs.unknown_rank() && vs.rank() < 1) return InvalidArgument("variable '" + var + "' is a scalar: no rows to scatter to");
+  const Shape& ids = c.input_shape(0);
+  if (!ids.unknown_rank() && !vs.unknown_rank()) {
+    std::vector<int64_t> want = ids.dims();
+    for (int i = 1; i < vs.rank(); ++i) want.push_back(vs.dim(i));
+    if (!c.input_shape(1).compatible_with(Shape(want)))
+      return InvalidArgument("updates " + c.input_shape(1).to_string() + " must be indices' shape + the rows' shape " +
+                             Shape(want).to_string() + " of variable '" + var + "'");
+  }
+  c.set_output(0, t, c.input_shape(1));
+  return Status::OK();
+}
+
 }  // namespace
 
 void register_variable_ops(OpRegistry& r) {
+  r.add({"ScatterAdd", 2, scatter_shape_fn, nullptr, true});
+  r.add({"ScatterUpdate", 2, scatter_shape_fn, nullptr, true});
   r.add({"VariableV2", 0, var_shape_fn, nullptr, true, true});
   r.add({"Assign", 1, [](InferenceContext& c) -> Status {
            AF_RETURN_IF_ERROR(check_value(c, 0, "value"));
@@ -176,6 +202,18 @@ Output assign_add(const Scope& s, Input var, Input delta) {
   Node* v = var_node(s, var, "AssignAdd");
   if (!v) return Output();
   return var_builder(s, v, "AssignAdd").input(delta).output();
+}
+
+Output scatter_add(const Scope& s, Input var, Input indices, Input updates) {
+  Node* v = var_node(s, var, "ScatterAdd");
+  if (!v) return Output();
+  return var_builder(s, v, "ScatterAdd").input(indices).input(updates).output();
+}
+
+Output scatter_update(const Scope& s, Input var, Input indices, Input updates) {
+  Node* v = var_node(s, var, "ScatterUpdate");
+  if (!v) return Output();
+  return var_builder(s, v, "ScatterUpdate").input(indices).input(updates).output();
 }
 
 Output is_variable_initialized(const Scope& s, Input var) {

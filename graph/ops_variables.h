@@ -30,6 +30,13 @@ Output variable(const Scope& s, const Shape& shape, DType dtype, bool trainable 
 Output assign(const Scope& s, Input var, Input value);
 // var += delta; outputs the new value.
 Output assign_add(const Scope& s, Input var, Input delta);
+// Row updates of a variable of rank >= 1 on the variable's own task (the rows travel, not the
+// variable): var[indices[i]] += updates[i] (duplicates add up) / var[indices[i]] = updates[i]
+// (for duplicate indices the last wins). `updates` is indices.shape + var.shape[1:]. Outputs the
+// updated rows (updates' shape) — not the whole variable, unlike TensorFlow's ref output. An
+// index outside [0, rows) fails the step naming the variable and changes nothing.
+Output scatter_add(const Scope& s, Input var, Input indices, Input updates);
+Output scatter_update(const Scope& s, Input var, Input indices, Input updates);
 // bool scalar: has the variable been assigned yet?
 Output is_variable_initialized(const Scope& s, Input var);
 // var -= lr * grad. Outputs the new value.

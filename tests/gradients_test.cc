@@ -226,6 +226,24 @@ TEST(GradientsTest, IndexingAndActivations) {
   check_gradient_all_shapes("sigmoid", {a}, [](const Scope& s, const Xs& x) { return ops::sigmoid(s, x[0]); });
   check_gradient_all_shapes("tanh", {a}, [](const Scope& s, const Xs& x) { return ops::tanh(s, x[0]); });
   check_gradient_all_shapes("l2_loss", {a}, [](const Scope& s, const Xs& x) { return ops::l2_loss(s, x[0]); });
+  check_gradient_all_shapes("split, both parts used", {a}, [](const Scope& s, const Xs& x) {
+    auto p = ops::split(s, x[0], 3, 1);
+    return ops::add(s, ops::mul(s, p[0], 2.f), ops::square(s, p[2]));  // p[1] does not reach the loss
+  });
+  check_gradient_all_shapes("stack", {a, a, random_tensor({4, 3}, 14)}, [](const Scope& s, const Xs& x) {
+    return ops::stack(s, {x[0], ops::square(s, x[1]), x[2]}, 1);
+  });
+  check_gradient_all_shapes("dropout", {a}, [](const Scope& s, const Xs& x) { return ops::dropout(s, x[0], 0.4, 7); });
+  auto labels = Tensor::from_vector<int32_t>({2, 0, 1, 2}, {4});
+  check_gradient("sparse xent", {a}, [&](const Scope& s, const Xs& x) {
+    return ops::sparse_softmax_cross_entropy_with_logits(s, x[0], ops::constant(s, labels))[0];
+  });
+  auto img = random_tensor({2, 5, 4, 3}, 15);
+  for (const char* pad : {"VALID", "SAME"}) {
+    check_gradient_all_shapes(std::string("avg_pool ") + pad, {img}, [&](const Scope& s, const Xs& x) {
+      return ops::avg_pool(s, x[0], {1, 2, 3, 1}, {1, 2, 2, 1}, pad);
+    });
+  }
 }
 
 TEST(GradientsTest, ReductionsAndShapes) {

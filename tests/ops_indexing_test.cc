@@ -6,8 +6,10 @@
 
 #include <cmath>
 
+#include "actorflow/actorflow.h"
 #include "device/executor.h"
 #include "graph/ops.h"
+#include "tests/util/local_server.h"
 
 namespace actorflow {
 namespace {
@@ -179,6 +181,126 @@ TEST(OpsIndexingTest, SigmoidTanhAndL2LossAgainstTheFormulas) {
   Scope bad = Scope::root();
   ops::sigmoid(bad, ops::constant(bad, Tensor::from_vector<int32_t>({1}, {1})));
   EXPECT_FALSE(bad.ok());  // floating types only
+}
+
+TEST(OpsIndexingTest, SplitAndStack) {
+  Scope root = Scope::root();
+  auto x = ops::constant(root, table());  // [4, 3]
+  auto rows = ops::split(root, x, 2, 0);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].shape(), (Shape{2, 3}));
+  auto r1 = eval(root, rows[1]);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(vals<float>(*r1), (std::vector<float>{20, 21, 22, 30, 31, 32}));
+  auto cols = ops::split(root, x, 3, -1);
+  auto c2 = eval(root, cols[2]);
+  ASSERT_TRUE(c2.ok()) << c2.status();
+  EXPECT_EQ(c2->shape(), (Shape{4, 1}));
+  EXPECT_EQ(vals<float>(*c2), (std::vector<float>{2, 12, 22, 32}));
+  auto st = ops::stack(root, {rows[0], rows[1]}, 1);  // [2, 2, 3]
+  EXPECT_EQ(st.shape(), (Shape{2, 2, 3}));
+  auto sv = eval(root, st);
+  ASSERT_TRUE(sv.ok()) << sv.status();
+  EXPECT_EQ(vals<float>(*sv), (std::vector<float>{0, 1, 2, 20, 21, 22, 10, 11, 12, 30, 31, 32}));
+  Scope bad = Scope::root();
+  ops::split(bad, ops::constant(bad, table()), 3, 0);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not split into 3 equal parts"), std::string::npos) << bad.status();
+}
+
+TEST(OpsIndexingTest, DropoutIsSeededScaledAndFreshEachRun) {
+  Tensor ones(DType::kFloat32, Shape{10000});
+  for (int i = 0; i < 10000; ++i) ones.data<float>()[i] = 1.f;
+  Scope root = Scope::root();
+  auto y = ops::dropout(root, ops::constant(root, ones), 0.25, 42);
+  auto r = eval(root, y);
+  ASSERT_TRUE(r.ok()) << r.status();
+  int kept = 0;
+  for (float v : vals<float>(*r)) {
+    ASSERT_TRUE(v == 0.f || std::fabs(v - 1.f / 0.75f) < 1e-6f) << v;
+    kept += v != 0.f;
+  }
+  // 7500 expected; the binomial's standard deviation is about 43.
+  EXPECT_NEAR(kept, 7500, 300);
+  // The same seed gives the same first mask in another graph; another seed a different one.
+  auto again = [&](int64_t seed) {
+    Scope s2 = Scope::root();
+    auto y2 = ops::dropout(s2, ops::constant(s2, ones), 0.25, seed);
+    auto t = eval(s2, y2);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? vals<float>(*t) : std::vector<float>{};
+  };
+  EXPECT_EQ(again(42), vals<float>(*r));
+  EXPECT_NE(again(43), vals<float>(*r));
+  // One session runs the same node again: a new mask each run, the same sequence in a new session.
+  auto server = testing::two_device_server();
+  auto runs = [&](int n) {
+    Scope s3 = Scope::root();
+    auto y3 = ops::dropout(s3, ops::constant(s3, ones), 0.25, 42);
+    Session sess(s3, server->target());
+    std::vector<std::vector<float>> out;
+    for (int i = 0; i < n; ++i) {
+      auto t = sess.run({y3});
+      EXPECT_TRUE(t.ok()) << t.status();
+      if (t.ok()) out.push_back(vals<float>((*t)[0]));
+    }
+    return out;
+  };
+  auto first = runs(2), second = runs(2);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_NE(first[0], first[1]);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first[0], vals<float>(*r));
+  Scope bad = Scope::root();
+  ops::dropout(bad, ops::constant(bad, ones), 1.0, 1);
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(OpsIndexingTest, SparseSoftmaxCrossEntropyMatchesTheDenseOp) {
+  Scope root = Scope::root();
+  auto logits = ops::constant(root, Tensor::from_vector<float>({1, 2, 3, 0.5f, -1, 4}, {2, 3}));
+  auto sparse = ops::sparse_softmax_cross_entropy_with_logits(
+      root, logits, ops::constant(root, Tensor::from_vector<int64_t>({2, 0}, {2})));
+  auto dense = ops::softmax_cross_entropy_with_logits(
+      root, logits, ops::constant(root, Tensor::from_vector<float>({0, 0, 1, 1, 0, 0}, {2, 3})));
+  for (int o = 0; o < 2; ++o) {
+    auto a = eval(root, sparse[static_cast<size_t>(o)]);
+    auto b = eval(root, dense[static_cast<size_t>(o)]);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->shape(), b->shape());
+    for (int64_t i = 0; i < a->num_elements(); ++i) EXPECT_NEAR(a->data<float>()[i], b->data<float>()[i], 1e-5) << o;
+  }
+  // loss[0] = log(e^1 + e^2 + e^3) - 3, by hand.
+  auto l = eval(root, sparse[0]);
+  EXPECT_NEAR(l->data<float>()[0], std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, 1e-5);
+  Scope bad = Scope::root();
+  auto x = ops::sparse_softmax_cross_entropy_with_logits(
+      bad.with_op_name("xent"), ops::constant(bad, Tensor::from_vector<float>({1, 2}, {1, 2})),
+      ops::constant(bad, Tensor::from_vector<int32_t>({2}, {1})));
+  auto e = eval(bad, x[0]);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("xent"), std::string::npos) << e.status();
+  EXPECT_NE(e.status().message().find("labels[0] = 2 is not in [0, 2)"), std::string::npos) << e.status();
+}
+
+TEST(OpsIndexingTest, AvgPoolExcludesSamePadding) {
+  // One 3x3 channel 1..9; 2x2 windows, stride 2.
+  Scope root = Scope::root();
+  auto x = ops::constant(root, Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3, 1}));
+  auto valid = ops::avg_pool(root, x, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
+  auto same = ops::avg_pool(root, x, {1, 2, 2, 1}, {1, 2, 2, 1}, "SAME");
+  EXPECT_EQ(valid.shape(), (Shape{1, 1, 1, 1}));
+  EXPECT_EQ(same.shape(), (Shape{1, 2, 2, 1}));
+  auto v = eval(root, valid);
+  auto s = eval(root, same);
+  ASSERT_TRUE(v.ok() && s.ok());
+  EXPECT_EQ(vals<float>(*v), (std::vector<float>{3}));  // (1+2+4+5)/4
+  // SAME pads at the end only here: windows {1,2,4,5}, {3,6}, {7,8}, {9} averaged over what they cover.
+  EXPECT_EQ(vals<float>(*s), (std::vector<float>{3, 4.5f, 7.5f, 9}));
+  auto g = eval(root, ops::avg_pool_grad(root, x, ops::constant(root, Tensor::from_vector<float>({4, 2, 2, 1}, {1, 2, 2, 1})),
+                                         {1, 2, 2, 1}, {1, 2, 2, 1}, "SAME"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(vals<float>(*g), (std::vector<float>{1, 1, 1, 1, 1, 1, 1, 1, 1}));
 }
 
 }  // namespace

@@ -43,6 +43,48 @@ TEST(VariablesTest, InitializeReadAssignAndErrors) {
   EXPECT_NE(root.status().message().find("variable 'w' has shape [2,2]"), std::string::npos) << root.status();
 }
 
+// Row updates on the variable's task: duplicates add up (scatter_add), the last wins
+// (scatter_update), the output is the updated rows, and a bad index changes nothing.
+TEST(VariablesTest, ScatterAddAndUpdateChangeOnlyTheirRows) {
+  auto server = server2();
+  Scope root = Scope::root();
+  Scope ps = root.with_device("/cpu:1");
+  auto w = ops::variable(ps.with_op_name("table"), Shape{4, 2}, DType::kFloat32);
+  auto init = ops::assign(root, w, Tensor::from_vector<float>({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2}));
+  auto ids = ops::placeholder(root, DType::kInt64, Shape{-1}, "ids");
+  auto upd = ops::placeholder(root, DType::kFloat32, Shape{-1, 2}, "upd");
+  auto add = ops::scatter_add(root, w, ids, upd);
+  auto set = ops::scatter_update(root, w, ids, upd);
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {init}).ok());
+  auto r = sess.run({{ids, Tensor::from_vector<int64_t>({3, 1, 3}, {3})},
+                     {upd, Tensor::from_vector<float>({1, 1, 2, 2, 4, 4}, {3, 2})}},
+                    {add});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Row 3 got 1 + 4, row 1 got 2; the output holds the rows after the whole update.
+  EXPECT_EQ((*r)[0].to_string(), "[[35. 36.]\n [12. 13.]\n [35. 36.]]");
+  EXPECT_EQ((*sess.run({w}))[0].to_string(), "[[ 0.  1.]\n [12. 13.]\n [20. 21.]\n [35. 36.]]");
+  auto u = sess.run({{ids, Tensor::from_vector<int64_t>({0, 0}, {2})},
+                     {upd, Tensor::from_vector<float>({7, 7, 9, 9}, {2, 2})}},
+                    {set});
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ((*sess.run({w}))[0].to_string(), "[[ 9.  9.]\n [12. 13.]\n [20. 21.]\n [35. 36.]]");
+  // An index out of range fails the step naming the variable and the index; nothing changed.
+  auto bad = sess.run({{ids, Tensor::from_vector<int64_t>({2, 4}, {2})},
+                       {upd, Tensor::from_vector<float>({1, 1, 1, 1}, {2, 2})}},
+                      {add});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("variable 'table': scatter_add: indices[1] = 4 is not in [0, 4)"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_EQ((*sess.run({w}))[0].to_string(), "[[ 9.  9.]\n [12. 13.]\n [20. 21.]\n [35. 36.]]");
+  // Updates of the wrong row shape are refused when the graph is built.
+  ops::scatter_add(root, w, ids, Tensor::from_vector<float>({1, 2, 3}, {1, 3}));
+  EXPECT_FALSE(root.ok());
+  EXPECT_NE(root.status().message().find("updates [1,3] must be indices' shape"), std::string::npos) << root.status();
+}
+
 TEST(VariablesTest, SharedByNameAcrossSessions) {
   auto server = server2();
   Scope a = Scope::root();

@@ -1,11 +1,15 @@
 // CPU kernels of graph/ops_indexing.cc: Gather, UnsortedSegmentSum, Concat, ConcatPart, Slice,
-// SliceGrad, Sigmoid, Tanh, L2Loss. The copying kernels move bytes (any dtype); run-time shapes
+// SliceGrad, Sigmoid, Tanh, L2Loss, Split, Dropout, SparseSoftmaxCrossEntropyWithLogits, and of
+// AvgPool/AvgPoolGrad (graph/ops_nn.cc). The copying kernels move bytes (any dtype); run-time shapes
 // and indices are checked and errors name the node.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "device/cpu/elementwise.h"
 #include "device/kernel.h"
+#include "device/window_plan.h"
 #include "graph/shape_util.h"
 
 namespace actorflow {
@@ -323,6 +327,161 @@ class L2LossKernel : public OpKernel {
   }
 };
 
+// Split(x, attrs axis, num_split): equal parts along axis.
+class SplitKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t parts = ctx.attrs().get_or<int64_t>("num_split", 1);
+    if (x.shape().rank() == 0) return ctx.invalid_argument("cannot split a scalar");
+    auto ax = normalize_axis(ctx.attrs().get_or<int64_t>("axis", 0), x.shape().rank());
+    if (!ax.ok()) return ctx.invalid_argument(ax.status().message());
+    const int64_t d = x.shape().dim(*ax);
+    if (parts < 1 || d % parts != 0)
+      return ctx.invalid_argument("dim " + std::to_string(*ax) + " of " + x.shape().to_string() +
+                                  " does not split into " + std::to_string(parts) + " equal parts");
+    std::vector<int64_t> dims = x.shape().dims();
+    dims[static_cast<size_t>(*ax)] = d / parts;
+    const int64_t outer = span(x.shape(), 0, *ax);
+    const size_t chunk = static_cast<size_t>(span(Shape(dims), *ax, x.shape().rank())) * dtype_size(x.dtype());
+    const char* src = static_cast<const char*>(x.raw_data());
+    for (int64_t p = 0; p < parts; ++p) {
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<int>(p), x.dtype(), Shape(dims)));
+      char* o = static_cast<char*>(out->raw_data());
+      for (int64_t r = 0; r < outer && chunk; ++r)
+        std::memcpy(o + static_cast<size_t>(r) * chunk, src + (static_cast<size_t>(r) * parts + static_cast<size_t>(p)) * chunk,
+                    chunk);
+    }
+    return Status::OK();
+  }
+};
+
+// A uniform double in [0, 1) from (seed, run, element): splitmix64 of their mix. Pure.
+double uniform_at(uint64_t seed, uint64_t run, uint64_t i) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ (run + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ i * 0x94D049BB133111EBull;
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// Dropout(x, attrs rate, seed) -> (y, scale). Each run of the node draws the next mask of the
+// seed's sequence (the kernel counts its runs; concurrent runs each take their own number).
+class DropoutKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const double rate = ctx.attrs().get_or<double>("rate", 0.5);
+    if (!(rate >= 0 && rate < 1)) return ctx.invalid_argument("rate must be in [0, 1), got " + std::to_string(rate));
+    const uint64_t seed = static_cast<uint64_t>(ctx.attrs().get_or<int64_t>("seed", 0));
+    const uint64_t run = runs_.fetch_add(1, std::memory_order_relaxed);
+    return dispatch(FloatTypes{}, x.dtype(), ctx, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
+      AF_ASSIGN_OR_RETURN(Tensor * scale, ctx.allocate_output(1, x.dtype(), x.shape()));
+      const T keep = static_cast<T>(1.0 / (1.0 - rate));
+      const T* a = x.data<T>();
+      T* o = y->data<T>();
+      T* m = scale->data<T>();
+      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) {
+        m[i] = uniform_at(seed, run, static_cast<uint64_t>(i)) < rate ? T(0) : keep;
+        o[i] = a[i] * m[i];
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  std::atomic<uint64_t> runs_{0};
+};
+
+// SparseSoftmaxCrossEntropyWithLogits(logits [b, c] f32, labels [b] int) -> (loss, backprop).
+class SparseXentKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& y = ctx.input(1);
+    if (x.dtype() != DType::kFloat32) return ctx.invalid_argument("logits must be float32");
+    if (x.shape().rank() != 2 || y.shape().rank() != 1 || y.shape().dim(0) != x.shape().dim(0))
+      return ctx.invalid_argument("logits " + x.shape().to_string() + " must be [batch, classes] and labels " +
+                                  y.shape().to_string() + " [batch]");
+    const int64_t rows = x.shape().dim(0), c = x.shape().dim(1);
+    AF_ASSIGN_OR_RETURN(Tensor * loss, ctx.allocate_output(0, DType::kFloat32, Shape{rows}));
+    AF_ASSIGN_OR_RETURN(Tensor * back, ctx.allocate_output(1, DType::kFloat32, x.shape()));
+    return dispatch(IndexTypes{}, y.dtype(), ctx, [&](auto tag) -> Status {
+      using I = decltype(tag);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t label = static_cast<int64_t>(y.data<I>()[r]);
+        if (label < 0 || label >= c)
+          return ctx.invalid_argument("labels[" + std::to_string(r) + "] = " + std::to_string(label) +
+                                      " is not in [0, " + std::to_string(c) + ")");
+        const float* xr = x.data<float>() + r * c;
+        float* br = back->data<float>() + r * c;
+        float m = xr[0];
+        for (int64_t j = 1; j < c; ++j) m = std::max(m, xr[j]);
+        double sum = 0;
+        for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(xr[j] - m));
+        const double log_sum = std::log(sum);
+        for (int64_t j = 0; j < c; ++j)
+          br[j] = static_cast<float>(std::exp(static_cast<double>(xr[j] - m) - log_sum)) - (j == label ? 1.f : 0.f);
+        loss->data<float>()[r] = static_cast<float>(log_sum - static_cast<double>(xr[label] - m));
+      }
+      return Status::OK();
+    });
+  }
+};
+
+// AvgPool / AvgPoolGrad over NHWC (float32 and float64): every window's mean over the input
+// elements it covers; the gradient spreads each window's grad evenly over them.
+template <bool kGrad>
+class AvgPoolKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);  // AvgPoolGrad: the original input (its shape)
+    auto g = pool_geometry(ctx.attrs(), x.shape());
+    if (!g.ok()) return ctx.invalid_argument(g.status().message());
+    const Shape pooled{g->n, g->wh.out, g->ww.out, g->c};
+    const Tensor& src = kGrad ? ctx.input(1) : x;
+    if (kGrad && src.shape() != pooled)
+      return ctx.invalid_argument("grad " + src.shape().to_string() + " is not the pooled shape " + pooled.to_string());
+    return dispatch(FloatTypes{}, src.dtype(), ctx, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, src.dtype(), kGrad ? x.shape() : pooled));
+      T* o = out->data<T>();
+      const T* in = src.data<T>();
+      if (kGrad) std::fill(o, o + out->num_elements(), T(0));
+      for (int64_t ni = 0; ni < g->n; ++ni)
+        for (int64_t oh = 0; oh < g->wh.out; ++oh)
+          for (int64_t ow = 0; ow < g->ww.out; ++ow) {
+            const int64_t h0 = std::max<int64_t>(oh * g->sh - g->wh.pad_before, 0);
+            const int64_t w0 = std::max<int64_t>(ow * g->sw - g->ww.pad_before, 0);
+            const int64_t h1 = std::min(oh * g->sh - g->wh.pad_before + g->kh, g->h);
+            const int64_t w1 = std::min(ow * g->sw - g->ww.pad_before + g->kw, g->w);
+            const int64_t count = std::max<int64_t>((h1 - h0) * (w1 - w0), 1);
+            const int64_t pool_at = ((ni * g->wh.out + oh) * g->ww.out + ow) * g->c;
+            for (int64_t ci = 0; ci < g->c; ++ci) {
+              if (kGrad) {
+                const T share = in[pool_at + ci] / static_cast<T>(count);
+                for (int64_t hh = h0; hh < h1; ++hh)
+                  for (int64_t ww = w0; ww < w1; ++ww) o[((ni * g->h + hh) * g->w + ww) * g->c + ci] += share;
+              } else {
+                T sum = 0;
+                for (int64_t hh = h0; hh < h1; ++hh)
+                  for (int64_t ww = w0; ww < w1; ++ww) sum += in[((ni * g->h + hh) * g->w + ww) * g->c + ci];
+                o[pool_at + ci] = sum / static_cast<T>(count);
+              }
+            }
+          }
+      return Status::OK();
+    });
+  }
+};
+
 }  // namespace
 
 void register_cpu_indexing_kernels(KernelRegistry& r) {
@@ -335,6 +494,11 @@ void register_cpu_indexing_kernels(KernelRegistry& r) {
   r.add("Sigmoid", "CPU", simple_factory<FloatUnaryKernel<SigmoidF>>());
   r.add("Tanh", "CPU", simple_factory<FloatUnaryKernel<TanhF>>());
   r.add("L2Loss", "CPU", simple_factory<L2LossKernel>());
+  r.add("Split", "CPU", simple_factory<SplitKernel>());
+  r.add("Dropout", "CPU", simple_factory<DropoutKernel>());
+  r.add("SparseSoftmaxCrossEntropyWithLogits", "CPU", simple_factory<SparseXentKernel>());
+  r.add("AvgPool", "CPU", simple_factory<AvgPoolKernel<false>>());
+  r.add("AvgPoolGrad", "CPU", simple_factory<AvgPoolKernel<true>>());
 }
 
 }  // namespace actorflow

@@ -107,6 +107,8 @@ void register_cpu_variable_kernels(KernelRegistry& r) {
   r.add("VariableV2", "CPU", call_factory("read"));
   r.add("Assign", "CPU", call_factory("assign"));
   r.add("AssignAdd", "CPU", call_factory("assign_add"));
+  r.add("ScatterAdd", "CPU", call_factory("scatter_add"));
+  r.add("ScatterUpdate", "CPU", call_factory("scatter_update"));
   r.add("IsVariableInitialized", "CPU", call_factory("is_initialized"));
   r.add("ApplyGradientDescent", "CPU", call_factory("apply_sgd"));
   r.add("ApplyMomentum", "CPU", call_factory("apply_momentum"));
