@@ -11,8 +11,8 @@
 
 #include "core/status.h"
 #include "device/device_spec.h"
-#include "graph/allocator.h"
-#include "graph/tensor.h"
+#include "tensor/allocator.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 
