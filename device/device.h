@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 #include "tensor/allocator.h"
 #include "tensor/tensor.h"
 

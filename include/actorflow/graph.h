@@ -8,13 +8,13 @@
 // Status and Result<T> (core/status.h), DType and Shape (tensor/types.h), Tensor
 // (tensor/tensor.h), Graph, Node and Output (graph/graph.h), Scope (graph/scope.h), the ops
 // (graph/ops.h, graph/ops_variables.h), tf.gradients (graph/gradients.h), device names
-// (device/device_spec.h) and tf.train.replica_device_setter (graph/replica_device_setter.h).
+// (graph/device_spec.h) and tf.train.replica_device_setter (graph/replica_device_setter.h).
 // Each declaration there documents what it returns, who owns what, and its thread-safety (graph
 // construction is single-threaded; Tensor and Status are values). Brings no CAF header.
 #pragma once
 
 #include "core/status.h"
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 #include "graph/gradients.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
