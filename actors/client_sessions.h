@@ -34,7 +34,7 @@
 
 #include "actors/messages.h"  // Tensor's inspector
 #include "core/status.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

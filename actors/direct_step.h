@@ -33,7 +33,7 @@
 #include "actors/device_actor.h"
 #include "actors/messages.h"
 #include "core/status.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

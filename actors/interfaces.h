@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

@@ -14,8 +14,8 @@
 #include "actors/node_actor.h"
 #include "core/logging.h"
 #include "graph/graph_def.h"
-#include "graph/partition.h"
-#include "graph/placer.h"
+#include "runtime/partition.h"
+#include "runtime/placer.h"
 
 namespace actorflow {
 namespace {

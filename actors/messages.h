@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "device/device.h"
 #include "graph/graph.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

@@ -17,7 +17,7 @@
 #include "data/checkpoint.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
-#include "graph/placer.h"
+#include "graph/op_kinds.h"
 
 namespace actorflow {
 

@@ -5,7 +5,7 @@
 #include "actors/session.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
-#include "graph/placer.h"
+#include "graph/op_kinds.h"
 
 namespace actorflow {
 

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

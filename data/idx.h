@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

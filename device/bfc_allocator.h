@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/allocator.h"
+#include "tensor/allocator.h"
 
 namespace actorflow {
 

@@ -1,10 +1,7 @@
 #include "device/device.h"
 
+#include "device/backends.h"
 #include "device/gpu_options.h"
-
-#ifdef AF_WITH_CUDA
-#include "device/cuda/cuda_device.h"
-#endif
 
 namespace actorflow {
 namespace {
@@ -26,14 +23,7 @@ Result<std::vector<std::unique_ptr<Device>>> create_devices(const std::string& t
     return InvalidArgument("cpu_devices must be at least 1, got " + std::to_string(opts.cpu_devices));
   // GPU options are checked in every build, so a bad cluster file fails the same everywhere.
   AF_RETURN_IF_ERROR(validate_gpu_options(opts));
-  std::vector<std::unique_ptr<Device>> out;
-  for (int i = 0; i < opts.cpu_devices; ++i)
-    out.push_back(make_cpu_device(task_prefix + "/device:CPU:" + std::to_string(i), i));
-#ifdef AF_WITH_CUDA
-  AF_ASSIGN_OR_RETURN(auto gpus, create_cuda_devices(task_prefix, opts));
-  for (auto& g : gpus) out.push_back(std::move(g));
-#endif
-  return out;
+  return create_backend_devices(task_prefix, opts);
 }
 
 }  // namespace actorflow

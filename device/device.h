@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "device/device_spec.h"
-#include "graph/allocator.h"
-#include "graph/tensor.h"
+#include "graph/device_spec.h"
+#include "tensor/allocator.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "device/functors.h"  // AF_HOST_DEVICE
-#include "graph/types.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 

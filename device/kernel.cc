@@ -1,10 +1,7 @@
 #include "device/kernel.h"
 
+#include "device/backends.h"
 #include "graph/shape_util.h"
-
-#ifdef AF_WITH_CUDA
-#include "device/cuda/cuda_device.h"
-#endif
 
 namespace actorflow {
 
@@ -166,18 +163,10 @@ void register_core_kernels(KernelRegistry& r) {
   }
 }
 
-// Every kernel family. Families added later append their hook here.
+// Every kernel family: the device-independent ones here, a backend's in device/backends.cc.
 void register_all_kernels(KernelRegistry& r) {
   register_core_kernels(r);
-  register_cpu_math_kernels(r);
-  register_cpu_array_kernels(r);
-  register_cpu_nn_kernels(r);
-  register_cpu_nn_grad_kernels(r);
-  register_cpu_variable_kernels(r);
-  register_cpu_indexing_kernels(r);
-#ifdef AF_WITH_CUDA
-  register_gpu_kernels(r);
-#endif
+  register_backend_kernels(r);  // device/backends.cc: CPU, and GPU when built with CUDA
 }
 
 }  // namespace actorflow

@@ -123,6 +123,8 @@ void register_cpu_nn_kernels(KernelRegistry& r);  // device/cpu/nn_kernels.cc (o
 void register_cpu_nn_grad_kernels(KernelRegistry& r);  // device/cpu/nn_grad_kernels.cc (second-order ops)
 void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_kernels.cc
 void register_cpu_indexing_kernels(KernelRegistry& r);  // device/cpu/indexing_kernels.cc
+// Every kernel: register_core_kernels, then every backend's (register_backend_kernels,
+// device/backends.h).
 void register_all_kernels(KernelRegistry& r);
 
 }  // namespace actorflow

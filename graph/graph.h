@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/tensor.h"
-#include "graph/types.h"
+#include "tensor/tensor.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 

@@ -1,6 +1,6 @@
 #include "graph/scope.h"
 
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 
 namespace actorflow {
 

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "graph/graph.h"
-#include "graph/types.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/allocator.h"
-#include "graph/pooling_allocator.h"
-#include "graph/tensor.h"
+#include "tensor/allocator.h"
+#include "tensor/pooling_allocator.h"
+#include "tensor/tensor.h"
 #include "net/handshake.h"
 #include "net/wire.h"
 

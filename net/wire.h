@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/types.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 namespace net {

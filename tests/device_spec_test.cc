@@ -2,7 +2,7 @@
 // name the bad part, and the merge/fill/match rules the placer and Scope rely on.
 #include <gtest/gtest.h>
 
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 
 namespace actorflow {
 namespace {

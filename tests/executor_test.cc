@@ -78,7 +78,7 @@ TEST(ExecutorTest, RecvParksUntilDelivered) {
   EXPECT_EQ(step.retvals()[0].to_string(), "[1.5 2.5]");
 }
 
-// Partition-style nodes as the master's partitioner inserts them (graph/partition.cc).
+// Partition-style nodes as the master's partitioner inserts them (runtime/partition.cc).
 using testutil::recv_node;
 using testutil::retval_node;
 using testutil::send_node;

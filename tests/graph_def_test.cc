@@ -11,8 +11,8 @@
 
 #include "graph/graph_def.h"
 #include "graph/ops.h"
-#include "graph/partition.h"
-#include "graph/placer.h"
+#include "runtime/partition.h"
+#include "runtime/placer.h"
 
 namespace actorflow {
 namespace {

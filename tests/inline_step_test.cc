@@ -28,7 +28,7 @@ const std::string kCpu0 = "/job:w/replica:0/task:0/device:CPU:0";
 const std::string kCpu1 = "/job:w/replica:0/task:0/device:CPU:1";
 const std::string kCpu10 = "/job:w/replica:0/task:0/device:CPU:10";
 
-// Partition-style nodes as the master's partitioner inserts them (graph/partition.cc).
+// Partition-style nodes as the master's partitioner inserts them (runtime/partition.cc).
 using testutil::recv_node;
 using testutil::retval_node;
 using testutil::send_node;

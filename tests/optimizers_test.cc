@@ -13,7 +13,7 @@
 #include "tests/util/local_server.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
-#include "graph/placer.h"
+#include "runtime/placer.h"
 
 namespace actorflow {
 namespace {

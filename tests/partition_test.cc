@@ -7,8 +7,8 @@
 
 #include "device/executor.h"
 #include "graph/ops.h"
-#include "graph/partition.h"
-#include "graph/placer.h"
+#include "runtime/partition.h"
+#include "runtime/placer.h"
 #include "graph/subgraph.h"
 
 namespace actorflow {

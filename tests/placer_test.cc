@@ -5,7 +5,7 @@
 
 #include "device/kernel.h"
 #include "graph/ops.h"
-#include "graph/placer.h"
+#include "runtime/placer.h"
 #include "graph/subgraph.h"
 
 namespace actorflow {

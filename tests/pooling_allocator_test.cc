@@ -1,12 +1,12 @@
 // PoolingAllocator: large blocks are reused by exact size within a bound; small ones pass
 // through; tensors built on it own their memory as usual.
-#include "graph/pooling_allocator.h"
+#include "tensor/pooling_allocator.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 namespace {

@@ -11,7 +11,7 @@
 #include "train/collections.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
-#include "graph/placer.h"
+#include "graph/op_kinds.h"
 
 namespace actorflow {
 namespace train {

@@ -11,7 +11,7 @@
 #include "actorflow/train.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
-#include "graph/placer.h"
+#include "graph/op_kinds.h"
 #include "train/collections.h"
 
 namespace actorflow {

@@ -16,7 +16,7 @@
 #include "core/status.h"
 #include "device/functors.h"
 #include "device/kernel.h"
-#include "graph/types.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 namespace cpu {

@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "device/cuda/gpu_device.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace actorflow {
 

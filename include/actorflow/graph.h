@@ -5,21 +5,21 @@
 //   af::Output x = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{-1, 784}, "x");
 //   af::Output y = af::ops::matmul(root.with_device("/job:worker/task:0"), x, w);
 //
-// Status and Result<T> (core/status.h), DType and Shape (graph/types.h), Tensor
-// (graph/tensor.h), Graph, Node and Output (graph/graph.h), Scope (graph/scope.h), the ops
+// Status and Result<T> (core/status.h), DType and Shape (tensor/types.h), Tensor
+// (tensor/tensor.h), Graph, Node and Output (graph/graph.h), Scope (graph/scope.h), the ops
 // (graph/ops.h, graph/ops_variables.h), tf.gradients (graph/gradients.h), device names
-// (device/device_spec.h) and tf.train.replica_device_setter (graph/replica_device_setter.h).
+// (graph/device_spec.h) and tf.train.replica_device_setter (graph/replica_device_setter.h).
 // Each declaration there documents what it returns, who owns what, and its thread-safety (graph
 // construction is single-threaded; Tensor and Status are values). Brings no CAF header.
 #pragma once
 
 #include "core/status.h"
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 #include "graph/gradients.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/replica_device_setter.h"
 #include "graph/scope.h"
-#include "graph/tensor.h"
-#include "graph/types.h"
+#include "tensor/tensor.h"
+#include "tensor/types.h"

@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 #include "graph/scope.h"
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 namespace caf {
 class actor;

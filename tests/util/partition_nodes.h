@@ -1,4 +1,4 @@
-// Test helpers: the partition-style nodes the master's partitioner inserts (graph/partition.cc),
+// Test helpers: the partition-style nodes the master's partitioner inserts (runtime/partition.cc),
 // for tests that build partitions by hand. Header-only; pure graph construction.
 #pragma once
 

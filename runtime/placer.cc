@@ -1,4 +1,4 @@
-#include "graph/placer.h"
+#include "runtime/placer.h"
 
 #include <algorithm>
 #include <map>
@@ -7,25 +7,9 @@
 #include <tuple>
 
 #include "core/logging.h"
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 
 namespace actorflow {
-
-bool is_variable_op(const std::string& op) {
-  return op == "VariableV2" || op == "Variable" || op == "VarHandleOp";
-}
-
-bool is_ref_consumer_op(const std::string& op) {
-  static const std::set<std::string> kOps = {
-      "Assign",          "AssignAdd",           "AssignSub",           "ReadVariable",
-      "ReadVariableOp",  "AssignVariableOp",    "AssignAddVariableOp", "AssignSubVariableOp",
-      "IsVariableInitialized", "VariableShape", "CountUpTo", "SyncAccumulatorControl", "VariableSlots",
-      "RestoreVariableSlots"};
-  if (kOps.count(op)) return true;
-  auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
-  return starts("Apply") || starts("ResourceApply") || starts("Scatter") || starts("ResourceScatter") ||
-         starts("SparseApply") || starts("ResourceSparseApply");
-}
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "graph/allocator.h"
+#include "tensor/allocator.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "graph/tensor.h"
+#include "tensor/tensor.h"
 
 #include <charconv>
 #include <cmath>

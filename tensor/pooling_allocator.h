@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/allocator.h"
+#include "tensor/allocator.h"
 
 namespace actorflow {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "graph/allocator.h"
-#include "graph/types.h"
+#include "tensor/allocator.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 

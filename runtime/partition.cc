@@ -1,4 +1,4 @@
-#include "graph/partition.h"
+#include "runtime/partition.h"
 
 #include <cctype>
 #include <set>

@@ -1,4 +1,4 @@
-#include "device/device_spec.h"
+#include "graph/device_spec.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "graph/pooling_allocator.h"
+#include "tensor/pooling_allocator.h"
 
 namespace actorflow {
 

@@ -35,6 +35,7 @@
 
 #include "core/status.h"
 #include "graph/graph.h"
+#include "graph/op_kinds.h"  // is_variable_op, is_ref_consumer_op (the placer's colocation rules)
 
 namespace actorflow {
 
@@ -69,12 +70,5 @@ struct AvailableDevice {
 // and an empty or malformed `devices` list.
 Result<std::vector<std::string>> place_graph(Graph& g, const std::vector<AvailableDevice>& devices,
                                              const PlacerOptions& opts);
-
-// True for ops that hold a variable's state: VariableV2, Variable, VarHandleOp.
-bool is_variable_op(const std::string& op);
-// True for ops that must run where the variable of their first input lives: Assign,
-// AssignAdd, AssignSub, Apply*, ResourceApply*, ReadVariable, ReadVariableOp,
-// AssignVariableOp, Assign{Add,Sub}VariableOp, Scatter*, ResourceScatter*, IsVariableInitialized.
-bool is_ref_consumer_op(const std::string& op);
 
 }  // namespace actorflow

@@ -1,4 +1,4 @@
-#include "graph/types.h"
+#include "tensor/types.h"
 
 namespace actorflow {
 

@@ -1,0 +1,18 @@
+// What kind of op a node runs, as far as graph-level rules need to know: which ops hold a
+// variable's state and which must run where their variable lives. Used by the placer's
+// colocation rules (runtime/placer.cc), the training API (train/) and the checkpoint and
+// supervisor code that looks for variables. Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+
+namespace actorflow {
+
+// True for ops that hold a variable's state: VariableV2, Variable, VarHandleOp.
+bool is_variable_op(const std::string& op);
+// True for ops that must run where the variable of their first input lives: Assign,
+// AssignAdd, AssignSub, Apply*, ResourceApply*, ReadVariable, ReadVariableOp,
+// AssignVariableOp, Assign{Add,Sub}VariableOp, Scatter*, ResourceScatter*, IsVariableInitialized.
+bool is_ref_consumer_op(const std::string& op);
+
+}  // namespace actorflow
