@@ -68,7 +68,7 @@ TEST(OpsIndexingTest, GatherOutOfRangeIdIsAnErrorNamingTheOp) {
         << r.status();
   }
   Scope root = Scope::root();
-  auto g = ops::gather(root, ops::constant(root, table()), ops::constant(root, Tensor::from_vector<float>({1.f}, {1})));
+  ops::gather(root, ops::constant(root, table()), ops::constant(root, Tensor::from_vector<float>({1.f}, {1})));
   EXPECT_FALSE(root.ok());  // float ids are refused when the graph is built
   EXPECT_NE(root.status().message().find("indices"), std::string::npos) << root.status();
 }
