@@ -109,12 +109,13 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
       e->version = req.graph_version;
       e->session.reset();
     }
-    auto opts = std::make_tuple(req.log_device_placement, req.allow_soft_placement, req.default_device, req.timeout_ms);
+    auto opts = std::make_tuple(req.placement.log_device_placement, req.placement.allow_soft_placement,
+                                req.placement.default_device, req.timeout_ms);
     if (!e->session || e->opts != opts) {
       SessionOptions so;
-      so.log_device_placement(req.log_device_placement)
-          .allow_soft_placement(req.allow_soft_placement)
-          .default_device(req.default_device)
+      so.log_device_placement(req.placement.log_device_placement)
+          .allow_soft_placement(req.placement.allow_soft_placement)
+          .default_device(req.placement.default_device)
           .timeout(std::chrono::milliseconds(std::max<int64_t>(0, req.timeout_ms)));
       auto s = std::make_shared<Session>(*e->scope, target_, so);
       if (!s->status().ok()) return s->status();

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "actors/messages.h"  // Tensor's inspector
+#include "graph/placement_options.h"
 #include "core/status.h"
 #include "tensor/tensor.h"
 
@@ -51,17 +52,15 @@ struct ClientRunRequest {
   std::vector<std::string> feed_names;
   std::vector<Tensor> feeds;   // one per feed_names entry
   std::vector<std::string> fetches, targets;
-  bool log_device_placement = false;
-  bool allow_soft_placement = true;
-  std::string default_device;
+  PlacementOptions placement;  // SessionOptions::placement() of the client
   int64_t timeout_ms = 0;      // SessionOptions::timeout; 0 = none
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClientRunRequest& x) {
   return f(caf::meta::type_name("actorflow::ClientRunRequest"), x.session, x.graph_version, x.graph_def,
-           x.feed_names, x.feeds, x.fetches, x.targets, x.log_device_placement, x.allow_soft_placement,
-           x.default_device, x.timeout_ms);
+           x.feed_names, x.feeds, x.fetches, x.targets, x.placement.log_device_placement,
+           x.placement.allow_soft_placement, x.placement.default_device, x.timeout_ms);
 }
 
 // Registers ClientRunRequest with an actor system config (register_actorflow_types calls it).

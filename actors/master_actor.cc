@@ -65,7 +65,7 @@ using MasterActor = master_impl_t::stateful_base<MasterState>;
 std::string plan_key(const RunRequest& r) {
   std::string k = std::to_string(r.graph_id) + "#" + std::to_string(r.graph->num_nodes()) + "#" +
                   std::to_string(r.membership_epoch) + "#" + std::to_string(r.devices.size()) + "#" +
-                  (r.allow_soft_placement ? "s" : "h") + "#" + r.default_device + "|";
+                  (r.placement.allow_soft_placement ? "s" : "h") + "#" + r.placement.default_device + "|";
   for (const auto& f : r.sig.feeds) k += f + ",";
   k += "|";
   for (const auto& f : r.sig.fetches) k += f + ",";
@@ -83,12 +83,11 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
   std::vector<AvailableDevice> avail;
   for (const auto& d : devices) avail.push_back(AvailableDevice{d.name, d.type});
   PlacerOptions popts;
+  static_cast<PlacementOptions&>(popts) = req.placement;
+  if (popts.default_device.empty()) popts.default_device = st.default_device;
   popts.has_kernel = [](const std::string& op, const std::string& type) { return KernelRegistry::global().has(op, type); };
-  popts.allow_soft_placement = req.allow_soft_placement;
-  popts.log_device_placement = req.log_device_placement;
-  popts.default_device = req.default_device.empty() ? st.default_device : req.default_device;
   AF_ASSIGN_OR_RETURN(auto log_lines, place_graph(g, avail, popts));
-  if (req.log_device_placement) {
+  if (popts.log_device_placement) {
     std::string out = "Device mapping:\n";
     for (const auto& d : devices) out += d.name + " -> " + d.description + "\n";
     out += "\n";

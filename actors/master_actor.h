@@ -26,6 +26,7 @@
 
 #include "actors/messages.h"
 #include "graph/subgraph.h"
+#include "runtime/placer.h"
 
 namespace actorflow {
 
@@ -34,9 +35,7 @@ struct RunRequest {
   uint64_t graph_id = 0;       // identifies the client graph across snapshots
   RunSignature sig;
   std::vector<Tensor> feeds;   // one per sig.feeds
-  bool log_device_placement = false;
-  bool allow_soft_placement = true;
-  std::string default_device;  // where unconstrained ops go; "" = the master's task CPU:0
+  PlacementOptions placement;  // the session's; default_device "" = the master's task CPU:0
   std::chrono::milliseconds timeout{0};  // 0 = none (dead tasks are detected by monitoring)
   // The devices to place on (this task's and connected peers'); empty = the master's own list.
   std::vector<DeviceInfo> devices;

@@ -112,15 +112,11 @@ Status Server::init_local(const LocalServerOptions& opts) {
     return InvalidArgument("LocalServerOptions: max_restarts must be >= 0 and restart_window_secs > 0 (got " +
                            std::to_string(opts.max_restarts) + " and " + std::to_string(opts.restart_window_secs) + ")");
   impl_->restarts_ = RestartPolicy{opts.max_restarts, opts.restart_window_secs};
-  DeviceEnumerationOptions d;
-  d.cpu_devices = opts.cpu_devices;
-  d.visible_devices = opts.visible_devices;
-  d.gpu_memory_fraction = opts.gpu_memory_fraction;
-  d.allow_growth = opts.allow_growth;
+  const DeviceEnumerationOptions d = opts;  // the DeviceOptions base
   return init("/job:localhost/replica:0/task:0", d);
 }
 
-Status Server::init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts) {
+Status Server::init(const std::string& task_prefix, const DeviceOptions& dopts) {
   static std::atomic<int> counter{0};
   impl_->task_prefix_ = task_prefix;
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
@@ -299,11 +295,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   const ServerOptions opts = cluster.server_options(task);
   // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
   impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
-  DeviceEnumerationOptions d;
-  d.cpu_devices = opts.cpu_devices;
-  d.visible_devices = opts.visible_devices;
-  d.gpu_memory_fraction = opts.gpu_memory_fraction;
-  d.allow_growth = opts.allow_growth;
+  const DeviceEnumerationOptions d = opts;  // the DeviceOptions base
   AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
   impl_->auth_peers_ = std::make_shared<AuthenticatedPeers>();
   MembershipConfig mc;

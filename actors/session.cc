@@ -87,9 +87,7 @@ struct Session::Impl {
     }
     req.fetches = fetches;
     req.targets = targets;
-    req.log_device_placement = opts_.log_device_placement();
-    req.allow_soft_placement = opts_.allow_soft_placement();
-    req.default_device = opts_.default_device();
+    req.placement = opts_.placement();
     req.timeout_ms = opts_.timeout().count();
     bool sent = false;
     auto out = remote_->run(std::move(req), *g, send_graph, &sent);
@@ -185,9 +183,9 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->sig.fetches = fetches;
   req->sig.targets = targets;
   // The server's [server] policy from the cluster file applies to every session on it.
-  req->log_device_placement = impl_->opts_.log_device_placement() || impl_->server_->server_options().log_device_placement;
-  req->allow_soft_placement = impl_->opts_.allow_soft_placement() && impl_->server_->server_options().allow_soft_placement;
-  req->default_device = impl_->opts_.default_device();
+  req->placement = impl_->opts_.placement();
+  req->placement.log_device_placement |= impl_->server_->server_options().log_device_placement;
+  req->placement.allow_soft_placement &= impl_->server_->server_options().allow_soft_placement;
   req->timeout = impl_->opts_.timeout();
   if (Membership* membership = impl_->server_->membership()) {
     // Connecting and routing happen once per graph version and membership change.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "device/device_options.h"
 
 namespace actorflow {
 
@@ -52,13 +53,11 @@ struct TaskId {
 
 // Options of one task's server: [server] defaults merged with [tasks."job/N"] overrides. Values are
 // validated when the file is read (ranges in docs/cluster-file.md).
-struct ServerOptions {
+// The device fields (cpu_devices, visible_devices, gpu_memory_fraction, allow_growth) are the
+// base DeviceOptions, declared once in device/device_options.h.
+struct ServerOptions : DeviceOptions {
   bool log_device_placement = false;  // log each node's device when a graph is placed
   bool allow_soft_placement = true;   // fall back to CPU when the requested device is missing
-  double gpu_memory_fraction = 0.0;   // 0 = no cap; else fraction of each GPU's memory (TF semantics)
-  bool allow_growth = false;          // allocate GPU memory on demand instead of up front
-  std::string visible_devices;        // "" = all GPUs; else "0,1" (TF visible_device_list)
-  int cpu_devices = 1;                // number of /cpu:N devices of the task (>= 1)
   int connect_timeout_ms = 30000;     // how long a task waits for peers it needs (bounded retry)
   int heartbeat_interval_ms = 500;    // liveness: how often a task tells peers it is alive
   int peer_timeout_ms = 3000;         // a peer silent for this long is considered down

@@ -13,6 +13,7 @@
 #include "graph/device_spec.h"
 #include "tensor/allocator.h"
 #include "tensor/tensor.h"
+#include "device/device_options.h"
 
 namespace actorflow {
 
@@ -54,12 +55,8 @@ std::unique_ptr<Device> make_cpu_device(const std::string& full_name, int index)
 // Factories for other device types register here (GPU devices when built with CUDA).
 // Each returns the devices of its type visible to this process for the given task prefix
 // ("/job:worker/replica:0/task:1"). Thread-safe after start-up.
-struct DeviceEnumerationOptions {
-  int cpu_devices = 1;
-  std::string visible_devices;        // TF visible_device_list, "" = all
-  double gpu_memory_fraction = 0.0;   // 0 = no cap
-  bool allow_growth = false;
-};
+// What to create: device/device_options.h.
+using DeviceEnumerationOptions = DeviceOptions;
 // Creates every device of this process: cpu_devices CPU devices and, when built with CUDA
 // and GPUs are visible, one device per GPU. Never fails for lack of GPUs.
 Result<std::vector<std::unique_ptr<Device>>> create_devices(const std::string& task_prefix,

@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "graph/graph.h"
 #include "graph/op_kinds.h"  // is_variable_op, is_ref_consumer_op (the placer's colocation rules)
+#include "graph/placement_options.h"
 
 namespace actorflow {
 
@@ -44,14 +45,11 @@ namespace actorflow {
 // registry itself (the master answers with device/kernel.h's KernelRegistry). Called on the placing thread only.
 using KernelAvailability = std::function<bool(const std::string& op, const std::string& device_type)>;
 
-struct PlacerOptions {
+// PlacementOptions (what a client chooses): graph/placement_options.h.
+// The client's choices plus what the runtime knows.
+struct PlacerOptions : PlacementOptions {
   // Null: every op has a kernel for every device type (placement by requests alone).
   KernelAvailability has_kernel;
-  bool allow_soft_placement = true;
-  bool log_device_placement = false;
-  // Full or partial device that fills unset request fields, usually the client's task CPU
-  // "/job:localhost/replica:0/task:0/device:CPU:0". Empty: no default.
-  std::string default_device;
 };
 
 // One device of the cluster: canonical full name ("/job:w/replica:0/task:1/device:GPU:0")

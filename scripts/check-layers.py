@@ -53,6 +53,14 @@ LAYERS = {
 EXCEPTIONS = {
 }
 
+# Headers of plain data that include nothing of the tree: any layer may include them, each with
+# its reason.
+PLAIN_DATA = {
+    "device/device_options.h": "the device fields of a server's options (cpu_devices, visible_devices, "
+                               "gpu_memory_fraction, allow_growth), declared once for config/, the public "
+                               "LocalServerOptions and device creation",
+}
+
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CAF_RE = re.compile(r'^\s*#\s*include\s+<(caf/[^>]+)>')
@@ -88,7 +96,7 @@ def public_layers(root, header, memo, stack=()):
         for _, inc in includes(path):
             if inc.startswith("actorflow/"):
                 out |= public_layers(root, inc, memo, stack + (header,))
-            else:
+            elif inc not in PLAIN_DATA:
                 layer = layer_of(inc)
                 if layer:
                     out.add(layer)
@@ -116,6 +124,8 @@ def main():
                         if own in NO_CAF and (rel, inc) not in EXCEPTIONS:
                             violations.append("%s:%d: includes %s (layer caf above %s)" % (rel, line, inc, own))
                         continue
+                    if inc in PLAIN_DATA:
+                        continue
                     if inc.startswith("actorflow/"):
                         targets = public_layers(root, inc, memo)
                     else:
@@ -127,6 +137,11 @@ def main():
                         where = "above" if LAYERS[t][0] >= LAYERS[own][0] else "beside"
                         violations.append("%s:%d: includes %s (layer %s %s %s)" %
                                           (rel, line, inc, t, where, own))
+    for header in sorted(PLAIN_DATA):
+        for line, inc in includes(os.path.join(root, header)):
+            if INCLUDE_RE.match('#include "%s"' % inc):
+                violations.append("%s:%d: includes %s (a plain-data header includes nothing of the tree)" %
+                                  (header, line, inc))
     for v in violations:
         print(v)
     if violations:

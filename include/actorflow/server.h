@@ -25,6 +25,7 @@
 
 #include "config/cluster_spec.h"
 #include "core/status.h"
+#include "device/device_options.h"
 
 namespace caf {
 class actor;
@@ -35,7 +36,6 @@ class actor_system_config;
 namespace actorflow {
 
 class Graph;
-struct DeviceEnumerationOptions;
 struct DeviceInfo;
 class DirectSteps;
 class Membership;
@@ -43,11 +43,9 @@ class ResourceManager;
 class Router;
 
 // Options of a process-local server (Server::local). A plain value type.
-struct LocalServerOptions {
-  int cpu_devices = 1;               // number of /device:CPU:N devices
-  std::string visible_devices;       // GPUs (TF visible_device_list); "" = all
-  double gpu_memory_fraction = 0.0;  // 0 = no cap; else fraction of each GPU's memory
-  bool allow_growth = false;         // allocate GPU memory on demand instead of up front
+// The device fields (cpu_devices, visible_devices, gpu_memory_fraction, allow_growth) are the
+// base DeviceOptions (device/device_options.h), as in the cluster file's ServerOptions.
+struct LocalServerOptions : DeviceOptions {
   // In-place restarts of this server's device and variable actors after exceptions, as a
   // cluster file's [supervisor] section sets them for a cluster server: at most max_restarts
   // (>= 0) within restart_window_secs (> 0), then the actor gives up.
@@ -149,7 +147,7 @@ class Server {
   struct Impl;
   Server();
   Status init_local(const LocalServerOptions& opts);
-  Status init(const std::string& task_prefix, const DeviceEnumerationOptions& dopts);
+  Status init(const std::string& task_prefix, const DeviceOptions& dopts);
   Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
   Status connect_tasks(const std::vector<std::string>& task_prefixes);
 

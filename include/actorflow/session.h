@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "graph/scope.h"
+#include "graph/placement_options.h"
 #include "tensor/tensor.h"
 
 namespace caf {
@@ -38,34 +39,34 @@ struct RunRequest;
 // *this; not synchronised (copy it per thread if several threads build options).
 class SessionOptions {
  public:
-  SessionOptions& log_device_placement(bool v) { log_device_placement_ = v; return *this; }
-  SessionOptions& allow_soft_placement(bool v) { allow_soft_placement_ = v; return *this; }
+  SessionOptions& log_device_placement(bool v) { placement_.log_device_placement = v; return *this; }
+  SessionOptions& allow_soft_placement(bool v) { placement_.allow_soft_placement = v; return *this; }
   // Upper bound for one run(); 0 = none (dead tasks are still detected and reported).
   SessionOptions& timeout(std::chrono::milliseconds v) { timeout_ = v; return *this; }
   // Where ops without a device request go; "" = the target server's /device:CPU:0.
-  SessionOptions& default_device(std::string v) { default_device_ = std::move(v); return *this; }
+  SessionOptions& default_device(std::string v) { placement_.default_device = std::move(v); return *this; }
   // The cluster file (TOML, or TF_CONFIG-style JSON) of a remote target: a Session whose target
   // "actorflow://host:port" is not a server in this process connects to that task as a client,
   // authenticated with the file's secret (and TLS files). "" = $ACTORFLOW_CLUSTER.
   SessionOptions& cluster_file(std::string v) { cluster_file_ = std::move(v); return *this; }
 
   // Logs every op's placement when true (default false).
-  bool log_device_placement() const { return log_device_placement_; }
+  bool log_device_placement() const { return placement_.log_device_placement; }
   // Lets the placer move an op to another device of its task when the requested one cannot run
   // it (default true).
-  bool allow_soft_placement() const { return allow_soft_placement_; }
+  bool allow_soft_placement() const { return placement_.allow_soft_placement; }
   // The bound of one run(); 0 (the default) = none.
   std::chrono::milliseconds timeout() const { return timeout_; }
   // The default device; "" (the default) = the target server's /device:CPU:0.
-  const std::string& default_device() const { return default_device_; }
+  const std::string& default_device() const { return placement_.default_device; }
+  // The three placement choices above as one value (what runs carry to the placer).
+  const PlacementOptions& placement() const { return placement_; }
   // The cluster file of a remote session; "" (the default) = $ACTORFLOW_CLUSTER.
   const std::string& cluster_file() const { return cluster_file_; }
 
  private:
-  bool log_device_placement_ = false;
-  bool allow_soft_placement_ = true;
+  PlacementOptions placement_;
   std::chrono::milliseconds timeout_{0};
-  std::string default_device_;
   std::string cluster_file_;
 };
 

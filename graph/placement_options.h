@@ -1,0 +1,23 @@
+// What a client chooses about placement, as plain data: the one declaration SessionOptions,
+// RunRequest, ClientRunRequest and the placer's PlacerOptions (runtime/placer.h) all use. Kept
+// in graph/ (device request strings are a graph-level notion) so that public headers that
+// train/ includes may carry it.
+#pragma once
+
+#include <string>
+
+namespace actorflow {
+
+struct PlacementOptions {
+  // Lets the placer move an op to another device of its task when the requested one cannot run
+  // it (TensorFlow's allow_soft_placement).
+  bool allow_soft_placement = true;
+  // Logs every op's placement when a graph is placed.
+  bool log_device_placement = false;
+  // Full or partial device that fills unset request fields, usually the client's task CPU
+  // "/job:localhost/replica:0/task:0/device:CPU:0". Empty: no default (the master fills in its
+  // task's CPU:0).
+  std::string default_device;
+};
+
+}  // namespace actorflow
