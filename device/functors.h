@@ -192,6 +192,14 @@ struct ExpF {
 struct SqrtF {
   template <class T> AF_HOST_DEVICE T operator()(T a) const { return af_sqrt(a); }
 };
+// 1 / (1 + e^-a) (graph/ops_indexing.cc's Sigmoid).
+struct SigmoidF {
+  template <class T> AF_HOST_DEVICE T operator()(T a) const { return T(1) / (T(1) + af_exp(-a)); }
+};
+struct TanhF {
+  AF_HOST_DEVICE float operator()(float a) const { return ::tanhf(a); }
+  AF_HOST_DEVICE double operator()(double a) const { return ::tanh(a); }
+};
 // static_cast to To: float -> int truncates toward zero, x -> bool is x != 0.
 template <class To>
 struct CastF {

@@ -11,26 +11,14 @@
 #include "device/executor.h"
 #include "device/functors.h"
 #include "graph/ops.h"
+#include "tests/util/eval.h"
 
 namespace actorflow {
 namespace {
 
-Device* cpu() {
-  static auto dev = make_cpu_device("/job:localhost/replica:0/task:0/device:CPU:0", 0);
-  return dev.get();
-}
-
-Result<Tensor> eval(const Scope& s, const Output& o, const std::map<std::string, Tensor>& feeds = {}) {
-  if (!s.ok()) return s.status();
-  auto r = run_local(*s.graph(), {o.name()}, feeds, cpu());
-  if (!r.ok()) return r.status();
-  return (*r)[0];
-}
-
-template <class T>
-std::vector<T> vals(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.num_elements());
-}
+using testing::cpu;
+using testing::eval;
+using testing::vals;
 
 // The value of `o` as a vector of T; fails the test (returning {}) on error or wrong dtype.
 template <class T>

@@ -1,7 +1,8 @@
 // CPU kernels of graph/ops_indexing.cc: Gather, UnsortedSegmentSum, Concat, ConcatPart, Slice,
-// SliceGrad, Sigmoid, Tanh, L2Loss, Split, Dropout, SparseSoftmaxCrossEntropyWithLogits, and of
-// AvgPool/AvgPoolGrad (graph/ops_nn.cc). The copying kernels move bytes (any dtype); run-time shapes
-// and indices are checked and errors name the node.
+// SliceGrad, L2Loss, Split, Dropout, SparseSoftmaxCrossEntropyWithLogits, and of AvgPool and
+// AvgPoolGrad (graph/ops_nn.cc); Sigmoid and Tanh are elementwise (device/cpu/math_kernels.cc).
+// The copying kernels move bytes (any dtype); run-time shapes and indices are checked and errors
+// name the node.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -284,31 +285,6 @@ class SliceGradKernel : public OpKernel {
   }
 };
 
-struct SigmoidF {
-  template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
-};
-struct TanhF {
-  template <class T> T operator()(T x) const { return std::tanh(x); }
-};
-
-template <class F>
-class FloatUnaryKernel : public OpKernel {
- public:
-  using OpKernel::OpKernel;
-  Status compute(OpKernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    return dispatch(FloatTypes{}, x.dtype(), ctx, [&](auto tag) -> Status {
-      using T = decltype(tag);
-      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), x.shape()));
-      const T* a = x.data<T>();
-      T* o = out->data<T>();
-      F f;
-      for (int64_t i = 0, n = x.num_elements(); i < n; ++i) o[i] = f(a[i]);
-      return Status::OK();
-    });
-  }
-};
-
 // L2Loss(x) = sum(x^2) / 2, accumulated in double.
 class L2LossKernel : public OpKernel {
  public:
@@ -491,8 +467,6 @@ void register_cpu_indexing_kernels(KernelRegistry& r) {
   r.add("ConcatPart", "CPU", simple_factory<ConcatPartKernel>());
   r.add("Slice", "CPU", simple_factory<SliceKernel>());
   r.add("SliceGrad", "CPU", simple_factory<SliceGradKernel>());
-  r.add("Sigmoid", "CPU", simple_factory<FloatUnaryKernel<SigmoidF>>());
-  r.add("Tanh", "CPU", simple_factory<FloatUnaryKernel<TanhF>>());
   r.add("L2Loss", "CPU", simple_factory<L2LossKernel>());
   r.add("Split", "CPU", simple_factory<SplitKernel>());
   r.add("Dropout", "CPU", simple_factory<DropoutKernel>());

@@ -333,6 +333,8 @@ void register_cpu_math_kernels(KernelRegistry& r) {
   r.add("Log", "CPU", simple_factory<UnaryKernel<LogF, FloatTypes>>());
   r.add("Exp", "CPU", simple_factory<UnaryKernel<ExpF, FloatTypes>>());
   r.add("Sqrt", "CPU", simple_factory<UnaryKernel<SqrtF, FloatTypes>>());
+  r.add("Sigmoid", "CPU", simple_factory<UnaryKernel<SigmoidF, FloatTypes>>());
+  r.add("Tanh", "CPU", simple_factory<UnaryKernel<TanhF, FloatTypes>>());
   r.add("AddN", "CPU", simple_factory<AddNKernel>());
   r.add("Cast", "CPU", simple_factory<CastKernel>());
   r.add("Select", "CPU", simple_factory<SelectKernel>());
