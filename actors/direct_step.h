@@ -34,17 +34,15 @@
 #include "actors/messages.h"
 #include "core/status.h"
 #include "tensor/tensor.h"
+#include "runtime/step_plan.h"
 
 namespace actorflow {
 
 // What a direct step does, derived by the master from a registered plan. Immutable once
 // published; shared by the sessions that use it.
 struct DirectPlan {
-  // Feed `arg` is sent to the _Recv with rendezvous key `key`.
-  struct Forward {
-    int arg = 0;
-    std::string key;
-  };
+  // Feed `arg` is sent to the _Recv with rendezvous key `key` (runtime/step_plan.h).
+  using Forward = FeedForward;
   // A registered partition of another process, started over the data plane.
   struct Dispatch {
     DeviceInfo device;

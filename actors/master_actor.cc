@@ -16,6 +16,7 @@
 #include "graph/graph_def.h"
 #include "runtime/partition.h"
 #include "runtime/placer.h"
+#include "runtime/step_plan.h"
 
 namespace actorflow {
 namespace {
@@ -76,9 +77,9 @@ std::string plan_key(const RunRequest& r) {
 
 namespace {
 
-// Places and partitions; fills plan (not yet registered) and the partition graphs.
+// Plans the step (runtime/step_plan.h) and fills `plan` (not yet registered) and the partition
+// graphs, giving each partition this master's device reference and a fresh handle.
 Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vector<GraphPtr>& graphs) {
-  AF_ASSIGN_OR_RETURN(Graph g, rewrite_for_run(*req.graph, req.sig));
   const std::vector<DeviceInfo>& devices = req.devices.empty() ? st.devices : req.devices;
   std::vector<AvailableDevice> avail;
   for (const auto& d : devices) avail.push_back(AvailableDevice{d.name, d.type});
@@ -86,57 +87,34 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
   static_cast<PlacementOptions&>(popts) = req.placement;
   if (popts.default_device.empty()) popts.default_device = st.default_device;
   popts.has_kernel = [](const std::string& op, const std::string& type) { return KernelRegistry::global().has(op, type); };
-  AF_ASSIGN_OR_RETURN(auto log_lines, place_graph(g, avail, popts));
+  PartitionOptions part;
+  part.key_fn = make_rendezvous_key;
+  AF_ASSIGN_OR_RETURN(StepPlan sp, plan_step(*req.graph, req.sig, avail, popts, part));
   if (popts.log_device_placement) {
     std::string out = "Device mapping:\n";
     for (const auto& d : devices) out += d.name + " -> " + d.description + "\n";
     out += "\n";
-    for (const auto& l : log_lines) out += l + "\n";
+    for (const auto& l : sp.placement_log) out += l + "\n";
     std::cout << out << std::flush;
   }
-  plan.num_fetches = req.sig.fetches.size();
-  plan.feed_names = req.sig.feeds;
-  plan.arg_types.assign(req.sig.feeds.size(), DType::kInvalid);
-  plan.arg_shapes.assign(req.sig.feeds.size(), Shape::unknown());
-  for (int i = 0; i < g.num_nodes(); ++i) {
-    const Node* n = g.node(i);
-    if (n->op == "_Arg") {
-      auto idx = static_cast<size_t>(n->attrs.get_or<int64_t>("index", 0));
-      plan.arg_types[idx] = n->output_types[0];
-      plan.arg_shapes[idx] = n->output_shapes[0];
-    }
-  }
-  PartitionOptions part;
-  part.key_fn = [](const std::string& src, const std::string& dst, const std::string& edge) {
-    return make_rendezvous_key(src, dst, edge);
-  };
-  AF_ASSIGN_OR_RETURN(auto parts, partition_graph(g, part));
-  for (auto& [dev_name, pg] : parts) {
+  plan.num_fetches = sp.num_fetches;
+  plan.feed_names = std::move(sp.feed_names);
+  plan.arg_types = std::move(sp.arg_types);
+  plan.arg_shapes = std::move(sp.arg_shapes);
+  for (auto& p : sp.partitions) {
     const DeviceInfo* dev = nullptr;
     for (const auto& d : devices)
-      if (d.name == dev_name) dev = &d;
-    if (!dev) return Internal("placer chose unknown device " + dev_name);
+      if (d.name == p.device) dev = &d;
+    if (!dev) return Internal("placer chose unknown device " + p.device);
     PartitionRef ref;
     ref.device = *dev;
     ref.handle = "m" + std::to_string(reinterpret_cast<uintptr_t>(&st)) + "_p" + std::to_string(++st.handle_seq);
-    for (int i = 0; i < pg.num_nodes(); ++i) {
-      const Node* n = pg.node(i);
-      if (n->op == "_Arg") ref.arg_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
-      if (n->op == "_Retval") ref.retval_indices.push_back(static_cast<int>(n->attrs.get_or<int64_t>("index", 0)));
-    }
-    ref.forwarder = pg.num_nodes() > 0;
-    for (int i = 0; i < pg.num_nodes() && ref.forwarder; ++i) {
-      const Node* n = pg.node(i);
-      if (!n->control_inputs.empty()) ref.forwarder = false;
-      else if (n->op == "_Send" && n->inputs.size() == 1 && pg.node(n->inputs[0].node)->op == "_Arg")
-        ref.forwards.push_back(DirectPlan::Forward{
-            static_cast<int>(pg.node(n->inputs[0].node)->attrs.get_or<int64_t>("index", 0)),
-            n->attrs.get_or<std::string>("tensor_name", "")});
-      else if (n->op != "_Arg") ref.forwarder = false;
-    }
-    if (!ref.forwarder) ref.forwards.clear();
+    ref.arg_indices = std::move(p.arg_indices);
+    ref.retval_indices = std::move(p.retval_indices);
+    ref.forwarder = p.forwarder;
+    ref.forwards = std::move(p.forwards);
     plan.partitions.push_back(std::move(ref));
-    graphs.push_back(std::make_shared<const Graph>(std::move(pg)));
+    graphs.push_back(std::move(p.graph));
   }
   return Status::OK();
 }

@@ -10,6 +10,7 @@
 #include "runtime/partition.h"
 #include "runtime/placer.h"
 #include "graph/subgraph.h"
+#include "runtime/step_plan.h"
 
 namespace actorflow {
 namespace {
@@ -261,6 +262,59 @@ TEST(PartitionTest, SeedMatMulAcrossTwoCpuDevices) {
   auto out = run_partitions(*parts);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->at(0).to_string(), "[[22. 28.]\n [49. 64.]]");
+}
+
+}  // namespace
+}  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+// plan_step (runtime/step_plan.h): what each partition takes and gives, which one only forwards
+// a feed, the feeds' declared types, and the placement log when asked; errors name the cause.
+TEST(StepPlanTest, PartitionsKnowTheirFeedsFetchesAndForwarders) {
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/cpu:0"), DType::kFloat32, Shape{2}, "x");
+  auto y = ops::placeholder(root.with_device("/cpu:2"), DType::kFloat32, Shape{-1}, "y");
+  auto s = ops::add(root.with_device("/cpu:1").with_op_name("s"), x, 1.f);  // x crosses 0 -> 1
+  auto t = ops::mul(root.with_device("/cpu:2").with_op_name("t"), y, 2.f);
+  ASSERT_TRUE(root.ok()) << root.status();
+  RunSignature sig;
+  sig.feeds = {"x", "y"};
+  sig.fetches = {"t", "s"};
+  PlacerOptions opts;
+  opts.default_device = kCpu0;
+  opts.log_device_placement = true;
+  auto plan = plan_step(*root.graph(), sig, cpus(), opts);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->num_fetches, 2u);
+  EXPECT_EQ(plan->feed_names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(plan->arg_types, (std::vector<DType>{DType::kFloat32, DType::kFloat32}));
+  EXPECT_EQ(plan->arg_shapes[0], Shape{2});
+  EXPECT_FALSE(plan->placement_log.empty());
+  ASSERT_EQ(plan->partitions.size(), 3u);
+  std::map<std::string, const PartitionPlan*> by;
+  for (const auto& p : plan->partitions) by[p.device] = &p;
+  ASSERT_TRUE(by.count(kCpu0) && by.count(kCpu1) && by.count(kCpu2));
+  // cpu:0 takes feed 0 and only sends it on to cpu:1: a forwarder.
+  EXPECT_EQ(by[kCpu0]->arg_indices, std::vector<int>{0});
+  EXPECT_TRUE(by[kCpu0]->retval_indices.empty());
+  EXPECT_TRUE(by[kCpu0]->forwarder);
+  ASSERT_EQ(by[kCpu0]->forwards.size(), 1u);
+  EXPECT_EQ(by[kCpu0]->forwards[0].arg, 0);
+  EXPECT_NE(by[kCpu0]->forwards[0].key.find(kCpu1), std::string::npos) << by[kCpu0]->forwards[0].key;
+  // cpu:1 computes s (fetch 1); cpu:2 takes feed 1 and computes t (fetch 0).
+  EXPECT_TRUE(by[kCpu1]->arg_indices.empty());
+  EXPECT_EQ(by[kCpu1]->retval_indices, std::vector<int>{1});
+  EXPECT_FALSE(by[kCpu1]->forwarder);
+  EXPECT_EQ(by[kCpu2]->arg_indices, std::vector<int>{1});
+  EXPECT_EQ(by[kCpu2]->retval_indices, std::vector<int>{0});
+  EXPECT_FALSE(by[kCpu2]->forwarder);
+  // A fetch the graph lacks.
+  sig.fetches = {"nope"};
+  auto bad = plan_step(*root.graph(), sig, cpus(), opts);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nope"), std::string::npos) << bad.status();
 }
 
 }  // namespace
