@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/messages.h"
@@ -254,6 +255,59 @@ Result<Tensor> scatter(VarState& st, const Tensor& ids, const Tensor& upd, bool 
   return out;
 }
 
+// A sparse gradient with the rows of duplicate indices summed: the distinct rows in order of
+// first appearance and their float32 gradient rows, `row` elements each.
+struct SparseRows {
+  std::vector<int64_t> rows;
+  std::vector<float> grad;
+  int64_t row = 0;
+};
+
+// Checks (indices, values) against the variable (float32, rank >= 1, every index in range,
+// values [n] + the rows' shape) and sums duplicates. `what` names the method in errors.
+Result<SparseRows> sparse_rows(const VarState& st, const Tensor& ids, const Tensor& values, const std::string& what) {
+  AF_RETURN_IF_ERROR(require_float(st));
+  if (st.shape.rank() < 1) return err(st, Code::kInvalidArgument, what + ": the variable is a scalar");
+  if (ids.shape().rank() != 1 || (ids.dtype() != DType::kInt32 && ids.dtype() != DType::kInt64))
+    return err(st, Code::kInvalidArgument, what + ": indices must be an int32 or int64 vector, got " +
+                                               dtype_name(ids.dtype()) + " " + ids.shape().to_string());
+  std::vector<int64_t> want{ids.shape().dim(0)};
+  for (int i = 1; i < st.shape.rank(); ++i) want.push_back(st.shape.dim(i));
+  if (values.dtype() != DType::kFloat32 || values.shape() != Shape(want))
+    return err(st, Code::kInvalidArgument, what + ": the gradient's rows are " + dtype_name(values.dtype()) + " " +
+                                               values.shape().to_string() + ", expected float32 " + Shape(want).to_string());
+  SparseRows out;
+  out.row = 1;
+  for (int i = 1; i < st.shape.rank(); ++i) out.row *= st.shape.dim(i);
+  const int64_t n = ids.shape().dim(0), rows = st.shape.dim(0);
+  std::unordered_map<int64_t, size_t> slot;
+  const float* v = values.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = ids.dtype() == DType::kInt32 ? ids.data<int32_t>()[i] : ids.data<int64_t>()[i];
+    if (r < 0 || r >= rows)
+      return err(st, Code::kInvalidArgument, what + ": indices[" + std::to_string(i) + "] = " + std::to_string(r) +
+                                                 " is not in [0, " + std::to_string(rows) + ")");
+    auto [it, fresh] = slot.emplace(r, out.rows.size());
+    if (fresh) {
+      out.rows.push_back(r);
+      out.grad.insert(out.grad.end(), v + i * out.row, v + (i + 1) * out.row);
+    } else {
+      float* g = out.grad.data() + it->second * static_cast<size_t>(out.row);
+      for (int64_t k = 0; k < out.row; ++k) g[k] += v[i * out.row + k];
+    }
+  }
+  return out;
+}
+
+// Applies `update(offset of the element in the variable, gradient element)` to every element of
+// the rows of `sr`.
+template <class F>
+void for_each_sparse_element(const SparseRows& sr, F&& update) {
+  for (size_t j = 0; j < sr.rows.size(); ++j)
+    for (int64_t k = 0; k < sr.row; ++k)
+      update(sr.rows[j] * sr.row + k, sr.grad[j * static_cast<size_t>(sr.row) + k]);
+}
+
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
 // Fault injection: the global step variable reports its value (at_step faults).
@@ -478,6 +532,52 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     ++st.version;
     observe_global_step(st);
     return one(std::move(*rows));
+  }
+  if (m.rfind("sparse_apply_", 0) == 0) {
+    const size_t want = m == "sparse_apply_adam" ? 6 : m == "sparse_apply_momentum" ? 4 : 3;
+    if (args.size() != want)
+      return fail(err(st, Code::kInvalidArgument, m + " takes " + std::to_string(want) + " inputs"));
+    const size_t ids_at = m == "sparse_apply_adam" ? 4 : 1;
+    auto sr = sparse_rows(st, args[ids_at], args[ids_at + 1], m);
+    if (!sr.ok()) return fail(sr.status());
+    const float lr = static_cast<float>(scalar_of(args[0]));
+    if (m == "sparse_apply_sgd") {
+      float* w = writable_value(st).data<float>();
+      functors::SgdUpdateF<float> f{lr};
+      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], g); });
+    } else if (m == "sparse_apply_momentum") {
+      if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
+      float* w = writable_value(st).data<float>();
+      float* a = st.momentum.data<float>();
+      functors::MomentumUpdateF<float> f{lr, static_cast<float>(scalar_of(args[3]))};
+      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+    } else if (m == "sparse_apply_adam") {
+      if (!st.adam_m.is_initialized()) {
+        st.adam_m = zeros_like(st.value);
+        st.adam_v = zeros_like(st.value);
+      }
+      ++st.adam_t;
+      float* w = writable_value(st).data<float>();
+      float* mm = st.adam_m.data<float>();
+      float* vv = st.adam_v.data<float>();
+      auto f = functors::AdamUpdateF<float>::make(lr, static_cast<float>(scalar_of(args[1])),
+                                                  static_cast<float>(scalar_of(args[2])),
+                                                  static_cast<float>(scalar_of(args[3])), st.adam_t);
+      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], mm[at], vv[at], g); });
+    } else if (m == "sparse_apply_adagrad") {
+      const float init = static_cast<float>(call->attrs.get_or<double>("initial_accumulator_value", 0.1));
+      if (!(init > 0)) return fail(err(st, Code::kInvalidArgument, m + ": initial_accumulator_value must be > 0"));
+      if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, init);
+      float* w = writable_value(st).data<float>();
+      float* a = st.adagrad_accum.data<float>();
+      functors::AdagradUpdateF<float> f{lr};
+      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+    } else {
+      return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
+    }
+    ++st.version;
+    observe_global_step(st);
+    return one(Tensor::scalar<int64_t>(static_cast<int64_t>(sr->rows.size())));
   }
   if (m == "assign_add") {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));

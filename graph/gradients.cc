@@ -100,6 +100,24 @@ Result<std::vector<Output>> gradients(const Scope& scope, const std::vector<Outp
   }
   auto sum_of = [&](const Scope& s, const std::vector<Output>& v) -> Output {
     if (v.size() == 1) return v[0];
+    // Sparse gradients of one tensor (several gathers of a table) stay sparse: their rows are
+    // concatenated, duplicates and all, as TensorFlow sums IndexedSlices.
+    bool all_sparse = true;
+    for (const auto& o : v) all_sparse = all_sparse && ops::is_indexed_slices(o);
+    if (all_sparse) {
+      std::vector<Output> ids, rows;
+      for (const auto& o : v) {
+        ids.push_back(Output(g->node(o.node()->inputs[0].node), o.node()->inputs[0].index));
+        rows.push_back(Output(g->node(o.node()->inputs[1].node), o.node()->inputs[1].index));
+      }
+      const Node& first = *v[0].node();
+      bool same_ids_type = true;
+      for (const auto& i : ids) same_ids_type = same_ids_type && i.dtype() == ids[0].dtype();
+      if (same_ids_type)
+        return ops::indexed_slices(s, ops::concat(s, ids, 0), ops::concat(s, rows, 0),
+                                   Output(g->node(first.inputs[2].node), first.inputs[2].index),
+                                   first.attrs.get_or<Shape>("shape", Shape::unknown()));
+    }
     return ops::add_n(s, v);
   };
   // The scope summing the gradients of `node`'s outputs.

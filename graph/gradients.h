@@ -14,7 +14,9 @@ namespace actorflow {
 //
 // Paths: gradients flow only along floating-point edges; integer and bool edges (ArgMax, Shape,
 // comparisons, Select's condition, Cast to an integer) end a path quietly, as does StopGradient.
-// Several gradients reaching one tensor are summed with AddN.
+// Several gradients reaching one tensor are summed with AddN; when all of them are sparse
+// (ops::indexed_slices, the gradient of a gather of a tensor whose rows' shape is known), the sum
+// stays sparse (their indices and rows concatenated).
 //
 // Placement: gradient ops live under "gradients/" and request the device of the forward op
 // they differentiate (its requested device, else its assigned one; the scope's device when the

@@ -101,7 +101,8 @@ std::vector<Output> softmax_cross_entropy_with_logits(const Scope& s, Input logi
 // is indices.shape + params.shape[1:]. An index outside [0, params.shape[0]) fails the step with
 // InvalidArgument naming the op; with `drop_negatives`, negative indices give rows of zeros.
 Output gather(const Scope& s, Input params, Input indices, bool drop_negatives = false);
-// TensorFlow's embedding_lookup on one (unpartitioned) table: gather(params, ids).
+// TensorFlow's embedding_lookup on one (unpartitioned) table: gather(params, ids) colocated with
+// params (the ids go to the table's device and only the rows come back).
 Output embedding_lookup(const Scope& s, Input params, Input ids);
 // Sums the slices of `data` into [num_segments] + data.shape[ids.rank:] by `segment_ids` (a prefix
 // of data's shape, int32/int64). Negative ids are dropped; an id >= num_segments is an error.
@@ -118,6 +119,14 @@ Output slice(const Scope& s, Input x, const std::vector<int64_t>& begin, const s
 // Slice's gradient: zeros of x's shape with dy placed at `begin`.
 Output slice_grad(const Scope& s, Input dy, Input x, const std::vector<int64_t>& begin,
                   const std::vector<int64_t>& size);
+// A sparse value, TensorFlow's IndexedSlices: rows `values` ([n] + rows' shape) for the rows
+// `indices` ([n], int32/int64; duplicates allowed) of a dense tensor of run-time shape
+// `dense_shape` (int64 vector) and static shape `shape`. The node's output is that dense tensor
+// (rows summed, absent rows zero), computed only when something consumes it; a gather's gradient
+// is one, and optimizers read its inputs instead to update only those rows.
+Output indexed_slices(const Scope& s, Input indices, Input values, Input dense_shape, const Shape& shape);
+// True when `o` is the output of an IndexedSlices node (its inputs are indices, values, dense_shape).
+bool is_indexed_slices(const Output& o);
 Output sigmoid(const Scope& s, Input x);  // 1 / (1 + exp(-x)), floating types
 Output tanh(const Scope& s, Input x);
 Output l2_loss(const Scope& s, Input x);  // sum(x^2) / 2, a scalar

@@ -202,6 +202,16 @@ Status sparse_xent_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// IndexedSlices(indices [n] int, values [n] + rows, dense_shape int64 [rank], attr shape): the
+// dense tensor of static shape `shape` whose rows indices[i] sum values[i].
+Status indexed_slices_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), index_types(), "indices"));
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(2), {DType::kInt64}, "dense_shape"));
+  AF_ASSIGN_OR_RETURN(Shape shape, c.attrs().get<Shape>("shape"));
+  c.set_output(0, c.input_type(1), shape);
+  return Status::OK();
+}
+
 Status l2_loss_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
   c.set_output(0, c.input_type(0), Shape{});
@@ -247,10 +257,23 @@ Output input_of(const Scope& s, const Node& n, int i) {
 }
 Output output_of(const Scope& s, const Node& n) { return Output(s.graph()->node(n.id), 0); }
 
-// d/dparams of a gather: the rows of dy summed into the rows their ids name (dense here; the
-// sparse form is issue 15's item 3). No gradient for the ids.
+// d/dparams of a gather: the rows of dy, each for the row its id names. When the rows' shape is
+// known statically, a sparse value (an IndexedSlices node: flat ids and their rows, never
+// densified unless a consumer needs the dense tensor; optimizers apply it with sparse updates);
+// else the dense unsorted_segment_sum. No gradient for the ids.
 Status grad_gather(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   Output params = input_of(s, n, 0), ids = input_of(s, n, 1);
+  const Shape& ps = params.shape();
+  bool rows_known = !ps.unknown_rank() && ps.rank() >= 1 && !n.attrs.get_or<bool>("drop_negatives", false);
+  for (int i = 1; rows_known && i < ps.rank(); ++i) rows_known = ps.dim(i) >= 0;
+  if (rows_known) {
+    std::vector<int64_t> value_dims{-1};
+    for (int i = 1; i < ps.rank(); ++i) value_dims.push_back(ps.dim(i));
+    dx->push_back(ops::indexed_slices(s, ops::reshape(s, ids, {-1}), ops::reshape(s, dy[0], value_dims),
+                                      ops::shape_of(s, params), ps));
+    dx->push_back(Output());
+    return Status::OK();
+  }
   Output rows = ops::slice(s, ops::shape_of(s, params), {0}, {1});
   dx->push_back(ops::unsorted_segment_sum(s, dy[0], ids, rows));
   dx->push_back(Output());
@@ -316,6 +339,7 @@ void register_indexing_ops(OpRegistry& r) {
   r.add(op_def("Sigmoid", 1, float_unary_shape));
   r.add(op_def("Tanh", 1, float_unary_shape));
   r.add(op_def("L2Loss", 1, l2_loss_shape));
+  r.add(op_def("IndexedSlices", 3, indexed_slices_shape));
   r.add(op_def("Split", 1, split_shape));
   r.add(op_def("Dropout", 1, dropout_shape));
   r.add(op_def("SparseSoftmaxCrossEntropyWithLogits", 2, sparse_xent_shape));
@@ -341,7 +365,12 @@ Output gather(const Scope& s, Input params, Input indices, bool drop_negatives) 
   return b.output();
 }
 
-Output embedding_lookup(const Scope& s, Input params, Input ids) { return gather(s, params, ids); }
+Output embedding_lookup(const Scope& s, Input params, Input ids) {
+  // With the table, as TensorFlow's embedding_lookup: the ids travel to it and only the rows
+  // come back (and the gradient's rows go there), never the whole table.
+  if (params.is_output() && params.output().valid()) return gather(s.colocate_with(params.output()), params, ids);
+  return gather(s, params, ids);
+}
 
 Output unsorted_segment_sum(const Scope& s, Input data, Input segment_ids, Input num_segments) {
   return NodeBuilder(s, "UnsortedSegmentSum").input(data).input(segment_ids).input(num_segments).output();
@@ -404,6 +433,12 @@ std::vector<Output> sparse_softmax_cross_entropy_with_logits(const Scope& s, Inp
   if (!first.valid()) return {};
   return {first, Output(first.node(), 1)};
 }
+
+Output indexed_slices(const Scope& s, Input indices, Input values, Input dense_shape, const Shape& shape) {
+  return NodeBuilder(s, "IndexedSlices").input(indices).input(values).input(dense_shape).attr("shape", shape).output();
+}
+
+bool is_indexed_slices(const Output& o) { return o.valid() && o.node()->op == "IndexedSlices" && o.index() == 0; }
 
 Output sigmoid(const Scope& s, Input x) { return NodeBuilder(s, "Sigmoid").input(x).output(); }
 Output tanh(const Scope& s, Input x) { return NodeBuilder(s, "Tanh").input(x).output(); }

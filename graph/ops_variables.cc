@@ -91,9 +91,46 @@ Status scatter_shape_fn(InferenceContext& c) {
   return Status::OK();
 }
 
+// SparseApply*(var; hyper-parameters..., indices, values): float scalars for the names in
+// `scalars` (in order), then indices [n] int and values [n] + the variable's rows. Outputs the
+// number of distinct rows updated (int64 scalar).
+ShapeFn sparse_apply_shape_fn(std::vector<const char*> scalars, size_t ids_at) {
+  return [scalars, ids_at](InferenceContext& c) -> Status {
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      const int idx = static_cast<int>(i < ids_at ? i : i + 2);
+      AF_RETURN_IF_ERROR(scalar_float(c, idx, scalars[i]));
+    }
+    AF_ASSIGN_OR_RETURN(DType t, c.attrs().get<DType>("dtype"));
+    AF_ASSIGN_OR_RETURN(Shape vs, c.attrs().get<Shape>("shape"));
+    const std::string var = c.attrs().get_or<std::string>("var_name", "?");
+    const int ids = static_cast<int>(ids_at), vals = ids + 1;
+    if (c.input_type(ids) != DType::kInt32 && c.input_type(ids) != DType::kInt64)
+      return InvalidArgument("indices must be int32 or int64, got " + std::string(dtype_name(c.input_type(ids))));
+    if (!c.input_shape(ids).unknown_rank() && c.input_shape(ids).rank() != 1)
+      return InvalidArgument("indices must be a vector, got " + c.input_shape(ids).to_string());
+    if (c.input_type(vals) != t)
+      return InvalidArgument("the gradient's rows are " + std::string(dtype_name(c.input_type(vals))) + " but variable '" +
+                             var + "' is " + dtype_name(t));
+    if (!vs.unknown_rank()) {
+      if (vs.rank() < 1) return InvalidArgument("variable '" + var + "' is a scalar: no rows to update");
+      std::vector<int64_t> want{-1};
+      for (int i = 1; i < vs.rank(); ++i) want.push_back(vs.dim(i));
+      if (!c.input_shape(vals).compatible_with(Shape(want)))
+        return InvalidArgument("the gradient's rows " + c.input_shape(vals).to_string() + " are not rows " +
+                               Shape(want).to_string() + " of variable '" + var + "'");
+    }
+    c.set_output(0, DType::kInt64, Shape{});
+    return Status::OK();
+  };
+}
+
 }  // namespace
 
 void register_variable_ops(OpRegistry& r) {
+  r.add({"SparseApplyGradientDescent", 3, sparse_apply_shape_fn({"learning rate"}, 1), nullptr, true});
+  r.add({"SparseApplyMomentum", 4, sparse_apply_shape_fn({"learning rate", "momentum"}, 1), nullptr, true});
+  r.add({"SparseApplyAdam", 6, sparse_apply_shape_fn({"learning rate", "beta1", "beta2", "epsilon"}, 4), nullptr, true});
+  r.add({"SparseApplyAdagrad", 3, sparse_apply_shape_fn({"learning rate"}, 1), nullptr, true});
   r.add({"ScatterAdd", 2, scatter_shape_fn, nullptr, true});
   r.add({"ScatterUpdate", 2, scatter_shape_fn, nullptr, true});
   r.add({"VariableV2", 0, var_shape_fn, nullptr, true, true});
@@ -254,6 +291,44 @@ Output apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input mo
   Node* v = var_node(s, var, "ApplyRMSProp");
   if (!v) return Output();
   return var_builder(s, v, "ApplyRMSProp").input(lr).input(decay).input(momentum).input(epsilon).input(grad).output();
+}
+
+Output sparse_apply_gradient_descent(const Scope& s, Input var, Input lr, Input indices, Input values) {
+  Node* v = var_node(s, var, "SparseApplyGradientDescent");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyGradientDescent").input(lr).input(indices).input(values).output();
+}
+
+Output sparse_apply_momentum(const Scope& s, Input var, Input lr, Input indices, Input values, Input momentum) {
+  Node* v = var_node(s, var, "SparseApplyMomentum");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyMomentum").input(lr).input(indices).input(values).input(momentum).output();
+}
+
+Output sparse_apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2, Input epsilon, Input indices,
+                         Input values) {
+  Node* v = var_node(s, var, "SparseApplyAdam");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyAdam")
+      .input(lr)
+      .input(beta1)
+      .input(beta2)
+      .input(epsilon)
+      .input(indices)
+      .input(values)
+      .output();
+}
+
+Output sparse_apply_adagrad(const Scope& s, Input var, Input lr, Input indices, Input values,
+                            float initial_accumulator_value) {
+  Node* v = var_node(s, var, "SparseApplyAdagrad");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyAdagrad")
+      .input(lr)
+      .input(indices)
+      .input(values)
+      .attr("initial_accumulator_value", static_cast<double>(initial_accumulator_value))
+      .output();
 }
 
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o) {

@@ -49,6 +49,19 @@ Output apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2,
 // kept by the variable actor and starts at `initial_accumulator_value` (> 0; TF's default 0.1)
 // on the first update. Outputs the new value.
 Output apply_adagrad(const Scope& s, Input var, Input lr, Input grad, float initial_accumulator_value = 0.1f);
+// Sparse forms (a gradient that is rows `values` for rows `indices` of the variable, e.g. an
+// ops::indexed_slices' inputs): the variable actor sums the rows of duplicate indices first, then
+// updates only those rows and their slots, TensorFlow's SparseApply* semantics: SGD and Adagrad as
+// dense; Momentum decays and adds only the rows present; Adam is lazy (TF's LazyAdamOptimizer: m
+// and v of absent rows are not decayed; the step count t advances once per update). Every index is
+// checked first (out of range: InvalidArgument naming the variable; nothing changes). The slots
+// are the dense updates' own. Outputs the number of distinct rows updated (int64 scalar).
+Output sparse_apply_gradient_descent(const Scope& s, Input var, Input lr, Input indices, Input values);
+Output sparse_apply_momentum(const Scope& s, Input var, Input lr, Input indices, Input values, Input momentum);
+Output sparse_apply_adam(const Scope& s, Input var, Input lr, Input beta1, Input beta2, Input epsilon, Input indices,
+                         Input values);
+Output sparse_apply_adagrad(const Scope& s, Input var, Input lr, Input indices, Input values,
+                            float initial_accumulator_value = 0.1f);
 // RMSProp (TF ApplyRMSProp, uncentered): ms = decay*ms + (1-decay)*grad^2;
 // mom = momentum*mom + lr*grad/sqrt(ms + epsilon); var -= mom. The slots ms (starting at 1, as
 // TF 1.x's RMSPropOptimizer creates it) and mom (starting at 0) are kept by the variable actor.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "tests/util/eval.h"
 #include "tests/util/local_server.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
@@ -456,6 +457,140 @@ TEST(OptimizersTest, ErrorsAreStatusesNamingTheCause) {
     EXPECT_FALSE(root.ok());
     auto again = sgd.minimize(root, ops::reduce_sum(root, w));
     EXPECT_FALSE(again.ok());
+  }
+}
+
+}  // namespace
+}  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+namespace train = actorflow::train;
+
+// An embedding table "table" [4, 2] on /cpu:1 (the ps), rows (0,1) (10,11) (20,21) (30,31), looked
+// up on /cpu:0 (the worker) with fed ids; loss = sum(weights * rows), so the gradient of row r is
+// the sum of the fed weight rows whose id is r.
+struct EmbeddingModel {
+  std::unique_ptr<Server> server = testing::two_device_server();
+  Scope root = Scope::root();
+  Output table, ids, weights, loss;
+  explicit EmbeddingModel() {
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    Tensor t0 = Tensor::from_vector<float>({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2});
+    table = train::get_variable(ps, "table", Shape{4, 2}, DType::kFloat32,
+                                [&](const Scope& s, const Shape&, DType) { return ops::constant(s, t0); });
+    ids = ops::placeholder(worker, DType::kInt64, Shape{-1}, "ids");
+    weights = ops::placeholder(worker, DType::kFloat32, Shape{-1, 2}, "weights");
+    loss = ops::reduce_sum(worker, ops::mul(worker, weights, ops::embedding_lookup(worker, table, ids)));
+  }
+  std::vector<float> rows(Session& sess) {
+    auto r = sess.run({table});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? testing::vals<float>((*r)[0]) : std::vector<float>{};
+  }
+};
+
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (int i = 0; i < g.num_nodes(); ++i) n += g.node(i)->op == op;
+  return n;
+}
+
+TEST(SparseGradientsTest, AnEmbeddingLookupsGradientIsSparseAndSgdUpdatesOnlyItsRows) {
+  EmbeddingModel m;
+  train::GradientDescentOptimizer sgd(0.5f);
+  auto gv = sgd.compute_gradients(m.root, m.loss, {m.table});
+  ASSERT_TRUE(gv.ok()) << gv.status();
+  ASSERT_TRUE(ops::is_indexed_slices((*gv)[0].first)) << (*gv)[0].first.node()->op;
+  auto update = sgd.apply_gradients(m.root, *gv);
+  auto init = train::global_variables_initializer(m.root);
+  ASSERT_TRUE(update.ok() && init.ok()) << update.status() << init.status();
+  // The update is the sparse op and nothing consumes the dense form of the gradient.
+  const Graph& g = *m.root.graph();
+  EXPECT_EQ(count_ops(g, "SparseApplyGradientDescent"), 1);
+  EXPECT_EQ(count_ops(g, "ApplyGradientDescent"), 0);
+  const Node* slices = (*gv)[0].first.node();
+  for (int i = 0; i < g.num_nodes(); ++i)
+    for (const auto& in : g.node(i)->inputs) EXPECT_NE(in.node, slices->id) << g.node(i)->name << " densifies it";
+  // The lookup is colocated with the table (the ps): only ids and rows cross.
+  for (int i = 0; i < g.num_nodes(); ++i)
+    if (g.node(i)->op == "Gather") {
+      EXPECT_FALSE(g.node(i)->colocate_with.empty()) << g.node(i)->name;
+    }
+  Session sess(m.root, m.server->target());
+  ASSERT_TRUE(sess.run({}, {}, {*init}).ok());
+  // ids 3, 1, 3: row 3's gradient is (1,1) + (4,4) (duplicates summed), row 1's (2,2).
+  auto r = sess.run({{m.ids, Tensor::from_vector<int64_t>({3, 1, 3}, {3})},
+                     {m.weights, Tensor::from_vector<float>({1, 1, 2, 2, 4, 4}, {3, 2})}},
+                    {}, {*update});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(m.rows(sess), (std::vector<float>{0, 1, 9, 10, 20, 21, 27.5f, 28.5f}));
+}
+
+TEST(SparseGradientsTest, LazyAdamLeavesAbsentRowsAndTheirSlotsAlone) {
+  EmbeddingModel m;
+  train::AdamOptimizer adam(0.01f);
+  auto update = adam.minimize(m.root, m.loss, Output(), {m.table});
+  auto init = train::global_variables_initializer(m.root);
+  ASSERT_TRUE(update.ok() && init.ok()) << update.status() << init.status();
+  EXPECT_EQ(count_ops(*m.root.graph(), "SparseApplyAdam"), 1);
+  Session sess(m.root, m.server->target());
+  ASSERT_TRUE(sess.run({}, {}, {*init}).ok());
+  auto step = [&](int64_t id, float w) {
+    auto r = sess.run({{m.ids, Tensor::from_vector<int64_t>({id}, {1})}, {m.weights, Tensor::from_vector<float>({w, -w}, {1, 2})}},
+                      {}, {*update});
+    ASSERT_TRUE(r.ok()) << r.status();
+  };
+  step(1, 2.f);
+  // t = 1: m = 0.1 g, v = 0.001 g^2, lr_1 = 0.01 sqrt(0.001) / 0.1, so each element moves by
+  // lr_1 * m / (sqrt(v) + 1e-8) = 0.01 (less 3e-9) against the sign of its gradient.
+  auto after1 = m.rows(sess);
+  EXPECT_NEAR(after1[2], 10 - 0.01, 1e-6);
+  EXPECT_NEAR(after1[3], 11 + 0.01, 1e-6);
+  step(2, 1.f);
+  auto after2 = m.rows(sess);
+  // Row 1 was absent from step 2: lazy Adam does not move it (dense Adam would, by its m).
+  EXPECT_EQ(after2[2], after1[2]);
+  EXPECT_EQ(after2[3], after1[3]);
+  // Row 2 takes its first update with t = 2: m = 0.1 g, v = 0.001 g^2,
+  // lr_2 = 0.01 sqrt(1 - 0.999^2) / (1 - 0.9^2) = 0.00235316725; move = lr_2 * 0.1 / sqrt(0.001) = 0.0074413.
+  EXPECT_NEAR(after2[4], 20 - 0.0074413, 1e-6);
+  EXPECT_NEAR(after2[5], 21 + 0.0074413, 1e-6);
+  EXPECT_EQ(after2[0], 0.f);
+  EXPECT_EQ(after2[6], 30.f);
+}
+
+TEST(SparseGradientsTest, AdagradAndMomentumUpdateTheRowsPresentAsTheirDenseForms) {
+  for (int which = 0; which < 2; ++which) {
+    SCOPED_TRACE(which == 0 ? "adagrad" : "momentum");
+    EmbeddingModel m;
+    train::AdagradOptimizer adagrad(0.1f, 0.1f);
+    train::MomentumOptimizer momentum(0.1f, 0.9f);
+    const train::Optimizer& opt = which == 0 ? static_cast<const train::Optimizer&>(adagrad) : momentum;
+    auto update = opt.minimize(m.root, m.loss, Output(), {m.table});
+    auto init = train::global_variables_initializer(m.root);
+    ASSERT_TRUE(update.ok() && init.ok()) << update.status() << init.status();
+    Session sess(m.root, m.server->target());
+    ASSERT_TRUE(sess.run({}, {}, {*init}).ok());
+    for (int s = 0; s < 2; ++s) {
+      auto r = sess.run({{m.ids, Tensor::from_vector<int64_t>({0, 0}, {2})},
+                         {m.weights, Tensor::from_vector<float>({1, 2, 1, 2}, {2, 2})}},
+                        {}, {*update});
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    auto rows = m.rows(sess);
+    // Row 0's gradient is (2, 4) twice (the two duplicate ids summed).
+    if (which == 0) {
+      // accum 0.1 + 4 = 4.1, then 8.1: w -= 0.1 g / sqrt(accum).
+      EXPECT_NEAR(rows[0], 0 - 0.2 / std::sqrt(4.1) - 0.2 / std::sqrt(8.1), 1e-5);
+      EXPECT_NEAR(rows[1], 1 - 0.4 / std::sqrt(16.1) - 0.4 / std::sqrt(32.1), 1e-5);
+    } else {
+      // a = g, then 0.9 g + g = 1.9 g: w -= 0.1 (g + 1.9 g) = 0.29 g.
+      EXPECT_NEAR(rows[0], 0 - 0.29 * 2, 1e-5);
+      EXPECT_NEAR(rows[1], 1 - 0.29 * 4, 1e-5);
+    }
+    EXPECT_EQ(std::vector<float>(rows.begin() + 2, rows.end()), (std::vector<float>{10, 11, 20, 21, 30, 31}));
   }
 }
 

@@ -134,7 +134,16 @@ Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<Grad
     auto it = hyper_by_device.find(dev);
     if (it == hyper_by_device.end())
       it = hyper_by_device.emplace(dev, prepare(on_device(os, dev))).first;
-    Output u = apply_dense(os.with_op_name("update_" + var.node()->name), it->second, grad, var);
+    const Scope us = os.with_op_name("update_" + var.node()->name);
+    Output u;
+    if (ops::is_indexed_slices(grad)) {
+      // A sparse gradient: only its rows travel to the variable's task and are updated there.
+      const Node& slices = *grad.node();
+      Graph* g = s.graph();
+      u = apply_sparse(us, it->second, Output(g->node(slices.inputs[0].node), slices.inputs[0].index),
+                       Output(g->node(slices.inputs[1].node), slices.inputs[1].index), var);
+    }
+    if (!u.valid() && s.status().ok()) u = apply_dense(us, it->second, grad, var);
     if (!u.valid())
       return s.status().ok() ? Internal(what + ": no update op for '" + var.name() + "'") : s.status().with_prefix(what);
     updates.push_back(u);
@@ -178,9 +187,19 @@ Output GradientDescentOptimizer::apply_dense(const Scope& s, const std::vector<O
 MomentumOptimizer::MomentumOptimizer(float learning_rate, float momentum)
     : Optimizer("Momentum", {{"learning_rate", learning_rate}, {"momentum", momentum}}) {}
 
+Output GradientDescentOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                              const Output& values, const Output& v) const {
+  return ops::sparse_apply_gradient_descent(s, v, h[0], indices, values);
+}
+
 Output MomentumOptimizer::apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g,
                                       const Output& v) const {
   return ops::apply_momentum(s, v, h[0], g, h[1]);
+}
+
+Output MomentumOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                       const Output& values, const Output& v) const {
+  return ops::sparse_apply_momentum(s, v, h[0], indices, values, h[1]);
 }
 
 AdamOptimizer::AdamOptimizer(float learning_rate, float beta1, float beta2, float epsilon)
@@ -189,6 +208,11 @@ AdamOptimizer::AdamOptimizer(float learning_rate, float beta1, float beta2, floa
 Output AdamOptimizer::apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g,
                                   const Output& v) const {
   return ops::apply_adam(s, v, h[0], h[1], h[2], h[3], g);
+}
+
+Output AdamOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                   const Output& values, const Output& v) const {
+  return ops::sparse_apply_adam(s, v, h[0], h[1], h[2], h[3], indices, values);
 }
 
 AdagradOptimizer::AdagradOptimizer(float learning_rate, float initial_accumulator_value)
@@ -203,6 +227,11 @@ Status AdagradOptimizer::validate() const {
 Output AdagradOptimizer::apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g,
                                      const Output& v) const {
   return ops::apply_adagrad(s, v, h[0], g, initial_accumulator_value_);
+}
+
+Output AdagradOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                      const Output& values, const Output& v) const {
+  return ops::sparse_apply_adagrad(s, v, h[0], indices, values, initial_accumulator_value_);
 }
 
 RMSPropOptimizer::RMSPropOptimizer(float learning_rate, float decay, float momentum, float epsilon)

@@ -73,47 +73,75 @@ Result<int64_t> read_count(const Tensor& t) {
   return InvalidArgument("num_segments must be int32 or int64");
 }
 
+// Sums the slices of `d` (segment_ids `ids` a prefix of its shape) into output 0 of shape
+// [count] + d.shape[ids.rank:]. Negative ids are dropped when `drop_negative`, else an error; ids
+// >= count are an error naming `what`.
+Status segment_sum(OpKernelContext& ctx, const Tensor& d, const Tensor& ids, int64_t count, bool drop_negative,
+                   const char* what) {
+  if (count < 0) return ctx.invalid_argument("the number of rows must be >= 0, got " + std::to_string(count));
+  const int ir = ids.shape().rank();
+  bool prefix = ir <= d.shape().rank();
+  for (int i = 0; prefix && i < ir; ++i) prefix = ids.shape().dim(i) == d.shape().dim(i);
+  if (!prefix)
+    return ctx.invalid_argument(std::string(what) + " " + ids.shape().to_string() + " must be a prefix of the values' shape " +
+                                d.shape().to_string());
+  std::vector<int64_t> dims{count};
+  for (int i = ir; i < d.shape().rank(); ++i) dims.push_back(d.shape().dim(i));
+  const int64_t inner = span(d.shape(), ir, d.shape().rank());
+  return dispatch(NumericTypes{}, d.dtype(), ctx, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, d.dtype(), Shape(dims)));
+    T* o = out->data<T>();
+    std::fill(o, o + out->num_elements(), T(0));
+    const T* x = d.data<T>();
+    return dispatch(IndexTypes{}, ids.dtype(), ctx, [&](auto itag) -> Status {
+      using I = decltype(itag);
+      const I* id = ids.data<I>();
+      for (int64_t i = 0, n = ids.num_elements(); i < n; ++i) {
+        const int64_t seg = static_cast<int64_t>(id[i]);
+        if (seg < 0 && drop_negative) continue;  // dropped, as TensorFlow does
+        if (seg < 0 || seg >= count)
+          return ctx.invalid_argument(std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(seg) +
+                                      (drop_negative ? " is not below num_segments " + std::to_string(count)
+                                                     : " is not in [0, " + std::to_string(count) + ")"));
+        T* row = o + seg * inner;
+        const T* in = x + i * inner;
+        for (int64_t k = 0; k < inner; ++k) row[k] += in[k];
+      }
+      return Status::OK();
+    });
+  });
+}
+
 // UnsortedSegmentSum(data, segment_ids, num_segments).
 class SegmentSumKernel : public OpKernel {
  public:
   using OpKernel::OpKernel;
   Status compute(OpKernelContext& ctx) override {
-    const Tensor& d = ctx.input(0);
-    const Tensor& ids = ctx.input(1);
     auto count = read_count(ctx.input(2));
     if (!count.ok()) return ctx.invalid_argument(count.status().message());
-    if (*count < 0) return ctx.invalid_argument("num_segments must be >= 0, got " + std::to_string(*count));
-    const int ir = ids.shape().rank();
-    bool prefix = ir <= d.shape().rank();
-    for (int i = 0; prefix && i < ir; ++i) prefix = ids.shape().dim(i) == d.shape().dim(i);
-    if (!prefix)
-      return ctx.invalid_argument("segment_ids " + ids.shape().to_string() + " must be a prefix of data's shape " +
-                                  d.shape().to_string());
-    std::vector<int64_t> dims{*count};
-    for (int i = ir; i < d.shape().rank(); ++i) dims.push_back(d.shape().dim(i));
-    const int64_t inner = span(d.shape(), ir, d.shape().rank());
-    return dispatch(NumericTypes{}, d.dtype(), ctx, [&](auto tag) -> Status {
-      using T = decltype(tag);
-      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, d.dtype(), Shape(dims)));
-      T* o = out->data<T>();
-      std::fill(o, o + out->num_elements(), T(0));
-      const T* x = d.data<T>();
-      return dispatch(IndexTypes{}, ids.dtype(), ctx, [&](auto itag) -> Status {
-        using I = decltype(itag);
-        const I* id = ids.data<I>();
-        for (int64_t i = 0, n = ids.num_elements(); i < n; ++i) {
-          const int64_t seg = static_cast<int64_t>(id[i]);
-          if (seg < 0) continue;  // dropped, as TensorFlow does
-          if (seg >= *count)
-            return ctx.invalid_argument("segment_ids[" + std::to_string(i) + "] = " + std::to_string(seg) +
-                                        " is not below num_segments " + std::to_string(*count));
-          T* row = o + seg * inner;
-          const T* in = x + i * inner;
-          for (int64_t k = 0; k < inner; ++k) row[k] += in[k];
-        }
-        return Status::OK();
-      });
-    });
+    return segment_sum(ctx, ctx.input(0), ctx.input(1), *count, /*drop_negative=*/true, "segment_ids");
+  }
+};
+
+// IndexedSlices(indices, values, dense_shape): the dense tensor (only when a consumer needs it).
+class IndexedSlicesKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& ids = ctx.input(0);
+    const Tensor& values = ctx.input(1);
+    const Tensor& shape = ctx.input(2);
+    if (ids.shape().rank() != 1 || shape.dtype() != DType::kInt64 || shape.num_elements() != values.shape().rank() ||
+        values.shape().rank() < 1)
+      return ctx.invalid_argument("indices " + ids.shape().to_string() + ", values " + values.shape().to_string() +
+                                  " and dense_shape " + shape.shape().to_string() + " do not describe rows of a tensor");
+    for (int i = 1; i < values.shape().rank(); ++i)
+      if (shape.data<int64_t>()[i] != values.shape().dim(i))
+        return ctx.invalid_argument("values " + values.shape().to_string() + " are not rows of a tensor of shape " +
+                                    int_list_to_string(std::vector<int64_t>(shape.data<int64_t>(),
+                                                                            shape.data<int64_t>() + shape.num_elements())));
+    return segment_sum(ctx, values, ids, shape.data<int64_t>()[0], /*drop_negative=*/false, "indices");
   }
 };
 
@@ -463,6 +491,7 @@ class AvgPoolKernel : public OpKernel {
 void register_cpu_indexing_kernels(KernelRegistry& r) {
   r.add("Gather", "CPU", simple_factory<GatherKernel>());
   r.add("UnsortedSegmentSum", "CPU", simple_factory<SegmentSumKernel>());
+  r.add("IndexedSlices", "CPU", simple_factory<IndexedSlicesKernel>());
   r.add("Concat", "CPU", simple_factory<ConcatKernel>());
   r.add("ConcatPart", "CPU", simple_factory<ConcatPartKernel>());
   r.add("Slice", "CPU", simple_factory<SliceKernel>());

@@ -108,6 +108,10 @@ void register_cpu_variable_kernels(KernelRegistry& r) {
   r.add("Assign", "CPU", call_factory("assign"));
   r.add("AssignAdd", "CPU", call_factory("assign_add"));
   r.add("ScatterAdd", "CPU", call_factory("scatter_add"));
+  r.add("SparseApplyGradientDescent", "CPU", call_factory("sparse_apply_sgd"));
+  r.add("SparseApplyMomentum", "CPU", call_factory("sparse_apply_momentum"));
+  r.add("SparseApplyAdam", "CPU", call_factory("sparse_apply_adam"));
+  r.add("SparseApplyAdagrad", "CPU", call_factory("sparse_apply_adagrad"));
   r.add("ScatterUpdate", "CPU", call_factory("scatter_update"));
   r.add("IsVariableInitialized", "CPU", call_factory("is_initialized"));
   r.add("ApplyGradientDescent", "CPU", call_factory("apply_sgd"));

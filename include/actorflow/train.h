@@ -132,7 +132,10 @@ class Optimizer {
                                                     const std::vector<Output>& var_list = {}) const;
 
   // One op that applies every pair's update (pairs without a gradient are skipped), each
-  // requested on its variable's device; with `global_step` (an integer scalar variable) the op
+  // requested on its variable's device. A sparse gradient (ops::indexed_slices, e.g. of an
+  // embedding lookup) is applied row by row where the optimizer has a sparse form (gradient
+  // descent, momentum, Adagrad, and Adam lazily: the slots of absent rows stay as they are),
+  // so only the rows travel; RMSProp applies its dense tensor; with `global_step` (an integer scalar variable) the op
   // returned is global_step += 1 with control dependencies on all the updates (so the step
   // advances exactly once per run, after the updates, as TF does) and outputs the new step;
   // without, a NoOp grouping the updates. Ops live under the sub-scope name() of s. Errors:
@@ -163,6 +166,15 @@ class Optimizer {
   // constants of the hyper-parameters on the variable's device. Errors go to s.
   virtual Output apply_dense(const Scope& s, const std::vector<Output>& hyper, const Output& grad,
                              const Output& var) const = 0;
+  // Builds the update of `var` with a sparse gradient: rows `values` for its rows `indices` (the
+  // inputs of an ops::indexed_slices gradient, e.g. an embedding lookup's), updating only those
+  // rows and their slots on the variable's task. An invalid Output (the default) means "no sparse
+  // form": apply_gradients then applies the dense tensor. Errors go to s.
+  virtual Output apply_sparse(const Scope& s, const std::vector<Output>& hyper, const Output& indices,
+                              const Output& values, const Output& var) const {
+    (void)s; (void)hyper; (void)indices; (void)values; (void)var;
+    return Output();
+  }
 
  private:
   // The hyper-parameter constants in `s` (on one variable device).
@@ -180,6 +192,8 @@ class GradientDescentOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
   ops::SyncOptions sync_update() const override;
 };
 
@@ -190,6 +204,8 @@ class MomentumOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
   ops::SyncOptions sync_update() const override;
 };
 
@@ -205,6 +221,8 @@ class AdamOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
   ops::SyncOptions sync_update() const override;
 };
 
@@ -216,6 +234,8 @@ class AdagradOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
   ops::SyncOptions sync_update() const override;
   Status validate() const override;
 
