@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
+#include "data/event_file.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/op_kinds.h"
@@ -344,16 +345,31 @@ class Supervisor::Impl {
     const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> l(summary_mu_);
+      std::map<std::string, double> scalars = values;
       const double dt = std::chrono::duration<double>(now - last_summary_time_).count();
       if (last_summary_step_ >= 0 && dt > 0 && step > last_summary_step_) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.3f", (step - last_summary_step_) / dt);
         line += std::string(", \"steps_per_sec\": ") + buf;
+        scalars["global_step/sec"] = (step - last_summary_step_) / dt;
       }
       last_summary_step_ = step;
       last_summary_time_ = now;
       std::ofstream f(summary_path_, std::ios::app);
       f << line << "}\n";
+      // The same scalars as a TensorBoard event file in the logdir (data/event_file.h).
+      if (!events_ && !events_failed_) {
+        auto w = EventFileWriter::open(cfg_.logdir, "." + sanitize(cfg_.task_name));
+        if (w.ok()) events_ = std::move(*w);
+        else {
+          events_failed_ = true;
+          AF_LOG(WARNING) << "Supervisor: no TensorBoard event file: " << w.status();
+        }
+      }
+      if (events_) {
+        Status s = events_->add_scalars(step, scalars);
+        if (!s.ok()) AF_LOG(WARNING) << "Supervisor: " << s;
+      }
     }
   }
 
@@ -388,6 +404,8 @@ class Supervisor::Impl {
   std::unique_ptr<CheckpointManager> ckpt_;
   std::mutex ckpt_mu_;
   std::string summary_path_;
+  std::unique_ptr<EventFileWriter> events_;  // TensorBoard events, opened at the first summary
+  bool events_failed_ = false;
   std::mutex summary_mu_;
   int64_t last_summary_step_ = -1;
   std::chrono::steady_clock::time_point last_summary_time_;

@@ -18,6 +18,10 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
 // Returns the CRC-32C of data[0, n).
 inline uint32_t crc32c(const void* data, size_t n) { return crc32c_extend(0, data, n); }
 
+// TensorFlow's masked CRC (TFRecord and event files): rotated right by 15 bits plus 0xa282ead8,
+// so that a CRC of data that itself holds CRCs does not degenerate.
+inline uint32_t crc32c_masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
 namespace detail {
 // The portable table-driven routine (exposed so tests can check it against the hardware path).
 uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t n);

@@ -12,6 +12,7 @@
 
 #include "actorflow/monitored_session.h"
 #include "actorflow/train.h"
+#include "tests/util/event_reader.h"
 #include "tests/util/local_server.h"
 #include "tests/util/process.h"
 
@@ -160,6 +161,22 @@ TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed
   ASSERT_EQ(summaries.size(), 3u);
   EXPECT_NE(summaries[0].find("\"step\": 1,"), std::string::npos) << summaries[0];
   EXPECT_NE(summaries[2].find("\"step\": 5,"), std::string::npos) << summaries[2];
+  // The same summaries in the task's TensorBoard event file.
+  std::string events;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) events = e.path().string();
+  ASSERT_FALSE(events.empty()) << "no event file in " << dir.path();
+  auto c = testing::read_event_file(events);
+  ASSERT_EQ(c.error, "");
+  std::vector<std::pair<int64_t, float>> losses;
+  for (const auto& e : c.events)
+    if (e.scalars.count("loss")) losses.emplace_back(e.step, e.scalars.at("loss"));
+  ASSERT_EQ(losses.size(), 3u);
+  // Run k (from 0) reads loss = 1 - 0.1 k at global step k.
+  EXPECT_EQ(losses[0].first, 1);
+  EXPECT_NEAR(losses[0].second, 0.9f, 1e-6);
+  EXPECT_EQ(losses[2].first, 5);
+  EXPECT_NEAR(losses[2].second, 0.5f, 1e-6);
 }
 
 // The seconds trigger: a period shorter than any run saves on every run; an hour never within

@@ -67,7 +67,10 @@ class Supervisor {
   bool should_stop() const { return stop_.load(); }
   // Asks every loop to finish; `why` (if not OK) is logged and returned by stop().
   void request_stop(const Status& why = Status::OK());
-  // Appends one JSON line {"step":..,"time":..,"<name>":value,...} to the summary file.
+  // Appends one JSON line {"step":..,"time":..,"<name>":value,...} to the summary file, and the
+  // same scalars (plus "global_step/sec" from the second summary on) as one event to this task's
+  // TensorBoard event file in logdir (events.out.tfevents.<secs>.<host>.<task>, data/event_file.h),
+  // so `tensorboard --logdir <logdir>` shows them.
   void summary(int64_t step, const std::map<std::string, double>& values);
   // Saves a checkpoint now (chief only). Returns its path.
   Result<std::string> save_checkpoint();

@@ -1,0 +1,62 @@
+// TensorBoard event files: what `tensorboard --logdir` reads.
+//
+// A file events.out.tfevents.<seconds>.<host> in a log directory holds TFRecord records
+//
+//   +-----------------+---------------------------+--------------+---------------------------+
+//   | length (u64 LE) | masked CRC-32C of length  | data[length] | masked CRC-32C of data    |
+//   |    8 bytes      |   4 bytes (u32 LE)        |              |   4 bytes (u32 LE)        |
+//   +-----------------+---------------------------+--------------+---------------------------+
+//
+// each holding one serialized tensorflow.Event proto: first {wall_time, file_version =
+// "brain.Event:2"}, then {wall_time, step, summary {value {tag, simple_value}}...}. The protos are
+// encoded here by hand (a few fields; no protobuf dependency), field numbers as in TensorFlow's
+// event.proto and summary.proto.
+//
+// Thread-safety: an EventFileWriter may be used from several threads (one lock per writer).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+
+namespace actorflow {
+
+// The record framing above around `data`. Pure.
+std::string event_record(const std::string& data);
+
+// A serialized Event {wall_time, step, summary: one simple_value per (tag, value)}. Pure.
+std::string scalar_event(double wall_time, int64_t step, const std::map<std::string, double>& values);
+
+// A serialized Event {wall_time, file_version}. Pure.
+std::string file_version_event(double wall_time, const std::string& version = "brain.Event:2");
+
+class EventFileWriter {
+ public:
+  // Creates `logdir` if needed and a new events file in it (named as TensorFlow names them, with
+  // `suffix` appended when not empty), and writes the file-version record. Errors: the directory
+  // or file cannot be created or written (the message names the path).
+  static Result<std::unique_ptr<EventFileWriter>> open(const std::string& logdir, const std::string& suffix = "");
+  ~EventFileWriter();
+  EventFileWriter(const EventFileWriter&) = delete;
+  EventFileWriter& operator=(const EventFileWriter&) = delete;
+
+  // Appends one event of scalars for global step `step`, stamped now, and flushes it to the file.
+  Status add_scalars(int64_t step, const std::map<std::string, double>& values);
+  // The file's path.
+  const std::string& path() const { return path_; }
+
+ private:
+  EventFileWriter(std::FILE* f, std::string path) : file_(f), path_(std::move(path)) {}
+  Status write(const std::string& data);
+
+  std::mutex mu_;
+  std::FILE* file_;
+  std::string path_;
+};
+
+}  // namespace actorflow

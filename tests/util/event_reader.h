@@ -1,0 +1,130 @@
+// Reads TensorBoard event files back for tests, independently of data/event_file.cc: its own
+// bitwise CRC-32C, TFRecord framing checks, and a minimal protobuf decoder for the Event fields
+// actorflow writes. Test-only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace actorflow {
+namespace testing {
+
+// CRC-32C bit by bit (reflected polynomial 0x82F63B78): slow and obviously right.
+inline uint32_t crc32c_bitwise(const std::string& s) {
+  uint32_t crc = 0xffffffffu;
+  for (unsigned char c : s) {
+    crc ^= c;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+inline uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+struct DecodedEvent {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::string file_version;
+  std::map<std::string, float> scalars;  // tag -> simple_value
+};
+
+struct EventFileContents {
+  std::string error;  // "" when every record's framing and CRCs are right
+  std::vector<DecodedEvent> events;
+};
+
+inline uint64_t read_le(const std::string& b, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+  return v;
+}
+
+inline bool read_varint(const std::string& b, size_t& at, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; at < b.size() && shift < 64; shift += 7) {
+    const auto c = static_cast<unsigned char>(b[at++]);
+    *v |= static_cast<uint64_t>(c & 0x7f) << shift;
+    if (!(c & 0x80)) return true;
+  }
+  return false;
+}
+
+// Calls f(field, wire type, varint or fixed value, bytes) for each field of message `m`; false on
+// a malformed message.
+template <class F>
+bool for_each_field(const std::string& m, F&& f) {
+  size_t at = 0;
+  while (at < m.size()) {
+    uint64_t key;
+    if (!read_varint(m, at, &key)) return false;
+    const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
+    uint64_t v = 0;
+    std::string bytes;
+    if (wire == 0) {
+      if (!read_varint(m, at, &v)) return false;
+    } else if (wire == 1 || wire == 5) {
+      const int n = wire == 1 ? 8 : 4;
+      if (at + n > m.size()) return false;
+      v = read_le(m, at, n);
+      at += n;
+    } else if (wire == 2) {
+      if (!read_varint(m, at, &v) || at + v > m.size()) return false;
+      bytes = m.substr(at, v);
+      at += v;
+    } else {
+      return false;
+    }
+    f(field, wire, v, bytes);
+  }
+  return true;
+}
+
+inline EventFileContents read_event_file(const std::string& path) {
+  EventFileContents out;
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string b = ss.str();
+  size_t at = 0;
+  while (at < b.size()) {
+    if (at + 12 > b.size()) return out.error = "truncated header at " + std::to_string(at), out;
+    const uint64_t len = read_le(b, at, 8);
+    if (read_le(b, at + 8, 4) != masked(crc32c_bitwise(b.substr(at, 8))))
+      return out.error = "bad length CRC at " + std::to_string(at), out;
+    if (at + 12 + len + 4 > b.size()) return out.error = "truncated record at " + std::to_string(at), out;
+    const std::string data = b.substr(at + 12, len);
+    if (read_le(b, at + 12 + len, 4) != masked(crc32c_bitwise(data)))
+      return out.error = "bad data CRC at " + std::to_string(at), out;
+    at += 12 + len + 4;
+    DecodedEvent e;
+    bool ok = for_each_field(data, [&](int field, int wire, uint64_t v, const std::string& bytes) {
+      if (field == 1 && wire == 1) std::memcpy(&e.wall_time, &v, 8);
+      if (field == 2 && wire == 0) e.step = static_cast<int64_t>(v);
+      if (field == 3 && wire == 2) e.file_version = bytes;
+      if (field == 5 && wire == 2)
+        for_each_field(bytes, [&](int sf, int sw, uint64_t, const std::string& value) {
+          if (sf != 1 || sw != 2) return;
+          std::string tag;
+          float simple = 0;
+          for_each_field(value, [&](int vf, int vw, uint64_t vv, const std::string& vb) {
+            if (vf == 1 && vw == 2) tag = vb;
+            if (vf == 2 && vw == 5) {
+              const uint32_t bits = static_cast<uint32_t>(vv);
+              std::memcpy(&simple, &bits, 4);
+            }
+          });
+          e.scalars[tag] = simple;
+        });
+    });
+    if (!ok) return out.error = "malformed Event proto", out;
+    out.events.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace testing
+}  // namespace actorflow
