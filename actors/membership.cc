@@ -229,6 +229,13 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
             p.address = address;
             p.node = node;
             p.devices = std::move(info.devices);
+            // What a peer says about handles is not trusted: its devices are reached through the
+            // node actor this handshake authenticated, never through a handle it hands out (a
+            // non-null `actor` would make the master treat a remote device as one of this process).
+            for (auto& d : p.devices) {
+              d.actor = device_actor_t();
+              d.node = node;
+            }
             p.data_addr = std::move(info.data_addr);
             out = std::move(p);
           },

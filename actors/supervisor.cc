@@ -368,7 +368,9 @@ class Supervisor::Impl {
       }
       if (events_) {
         Status s = events_->add_scalars(step, scalars);
-        if (!s.ok()) AF_LOG(WARNING) << "Supervisor: " << s;
+        if (!s.ok()) {
+          AF_LOG(WARNING) << "Supervisor: " << s;
+        }
       }
     }
   }

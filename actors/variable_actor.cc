@@ -131,12 +131,17 @@ Status apply_momentum(VarState& st, float lr, const Tensor& g, float momentum) {
   return Status::OK();
 }
 
+// Adam's m and v, zeros like the value, created on the variable's first Adam update (dense or
+// sparse: both share them).
+void ensure_adam_slots(VarState& st) {
+  if (st.adam_m.is_initialized()) return;
+  st.adam_m = zeros_like(st.value);
+  st.adam_v = zeros_like(st.value);
+}
+
 Status apply_adam(VarState& st, float lr, float b1, float b2, float eps, const Tensor& g) {
   AF_RETURN_IF_ERROR(require_float(st));
-  if (!st.adam_m.is_initialized()) {
-    st.adam_m = zeros_like(st.value);
-    st.adam_v = zeros_like(st.value);
-  }
+  ensure_adam_slots(st);
   ++st.adam_t;
   float* w = writable_value(st).data<float>();
   float* m = st.adam_m.data<float>();
@@ -198,6 +203,25 @@ Status assign_add(VarState& st, const Tensor& d) {
   return Status::OK();
 }
 
+// The rows `ids` (int32 or int64, any shape) name, each checked against the variable's first
+// dim; `what` names the method in errors.
+Result<std::vector<int64_t>> row_indices(const VarState& st, const Tensor& ids, const std::string& what) {
+  std::vector<int64_t> rows(static_cast<size_t>(ids.num_elements()));
+  if (ids.dtype() == DType::kInt32) {
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = ids.data<int32_t>()[i];
+  } else if (ids.dtype() == DType::kInt64) {
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = ids.data<int64_t>()[i];
+  } else {
+    return err(st, Code::kInvalidArgument, what + ": indices must be int32 or int64");
+  }
+  const int64_t n = st.shape.dim(0);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= n)
+      return err(st, Code::kInvalidArgument, what + ": indices[" + std::to_string(i) + "] = " + std::to_string(rows[i]) +
+                                                 " is not in [0, " + std::to_string(n) + ")");
+  return rows;
+}
+
 // scatter_add (add) / scatter_update of rows `ids` with `upd` (ids.shape + the rows' shape).
 // Every index is checked before anything changes. Returns the updated rows.
 Result<Tensor> scatter(VarState& st, const Tensor& ids, const Tensor& upd, bool add) {
@@ -206,24 +230,12 @@ Result<Tensor> scatter(VarState& st, const Tensor& ids, const Tensor& upd, bool 
   if (upd.dtype() != st.dtype)
     return err(st, Code::kInvalidArgument, std::string(what) + ": updates are " + dtype_name(upd.dtype()) +
                                                ", the variable is " + dtype_name(st.dtype));
-  std::vector<int64_t> rows_at(static_cast<size_t>(ids.num_elements()));
-  if (ids.dtype() == DType::kInt32) {
-    for (size_t i = 0; i < rows_at.size(); ++i) rows_at[i] = ids.data<int32_t>()[i];
-  } else if (ids.dtype() == DType::kInt64) {
-    for (size_t i = 0; i < rows_at.size(); ++i) rows_at[i] = ids.data<int64_t>()[i];
-  } else {
-    return err(st, Code::kInvalidArgument, std::string(what) + ": indices must be int32 or int64");
-  }
   std::vector<int64_t> want = ids.shape().dims();
   for (int i = 1; i < st.shape.rank(); ++i) want.push_back(st.shape.dim(i));
   if (upd.shape() != Shape(want))
     return err(st, Code::kInvalidArgument, std::string(what) + ": updates " + upd.shape().to_string() +
                                                " must have shape " + Shape(want).to_string());
-  const int64_t rows = st.shape.dim(0);
-  for (size_t i = 0; i < rows_at.size(); ++i)
-    if (rows_at[i] < 0 || rows_at[i] >= rows)
-      return err(st, Code::kInvalidArgument, std::string(what) + ": indices[" + std::to_string(i) + "] = " +
-                                                 std::to_string(rows_at[i]) + " is not in [0, " + std::to_string(rows) + ")");
+  AF_ASSIGN_OR_RETURN(const std::vector<int64_t> rows_at, row_indices(st, ids, what));
   int64_t row_elems = 1;
   for (int i = 1; i < st.shape.rank(); ++i) row_elems *= st.shape.dim(i);
   Tensor& w = writable_value(st);
@@ -268,9 +280,8 @@ struct SparseRows {
 Result<SparseRows> sparse_rows(const VarState& st, const Tensor& ids, const Tensor& values, const std::string& what) {
   AF_RETURN_IF_ERROR(require_float(st));
   if (st.shape.rank() < 1) return err(st, Code::kInvalidArgument, what + ": the variable is a scalar");
-  if (ids.shape().rank() != 1 || (ids.dtype() != DType::kInt32 && ids.dtype() != DType::kInt64))
-    return err(st, Code::kInvalidArgument, what + ": indices must be an int32 or int64 vector, got " +
-                                               dtype_name(ids.dtype()) + " " + ids.shape().to_string());
+  if (ids.shape().rank() != 1)
+    return err(st, Code::kInvalidArgument, what + ": indices must be a vector, got " + ids.shape().to_string());
   std::vector<int64_t> want{ids.shape().dim(0)};
   for (int i = 1; i < st.shape.rank(); ++i) want.push_back(st.shape.dim(i));
   if (values.dtype() != DType::kFloat32 || values.shape() != Shape(want))
@@ -279,14 +290,11 @@ Result<SparseRows> sparse_rows(const VarState& st, const Tensor& ids, const Tens
   SparseRows out;
   out.row = 1;
   for (int i = 1; i < st.shape.rank(); ++i) out.row *= st.shape.dim(i);
-  const int64_t n = ids.shape().dim(0), rows = st.shape.dim(0);
+  AF_ASSIGN_OR_RETURN(const std::vector<int64_t> rows_at, row_indices(st, ids, what));
   std::unordered_map<int64_t, size_t> slot;
   const float* v = values.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = ids.dtype() == DType::kInt32 ? ids.data<int32_t>()[i] : ids.data<int64_t>()[i];
-    if (r < 0 || r >= rows)
-      return err(st, Code::kInvalidArgument, what + ": indices[" + std::to_string(i) + "] = " + std::to_string(r) +
-                                                 " is not in [0, " + std::to_string(rows) + ")");
+  for (size_t j = 0; j < rows_at.size(); ++j) {
+    const int64_t r = rows_at[j], i = static_cast<int64_t>(j);
     auto [it, fresh] = slot.emplace(r, out.rows.size());
     if (fresh) {
       out.rows.push_back(r);
@@ -552,10 +560,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
       functors::MomentumUpdateF<float> f{lr, static_cast<float>(scalar_of(args[3]))};
       for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
     } else if (m == "sparse_apply_adam") {
-      if (!st.adam_m.is_initialized()) {
-        st.adam_m = zeros_like(st.value);
-        st.adam_v = zeros_like(st.value);
-      }
+      ensure_adam_slots(st);
       ++st.adam_t;
       float* w = writable_value(st).data<float>();
       float* mm = st.adam_m.data<float>();

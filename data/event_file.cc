@@ -1,11 +1,11 @@
 #include "data/event_file.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "data/crc32c.h"
 
@@ -51,18 +51,6 @@ double now_secs() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Status make_dirs(const std::string& dir) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        return Unavailable("cannot create directory " + cur + ": " + std::strerror(errno));
-    }
-    if (i < dir.size()) cur.push_back(dir[i]);
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 std::string event_record(const std::string& data) {
@@ -102,7 +90,9 @@ std::string file_version_event(double wall_time, const std::string& version) {
 }
 
 Result<std::unique_ptr<EventFileWriter>> EventFileWriter::open(const std::string& logdir, const std::string& suffix) {
-  AF_RETURN_IF_ERROR(make_dirs(logdir));
+  std::error_code ec;
+  std::filesystem::create_directories(logdir, ec);
+  if (ec) return Unavailable("cannot create directory " + logdir + ": " + ec.message());
   char host[256] = "localhost";
   if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
   const double t = now_secs();

@@ -107,15 +107,15 @@ Result<std::vector<Output>> gradients(const Scope& scope, const std::vector<Outp
     if (all_sparse) {
       std::vector<Output> ids, rows;
       for (const auto& o : v) {
-        ids.push_back(Output(g->node(o.node()->inputs[0].node), o.node()->inputs[0].index));
-        rows.push_back(Output(g->node(o.node()->inputs[1].node), o.node()->inputs[1].index));
+        ids.push_back(input_of(s, *o.node(), 0));
+        rows.push_back(input_of(s, *o.node(), 1));
       }
       const Node& first = *v[0].node();
       bool same_ids_type = true;
       for (const auto& i : ids) same_ids_type = same_ids_type && i.dtype() == ids[0].dtype();
       if (same_ids_type)
         return ops::indexed_slices(s, ops::concat(s, ids, 0), ops::concat(s, rows, 0),
-                                   Output(g->node(first.inputs[2].node), first.inputs[2].index),
+                                   input_of(s, first, 2),
                                    first.attrs.get_or<Shape>("shape", Shape::unknown()));
     }
     return ops::add_n(s, v);

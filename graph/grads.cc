@@ -12,15 +12,6 @@ namespace {
 
 using Outs = std::vector<Output>;
 
-Graph* graph_of(const Scope& s) { return s.graph(); }
-
-Output input_of(const Scope& s, const Node& n, int i) {
-  const Endpoint& e = n.inputs[static_cast<size_t>(i)];
-  return Output(graph_of(s)->node(e.node), e.index);
-}
-
-Output output_of(const Scope& s, const Node& n, int i) { return Output(graph_of(s)->node(n.id), i); }
-
 // dy of a reduction (attrs axes, keep_dims) of x, reshaped so that it broadcasts against x:
 // the reduced axes come back as size-1 dims (run-time shapes, so unknown dims are fine).
 Output keep_dims_of(const Scope& s, const Node& n, const Output& dy) {

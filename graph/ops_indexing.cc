@@ -230,14 +230,14 @@ Status float_unary_shape(InferenceContext& c) {
 Status grad_split(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   std::vector<Output> parts;
   for (size_t i = 0; i < dy.size(); ++i)
-    parts.push_back(dy[i].valid() ? dy[i] : ops::zeros_like(s, Output(s.graph()->node(n.id), static_cast<int>(i))));
+    parts.push_back(dy[i].valid() ? dy[i] : ops::zeros_like(s, output_of(s, n, static_cast<int>(i))));
   dx->push_back(ops::concat(s, parts, n.attrs.get_or<int64_t>("axis", 0)));
   return Status::OK();
 }
 
 // d/dx = dy * scale (the same elements dropped as in the forward pass).
 Status grad_dropout(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
-  dx->push_back(ops::mul(s, dy[0], Output(s.graph()->node(n.id), 1)));
+  dx->push_back(ops::mul(s, dy[0], output_of(s, n, 1)));
   return Status::OK();
 }
 
@@ -246,16 +246,11 @@ Status grad_dropout(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
 Status grad_sparse_xent(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   if (dy.size() > 1 && dy[1].valid())
     return Unimplemented("the gradient of SparseSoftmaxCrossEntropyWithLogits's backprop output");
-  dx->push_back(ops::mul(s, Output(s.graph()->node(n.id), 1), ops::expand_dims(s, dy[0], {-1})));
+  dx->push_back(ops::mul(s, output_of(s, n, 1), ops::expand_dims(s, dy[0], {-1})));
   dx->push_back(Output());
   return Status::OK();
 }
 
-Output input_of(const Scope& s, const Node& n, int i) {
-  const Endpoint& e = n.inputs[static_cast<size_t>(i)];
-  return Output(s.graph()->node(e.node), e.index);
-}
-Output output_of(const Scope& s, const Node& n) { return Output(s.graph()->node(n.id), 0); }
 
 // d/dparams of a gather: the rows of dy, each for the row its id names. When the rows' shape is
 // known statically, a sparse value (an IndexedSlices node: flat ids and their rows, never

@@ -4,6 +4,13 @@
 
 namespace actorflow {
 
+Output input_of(const Scope& s, const Node& n, int i) {
+  const Endpoint& e = n.inputs[static_cast<size_t>(i)];
+  return Output(s.graph()->node(e.node), e.index);
+}
+
+Output output_of(const Scope& s, const Node& n, int i) { return Output(s.graph()->node(n.id), i); }
+
 std::string Output::name() const {
   if (!node_) return "<invalid>";
   return index_ == 0 ? node_->name : node_->name + ":" + std::to_string(index_);

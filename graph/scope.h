@@ -154,4 +154,9 @@ class NodeBuilder {
 // deserialisation. Errors are prefixed "<Op> '<name>': ".
 Status infer_node_shapes(const Graph& graph, Node& node);
 
+// The Output feeding input `i` of `n`, and output `i` of `n`, in `s`'s graph (gradient functions
+// and optimizers read nodes this way). Preconditions: `n` is a node of that graph, i in range.
+Output input_of(const Scope& s, const Node& n, int i);
+Output output_of(const Scope& s, const Node& n, int i = 0);
+
 }  // namespace actorflow

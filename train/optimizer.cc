@@ -138,10 +138,7 @@ Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<Grad
     Output u;
     if (ops::is_indexed_slices(grad)) {
       // A sparse gradient: only its rows travel to the variable's task and are updated there.
-      const Node& slices = *grad.node();
-      Graph* g = s.graph();
-      u = apply_sparse(us, it->second, Output(g->node(slices.inputs[0].node), slices.inputs[0].index),
-                       Output(g->node(slices.inputs[1].node), slices.inputs[1].index), var);
+      u = apply_sparse(us, it->second, input_of(s, *grad.node(), 0), input_of(s, *grad.node(), 1), var);
     }
     if (!u.valid() && s.status().ok()) u = apply_dense(us, it->second, grad, var);
     if (!u.valid())
