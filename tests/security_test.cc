@@ -437,6 +437,56 @@ TEST_F(SecurityTest, AdvertisedDevicesCarryTheNodeActorAndNoDeviceActor) {
   expect_unharmed();
 }
 
+// A hostile member (it holds the secret) advertises a handle as its device's "device actor", which
+// would make the master send it the messages meant for a device of its own process: Membership
+// drops what a peer says about handles and reaches its devices through the node actor it
+// authenticated.
+TEST(HostilePeerTest, AdvertisedDeviceActorHandlesAreNotTrusted) {
+  const std::string fp = "fingerprint-of-the-test", secret = "s3cret", task = "/job:ps/replica:0/task:0";
+  caf::actor_system_config hcfg;
+  Server::configure(hcfg);
+  caf::actor_system hsys{hcfg};
+  // Any actor of the hostile process, offered as a device actor.
+  auto decoy = hsys.spawn([]() -> caf::behavior { return {[](ping_atom) { return std::string("decoy"); }}; });
+  auto hostile = hsys.spawn([=](caf::event_based_actor*) -> caf::behavior {
+    return {
+        [=](hello_atom, uint32_t, const std::string&, const std::string&) { return std::string("server-nonce"); },
+        [=](auth_atom, const std::string&, const std::string& client_nonce) -> caf::result<NodeInfo, std::string> {
+          DeviceInfo d;
+          d.name = task + "/device:CPU:0";
+          d.type = "CPU";
+          d.actor = caf::actor_cast<device_actor_t>(decoy);
+          return caf::result<NodeInfo, std::string>(NodeInfo{task, {d}, ""},
+                                                     auth_proof(secret, "node", client_nonce, fp, kProtocolVersion));
+        },
+    };
+  });
+  ControlPlaneListener::Options lo;
+  lo.handshake.fingerprint = fp;
+  lo.handshake.secret = secret;
+  lo.handshake.task_name = "ps/0";
+  auto listener = ControlPlaneListener::start(hsys, hostile, "127.0.0.1", 0, lo);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+
+  caf::actor_system_config ccfg;
+  Server::configure(ccfg);
+  caf::actor_system csys{ccfg};
+  MembershipConfig mc;
+  mc.self_task = "/job:worker/replica:0/task:0";
+  mc.fingerprint = fp;
+  mc.secret = secret;
+  mc.peer_timeout = 2000ms;
+  auto m = std::make_unique<Membership>(csys, mc);
+  auto peer = m->ensure(task, "127.0.0.1:" + std::to_string((*listener)->port()), 10s);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  ASSERT_EQ(peer->devices.size(), 1u);
+  EXPECT_FALSE(peer->devices[0].actor) << "a peer's advertised device actor handle was kept";
+  EXPECT_EQ(peer->devices[0].node, peer->node);
+  m.reset();
+  caf::anon_send_exit(hostile, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(decoy, caf::exit_reason::user_shutdown);
+}
+
 // A member sends tensors whose shapes claim far more bytes than came (2^40 elements; 2^28
 // elements = 1 GiB each; an element count that wraps to 0): refused without allocating.
 struct FakeTensor {
