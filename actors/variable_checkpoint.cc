@@ -1,5 +1,7 @@
 #include "actors/variable_checkpoint.h"
 
+#include <cstring>
+#include <map>
 #include <set>
 
 #include "actors/session.h"
@@ -41,6 +43,9 @@ VariableCheckpointOps::VariableCheckpointOps(const Scope& scope, const std::vect
     Output slots_ph = ops::placeholder(dev, DType::kUInt8, Shape{-1}, node->name + "_restore_slots");
     Output slots_as = ops::restore_variable_slots(dev.with_control_dependencies({as}), Output(v.node(), 0), slots_ph);
     vars_.emplace_back(v.node(), 0);
+    ops::PartitionRecord part;
+    if (!ops::partition_record(*node, &part)) part.logical.clear();
+    parts_.push_back(part);
     placeholders_.push_back(ph);
     assigns_.push_back(as);
     slots_.push_back(slots);
@@ -63,6 +68,21 @@ Result<int64_t> global_step_value(const Tensor& t) {
   return t.dtype() == DType::kInt64 ? t.data<int64_t>()[0] : static_cast<int64_t>(t.data<int32_t>()[0]);
 }
 
+namespace {
+
+// Bytes of one row (dim 0) of `t`.
+size_t row_bytes(const Tensor& t) {
+  size_t b = dtype_size(t.dtype());
+  for (int i = 1; i < t.shape().rank(); ++i) b *= static_cast<size_t>(t.shape().dim(i));
+  return b;
+}
+
+}  // namespace
+
+const std::string& VariableCheckpointOps::saved_name(size_t i) const {
+  return parts_[i].logical.empty() ? vars_[i].node()->name : parts_[i].logical;
+}
+
 Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& global_step) const {
   AF_RETURN_IF_ERROR(status_);
   std::vector<Output> fetches = vars_;
@@ -76,7 +96,29 @@ Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& 
   AF_ASSIGN_OR_RETURN(std::vector<Tensor> values, sess.run(fetches));
   CheckpointData data;
   for (size_t i = 0; i < vars_.size(); ++i) {
-    data.variables[vars_[i].node()->name] = values[i];
+    const ops::PartitionRecord& part = parts_[i];
+    if (part.logical.empty()) {
+      data.variables[vars_[i].node()->name] = values[i];
+    } else {
+      // A shard: its rows go into the one tensor of the logical variable, at its offset.
+      auto it = data.variables.find(part.logical);
+      if (it == data.variables.end()) {
+        Tensor whole(values[i].dtype(), part.full_shape);
+        if (whole.num_elements() > 0) std::memset(whole.raw_data(), 0, row_bytes(whole) * static_cast<size_t>(part.full_shape.dim(0)));
+        it = data.variables.emplace(part.logical, std::move(whole)).first;
+      }
+      const Tensor& shard = values[i];
+      Tensor& whole = it->second;
+      if (shard.dtype() != whole.dtype() || shard.shape().rank() != whole.shape().rank() ||
+          row_bytes(shard) != row_bytes(whole) || part.offset < 0 ||
+          part.offset + shard.shape().dim(0) > whole.shape().dim(0))
+        return Internal("shard '" + vars_[i].node()->name + "' " + shard.shape().to_string() + " at row " +
+                        std::to_string(part.offset) + " does not fit its variable '" + part.logical + "' " +
+                        whole.shape().to_string());
+      if (shard.num_elements() > 0)
+        std::memcpy(static_cast<char*>(whole.raw_data()) + static_cast<size_t>(part.offset) * row_bytes(whole),
+                    shard.raw_data(), row_bytes(shard) * static_cast<size_t>(shard.shape().dim(0)));
+    }
     const Tensor& slots = values[vars_.size() + i];
     if (slots.num_elements() > 0) data.variables[slots_key(vars_[i].node()->name)] = slots;
   }
@@ -91,7 +133,7 @@ Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& 
 std::vector<std::string> VariableCheckpointOps::missing_from(const CheckpointData& data) const {
   std::vector<std::string> out;
   for (const Output& v : vars_)
-    if (!data.variables.count(v.node()->name)) out.push_back(v.node()->name);
+    if (!data.variables.count(saved_name(static_cast<size_t>(&v - vars_.data())))) out.push_back(v.node()->name);
   return out;
 }
 
@@ -102,12 +144,33 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
   std::vector<Output> targets;
   for (size_t i = 0; i < vars_.size(); ++i) {
     const Node* node = vars_[i].node();
-    auto it = data.variables.find(node->name);
+    const ops::PartitionRecord& part = parts_[i];
+    auto it = data.variables.find(saved_name(i));
     if (it == data.variables.end()) {
       if (allow_missing) continue;
-      return NotFound("checkpoint " + source + " has no value for variable '" + node->name + "'");
+      return NotFound("checkpoint " + source + " has no value for variable '" + saved_name(i) + "'" +
+                      (part.logical.empty() ? "" : " (of which '" + node->name + "' is a shard)"));
     }
-    const Tensor& t = it->second;
+    Tensor t = it->second;
+    if (!part.logical.empty()) {
+      // The shard's rows of the logical variable, saved as one tensor.
+      if (t.dtype() != node->output_types[0])
+        return InvalidArgument("variable '" + part.logical + "' is " + dtype_name(node->output_types[0]) +
+                               " but checkpoint " + source + " holds " + dtype_name(t.dtype()));
+      if (t.shape() != part.full_shape)
+        return InvalidArgument("partitioned variable '" + part.logical + "' has shape " + part.full_shape.to_string() +
+                               " but checkpoint " + source + " holds shape " + t.shape().to_string());
+      const Shape& ss = node->output_shapes[0];
+      if (!ss.fully_defined() || ss.rank() != t.shape().rank() || part.offset < 0 ||
+          part.offset + ss.dim(0) > t.shape().dim(0))
+        return InvalidArgument("shard '" + node->name + "' " + ss.to_string() + " at row " + std::to_string(part.offset) +
+                               " does not fit variable '" + part.logical + "' " + t.shape().to_string());
+      Tensor rows(t.dtype(), ss);
+      if (rows.num_elements() > 0)
+        std::memcpy(rows.raw_data(), static_cast<const char*>(t.raw_data()) + static_cast<size_t>(part.offset) * row_bytes(t),
+                    row_bytes(t) * static_cast<size_t>(ss.dim(0)));
+      t = std::move(rows);
+    }
     if (t.dtype() != node->output_types[0])
       return InvalidArgument("variable '" + node->name + "' is " + dtype_name(node->output_types[0]) +
                              " but checkpoint " + source + " holds " + dtype_name(t.dtype()));

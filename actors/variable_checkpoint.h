@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "data/checkpoint.h"
+#include "graph/ops_variables.h"
 #include "graph/scope.h"
 
 namespace actorflow {
@@ -32,7 +33,9 @@ class VariableCheckpointOps {
   const std::vector<Output>& variables() const { return vars_; }
 
   // Every variable's value, fetched in one run (one consistent snapshot), keyed by the
-  // variable's node name, and beside it, under slots_key(name), its optimizer slots (a uint8
+  // variable's node name (the shards of a partitioned variable, train::get_partitioned_variable,
+  // as one tensor of its full shape under its logical name; rows of shards not in the list are
+  // zero), and beside it, under slots_key(name), its optimizer slots (a uint8
   // blob, ops::variable_slots) when an optimizer has updated it. global_step (optional: an integer scalar, fetched in the same run when
   // it is not one of the variables) becomes data.global_step; without it global_step is 0.
   // Errors: the run's (e.g. FailedPrecondition for an uninitialised variable); InvalidArgument
@@ -42,7 +45,8 @@ class VariableCheckpointOps {
   // The variables `data` has no value for, in order.
   std::vector<std::string> missing_from(const CheckpointData& data) const;
 
-  // Assigns data's value to every variable in one run, and its slots (slots_key; none in `data`
+  // Assigns data's value to every variable in one run (a shard gets its rows of its logical
+  // variable's tensor, which must have the logical shape), and its slots (slots_key; none in `data`
   // clears the variable's slots, so an older file or a variable no optimizer had touched restores
   // as it was saved). Each value's dtype and shape are checked
   // first: InvalidArgument naming the variable, `source` (the file) and both dtypes or shapes.
@@ -51,7 +55,11 @@ class VariableCheckpointOps {
   Status assign(Session& sess, const CheckpointData& data, const std::string& source, bool allow_missing) const;
 
  private:
+  // The name variable i is saved under: its logical variable's for a shard, else its own.
+  const std::string& saved_name(size_t i) const;
+
   std::vector<Output> vars_;
+  std::vector<ops::PartitionRecord> parts_;  // per variable; logical empty when not a shard
   std::vector<Output> placeholders_;
   std::vector<Output> assigns_;
   std::vector<Output> slots_;              // VariableSlots per variable

@@ -104,6 +104,30 @@ Output gather(const Scope& s, Input params, Input indices, bool drop_negatives =
 // TensorFlow's embedding_lookup on one (unpartitioned) table: gather(params, ids) colocated with
 // params (the ids go to the table's device and only the rows come back).
 Output embedding_lookup(const Scope& s, Input params, Input ids);
+// TensorFlow's embedding_lookup on a table split by rows into `shards` (in order; e.g.
+// train::PartitionedVariable::shards): each id goes only to the shard that owns it and its row
+// comes back to its place, so the result is ids.shape + rows' shape, as for one table. Strategy
+// "mod": id i lives in shard i % n as its row i / n; "div": the shards hold consecutive id
+// ranges. The shards must have statically known, equal row shapes and TensorFlow's layout (the
+// first rows % n shards one row longer), which train::get_partitioned_variable gives; ids need
+// a known rank and at most one unknown dim. Splitting and merging run in s (the worker), each
+// shard's gather with its shard, so its gradient (a sparse value) goes to that shard only. One
+// shard is embedding_lookup(s, shards[0], ids). Errors (recorded in s): a bad strategy or shard
+// layout, ids of unknown shape; at run time an id outside [0, total rows) names the op.
+Output embedding_lookup(const Scope& s, const std::vector<Output>& shards, Input ids, const std::string& strategy = "mod");
+// tf.dynamic_partition: output i holds, in order, the slices data[j] whose partitions[j] (int32,
+// a prefix of data's shape) equals i; a partition outside [0, num_partitions) fails the step.
+// No gradient for data (its use here is routing integer ids).
+std::vector<Output> dynamic_partition(const Scope& s, Input data, Input partitions, int64_t num_partitions);
+// tf.dynamic_stitch: merged[indices[m][...]] = data[m][...] (indices int32, each a prefix of its
+// data's shape; where two write one index the later wins); rows never written are zero. The
+// result has max index + 1 rows.
+Output dynamic_stitch(const Scope& s, const std::vector<Output>& indices, const std::vector<Output>& data);
+// For ids (int32/int64) over `num_rows` rows split into `num_shards` shards as above: {the shard
+// of each id (int32), its row in that shard (ids' dtype), its position 0..n-1 in ids (int32)},
+// each of ids' shape; an id outside [0, num_rows) fails the step naming the op.
+std::vector<Output> partition_ids(const Scope& s, Input ids, int64_t num_shards, int64_t num_rows,
+                                  const std::string& strategy);
 // Sums the slices of `data` into [num_segments] + data.shape[ids.rank:] by `segment_ids` (a prefix
 // of data's shape, int32/int64). Negative ids are dropped; an id >= num_segments is an error.
 // `num_segments`: an int32/int64 scalar or one-element tensor.

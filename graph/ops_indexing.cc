@@ -212,6 +212,71 @@ Status indexed_slices_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// DynamicPartition(data, partitions int32, attr num_partitions): output i holds the slices
+// data[j] (j over partitions' elements, in order) with partitions[j] == i:
+// [count_i] + data.shape[partitions.rank:] (count unknown before run time).
+Status dynamic_partition_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(1), {DType::kInt32}, "partitions"));
+  AF_ASSIGN_OR_RETURN(int64_t n, c.attrs().get<int64_t>("num_partitions"));
+  if (n < 1) return InvalidArgument("num_partitions must be >= 1, got " + std::to_string(n));
+  const Shape& d = c.input_shape(0);
+  const Shape& p = c.input_shape(1);
+  Shape out = Shape::unknown();
+  if (!d.unknown_rank() && !p.unknown_rank()) {
+    if (p.rank() > d.rank())
+      return InvalidArgument("partitions " + p.to_string() + " must be a prefix of data's shape " + d.to_string());
+    for (int i = 0; i < p.rank(); ++i)
+      if (p.dim(i) >= 0 && d.dim(i) >= 0 && p.dim(i) != d.dim(i))
+        return InvalidArgument("partitions " + p.to_string() + " must be a prefix of data's shape " + d.to_string());
+    std::vector<int64_t> dims{-1};
+    for (int i = p.rank(); i < d.rank(); ++i) dims.push_back(d.dim(i));
+    out = Shape(std::move(dims));
+  }
+  for (int64_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), c.input_type(0), out);
+  return Status::OK();
+}
+
+// DynamicStitch(indices_0..indices_{N-1} int32, data_0..data_{N-1}): merged[indices_m[...]] =
+// data_m[...]; [max index + 1] + data_0.shape[indices_0.rank:].
+Status dynamic_stitch_shape(InferenceContext& c) {
+  const int n2 = c.num_inputs();
+  if (n2 < 2 || n2 % 2 != 0) return InvalidArgument("DynamicStitch needs N index tensors and N data tensors");
+  const int n = n2 / 2;
+  for (int i = 0; i < n; ++i) {
+    AF_RETURN_IF_ERROR(check_dtype(c.input_type(i), {DType::kInt32}, "indices"));
+    AF_RETURN_IF_ERROR(check_same_dtype(c.input_type(n), c.input_type(n + i)));
+  }
+  const Shape& ind = c.input_shape(0);
+  const Shape& d = c.input_shape(n);
+  if (ind.unknown_rank() || d.unknown_rank()) {
+    c.set_output(0, c.input_type(n), Shape::unknown());
+    return Status::OK();
+  }
+  if (ind.rank() > d.rank())
+    return InvalidArgument("indices[0] " + ind.to_string() + " must be a prefix of data[0]'s shape " + d.to_string());
+  std::vector<int64_t> dims{-1};
+  for (int i = ind.rank(); i < d.rank(); ++i) dims.push_back(d.dim(i));
+  c.set_output(0, c.input_type(n), Shape(std::move(dims)));
+  return Status::OK();
+}
+
+// PartitionIds(ids int, attrs num_shards, num_rows, strategy) -> (shard int32, local id,
+// position int32), each of ids' shape.
+Status partition_ids_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), index_types(), "ids"));
+  AF_ASSIGN_OR_RETURN(int64_t shards, c.attrs().get<int64_t>("num_shards"));
+  AF_ASSIGN_OR_RETURN(int64_t rows, c.attrs().get<int64_t>("num_rows"));
+  AF_ASSIGN_OR_RETURN(std::string strategy, c.attrs().get<std::string>("strategy"));
+  if (shards < 1 || rows < shards)
+    return InvalidArgument("cannot spread " + std::to_string(rows) + " rows over " + std::to_string(shards) + " shards");
+  if (strategy != "mod" && strategy != "div")
+    return InvalidArgument("partition strategy must be \"mod\" or \"div\", got \"" + strategy + "\"");
+  c.set_output(0, DType::kInt32, c.input_shape(0));
+  c.set_output(1, c.input_type(0), c.input_shape(0));
+  c.set_output(2, DType::kInt32, c.input_shape(0));
+  return Status::OK();
+}
+
 Status l2_loss_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_dtype(c.input_type(0), floating_types()));
   c.set_output(0, c.input_type(0), Shape{});
@@ -322,6 +387,15 @@ Status grad_l2_loss(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
   return Status::OK();
 }
 
+// d/ddata_m of a stitch: the rows of dy at indices_m (TensorFlow's gradient: where several data
+// write one index, each gets dy of that index). No gradient for the indices.
+Status grad_dynamic_stitch(const Scope& s, const Node& n, const Outs& dy, Outs* dx) {
+  const int half = static_cast<int>(n.inputs.size()) / 2;
+  for (int i = 0; i < half; ++i) dx->push_back(Output());
+  for (int i = 0; i < half; ++i) dx->push_back(ops::gather(s, dy[0], input_of(s, n, i)));
+  return Status::OK();
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
@@ -338,6 +412,10 @@ void register_indexing_ops(OpRegistry& r) {
   r.add(op_def("Split", 1, split_shape));
   r.add(op_def("Dropout", 1, dropout_shape));
   r.add(op_def("SparseSoftmaxCrossEntropyWithLogits", 2, sparse_xent_shape));
+  r.add(op_def("DynamicPartition", 2, dynamic_partition_shape));
+  r.add(op_def("DynamicStitch", -1, dynamic_stitch_shape));
+  r.add(op_def("PartitionIds", 1, partition_ids_shape));
+  (void)r.set_grad("DynamicStitch", grad_dynamic_stitch);
   (void)r.set_grad("Split", grad_split);
   (void)r.set_grad("Dropout", grad_dropout);
   (void)r.set_grad("SparseSoftmaxCrossEntropyWithLogits", grad_sparse_xent);
@@ -434,6 +512,94 @@ Output indexed_slices(const Scope& s, Input indices, Input values, Input dense_s
 }
 
 bool is_indexed_slices(const Output& o) { return o.valid() && o.node()->op == "IndexedSlices" && o.index() == 0; }
+
+std::vector<Output> dynamic_partition(const Scope& s, Input data, Input partitions, int64_t num_partitions) {
+  Output first =
+      NodeBuilder(s, "DynamicPartition").input(data).input(partitions).attr("num_partitions", num_partitions).output();
+  std::vector<Output> out;
+  if (!first.valid()) return out;
+  for (int64_t i = 0; i < num_partitions; ++i) out.push_back(Output(first.node(), static_cast<int>(i)));
+  return out;
+}
+
+Output dynamic_stitch(const Scope& s, const std::vector<Output>& indices, const std::vector<Output>& data) {
+  if (indices.size() != data.size() || indices.empty()) {
+    s.update_status(InvalidArgument("dynamic_stitch: " + std::to_string(indices.size()) + " index tensors and " +
+                                    std::to_string(data.size()) + " data tensors (needs as many of each, at least one)"));
+    return Output();
+  }
+  return NodeBuilder(s, "DynamicStitch").inputs(indices).inputs(data).output();
+}
+
+std::vector<Output> partition_ids(const Scope& s, Input ids, int64_t num_shards, int64_t num_rows,
+                                  const std::string& strategy) {
+  Output first = NodeBuilder(s, "PartitionIds")
+                     .input(ids)
+                     .attr("num_shards", num_shards)
+                     .attr("num_rows", num_rows)
+                     .attr("strategy", strategy)
+                     .output();
+  if (!first.valid()) return {};
+  return {first, Output(first.node(), 1), Output(first.node(), 2)};
+}
+
+Output embedding_lookup(const Scope& s, const std::vector<Output>& shards, Input ids, const std::string& strategy) {
+  if (!s.ok()) return Output();
+  auto fail = [&](const std::string& why) {
+    s.update_status(InvalidArgument("embedding_lookup: " + why));
+    return Output();
+  };
+  if (shards.empty()) return fail("no shards to look up in");
+  if (shards.size() == 1) return embedding_lookup(s, shards[0], ids);
+  if (strategy != "mod" && strategy != "div")
+    return fail("partition strategy must be \"mod\" or \"div\", got \"" + strategy + "\"");
+  const int64_t n = static_cast<int64_t>(shards.size());
+  int64_t rows = 0;
+  std::vector<int64_t> row_dims;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (!shards[i].valid()) return fail("shard " + std::to_string(i) + " is an invalid Output");
+    const Shape& sh = shards[i].shape();
+    if (sh.unknown_rank() || sh.rank() < 1 || sh.dim(0) < 0)
+      return fail("shard " + std::to_string(i) + " '" + shards[i].name() + "' needs a statically known row count, has " +
+                  sh.to_string());
+    std::vector<int64_t> rest(sh.dims().begin() + 1, sh.dims().end());
+    if (i == 0) row_dims = rest;
+    if (rest != row_dims)
+      return fail("shard " + std::to_string(i) + " '" + shards[i].name() + "' " + sh.to_string() +
+                  " has rows of another shape than shard 0's");
+    rows += sh.dim(0);
+  }
+  // The shards must be laid out as TensorFlow's partitioners lay them out (the first rows % n
+  // shards one row longer), which both strategies' arithmetic assumes.
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t want = rows / n + (i < rows % n ? 1 : 0);
+    if (shards[static_cast<size_t>(i)].shape().dim(0) != want)
+      return fail("shard " + std::to_string(i) + " has " + std::to_string(shards[static_cast<size_t>(i)].shape().dim(0)) +
+                  " rows; " + std::to_string(rows) + " rows over " + std::to_string(n) + " shards need " +
+                  std::to_string(want) + " there (as train::get_partitioned_variable makes them)");
+  }
+  Output ids_out = ids.is_output() ? ids.output() : ops::constant(s, ids.tensor());
+  if (!ids_out.valid()) return Output();
+  const Shape& ish = ids_out.shape();
+  int unknown = 0;
+  if (!ish.unknown_rank())
+    for (int i = 0; i < ish.rank(); ++i) unknown += ish.dim(i) < 0 ? 1 : 0;
+  if (ish.unknown_rank() || unknown > 1)
+    return fail("ids of shape " + ish.to_string() + ": a lookup over shards needs ids of known rank with at most one unknown dim");
+  Output flat = ops::reshape(s, ids_out, {-1});
+  auto parts = partition_ids(s, flat, n, rows, strategy);
+  if (parts.size() != 3) return Output();
+  auto local = dynamic_partition(s, parts[1], parts[0], n);
+  auto where = dynamic_partition(s, parts[2], parts[0], n);
+  if (local.size() != static_cast<size_t>(n) || where.size() != static_cast<size_t>(n)) return Output();
+  std::vector<Output> found;
+  for (int64_t i = 0; i < n; ++i) found.push_back(embedding_lookup(s, shards[static_cast<size_t>(i)], local[static_cast<size_t>(i)]));
+  Output merged = dynamic_stitch(s, where, found);
+  std::vector<int64_t> dims = ish.dims();
+  dims.insert(dims.end(), row_dims.begin(), row_dims.end());
+  for (auto& d : dims) d = d < 0 ? -1 : d;
+  return ops::reshape(s, merged, dims);
+}
 
 Output sigmoid(const Scope& s, Input x) { return NodeBuilder(s, "Sigmoid").input(x).output(); }
 Output tanh(const Scope& s, Input x) { return NodeBuilder(s, "Tanh").input(x).output(); }

@@ -188,6 +188,25 @@ void register_variable_ops(OpRegistry& r) {
 }
 
 namespace ops {
+
+void set_partition_record(Node* n, const PartitionRecord& r) {
+  n->attrs.set("_partition_of", r.logical);
+  n->attrs.set("_partition_shape", r.full_shape);
+  n->attrs.set("_partition_offset", r.offset);
+}
+
+bool partition_record(const Node& n, PartitionRecord* r) {
+  const std::string of = n.attrs.get_or<std::string>("_partition_of", "");
+  if (of.empty()) return false;
+  r->logical = of;
+  r->full_shape = n.attrs.get_or<Shape>("_partition_shape", Shape::unknown());
+  r->offset = n.attrs.get_or<int64_t>("_partition_offset", 0);
+  return true;
+}
+
+}  // namespace ops
+
+namespace ops {
 namespace {
 
 // The variable behind `var` (a VariableV2 output), or null with a scope error.

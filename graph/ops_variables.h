@@ -26,6 +26,19 @@ namespace ops {
 // records are attrs of the VariableV2 node ("_trainable", and "_initializer" once train::
 // attaches one), so they survive graph copies and GraphDef.
 Output variable(const Scope& s, const Shape& shape, DType dtype, bool trainable = true);
+// Where a shard of a partitioned variable (train::get_partitioned_variable) belongs: the
+// logical variable's full name and shape, and the shard's first row in it. Recorded as attrs of
+// the shard's VariableV2 node ("_partition_of", "_partition_shape", "_partition_offset"), so it
+// travels with graph copies; checkpoints save the shards as that one logical tensor.
+struct PartitionRecord {
+  std::string logical;
+  Shape full_shape;
+  int64_t offset = 0;
+};
+// Records `r` on variable node `n` (not thread-safe, like every graph change).
+void set_partition_record(Node* n, const PartitionRecord& r);
+// The record of `n`, or false when n is not a shard. Pure.
+bool partition_record(const Node& n, PartitionRecord* r);
 // var = value; outputs the new value.
 Output assign(const Scope& s, Input var, Input value);
 // var += delta; outputs the new value.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ class ReplicaDeviceSetter {
 
   // The scope a variable of `shape`/`dtype` is created in: root on the chosen ps task.
   Scope for_variable(const Scope& root, const Shape& shape, DType dtype);
+  // for_variable as a function, for train::get_partitioned_variable's ShardPlacement (each
+  // shard placed as one variable). The function refers to this setter, which must outlive it.
+  std::function<Scope(const Scope&, const Shape&, DType)> shard_placement() {
+    return [this](const Scope& s, const Shape& shape, DType dtype) { return for_variable(s, shape, dtype); };
+  }
   // The scope for the model's other ops: root on the worker device.
   Scope for_ops(const Scope& root) const;
   // Bytes placed on each ps task so far.

@@ -77,7 +77,10 @@ Scope Scope::with_no_control_dependencies() const {
 
 Scope Scope::colocate_with(const Output& o) const {
   Scope s = *this;
-  if (o.valid()) s.colocate_.push_back(o.node()->name);
+  if (o.valid()) {
+    s.colocate_.push_back(o.node()->name);
+    s.device_ = o.node()->requested_device;
+  }
   return s;
 }
 

@@ -86,7 +86,9 @@ class Scope {
   Scope with_control_dependencies(const std::vector<Output>& deps) const;
   // A copy with no control dependencies.
   Scope with_no_control_dependencies() const;
-  // A copy whose ops must be placed on the same device as `o`'s node.
+  // A copy whose ops must be placed on the same device as `o`'s node. As in TensorFlow, the
+  // copy's own device request becomes `o`'s (the scope's device is set aside, so a worker scope
+  // colocating with a ps variable does not request two devices); with_device after it adds one.
   Scope colocate_with(const Output& o) const;
 
   bool ok() const { return status_->ok(); }

@@ -5,6 +5,8 @@
 // the name of its Assign node in attr "_initializer". Listing variables walks the graph in node
 // order, which is creation order. So the records travel with graph copies and GraphDef and can
 // never disagree with the graph.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,93 @@ Output get_variable(const Scope& s, const std::string& name, const Shape& shape,
   }
   if (!set_initial_value(is.with_op_name(name + "/Assign"), var, value).valid()) return Output();
   return var;
+}
+
+Partitioner fixed_size_partitioner(int64_t num_shards) {
+  return [num_shards](const Shape& shape, DType) -> Result<int64_t> {
+    if (num_shards < 1)
+      return InvalidArgument("fixed_size_partitioner: num_shards must be >= 1, got " + std::to_string(num_shards));
+    return std::min<int64_t>(num_shards, shape.dim(0));
+  };
+}
+
+Partitioner min_max_variable_partitioner(int64_t max_partitions, int64_t min_slice_size) {
+  return [=](const Shape& shape, DType dtype) -> Result<int64_t> {
+    if (max_partitions < 1)
+      return InvalidArgument("min_max_variable_partitioner: max_partitions must be >= 1, got " +
+                             std::to_string(max_partitions));
+    if (min_slice_size < 1)
+      return InvalidArgument("min_max_variable_partitioner: min_slice_size must be >= 1 byte, got " +
+                             std::to_string(min_slice_size));
+    const int64_t bytes = shape.num_elements() * static_cast<int64_t>(dtype_size(dtype));
+    const int64_t by_size = std::max<int64_t>(1, bytes / min_slice_size);
+    return std::max<int64_t>(1, std::min({max_partitions, by_size, shape.dim(0)}));
+  };
+}
+
+Result<PartitionedVariable> get_partitioned_variable(const Scope& s, const std::string& name, const Shape& shape,
+                                                     const Partitioner& partitioner, DType dtype,
+                                                     const Initializer& initializer, bool trainable,
+                                                     const ShardPlacement& place) {
+  AF_RETURN_IF_ERROR(s.status());
+  const std::string full = s.name_prefix() + name;
+  const std::string what = "get_partitioned_variable('" + full + "')";
+  if (name.empty()) return InvalidArgument("get_partitioned_variable: the variable needs a name");
+  if (!shape.fully_defined() || shape.rank() < 1 || shape.dim(0) < 1)
+    return InvalidArgument(what + ": a partitioned variable needs a known shape with at least one row, got " +
+                           shape.to_string());
+  if (!partitioner) return InvalidArgument(what + ": no partitioner");
+  Result<int64_t> count = partitioner(shape, dtype);
+  if (!count.ok()) return count.status().with_prefix(what);
+  const int64_t n = *count;
+  if (n < 1 || n > shape.dim(0))
+    return InvalidArgument(what + ": the partitioner asked for " + std::to_string(n) + " shards of " +
+                           std::to_string(shape.dim(0)) + " rows");
+  if (const Node* taken = s.graph()->find(full + "/part_0"))
+    return AlreadyExists(what + ": '" + taken->name + "' already exists; every variable needs its own name");
+  PartitionedVariable v;
+  v.name = full;
+  v.shape = shape;
+  v.dtype = dtype;
+  // The default float initializer: glorot_uniform's limit of the whole variable (as TF computes
+  // it for a partitioned variable), each shard seeded by its own full name.
+  float limit = 0;
+  if (!initializer && dtype == DType::kFloat32) {
+    double fan_in = static_cast<double>(shape.dim(0)), fan_out = fan_in;
+    if (shape.rank() == 2) fan_out = static_cast<double>(shape.dim(1));
+    if (shape.rank() >= 3) {
+      double receptive = 1;
+      for (int i = 0; i < shape.rank() - 2; ++i) receptive *= static_cast<double>(shape.dim(i));
+      fan_in = receptive * static_cast<double>(shape.dim(shape.rank() - 2));
+      fan_out = receptive * static_cast<double>(shape.dim(shape.rank() - 1));
+    }
+    limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+  }
+  const int64_t rows = shape.dim(0), per = rows / n, extras = rows % n;
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> dims = shape.dims();
+    dims[0] = per + (i < extras ? 1 : 0);
+    const Shape shard_shape(dims);
+    Scope ps = place ? place(s, shard_shape, dtype) : s;
+    AF_RETURN_IF_ERROR(ps.status());
+    const std::string part = name + "/part_" + std::to_string(i);
+    Initializer init = initializer;
+    if (!init && dtype == DType::kFloat32)
+      init = random_uniform_initializer(-limit, limit, name_seed(ps.name_prefix() + part));
+    Output var = get_variable(ps, part, shard_shape, dtype, init, trainable);
+    AF_RETURN_IF_ERROR(s.status().with_prefix(what));
+    if (!var.valid()) return Internal(what + ": shard " + std::to_string(i) + " was not built");
+    ops::set_partition_record(var.node(), ops::PartitionRecord{full, shape, offset});
+    v.shards.push_back(var);
+    v.offsets.push_back(offset);
+    offset += dims[0];
+  }
+  return v;
+}
+
+Output embedding_lookup(const Scope& s, const PartitionedVariable& v, Input ids, const std::string& strategy) {
+  return ops::embedding_lookup(s, v.shards, std::move(ids), strategy);
 }
 
 Output set_initial_value(const Scope& s, const Output& var, Input value) {

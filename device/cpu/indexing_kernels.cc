@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "device/cpu/elementwise.h"
 #include "device/kernel.h"
@@ -486,6 +487,148 @@ class AvgPoolKernel : public OpKernel {
   }
 };
 
+// DynamicPartition(data, partitions, attr num_partitions).
+class DynamicPartitionKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& d = ctx.input(0);
+    const Tensor& p = ctx.input(1);
+    const int64_t n = ctx.attrs().get_or<int64_t>("num_partitions", 1);
+    const int pr = p.shape().rank();
+    bool prefix = pr <= d.shape().rank();
+    for (int i = 0; prefix && i < pr; ++i) prefix = p.shape().dim(i) == d.shape().dim(i);
+    if (!prefix || p.dtype() != DType::kInt32)
+      return ctx.invalid_argument("partitions " + p.shape().to_string() + " (" + dtype_name(p.dtype()) +
+                                  ") must be int32 and a prefix of data's shape " + d.shape().to_string());
+    const int32_t* part = p.data<int32_t>();
+    const int64_t m = p.num_elements();
+    std::vector<int64_t> count(static_cast<size_t>(n), 0);
+    for (int64_t j = 0; j < m; ++j) {
+      if (part[j] < 0 || part[j] >= n)
+        return ctx.invalid_argument("partitions[" + std::to_string(j) + "] = " + std::to_string(part[j]) +
+                                    " is not in [0, " + std::to_string(n) + ")");
+      ++count[static_cast<size_t>(part[j])];
+    }
+    const size_t slice = static_cast<size_t>(span(d.shape(), pr, d.shape().rank())) * dtype_size(d.dtype());
+    std::vector<char*> dst(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<int64_t> dims{count[static_cast<size_t>(i)]};
+      for (int k = pr; k < d.shape().rank(); ++k) dims.push_back(d.shape().dim(k));
+      AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<int>(i), d.dtype(), Shape(dims)));
+      dst[static_cast<size_t>(i)] = static_cast<char*>(out->raw_data());
+    }
+    const char* src = static_cast<const char*>(d.raw_data());
+    if (slice == 0) return Status::OK();
+    for (int64_t j = 0; j < m; ++j) {
+      char*& to = dst[static_cast<size_t>(part[j])];
+      std::memcpy(to, src + static_cast<size_t>(j) * slice, slice);
+      to += slice;
+    }
+    return Status::OK();
+  }
+};
+
+// DynamicStitch(indices..., data...).
+class DynamicStitchKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const int n = ctx.num_inputs() / 2;
+    if (n < 1 || ctx.num_inputs() != 2 * n) return ctx.invalid_argument("needs N index tensors and N data tensors");
+    const Tensor& d0 = ctx.input(n);
+    const int r0 = ctx.input(0).shape().rank();
+    if (r0 > d0.shape().rank())
+      return ctx.invalid_argument("indices[0] " + ctx.input(0).shape().to_string() + " must be a prefix of data[0]'s shape " +
+                                  d0.shape().to_string());
+    std::vector<int64_t> row(d0.shape().dims().begin() + r0, d0.shape().dims().end());
+    int64_t rows = 0;
+    for (int m = 0; m < n; ++m) {
+      const Tensor& ind = ctx.input(m);
+      const Tensor& d = ctx.input(n + m);
+      const int r = ind.shape().rank();
+      bool ok = ind.dtype() == DType::kInt32 && d.dtype() == d0.dtype() && r <= d.shape().rank();
+      for (int i = 0; ok && i < r; ++i) ok = ind.shape().dim(i) == d.shape().dim(i);
+      ok = ok && std::vector<int64_t>(d.shape().dims().begin() + (ok ? r : 0), d.shape().dims().end()) == row;
+      if (!ok)
+        return ctx.invalid_argument("indices[" + std::to_string(m) + "] " + ind.shape().to_string() + " (" +
+                                    dtype_name(ind.dtype()) + ") and data[" + std::to_string(m) + "] " +
+                                    d.shape().to_string() + " do not match (int32 indices, a prefix of the data's "
+                                    "shape, rows as data[0]'s)");
+      const int32_t* id = ind.data<int32_t>();
+      for (int64_t i = 0, k = ind.num_elements(); i < k; ++i) {
+        if (id[i] < 0)
+          return ctx.invalid_argument("indices[" + std::to_string(m) + "][" + std::to_string(i) + "] = " +
+                                      std::to_string(id[i]) + " is negative");
+        rows = std::max<int64_t>(rows, int64_t{id[i]} + 1);
+      }
+    }
+    std::vector<int64_t> dims{rows};
+    dims.insert(dims.end(), row.begin(), row.end());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, d0.dtype(), Shape(dims)));
+    const size_t slice = static_cast<size_t>(span(Shape(dims), 1, static_cast<int>(dims.size()))) * dtype_size(d0.dtype());
+    char* o = static_cast<char*>(out->raw_data());
+    if (slice == 0) return Status::OK();
+    std::memset(o, 0, slice * static_cast<size_t>(rows));
+    for (int m = 0; m < n; ++m) {
+      const int32_t* id = ctx.input(m).data<int32_t>();
+      const char* src = static_cast<const char*>(ctx.input(n + m).raw_data());
+      for (int64_t i = 0, k = ctx.input(m).num_elements(); i < k; ++i)
+        std::memcpy(o + static_cast<size_t>(id[i]) * slice, src + static_cast<size_t>(i) * slice, slice);
+    }
+    return Status::OK();
+  }
+};
+
+// PartitionIds(ids, attrs num_shards, num_rows, strategy) -> (shard, local id, position), with
+// TensorFlow's partition arithmetic (embedding_ops.py).
+class PartitionIdsKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& ids = ctx.input(0);
+    const int64_t n = ctx.attrs().get_or<int64_t>("num_shards", 1);
+    const int64_t rows = ctx.attrs().get_or<int64_t>("num_rows", 0);
+    const bool mod = ctx.attrs().get_or<std::string>("strategy", "mod") == "mod";
+    if (n < 1 || rows < n) return ctx.invalid_argument("cannot spread " + std::to_string(rows) + " rows over " +
+                                                       std::to_string(n) + " shards");
+    AF_ASSIGN_OR_RETURN(Tensor * shard, ctx.allocate_output(0, DType::kInt32, ids.shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * local, ctx.allocate_output(1, ids.dtype(), ids.shape()));
+    AF_ASSIGN_OR_RETURN(Tensor * pos, ctx.allocate_output(2, DType::kInt32, ids.shape()));
+    const int64_t per = rows / n, extras = rows % n;
+    int32_t* sh = shard->data<int32_t>();
+    int32_t* ps = pos->data<int32_t>();
+    if (ids.num_elements() > std::numeric_limits<int32_t>::max())
+      return ctx.invalid_argument("more than 2^31 ids in one lookup");
+    return dispatch(IndexTypes{}, ids.dtype(), ctx, [&](auto tag) -> Status {
+      using I = decltype(tag);
+      const I* id = ids.data<I>();
+      I* lo = local->data<I>();
+      for (int64_t i = 0, k = ids.num_elements(); i < k; ++i) {
+        const int64_t v = static_cast<int64_t>(id[i]);
+        if (v < 0 || v >= rows)
+          return ctx.invalid_argument("ids[" + std::to_string(i) + "] = " + std::to_string(v) + " is not in [0, " +
+                                      std::to_string(rows) + ")");
+        int64_t p, r;
+        if (mod) {
+          p = v % n;
+          r = v / n;
+        } else if (v < extras * (per + 1)) {  // the first `extras` shards hold per + 1 rows
+          p = v / (per + 1);
+          r = v % (per + 1);
+        } else {
+          p = extras + (v - extras * (per + 1)) / per;
+          r = (v - extras * (per + 1)) % per;
+        }
+        sh[i] = static_cast<int32_t>(p);
+        lo[i] = static_cast<I>(r);
+        ps[i] = static_cast<int32_t>(i);
+      }
+      return Status::OK();
+    });
+  }
+};
+
 }  // namespace
 
 void register_cpu_indexing_kernels(KernelRegistry& r) {
@@ -500,6 +643,9 @@ void register_cpu_indexing_kernels(KernelRegistry& r) {
   r.add("Split", "CPU", simple_factory<SplitKernel>());
   r.add("Dropout", "CPU", simple_factory<DropoutKernel>());
   r.add("SparseSoftmaxCrossEntropyWithLogits", "CPU", simple_factory<SparseXentKernel>());
+  r.add("DynamicPartition", "CPU", simple_factory<DynamicPartitionKernel>());
+  r.add("DynamicStitch", "CPU", simple_factory<DynamicStitchKernel>());
+  r.add("PartitionIds", "CPU", simple_factory<PartitionIdsKernel>());
   r.add("AvgPool", "CPU", simple_factory<AvgPoolKernel<false>>());
   r.add("AvgPoolGrad", "CPU", simple_factory<AvgPoolKernel<true>>());
 }

@@ -81,6 +81,50 @@ Output get_variable(const Scope& s, const std::string& name, const Shape& shape,
 // variable or value does not match it).
 Output set_initial_value(const Scope& s, const Output& var, Input value);
 
+// ---- partitioned variables -------------------------------------------------------------
+// How many shards (along dim 0) a variable of `shape`/`dtype` is split into: >= 1, at most
+// shape[0]. Copyable and stateless.
+using Partitioner = std::function<Result<int64_t>(const Shape& shape, DType dtype)>;
+// tf.fixed_size_partitioner(num_shards): num_shards shards (fewer when the variable has fewer
+// rows). num_shards < 1 is InvalidArgument from get_partitioned_variable.
+Partitioner fixed_size_partitioner(int64_t num_shards);
+// tf.min_max_variable_partitioner: as many shards as keep each at least `min_slice_size` bytes,
+// at most `max_partitions` (and at most shape[0]); at least one.
+Partitioner min_max_variable_partitioner(int64_t max_partitions, int64_t min_slice_size = 256 << 10);
+// Where each shard lives: the scope to create shard `shard_shape`/`dtype` in (e.g. a
+// ReplicaDeviceSetter's for_variable, which spreads shards round robin or by bytes over the ps
+// tasks). Called once per shard, in order.
+using ShardPlacement = std::function<Scope(const Scope& s, const Shape& shard_shape, DType dtype)>;
+
+// A variable split by rows into shard variables, as tf's PartitionedVariable: one logical
+// variable of `shape` whose rows [offsets[i], offsets[i] + shards[i].shape()[0]) are shard i.
+// A value type; its Outputs point into the graph it was built in.
+struct PartitionedVariable {
+  std::string name;             // the logical variable's full name ("emb")
+  Shape shape;                  // the logical shape
+  DType dtype = DType::kFloat32;
+  std::vector<Output> shards;   // "emb/part_0", "emb/part_1", ... (VariableV2)
+  std::vector<int64_t> offsets; // first row of each shard
+};
+
+// tf.get_variable(name, shape, partitioner=...): creates the shard variables "<name>/part_<i>"
+// (under s's name prefix), shard i of TensorFlow's layout (rows / n rows each, the first rows % n
+// shards one more), each on the device `place` picks (default: s's device) with its own
+// initializer. Every shard records the logical variable (its name, shape and offset) so that a
+// Saver or the Supervisor saves them as one tensor of the full shape under the logical name, and
+// restores it into whatever shards the reading graph has. Initial values: `initializer` called
+// per shard with the shard's shape; the default for float32 is glorot_uniform with the limit of
+// the full shape (as TF computes it), seeded per shard, zeros for other dtypes. `trainable` as
+// get_variable. Errors (InvalidArgument / AlreadyExists naming the variable): an empty name, a
+// rank-0 or unknown shape, a partitioner error or a count outside [1, shape[0]], a taken name.
+Result<PartitionedVariable> get_partitioned_variable(const Scope& s, const std::string& name, const Shape& shape,
+                                                     const Partitioner& partitioner, DType dtype = DType::kFloat32,
+                                                     const Initializer& initializer = {}, bool trainable = true,
+                                                     const ShardPlacement& place = {});
+// embedding_lookup on a partitioned variable: ops::embedding_lookup(s, v.shards, ids, strategy)
+// (graph/ops.h: each id goes only to its shard; "mod" or "div" as TensorFlow's).
+Output embedding_lookup(const Scope& s, const PartitionedVariable& v, Input ids, const std::string& strategy = "mod");
+
 // tf.global_variables(scope) / tf.trainable_variables(scope): every variable of s's graph built
 // with ops::variable (so also get_variable and get_or_create_global_step) whose name lies under
 // s's name prefix (every variable at a root scope), in creation order; trainable_variables only

@@ -27,6 +27,15 @@ inline Result<Tensor> eval(const Scope& s, const Output& o, const std::map<std::
   return (*r)[0];
 }
 
+// The values of `outs`, computed in one run (the scope's first error, or the run's, otherwise).
+inline Result<std::vector<Tensor>> eval_all(const Scope& s, const std::vector<Output>& outs,
+                                            const std::map<std::string, Tensor>& feeds = {}) {
+  if (!s.ok()) return s.status();
+  std::vector<std::string> names;
+  for (const auto& o : outs) names.push_back(o.name());
+  return run_local(*s.graph(), names, feeds, cpu());
+}
+
 // The elements of `t` (dtype T) in row-major order.
 template <class T>
 std::vector<T> vals(const Tensor& t) {
