@@ -79,7 +79,7 @@ Scope Scope::colocate_with(const Output& o) const {
   Scope s = *this;
   if (o.valid()) {
     s.colocate_.push_back(o.node()->name);
-    s.device_ = o.node()->requested_device;
+    s.device_.clear();
   }
   return s;
 }

@@ -87,8 +87,8 @@ class Scope {
   // A copy with no control dependencies.
   Scope with_no_control_dependencies() const;
   // A copy whose ops must be placed on the same device as `o`'s node. As in TensorFlow, the
-  // copy's own device request becomes `o`'s (the scope's device is set aside, so a worker scope
-  // colocating with a ps variable does not request two devices); with_device after it adds one.
+  // scope's device request is set aside (a worker scope colocating with a ps variable does not
+  // request a second device); with_device after it requests one again.
   Scope colocate_with(const Output& o) const;
 
   bool ok() const { return status_->ok(); }

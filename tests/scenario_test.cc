@@ -206,10 +206,21 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
   return o;
 }
 
+// The lines of `out` that say something went wrong (warnings, errors, failed steps, tasks
+// down): what a failure message shows first, since a whole job's output is long.
+std::string trouble(const std::string& out) {
+  std::string t;
+  for (const auto& l : lines_of(out))
+    if (contains(l, "step failed") || contains(l, " is down") || contains(l, "] W ") || contains(l, ": W ") ||
+        contains(l, ": E ") || contains(l, "rror"))
+      t += l + "\n";
+  return t;
+}
+
 TEST(ScenarioTest, FaultFree) {
   auto o = run_job("none", "");
   EXPECT_EQ(o.rolled_back, 0);
-  EXPECT_FALSE(contains(o.out, "step failed")) << o.out;
+  EXPECT_FALSE(contains(o.out, "step failed")) << "what went wrong:\n" << trouble(o.out) << "\nthe whole output:\n" << o.out;
 }
 
 TEST(ScenarioTest, KillWorker) {
