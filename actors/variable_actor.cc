@@ -35,6 +35,13 @@ struct VarState {
   bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
   Tensor sync_sum;
   int64_t sync_count = 0;
+  // A sparse step's accumulation (sparse_apply_sync): the rows seen, their summed gradients, how
+  // many contributions had each, and where each row sits in them.
+  bool sync_sparse = false;
+  std::vector<int64_t> sync_rows;
+  std::vector<float> sync_row_sum;
+  std::vector<int64_t> sync_row_count;
+  std::unordered_map<int64_t, size_t> sync_row_at;
   int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
   std::vector<caf::response_promise> sync_waiting;
   std::chrono::steady_clock::time_point sync_first;
@@ -316,6 +323,46 @@ void for_each_sparse_element(const SparseRows& sr, F&& update) {
       update(sr.rows[j] * sr.row + k, sr.grad[j * static_cast<size_t>(sr.row) + k]);
 }
 
+// The hyper-parameters of a sparse update.
+struct SparseHyper {
+  float lr = 0, momentum = 0.9f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, initial_accumulator = 0.1f;
+};
+
+// Applies the sparse form of `kind` ("sgd", "momentum", "adam" (lazy), "adagrad") to the rows of
+// `sr`: TensorFlow's SparseApply* semantics (the slots of absent rows stay as they are).
+Status apply_sparse_update(VarState& st, const std::string& kind, const SparseHyper& h, const SparseRows& sr) {
+  if (kind == "sgd") {
+    float* w = writable_value(st).data<float>();
+    functors::SgdUpdateF<float> f{h.lr};
+    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], g); });
+  } else if (kind == "momentum") {
+    if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
+    float* w = writable_value(st).data<float>();
+    float* a = st.momentum.data<float>();
+    functors::MomentumUpdateF<float> f{h.lr, h.momentum};
+    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+  } else if (kind == "adam") {
+    ensure_adam_slots(st);
+    ++st.adam_t;
+    float* w = writable_value(st).data<float>();
+    float* mm = st.adam_m.data<float>();
+    float* vv = st.adam_v.data<float>();
+    auto f = functors::AdamUpdateF<float>::make(h.lr, h.beta1, h.beta2, h.epsilon, st.adam_t);
+    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], mm[at], vv[at], g); });
+  } else if (kind == "adagrad") {
+    if (!(h.initial_accumulator > 0))
+      return err(st, Code::kInvalidArgument, "initial_accumulator_value must be > 0");
+    if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, h.initial_accumulator);
+    float* w = writable_value(st).data<float>();
+    float* a = st.adagrad_accum.data<float>();
+    functors::AdagradUpdateF<float> f{h.lr};
+    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+  } else {
+    return err(st, Code::kInvalidArgument, "no sparse form of optimizer '" + kind + "'");
+  }
+  return Status::OK();
+}
+
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
 // Fault injection: the global step variable reports its value (at_step faults).
@@ -329,6 +376,17 @@ float attr_f(const AttrMap& attrs, const char* name, double dflt) {
   return static_cast<float>(attrs.get_or<double>(name, dflt));
 }
 
+// Forgets the current step's gradients (dense or sparse).
+void clear_sync_accumulation(VarState& st) {
+  st.sync_sum = Tensor();
+  st.sync_count = 0;
+  st.sync_sparse = false;
+  st.sync_rows.clear();
+  st.sync_row_sum.clear();
+  st.sync_row_count.clear();
+  st.sync_row_at.clear();
+}
+
 // Ends the current accumulation without applying it: the waiting workers get -1 (their gradient
 // was dropped, as a stale one is) and the accumulator forgets its step, so it aligns with the
 // local step of the next contribution. Called when the variable is assigned or restored (for
@@ -336,8 +394,7 @@ float attr_f(const AttrMap& attrs, const char* name, double dflt) {
 void reset_sync(VarState& st) {
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
-  st.sync_sum = Tensor();
-  st.sync_count = 0;
+  clear_sync_accumulation(st);
   st.sync_step = 0;
   st.sync_aligned = false;
   st.sync_closed = false;  // a new (or restored) model: replicas join again
@@ -354,8 +411,7 @@ void close_sync(VarState& st, const std::string& why) {
   st.sync_closed_why = why;
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
-  st.sync_sum = Tensor();
-  st.sync_count = 0;
+  clear_sync_accumulation(st);
   ++st.sync_generation;
   const Status s = err(st, Code::kOutOfRange, why);
   for (auto& rp : waiting) rp.deliver(to_caf_error(s));
@@ -374,6 +430,24 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
       return 0;
     });
     s = assign_add(st, one_t);
+  } else if (st.sync_sparse) {
+    // Each row's mean over the contributions that had it, applied to those rows only.
+    SparseRows sr;
+    sr.rows = std::move(st.sync_rows);
+    sr.grad = std::move(st.sync_row_sum);
+    sr.row = sr.rows.empty() ? 0 : static_cast<int64_t>(sr.grad.size() / sr.rows.size());
+    for (size_t j = 0; j < sr.rows.size(); ++j) {
+      const float inv = 1.f / static_cast<float>(st.sync_row_count[j]);
+      for (int64_t k = 0; k < sr.row; ++k) sr.grad[j * static_cast<size_t>(sr.row) + k] *= inv;
+    }
+    SparseHyper h;
+    h.lr = lr;
+    h.momentum = attr_f(attrs, "momentum", 0.9);
+    h.beta1 = attr_f(attrs, "beta1", 0.9);
+    h.beta2 = attr_f(attrs, "beta2", 0.999);
+    h.epsilon = attr_f(attrs, "epsilon", 1e-8);
+    h.initial_accumulator = attr_f(attrs, "initial_accumulator_value", 0.1);
+    s = apply_sparse_update(st, opt, h, sr);
   } else {
     float* sum = st.sync_sum.data<float>();
     const float inv = 1.f / static_cast<float>(st.sync_count);
@@ -398,8 +472,7 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
   if (s.ok()) ++st.sync_applied;
   const int64_t applied = st.sync_step;
   ++st.sync_step;
-  st.sync_sum = Tensor();
-  st.sync_count = 0;
+  clear_sync_accumulation(st);
   observe_global_step(st);
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
@@ -541,45 +614,36 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     observe_global_step(st);
     return one(std::move(*rows));
   }
-  if (m.rfind("sparse_apply_", 0) == 0) {
+  if (m.rfind("sparse_apply_", 0) == 0 && m != "sparse_apply_sync") {
     const size_t want = m == "sparse_apply_adam" ? 6 : m == "sparse_apply_momentum" ? 4 : 3;
     if (args.size() != want)
       return fail(err(st, Code::kInvalidArgument, m + " takes " + std::to_string(want) + " inputs"));
     const size_t ids_at = m == "sparse_apply_adam" ? 4 : 1;
     auto sr = sparse_rows(st, args[ids_at], args[ids_at + 1], m);
     if (!sr.ok()) return fail(sr.status());
-    const float lr = static_cast<float>(scalar_of(args[0]));
+    SparseHyper h;
+    h.lr = static_cast<float>(scalar_of(args[0]));
+    std::string kind;
     if (m == "sparse_apply_sgd") {
-      float* w = writable_value(st).data<float>();
-      functors::SgdUpdateF<float> f{lr};
-      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], g); });
+      kind = "sgd";
     } else if (m == "sparse_apply_momentum") {
-      if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
-      float* w = writable_value(st).data<float>();
-      float* a = st.momentum.data<float>();
-      functors::MomentumUpdateF<float> f{lr, static_cast<float>(scalar_of(args[3]))};
-      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+      kind = "momentum";
+      h.momentum = static_cast<float>(scalar_of(args[3]));
     } else if (m == "sparse_apply_adam") {
-      ensure_adam_slots(st);
-      ++st.adam_t;
-      float* w = writable_value(st).data<float>();
-      float* mm = st.adam_m.data<float>();
-      float* vv = st.adam_v.data<float>();
-      auto f = functors::AdamUpdateF<float>::make(lr, static_cast<float>(scalar_of(args[1])),
-                                                  static_cast<float>(scalar_of(args[2])),
-                                                  static_cast<float>(scalar_of(args[3])), st.adam_t);
-      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], mm[at], vv[at], g); });
+      kind = "adam";
+      h.beta1 = static_cast<float>(scalar_of(args[1]));
+      h.beta2 = static_cast<float>(scalar_of(args[2]));
+      h.epsilon = static_cast<float>(scalar_of(args[3]));
     } else if (m == "sparse_apply_adagrad") {
-      const float init = static_cast<float>(call->attrs.get_or<double>("initial_accumulator_value", 0.1));
-      if (!(init > 0)) return fail(err(st, Code::kInvalidArgument, m + ": initial_accumulator_value must be > 0"));
-      if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, init);
-      float* w = writable_value(st).data<float>();
-      float* a = st.adagrad_accum.data<float>();
-      functors::AdagradUpdateF<float> f{lr};
-      for_each_sparse_element(*sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
+      kind = "adagrad";
+      h.initial_accumulator = static_cast<float>(call->attrs.get_or<double>("initial_accumulator_value", 0.1));
+      if (!(h.initial_accumulator > 0))
+        return fail(err(st, Code::kInvalidArgument, m + ": initial_accumulator_value must be > 0"));
     } else {
       return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
     }
+    Status applied = apply_sparse_update(st, kind, h, *sr);
+    if (!applied.ok()) return fail(applied);
     ++st.version;
     observe_global_step(st);
     return one(Tensor::scalar<int64_t>(static_cast<int64_t>(sr->rows.size())));
@@ -616,18 +680,28 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     if (s.ok())
       s = apply_rms_prop(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
                          static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
-  } else if (m == "apply_sync") {
-    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sync takes grad and local_step"));
+  } else if (m == "apply_sync" || m == "sparse_apply_sync") {
+    const bool sparse = m == "sparse_apply_sync";
+    if (args.size() != (sparse ? 3u : 2u))
+      return fail(err(st, Code::kInvalidArgument,
+                      m + (sparse ? " takes indices, values and local_step" : " takes grad and local_step")));
     const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
-    if (opt != "increment") {
+    Result<SparseRows> contribution = SparseRows{};
+    if (sparse) {
+      contribution = sparse_rows(st, args[0], args[1], m);
+      if (!contribution.ok()) return fail(contribution.status());
+      if (opt != "sgd" && opt != "momentum" && opt != "adam" && opt != "adagrad")
+        return fail(err(st, Code::kInvalidArgument, m + ": no sparse form of optimizer '" + opt + "'"));
+    } else if (opt != "increment") {
       s = check_like(st, args[0], "the gradient");
       if (!s.ok()) return fail(s);
     }
-    if (args[1].dtype() != DType::kInt64 || args[1].num_elements() != 1)
+    const Tensor& step_t = args[sparse ? 2 : 1];
+    if (step_t.dtype() != DType::kInt64 || step_t.num_elements() != 1)
       return fail(err(st, Code::kInvalidArgument,
-                      "apply_sync: local_step must be an int64 scalar, got " +
-                          std::string(dtype_name(args[1].dtype())) + " " + args[1].shape().to_string()));
-    const int64_t local_step = args[1].data<int64_t>()[0];
+                      m + ": local_step must be an int64 scalar, got " + std::string(dtype_name(step_t.dtype())) + " " +
+                          step_t.shape().to_string()));
+    const int64_t local_step = step_t.data<int64_t>()[0];
     const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
     if (st.sync_closed)
       return fail(err(st, Code::kOutOfRange,
@@ -657,16 +731,38 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     // partial accumulation without waiters needs no timeout: it completes with the next
     // contributions.
     const bool wait = call->attrs.get_or<bool>("wait", true);
+    if (st.sync_count > 0 && st.sync_sparse != sparse)
+      return fail(err(st, Code::kInvalidArgument,
+                      m + ": a " + (sparse ? "sparse" : "dense") + " gradient for step " + std::to_string(st.sync_step) +
+                          ", whose other contributions are " + (sparse ? "dense" : "sparse")));
+    if (sparse) {
+      // Sum the contribution's rows into the step's, counting the contributions per row.
+      st.sync_sparse = true;
+      const SparseRows& c = *contribution;
+      for (size_t j = 0; j < c.rows.size(); ++j) {
+        auto [it, fresh] = st.sync_row_at.emplace(c.rows[j], st.sync_rows.size());
+        const float* g = c.grad.data() + j * static_cast<size_t>(c.row);
+        if (fresh) {
+          st.sync_rows.push_back(c.rows[j]);
+          st.sync_row_sum.insert(st.sync_row_sum.end(), g, g + c.row);
+          st.sync_row_count.push_back(1);
+        } else {
+          float* acc = st.sync_row_sum.data() + it->second * static_cast<size_t>(c.row);
+          for (int64_t k = 0; k < c.row; ++k) acc[k] += g[k];
+          ++st.sync_row_count[it->second];
+        }
+      }
+    }
     if (st.sync_count == 0) {
       st.sync_first = std::chrono::steady_clock::now();
-      if (opt != "increment") st.sync_sum = args[0].deep_copy();
+      if (opt != "increment" && !sparse) st.sync_sum = args[0].deep_copy();
       ++st.sync_generation;
       if (wait) {
         const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
                            sync_check_atom::value, st.sync_generation, replicas, timeout);
       }
-    } else if (opt != "increment") {
+    } else if (opt != "increment" && !sparse) {
       float* sum = st.sync_sum.data<float>();
       const float* g = args[0].data<float>();
       for (int64_t i = 0; i < args[0].num_elements(); ++i) sum[i] += g[i];
@@ -724,8 +820,7 @@ Status restart_in_place(VarActor* self, const std::string& what) {
                            : budget;
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
-  st.sync_sum = Tensor();
-  st.sync_count = 0;
+  clear_sync_accumulation(st);
   st.sync_aligned = false;
   ++st.sync_generation;
   for (auto& rp : waiting) rp.deliver(to_caf_error(why));
@@ -760,8 +855,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         AF_LOG(WARNING) << s.message();
         auto waiting = std::move(st.sync_waiting);
         st.sync_waiting.clear();
-        st.sync_sum = Tensor();
-        st.sync_count = 0;
+        clear_sync_accumulation(st);
         for (auto& rp : waiting) rp.deliver(to_caf_error(s));
       },
   };

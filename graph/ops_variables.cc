@@ -165,6 +165,15 @@ void register_variable_ops(OpRegistry& r) {
            c.set_output(0, DType::kInt64, Shape{});
            return Status::OK();
          }, nullptr, true});
+  r.add({"SparseApplyGradientSync", 3, [](InferenceContext& c) -> Status {
+           AF_RETURN_IF_ERROR(sparse_apply_shape_fn({}, 0)(c));
+           if (c.input_type(2) != DType::kInt64) return InvalidArgument("local_step must be int64");
+           if (!c.input_shape(2).unknown_rank() && c.input_shape(2).fully_defined() &&
+               c.input_shape(2).num_elements() != 1)
+             return InvalidArgument("local_step must be a scalar, got shape " + c.input_shape(2).to_string());
+           c.set_output(0, DType::kInt64, Shape{});
+           return Status::OK();
+         }, nullptr, true});
   r.add({"SyncAccumulatorControl", 0, [](InferenceContext& c) -> Status {
            const std::string action = c.attrs().get_or<std::string>("action", "stats");
            if (action == "stats") c.set_output(0, DType::kInt64, Shape{6});
@@ -350,41 +359,62 @@ Output sparse_apply_adagrad(const Scope& s, Input var, Input lr, Input indices, 
       .output();
 }
 
-Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o) {
-  Node* v = var_node(s, var, "ApplyGradientSync");
-  if (!v) return Output();
+namespace {
+
+// The node of a synchronous update of `op` ("ApplyGradientSync" or "SparseApplyGradientSync")
+// with o's attributes, after checking them; nullptr (error in s) when they are bad. `sparse`
+// refuses the optimizers without a sparse form.
+Node* sync_update_node(const Scope& s, Input var, const std::vector<Input>& inputs, const SyncOptions& o,
+                       const std::string& op, bool sparse) {
+  Node* v = var_node(s, var, op.c_str());
+  if (!v) return nullptr;
   const int replicas = o.replicas_to_aggregate, total = o.total_num_replicas;
   if (replicas < 1 || total < replicas) {
-    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': need 1 <= replicas_to_aggregate (" +
+    s.update_status(InvalidArgument(op + " for variable '" + v->name + "': need 1 <= replicas_to_aggregate (" +
                                     std::to_string(replicas) + ") <= total_num_replicas (" + std::to_string(total) + ")"));
-    return Output();
+    return nullptr;
   }
-  if (o.optimizer != "sgd" && o.optimizer != "momentum" && o.optimizer != "adam" && o.optimizer != "adagrad" &&
-      o.optimizer != "rmsprop" && o.optimizer != "increment") {
-    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': unknown optimizer '" +
-                                    o.optimizer + "' (sgd, momentum, adam, adagrad, rmsprop, increment)"));
-    return Output();
+  const bool known = o.optimizer == "sgd" || o.optimizer == "momentum" || o.optimizer == "adam" ||
+                     o.optimizer == "adagrad" || (!sparse && (o.optimizer == "rmsprop" || o.optimizer == "increment"));
+  if (!known) {
+    s.update_status(InvalidArgument(op + " for variable '" + v->name + "': unknown optimizer '" + o.optimizer + "' (" +
+                                    (sparse ? "sgd, momentum, adam, adagrad" : "sgd, momentum, adam, adagrad, rmsprop, increment") +
+                                    ")"));
+    return nullptr;
   }
   if (!(o.timeout_secs > 0)) {
-    s.update_status(InvalidArgument("ApplyGradientSync for variable '" + v->name + "': timeout_secs must be > 0"));
-    return Output();
+    s.update_status(InvalidArgument(op + " for variable '" + v->name + "': timeout_secs must be > 0"));
+    return nullptr;
   }
-  return var_builder(s, v, "ApplyGradientSync")
-      .input(grad)
-      .input(local_step)
-      .attr("optimizer", o.optimizer)
-      .attr("lr", static_cast<double>(o.lr))
-      .attr("momentum", static_cast<double>(o.momentum))
-      .attr("beta1", static_cast<double>(o.beta1))
-      .attr("beta2", static_cast<double>(o.beta2))
-      .attr("epsilon", static_cast<double>(o.epsilon))
-      .attr("decay", static_cast<double>(o.decay))
-      .attr("initial_accumulator_value", static_cast<double>(o.initial_accumulator_value))
-      .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
-      .attr("total_num_replicas", static_cast<int64_t>(total))
-      .attr("sync_timeout_secs", o.timeout_secs)
-      .attr("wait", o.wait)
-      .output();
+  NodeBuilder b = var_builder(s, v, op);
+  for (const auto& in : inputs) b.input(in);
+  Output out = b.attr("optimizer", o.optimizer)
+                   .attr("lr", static_cast<double>(o.lr))
+                   .attr("momentum", static_cast<double>(o.momentum))
+                   .attr("beta1", static_cast<double>(o.beta1))
+                   .attr("beta2", static_cast<double>(o.beta2))
+                   .attr("epsilon", static_cast<double>(o.epsilon))
+                   .attr("decay", static_cast<double>(o.decay))
+                   .attr("initial_accumulator_value", static_cast<double>(o.initial_accumulator_value))
+                   .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
+                   .attr("total_num_replicas", static_cast<int64_t>(total))
+                   .attr("sync_timeout_secs", o.timeout_secs)
+                   .attr("wait", o.wait)
+                   .output();
+  return out.valid() ? out.node() : nullptr;
+}
+
+}  // namespace
+
+Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o) {
+  Node* n = sync_update_node(s, var, {grad, local_step}, o, "ApplyGradientSync", false);
+  return n ? Output(n, 0) : Output();
+}
+
+Output sparse_apply_gradient_sync(const Scope& s, Input var, Input indices, Input values, Input local_step,
+                                  const SyncOptions& o) {
+  Node* n = sync_update_node(s, var, {indices, values, local_step}, o, "SparseApplyGradientSync", true);
+  return n ? Output(n, 0) : Output();
 }
 
 Output variable_slots(const Scope& s, Input var) {

@@ -114,6 +114,14 @@ struct SyncOptions {
 // The general form of the *_sync builders above: op ApplyGradientSync with `o` as attrs. `grad`
 // is ignored (any scalar) for "increment". Outputs the int64 step the update applied to, or -1.
 Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_step, const SyncOptions& o);
+// The same for a sparse gradient (rows `values` for rows `indices` of the variable, e.g. an
+// ops::indexed_slices' inputs): the accumulator sums the contributions' rows by index (a
+// contribution's duplicate indices first), and when the step is complete divides each row by the
+// number of contributions that had it (TensorFlow's SparseConditionalAccumulator, MEAN) and
+// applies the sparse form of o.optimizer ("sgd", "momentum", "adam" lazily, "adagrad") to those
+// rows only. Errors as apply_gradient_sync, plus an optimizer without a sparse form.
+Output sparse_apply_gradient_sync(const Scope& s, Input var, Input indices, Input values, Input local_step,
+                                  const SyncOptions& o);
 
 // The optimizer slots of `var` (momentum; Adam m, v and step count; Adagrad accumulator; RMSProp
 // ms and mom) as one uint8 vector, empty when no optimizer has updated it yet (op VariableSlots,

@@ -294,6 +294,91 @@ TEST(SyncReplicasTest, AnAccumulatorWhoseStepTimedOutRealignsInsteadOfLagging) {
   EXPECT_EQ(acc.value(), -3.f);
 }
 
+// One replica of an embedding model: table [4, 2] on the ps (/cpu:1), rows (0,1) (10,11) (20,21)
+// (30,31), looked up with fed ids on /cpu:0; loss = sum(weights * rows), so the gradient of row r
+// is the sum of the weight rows whose id is r (a sparse value).
+struct SparseReplica {
+  Scope root = Scope::root();
+  Output table, gs, ids, weights, train_op, init;
+  std::unique_ptr<train::SyncReplicasOptimizer> opt;
+  Status built;
+  explicit SparseReplica(const train::Optimizer& base) {
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    Tensor t0 = Tensor::from_vector<float>({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2});
+    table = train::get_variable(ps, "table", Shape{4, 2}, DType::kFloat32,
+                                [t0](const Scope& s, const Shape&, DType) { return ops::constant(s, t0); });
+    gs = train::get_or_create_global_step(ps);
+    ids = ops::placeholder(worker, DType::kInt64, Shape{-1}, "ids");
+    weights = ops::placeholder(worker, DType::kFloat32, Shape{-1, 2}, "weights");
+    Output loss = ops::reduce_sum(worker, ops::mul(worker, weights, ops::embedding_lookup(worker, table, ids)));
+    opt = std::make_unique<train::SyncReplicasOptimizer>(base, 2, 2, 30);
+    auto t = opt->minimize(worker, loss, gs);
+    auto i = train::global_variables_initializer(root);
+    built = !t.ok() ? t.status() : !i.ok() ? i.status() : root.status();
+    if (built.ok()) {
+      train_op = *t;
+      init = *i;
+    }
+  }
+};
+
+// Replica A looks up ids 1, 3 with weights (1,1), (2,2); replica B ids 3, 3 with (4,4), (6,6).
+// Row 1's gradient comes from A only: (1,1); row 3's from both: (2,2) and (4+6, 4+6) = (10,10).
+// Averaged by index (over the replicas that had the row, as TF's SparseConditionalAccumulator):
+// row 1 (1,1), row 3 (6,6); rows 0 and 2 are untouched. Returns the table afterwards.
+std::vector<float> one_sparse_step(const train::Optimizer& base) {
+  auto server = server2();
+  SparseReplica a(base), b(base);
+  EXPECT_TRUE(a.built.ok()) << a.built;
+  EXPECT_TRUE(b.built.ok()) << b.built;
+  if (!a.built.ok() || !b.built.ok()) return {};
+  // The table's update is the sparse synchronous op: only rows travel and are aggregated.
+  int sparse = 0, dense = 0;
+  const Graph& g = *a.root.graph();
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    sparse += g.node(i)->op == "SparseApplyGradientSync";
+    dense += g.node(i)->op == "ApplyGradientSync" && g.node(i)->attrs.get_or<std::string>("var_name", "") == "table";
+  }
+  EXPECT_EQ(sparse, 1);
+  EXPECT_EQ(dense, 0);
+  Session sa(a.root, server->target()), sb(b.root, server->target());
+  EXPECT_TRUE(sa.run({}, {}, {a.init}).ok());
+  Result<std::vector<Tensor>> ra = Internal("unset");
+  std::thread t([&] {
+    ra = sa.run({{a.ids, Tensor::from_vector<int64_t>({1, 3}, {2})},
+                 {a.weights, Tensor::from_vector<float>({1, 1, 2, 2}, {2, 2})}},
+                {}, {a.train_op});
+  });
+  auto rb = sb.run({{b.ids, Tensor::from_vector<int64_t>({3, 3}, {2})},
+                    {b.weights, Tensor::from_vector<float>({4, 4, 6, 6}, {2, 2})}},
+                   {}, {b.train_op});
+  t.join();
+  EXPECT_TRUE(ra.ok()) << ra.status();
+  EXPECT_TRUE(rb.ok()) << rb.status();
+  auto after = sa.run({a.table, a.gs});
+  EXPECT_TRUE(after.ok()) << after.status();
+  if (!after.ok()) return {};
+  EXPECT_EQ((*after)[1].data<int64_t>()[0], 1);
+  return std::vector<float>((*after)[0].data<float>(), (*after)[0].data<float>() + 8);
+}
+
+TEST(SyncReplicasTest, SparseGradientsAreAggregatedByIndexAndUpdateOnlyTheirRows) {
+  {  // SGD, lr 0.5: row 1 -= 0.5 (1,1); row 3 -= 0.5 (6,6).
+    auto w = one_sparse_step(train::GradientDescentOptimizer(0.5f));
+    EXPECT_EQ(w, (std::vector<float>{0, 1, 9.5f, 10.5f, 20, 21, 27, 28}));
+  }
+  {  // Adagrad, lr 0.5, accumulators from 0.1: row 1: 0.1 + 1 = 1.1; row 3: 0.1 + 36 = 36.1.
+    auto w = one_sparse_step(train::AdagradOptimizer(0.5f, 0.1f));
+    ASSERT_EQ(w.size(), 8u);
+    EXPECT_NEAR(w[2], 10 - 0.5 / std::sqrt(1.1), 1e-5);
+    EXPECT_NEAR(w[3], 11 - 0.5 / std::sqrt(1.1), 1e-5);
+    EXPECT_NEAR(w[6], 30 - 3 / std::sqrt(36.1), 1e-5);
+    EXPECT_NEAR(w[7], 31 - 3 / std::sqrt(36.1), 1e-5);
+    EXPECT_EQ(w[0], 0.f);
+    EXPECT_EQ(w[4], 20.f);
+  }
+}
+
 TEST(SyncReplicasTest, ErrorsAreStatusesNamingTheCause) {
   Scope root = Scope::root();
   Output w = train::get_variable(root, "w", Shape{1});

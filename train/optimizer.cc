@@ -333,7 +333,13 @@ Result<Output> SyncReplicasOptimizer::apply_gradients(const Scope& s, const std:
   accept.wait = false;  // accepted at once; the increment below is the barrier
   for (const auto& [grad, var] : todo) {
     Scope vs = on_device(os, var.node()->requested_device).with_op_name("update_" + var.node()->name);
-    Output u = ops::apply_gradient_sync(vs, var, grad, local_step, accept);
+    const std::string& kind = accept.optimizer;
+    const bool sparse_form = kind == "sgd" || kind == "momentum" || kind == "adam" || kind == "adagrad";
+    // A sparse gradient (an embedding lookup's) travels as its rows and is aggregated by index.
+    Output u = ops::is_indexed_slices(grad) && sparse_form
+                   ? ops::sparse_apply_gradient_sync(vs, var, input_of(s, *grad.node(), 0), input_of(s, *grad.node(), 1),
+                                                     local_step, accept)
+                   : ops::apply_gradient_sync(vs, var, grad, local_step, accept);
     if (!u.valid())
       return s.status().ok() ? Internal(what + ": no update op for '" + var.name() + "'") : s.status().with_prefix(what);
     updates.push_back(u);

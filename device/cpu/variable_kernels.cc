@@ -120,6 +120,7 @@ void register_cpu_variable_kernels(KernelRegistry& r) {
   r.add("ApplyAdagrad", "CPU", call_factory("apply_adagrad"));
   r.add("ApplyRMSProp", "CPU", call_factory("apply_rms_prop"));
   r.add("ApplyGradientSync", "CPU", call_factory("apply_sync"));
+  r.add("SparseApplyGradientSync", "CPU", call_factory("sparse_apply_sync"));
   r.add("SyncAccumulatorControl", "CPU", call_factory("sync_control"));
   r.add("VariableSlots", "CPU", call_factory("save_slots"));
   r.add("RestoreVariableSlots", "CPU", call_factory("restore_slots"));

@@ -339,7 +339,11 @@ class SyncReplicasOptimizer {
   // One op (a NoOp named "train" under the sub-scope "SyncReplicas_<name>") that contributes every
   // pair's gradient and 1 to the global step (an int64 scalar variable, required) for the step
   // this run reads, and completes when each of those steps is done (or the contribution was
-  // dropped as stale). Errors as Optimizer::apply_gradients, plus: no global step, a bad
+  // dropped as stale). A sparse gradient (ops::indexed_slices, e.g. an embedding lookup's) is
+  // contributed as its rows and aggregated by index: each row is averaged over the replicas whose
+  // gradient had it (TensorFlow's SparseConditionalAccumulator) and only those rows are updated,
+  // with the wrapped optimizer's sparse form (SGD, momentum, lazy Adam, Adagrad; RMSProp applies
+  // the dense tensor). Errors as Optimizer::apply_gradients, plus: no global step, a bad
   // replica count or timeout, an optimizer without a synchronous form (Unimplemented), a second
   // call on the same object (FailedPrecondition).
   Result<Output> apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
