@@ -1,4 +1,5 @@
 // The FaultInjector: the runtime's fault hooks over the faults of a plan (config/fault_plan.h).
+#include "core/metrics.h"
 #include "actors/fault_injector.h"
 
 #include <signal.h>
@@ -167,6 +168,10 @@ FaultStats FaultInjector::stats() const {
 void FaultInjector::fire_locked(Active& a, const std::string& trigger, std::vector<std::function<void()>>* actions) {
   if (a.started) return;
   a.started = true;
+  Metrics::global()
+      .counter("actorflow_faults_injected_total", "Faults this process injected (actorflow chaos / fault plans).",
+               {{"kind", fault_kind_name(a.f.kind)}})
+      .inc();
   const std::string what = a.f.describe();
   const std::string line =
       "fault injected: " + what + (trigger.empty() ? "" : " " + trigger) + " (seed " + std::to_string(a.seed) + ")";

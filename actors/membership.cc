@@ -1,3 +1,4 @@
+#include "core/metrics.h"
 #include "actors/membership.h"
 
 #include "actors/control_plane.h"
@@ -68,10 +69,17 @@ caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string tas
           return;
         }
         // Fault injection: a dropped link or a partition swallows the heartbeat.
-        if (!FaultInjector::global().on_send(s.self_task, s.task).drop)
+        if (!FaultInjector::global().on_send(s.self_task, s.task).drop) {
+          static Histogram& rtt = Metrics::global().histogram(
+              "actorflow_heartbeat_rtt_seconds", "Round trip of the heartbeats this task sends its peers, in seconds.");
           self->request(s.node, s.timeout, ping_atom::value).then(
-              [=](const std::string&) { self->state.last_answer = std::chrono::steady_clock::now(); },
+              [=](const std::string&) {
+                const auto answered = std::chrono::steady_clock::now();
+                rtt.observe(std::chrono::duration<double>(answered - now).count());
+                self->state.last_answer = answered;
+              },
               [=](caf::error&) { /* judged by last_answer on the next tick */ });
+        }
         self->delayed_send(self, s.interval, tick_atom::value);
       },
   };

@@ -1,3 +1,4 @@
+#include "core/metrics.h"
 #include "actors/restart.h"
 
 #include <atomic>
@@ -19,6 +20,9 @@ Status RestartBudget::record_failure(const std::string& who, const std::string& 
   while (!times_.empty() && now - times_.front() > window) times_.pop_front();
   times_.push_back(now);
   const int n = static_cast<int>(times_.size());
+  static Counter& failures = Metrics::global().counter(
+      "actorflow_actor_failures_total", "Exceptions that restarted an actor in place (or exhausted its budget).");
+  failures.inc();
   std::ostringstream win;
   win << policy_.restart_window_secs;
   if (n > policy_.max_restarts) {

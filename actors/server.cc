@@ -1,5 +1,8 @@
 #include "actors/server.h"
 
+#include "core/metrics.h"
+#include "net/metrics_http.h"
+
 #include "actors/client_sessions.h"
 
 #include "actors/auth.h"
@@ -64,6 +67,7 @@ struct Server::Impl {
   std::shared_ptr<AuthenticatedPeers> auth_peers_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<ControlPlaneListener> control_;  // the task port (cluster mode)
+  std::unique_ptr<net::MetricsHttpServer> metrics_;  // [server] metrics_port (cluster mode)
   std::string shutdown_token_;                      // stops node_ (actors/node_actor.h)
   std::shared_ptr<std::atomic<bool>> stopping_flag_ = std::make_shared<std::atomic<bool>>(false);
   std::string routes_key_;
@@ -167,6 +171,7 @@ void Server::stop() {
   if (auto* lr = dynamic_cast<ProcessRouter*>(impl_->router_.get())) lr->clear();
   if (impl_->node_) {
     impl_->stopping_flag_->store(true);
+    impl_->metrics_.reset();
     impl_->control_.reset();  // no new connections; BASP forgets the published node actor below
     if (impl_->port_) impl_->sys_->middleman().unpublish(impl_->node_, impl_->port_);
     caf::anon_send(impl_->node_, shutdown_atom::value, impl_->shutdown_token_);
@@ -383,6 +388,21 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
     impl_->control_ = std::move(*cl);
     impl_->port_ = impl_->control_->port();
+    // The metrics endpoint, on the same address and behind the same secret and TLS.
+    if (opts.metrics_port > 0) {
+      net::MetricsHttpOptions mo;
+      mo.host = bind;
+      mo.port = static_cast<uint16_t>(opts.metrics_port);
+      mo.secret = mc.secret;
+      mo.tls = tls;
+      const Labels labels{{"job", task.job}, {"task", std::to_string(task.index)}};
+      mo.render = [labels] { return Metrics::global().render(labels); };
+      auto ms = net::MetricsHttpServer::start(std::move(mo));
+      if (!ms.ok()) return Unavailable(where + ": metrics_port " + std::to_string(opts.metrics_port) + ": " + ms.status().message());
+      impl_->metrics_ = std::move(*ms);
+      AF_LOG(INFO) << impl_->task_prefix_ << ": metrics at " << (tls ? "https://" : "http://") << bind << ":"
+                   << impl_->metrics_->port() << "/metrics";
+    }
   }
   {
     std::lock_guard<std::mutex> l(g_registry_mu);

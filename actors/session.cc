@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/metrics.h"
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
 #include "actors/remote_client.h"
@@ -157,7 +158,18 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
     if (!o.valid()) return InvalidArgument("target is an invalid Output (an earlier op failed to build)");
     ta.push_back(o.node()->name);
   }
-  return run_by_name(f, fe, ta);
+  // What the task measures of its steps (core/metrics.h): runs, failures, latency.
+  static Counter& ok_runs = Metrics::global().counter("actorflow_session_runs_total",
+                                                      "Session::run calls of this process, by outcome.", {{"result", "ok"}});
+  static Counter& failed_runs = Metrics::global().counter(
+      "actorflow_session_runs_total", "Session::run calls of this process, by outcome.", {{"result", "error"}});
+  static Histogram& latency = Metrics::global().histogram(
+      "actorflow_session_run_seconds", "Wall time of this process's Session::run calls, in seconds.");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_by_name(f, fe, ta);
+  latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  (r.ok() ? ok_runs : failed_runs).inc();
+  return r;
 }
 
 caf::actor Session::master() const { return impl_->server_ ? impl_->server_->master() : caf::actor(); }

@@ -1,3 +1,4 @@
+#include "core/metrics.h"
 #include "actors/variable_actor.h"
 
 #include <chrono>
@@ -376,6 +377,14 @@ float attr_f(const AttrMap& attrs, const char* name, double dflt) {
   return static_cast<float>(attrs.get_or<double>(name, dflt));
 }
 
+// Metrics (core/metrics.h): updates this task's variables applied, and how long synchronous
+// steps waited for their replicas.
+void count_update() {
+  static Counter& updates = Metrics::global().counter(
+      "actorflow_variable_updates_total", "Updates (optimizer steps, assign_add, scatters) applied to this task's variables.");
+  updates.inc();
+}
+
 // Forgets the current step's gradients (dense or sparse).
 void clear_sync_accumulation(VarState& st) {
   st.sync_sum = Tensor();
@@ -469,7 +478,14 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
     }
   }
   ++st.version;
-  if (s.ok()) ++st.sync_applied;
+  if (s.ok()) {
+    ++st.sync_applied;
+    if (opt != "increment") count_update();
+    static Histogram& waited = Metrics::global().histogram(
+        "actorflow_sync_wait_seconds",
+        "From a synchronous step's first gradient to its update, per variable and step, in seconds.");
+    waited.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.sync_first).count());
+  }
   const int64_t applied = st.sync_step;
   ++st.sync_step;
   clear_sync_accumulation(st);
@@ -610,6 +626,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, m + " takes indices and updates"));
     auto rows = scatter(st, args[0], args[1], m == "scatter_add");
     if (!rows.ok()) return fail(rows.status());
+    count_update();
     ++st.version;
     observe_global_step(st);
     return one(std::move(*rows));
@@ -644,6 +661,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     }
     Status applied = apply_sparse_update(st, kind, h, *sr);
     if (!applied.ok()) return fail(applied);
+    count_update();
     ++st.version;
     observe_global_step(st);
     return one(Tensor::scalar<int64_t>(static_cast<int64_t>(sr->rows.size())));
@@ -803,6 +821,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
   }
   if (!s.ok()) return fail(s);
+  count_update();
   ++st.version;
   observe_global_step(st);
   return one(st.value);

@@ -150,7 +150,7 @@ const std::vector<std::string> kServerKeys = {
     "log_device_placement", "allow_soft_placement", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
     "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms",
-    "bind"};
+    "bind", "metrics_port"};
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs"};
@@ -429,6 +429,8 @@ class ClusterFileReader : private TomlReader {
         }
       } else if (key == "cpu_devices") {
         read_int(v, path, 1, 4096, &o->cpu_devices);
+      } else if (key == "metrics_port") {
+        read_int(v, path, 0, 65535, &o->metrics_port);
       } else if (key == "connect_timeout_ms") {
         read_int(v, path, 0, INT_MAX, &o->connect_timeout_ms);
       } else if (key == "heartbeat_interval_ms" || key == "peer_timeout_ms") {

@@ -136,7 +136,8 @@ bool ServerOptions::operator==(const ServerOptions& o) const {
          gpu_memory_fraction == o.gpu_memory_fraction && allow_growth == o.allow_growth &&
          visible_devices == o.visible_devices && cpu_devices == o.cpu_devices &&
          connect_timeout_ms == o.connect_timeout_ms && heartbeat_interval_ms == o.heartbeat_interval_ms &&
-         peer_timeout_ms == o.peer_timeout_ms && bind == o.bind;
+         peer_timeout_ms == o.peer_timeout_ms && bind == o.bind &&
+         metrics_port == o.metrics_port;
 }
 
 bool SupervisorOptions::operator==(const SupervisorOptions& o) const {

@@ -65,6 +65,10 @@ struct ServerOptions : DeviceOptions {
   // e.g. "0.0.0.0" inside a container whose cluster file names a DNS name. Peers still dial
   // the [jobs] address. Not part of the fingerprint (a per-host choice).
   std::string bind;
+  // The port of the task's metrics endpoint (Prometheus text on GET /metrics, net/metrics_http.h;
+  // bound as the other ports, behind the same secret and TLS); 0 = off. Set it per task in
+  // [tasks."job/N"] when tasks share a host. Not part of the fingerprint (a per-host choice).
+  int metrics_port = 0;
 
   bool operator==(const ServerOptions& o) const;
   bool operator!=(const ServerOptions& o) const { return !(*this == o); }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/metrics.h"
 #include "core/cpu_relax.h"
 #include "core/logging.h"
 #include "net/preauth_listener.h"
@@ -209,6 +210,20 @@ Status encode_message(const std::string& addr, const TensorMessage& msg, std::st
 
 // The frames of msgs[0..count) as iovecs over `prefixes` (filled here) and the tensors' buffers
 // (which must outlive the write). All or nothing: InvalidArgument for the first bad message.
+// The peer label of a data-plane metric: the task's name when the connection knows it ("addr
+// (task 'worker/0')"), else the address dialled. Bounded: one series per peer
+// task or address, never per connection.
+std::string peer_label(const std::string& who) {
+  const size_t t = who.find("(task '");
+  if (t == std::string::npos) return who;
+  const size_t end = who.find('\'', t + 7);
+  return who.substr(t + 7, end == std::string::npos ? std::string::npos : end - t - 7);
+}
+
+Counter& plane_counter(const char* name, const char* help, const std::string& who) {
+  return Metrics::global().counter(name, help, {{"peer", peer_label(who)}});
+}
+
 Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t count,
                     std::vector<std::string>* prefixes, std::vector<iovec>* iov) {
   prefixes->assign(count, std::string());
@@ -221,6 +236,12 @@ Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t c
     iov->push_back(iovec{const_cast<char*>((*prefixes)[i].data()), (*prefixes)[i].size()});
     if (nbytes) iov->push_back(iovec{const_cast<void*>(data), nbytes});
   }
+  size_t total = 0;
+  for (const auto& v : *iov) total += v.iov_len;
+  plane_counter("actorflow_data_plane_sent_bytes_total", "Bytes of tensor frames this task sent, per peer.", addr)
+      .inc(static_cast<int64_t>(total));
+  plane_counter("actorflow_data_plane_sent_messages_total", "Tensor frames this task sent, per peer.", addr)
+      .inc(static_cast<int64_t>(count));
   return Status::OK();
 }
 
@@ -417,9 +438,17 @@ class TensorServer::Impl {
   // Reads frames until the peer closes (Cancelled) or a frame is bad (any other error).
   Status read_frames(const std::shared_ptr<ReplyChannel>& chan, const std::string& who) {
     FrameReader reader(chan->stream(), who, &stopping_);
+    Counter& bytes = plane_counter("actorflow_data_plane_received_bytes_total",
+                                   "Payload bytes (keys and tensor data) of the tensor frames this task received, per peer.", who);
+    Counter& frames = plane_counter("actorflow_data_plane_received_messages_total",
+                                    "Tensor frames this task received, per peer.", who);
     while (!stopping_.load()) {
       TensorMessage msg;
       AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
+      frames.inc();
+      bytes.inc(static_cast<int64_t>(msg.key.size() + msg.status_error.size()) +
+                (msg.tensor.is_initialized() ? msg.tensor.num_elements() * static_cast<int64_t>(dtype_size(msg.tensor.dtype()))
+                                             : 0));
       msg.reply = chan;
       bump(&TensorServerStats::frames_received);
       deliver_guarded(cb_, msg, "tensor");

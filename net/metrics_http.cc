@@ -1,0 +1,164 @@
+#include "net/metrics_http.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+
+#include "core/logging.h"
+#include "net/stream.h"
+#include "net/tls.h"
+
+namespace actorflow {
+namespace net {
+namespace {
+
+constexpr size_t kMaxRequest = 8 << 10;
+constexpr auto kConnectionBudget = std::chrono::seconds(2);
+
+std::string response(int code, const char* reason, const std::string& body, const char* type = "text/plain",
+                     const char* extra = "") {
+  return "HTTP/1.1 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body;
+}
+
+// Waits until `fd` is ready for `events` or `deadline` passes; false on timeout or error.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return false;
+  pollfd p{fd, events, 0};
+  return ::poll(&p, 1, static_cast<int>(left)) == 1 && (p.revents & (events | POLLHUP | POLLERR));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(MetricsHttpOptions opts) {
+  if (!opts.render) return InvalidArgument("metrics endpoint: no render function");
+  std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
+  auto l = listen_tcp(opts.host, opts.port, 16);
+  if (!l.ok()) return l.status().with_prefix("metrics endpoint");
+  s->listen_ = std::move(*l);
+  s->port_ = local_port(s->listen_.get());
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Internal("metrics endpoint: pipe: " + std::string(strerror(errno)));
+  s->wake_read_.reset(p[0]);
+  s->wake_write_.reset(p[1]);
+  s->opts_ = std::move(opts);
+  s->thread_ = std::thread([raw = s.get()] { raw->loop(); });
+  return s;
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  if (wake_write_.valid()) {
+    const char b = 1;
+    (void)!::write(wake_write_.get(), &b, 1);
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void MetricsHttpServer::loop() {
+  while (true) {
+    pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      AF_LOG(ERROR) << "metrics endpoint: poll: " << strerror(errno);
+      return;
+    }
+    if (p[1].revents) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    const int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;  // the peer left, or out of descriptors: try again with the next one
+    serve(Fd(c));
+  }
+}
+
+void MetricsHttpServer::serve(Fd conn) {
+  const auto deadline = Clock::now() + kConnectionBudget;
+  const std::string peer = peer_name(conn.get());
+  std::unique_ptr<Stream> stream;
+  if (opts_.tls) {
+    const int fl = ::fcntl(conn.get(), F_GETFL);
+    ::fcntl(conn.get(), F_SETFL, fl | O_NONBLOCK);
+    TlsAccept hs(*opts_.tls, conn.get(), peer);
+    for (auto w = hs.step(); w != TlsAccept::Want::kDone; w = hs.step()) {
+      if (w == TlsAccept::Want::kFailed) {
+        AF_LOG(INFO) << "metrics endpoint: " << hs.error();
+        return;
+      }
+      if (!wait_for(conn.get(), w == TlsAccept::Want::kRead ? POLLIN : POLLOUT, deadline)) return;
+    }
+    auto s = hs.take_stream(std::move(conn));
+    if (!s.ok()) return;
+    stream = std::move(*s);
+  } else {
+    stream = std::make_unique<Stream>(std::move(conn));
+  }
+  (void)stream->set_io_timeout(std::chrono::milliseconds(500));
+  // The request head: up to the blank line, within the size and time budget.
+  std::string req;
+  char buf[2048];
+  while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
+    if (req.size() > kMaxRequest || Clock::now() > deadline) {
+      const std::string r = response(400, "Bad Request", "request too large or too slow\n");
+      (void)stream->write_all(r.data(), r.size(), peer);
+      return;
+    }
+    const ssize_t n = stream->recv(buf, sizeof buf, false);
+    if (n > 0) {
+      req.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EAGAIN) {
+      return;
+    }
+  }
+  const size_t eol = req.find_first_of("\r\n");
+  const std::string line = req.substr(0, eol);
+  const size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 == std::string::npos ? 0 : sp1 + 1);
+  std::string answer;
+  if (sp1 == std::string::npos || sp2 == std::string::npos || line.compare(sp2 + 1, 5, "HTTP/") != 0) {
+    answer = response(400, "Bad Request", "not an HTTP request\n");
+  } else {
+    const std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string path = target.substr(0, target.find('?'));
+    if (method != "GET" && method != "HEAD") {
+      answer = response(405, "Method Not Allowed", "GET only\n", "text/plain", "Allow: GET\r\n");
+    } else if (path == "/healthz") {
+      answer = response(200, "OK", "ok\n");
+    } else if (path != "/metrics") {
+      answer = response(404, "Not Found", "try /metrics\n");
+    } else {
+      bool allowed = opts_.secret.empty();
+      if (!allowed) {
+        // Header names are case-insensitive; look for "authorization:" at a line start.
+        std::string lower(req.size(), ' ');
+        for (size_t i = 0; i < req.size(); ++i) lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(req[i])));
+        const size_t h = lower.find("\nauthorization:");
+        if (h != std::string::npos) {
+          size_t v = h + 15;
+          while (v < req.size() && req[v] == ' ') ++v;
+          const size_t end = req.find_first_of("\r\n", v);
+          const std::string value = req.substr(v, end - v);
+          const std::string want = "Bearer " + opts_.secret;
+          allowed = value.size() == want.size() && CRYPTO_memcmp(value.data(), want.data(), want.size()) == 0;
+        }
+      }
+      if (!allowed) {
+        answer = response(401, "Unauthorized", "this cluster needs Authorization: Bearer <cluster secret>\n",
+                          "text/plain", "WWW-Authenticate: Bearer realm=\"actorflow\"\r\n");
+      } else {
+        answer = response(200, "OK", opts_.render(), "text/plain; version=0.0.4; charset=utf-8");
+      }
+      if (method == "HEAD") answer = answer.substr(0, answer.find("\r\n\r\n") + 4);
+    }
+  }
+  (void)stream->write_all(answer.data(), answer.size(), peer);
+  (void)stream->shutdown();
+}
+
+}  // namespace net
+}  // namespace actorflow

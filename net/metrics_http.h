@@ -1,0 +1,70 @@
+// A node's metrics endpoint (issue 16 item 3): a minimal HTTP/1.1 server for Prometheus.
+//
+//   GET /metrics   200, the node's measurements in text exposition format 0.0.4
+//   GET /healthz   200 "ok" (liveness and readiness probes; says nothing else, no secret needed)
+//   anything else  404 (unknown path), 405 (not GET), 400 (not HTTP or a request over 8 KiB)
+//
+// It sits behind the cluster's front-door rules: it binds the task's own address (or [server]
+// bind), never all interfaces by default; with a cluster secret /metrics requires
+// "Authorization: Bearer <secret>" (401 otherwise, compared in constant time); with TLS the
+// endpoint speaks TLS 1.3 only and requires a client certificate of the cluster's CA, as the other
+// ports do (Prometheus: scheme https, tls_config with the CA and a client certificate, and
+// authorization credentials when there is a secret).
+//
+// One connection at a time, each bounded: 2 s to handshake, send the request and receive the
+// answer, a request of at most 8 KiB; then the connection is closed (no keep-alive). A stranger
+// can delay scrapes by 2 s per connection but cannot hang or grow the server.
+//
+// Thread-safety: start() returns a running server (one accept thread); port() may be called from
+// any thread; the destructor stops the thread and closes the socket (it must not race with other
+// calls). `render` runs on the server's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "net/socket.h"
+
+namespace actorflow {
+namespace net {
+
+class TlsContext;
+
+struct MetricsHttpOptions {
+  std::string host;                          // address to bind
+  uint16_t port = 0;                         // 0: any free port (tests)
+  std::string secret;                        // "" = no Authorization required
+  std::shared_ptr<const TlsContext> tls;     // null = plain HTTP
+  std::function<std::string()> render;       // the body of GET /metrics
+};
+
+class MetricsHttpServer {
+ public:
+  // Binds and starts serving. Errors: the bind's (naming the address), InvalidArgument without
+  // a render function.
+  static Result<std::unique_ptr<MetricsHttpServer>> start(MetricsHttpOptions opts);
+  ~MetricsHttpServer();
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  uint16_t port() const { return port_; }
+
+ private:
+  MetricsHttpServer() = default;
+  void loop();
+  void serve(Fd conn);
+
+  MetricsHttpOptions opts_;
+  Fd listen_;
+  Fd wake_read_, wake_write_;  // a pipe that ends the loop
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace net
+}  // namespace actorflow

@@ -1,0 +1,172 @@
+// What a node measures about itself and serves to Prometheus (issue 16 items 1 and 3): the
+// registry's text exposition (hand-written expected text), the HTTP endpoint attacked from
+// outside with raw sockets (no secret, a wrong one, bad requests, oversized heads), and a real
+// training job whose tasks' /metrics are scraped twice: the values must move.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "core/metrics.h"
+#include "net/metrics_http.h"
+#include "net/socket.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::binary;
+using testing::ChildProcess;
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// Sends `request` raw to 127.0.0.1:port and returns everything the server answers until it closes.
+std::string raw_http(uint16_t port, const std::string& request) {
+  auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
+  if (!fd.ok()) return "connect failed: " + fd.status().message();
+  (void)net::write_all(fd->get(), request.data(), request.size(), "metrics");
+  timeval tv{5, 0};
+  setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd->get(), buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+std::string get(uint16_t port, const std::string& path, const std::string& auth = "") {
+  return raw_http(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n" +
+                            (auth.empty() ? "" : "Authorization: " + auth + "\r\n") + "\r\n");
+}
+
+TEST(MetricsTest, TheRegistryRendersPrometheusTextWithTheTaskLabels) {
+  Metrics& m = Metrics::global();
+  m.counter("test_things_total", "Things counted.", {{"peer", "a\"b"}}).inc(3);
+  m.gauge("test_level", "A level.").set(2.5);
+  Histogram& h = m.histogram("test_wait_seconds", "Waits.", {}, {0.1, 1});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(7);
+  const std::string text = m.render({{"job", "worker"}, {"task", "1"}});
+  EXPECT_TRUE(has(text, "# HELP test_things_total Things counted.\n# TYPE test_things_total counter\n"
+                        "test_things_total{job=\"worker\",task=\"1\",peer=\"a\\\"b\"} 3\n"))
+      << text;
+  EXPECT_TRUE(has(text, "# TYPE test_level gauge\ntest_level{job=\"worker\",task=\"1\"} 2.5\n")) << text;
+  // Cumulative buckets, then +Inf, sum and count.
+  EXPECT_TRUE(has(text, "test_wait_seconds_bucket{job=\"worker\",task=\"1\",le=\"0.10000000000000001\"} 1\n"
+                        "test_wait_seconds_bucket{job=\"worker\",task=\"1\",le=\"1\"} 2\n"
+                        "test_wait_seconds_bucket{job=\"worker\",task=\"1\",le=\"+Inf\"} 3\n"
+                        "test_wait_seconds_sum{job=\"worker\",task=\"1\"} 7.5499999999999998\n"
+                        "test_wait_seconds_count{job=\"worker\",task=\"1\"} 3\n"))
+      << text;
+  // The process's own measurements.
+  EXPECT_TRUE(has(text, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total{job=\"worker\",task=\"1\"} "))
+      << text;
+  EXPECT_TRUE(has(text, "process_resident_memory_bytes{job=\"worker\",task=\"1\"} ")) << text;
+  EXPECT_GT(process_rss_bytes(), 1 << 20);
+  EXPECT_GE(process_cpu_seconds(), 0);
+  EXPECT_EQ(m.counter_value("test_things_total", {{"peer", "a\"b"}}), 3);
+}
+
+TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsTheSecret) {
+  net::MetricsHttpOptions o;
+  o.host = "127.0.0.1";
+  o.secret = "s3cret";
+  o.render = [] { return std::string("test_metric 1\n"); };
+  auto srv = net::MetricsHttpServer::start(o);
+  ASSERT_TRUE(srv.ok()) << srv.status();
+  const uint16_t port = (*srv)->port();
+  // No credentials, wrong ones, another scheme: 401, and the body says nothing of the metrics.
+  for (const std::string auth : {"", "Bearer wrong", "Bearer s3cre", "Basic czNjcmV0", "Bearer s3cret2"}) {
+    const std::string r = get(port, "/metrics", auth);
+    EXPECT_TRUE(has(r, "HTTP/1.1 401 Unauthorized\r\n")) << auth << ": " << r;
+    EXPECT_TRUE(has(r, "WWW-Authenticate: Bearer")) << r;
+    EXPECT_FALSE(has(r, "test_metric")) << r;
+  }
+  const std::string ok = get(port, "/metrics", "Bearer s3cret");
+  EXPECT_TRUE(has(ok, "HTTP/1.1 200 OK\r\n")) << ok;
+  EXPECT_TRUE(has(ok, "Content-Type: text/plain; version=0.0.4")) << ok;
+  EXPECT_TRUE(has(ok, "\r\n\r\ntest_metric 1\n")) << ok;
+  // Header names are case-insensitive.
+  EXPECT_TRUE(has(raw_http(port, "GET /metrics HTTP/1.1\r\nauthorization: Bearer s3cret\r\n\r\n"), " 200 OK"));
+  // Probes need no secret and learn nothing.
+  const std::string health = get(port, "/healthz");
+  EXPECT_TRUE(has(health, "HTTP/1.1 200 OK\r\n") && has(health, "\r\n\r\nok\n")) << health;
+  EXPECT_TRUE(has(get(port, "/secrets", "Bearer s3cret"), "HTTP/1.1 404 Not Found")) << get(port, "/secrets");
+  EXPECT_TRUE(has(raw_http(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), "HTTP/1.1 405"));
+  EXPECT_TRUE(has(raw_http(port, "\x16\x03\x01 garbage\r\n\r\n"), "HTTP/1.1 400"));
+  // A head that never ends is cut off at 8 KiB.
+  EXPECT_TRUE(has(raw_http(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a')), "HTTP/1.1 400"));
+  // A client that connects and says nothing holds the endpoint at most its 2 s budget.
+  auto silent = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
+  ASSERT_TRUE(silent.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+}
+
+// The value of the first series of `name` whose labels contain `labels` in a scrape, or -1.
+double value_of(const std::string& scrape, const std::string& name, const std::string& labels) {
+  std::istringstream in(scrape);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0 || !has(line, labels)) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+// A real job: 1 ps + 2 workers training the CNN, every task serving /metrics behind the cluster
+// secret; two scrapes of each task while it trains show steps, updates and traffic moving.
+TEST(MetricsTest, ATrainingJobsTasksServeMetricsThatMove) {
+  testing::TempDir dir;
+  const int ps_port = testing::free_port(), w0 = testing::free_port(), w1 = testing::free_port();
+  const int m_ps = testing::free_port(), m_w0 = testing::free_port(), m_w1 = testing::free_port();
+  const std::string secret_file = dir.write("secret", "metrics-test-secret\n");
+  chmod(secret_file.c_str(), 0600);
+  const std::string file = dir.write(
+      "cluster.toml", "[cluster]\nsecret_file = \"" + secret_file + "\"\n[jobs]\nps = [\"localhost:" + std::to_string(ps_port) +
+                          "\"]\nworker = [\"localhost:" + std::to_string(w0) + "\", \"localhost:" + std::to_string(w1) +
+                          "\"]\n[tasks.\"ps/0\"]\nmetrics_port = " + std::to_string(m_ps) +
+                          "\n[tasks.\"worker/0\"]\nmetrics_port = " + std::to_string(m_w0) +
+                          "\n[tasks.\"worker/1\"]\nmetrics_port = " + std::to_string(m_w1) + "\n");
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
+                                 "--steps", "100000", "--print-every", "20", "--conv1", "4", "--conv2", "8", "--hidden",
+                                 "32", "--learning-rate", "1e-3"});
+  ASSERT_TRUE(up);
+  ASSERT_TRUE(up->await_output("Step: ", 120s, 2).ok()) << up->output();
+  const std::string auth = "Bearer metrics-test-secret";
+  auto scrape = [&](int port) { return get(static_cast<uint16_t>(port), "/metrics", auth); };
+  const std::string ps1 = scrape(m_ps), w01 = scrape(m_w0);
+  ASSERT_TRUE(up->await_output("Step: ", 120s, 8).ok()) << up->output();
+  const std::string ps2 = scrape(m_ps), w02 = scrape(m_w0), w12 = scrape(m_w1);
+  const std::string denied = get(static_cast<uint16_t>(m_w0), "/metrics");
+  up->signal(SIGTERM);
+  up->wait(60s);
+  ASSERT_TRUE(has(w01, " 200 OK")) << w01;
+  EXPECT_TRUE(has(denied, " 401 Unauthorized")) << denied;
+  // Labels name the task.
+  EXPECT_TRUE(has(w02, "{job=\"worker\",task=\"0\"")) << w02;
+  EXPECT_TRUE(has(w12, "{job=\"worker\",task=\"1\"")) << w12;
+  EXPECT_TRUE(has(ps2, "{job=\"ps\",task=\"0\"")) << ps2;
+  // Steps run on the worker, updates applied on the ps, both grow.
+  const std::string w0l = "job=\"worker\",task=\"0\",result=\"ok\"";
+  EXPECT_GT(value_of(w02, "actorflow_session_runs_total", w0l), value_of(w01, "actorflow_session_runs_total", w0l)) << w02;
+  EXPECT_GT(value_of(w02, "actorflow_session_run_seconds_count", "task=\"0\""), 0) << w02;
+  EXPECT_GT(value_of(ps2, "actorflow_variable_updates_total", "task=\"0\""),
+            value_of(ps1, "actorflow_variable_updates_total", "task=\"0\""))
+      << ps2;
+  // Traffic per peer: the ps receives from and answers the workers, by task name.
+  EXPECT_GT(value_of(ps2, "actorflow_data_plane_received_bytes_total", "peer=\"worker/0\""),
+            value_of(ps1, "actorflow_data_plane_received_bytes_total", "peer=\"worker/0\""))
+      << ps2;
+  EXPECT_GT(value_of(ps2, "actorflow_data_plane_received_messages_total", "peer=\"worker/1\""), 0)
+      << ps2;
+  EXPECT_GT(value_of(w02, "actorflow_data_plane_sent_bytes_total", "job=\"worker\""), 0) << w02;
+  EXPECT_GT(value_of(ps2, "process_cpu_seconds_total", "task=\"0\""), 0) << ps2;
+  EXPECT_GT(value_of(w02, "process_resident_memory_bytes", "task=\"0\""), 1e6) << w02;
+}
+
+}  // namespace
+}  // namespace actorflow
