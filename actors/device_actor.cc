@@ -156,21 +156,24 @@ void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, Dev
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   const int64_t step = call.step_id;
-  variable_actor_t a = rm_ ? rm_->get_or_create(call.resource) : variable_actor_t();
-  if (!a) {
-    // Reply asynchronously, as the contract requires.
+  Result<variable_actor_t> a = rm_ ? rm_->get_or_create(call.resource)
+                                   : Result<variable_actor_t>(FailedPrecondition(
+                                         "no resource container on this task for '" + call.resource + "'"));
+  if (!a.ok()) {
+    // Reply asynchronously, as the contract requires. (Once the task's container is closed,
+    // the task is stopping: Cancelled, and no resource actor is spawned that would outlive it.)
     auto msg = std::make_shared<ResourceDone>(std::move(done));
-    const std::string name = call.resource;
+    const Status why = a.status();
     self_->request(caf::actor_cast<device_actor_t>(self_), caf::infinite, ping_atom::value)
         .then([=](const std::string&) {
-          (*msg)(FailedPrecondition("no resource container on this task for '" + name + "'"));
+          (*msg)(why);
           drive(self_, step);
         });
     return;
   }
   auto shared = std::make_shared<ResourceDone>(std::move(done));
   DeviceActor* self = self_;
-  self_->request(a, caf::infinite, resource_atom::value, ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
+  self_->request(*a, caf::infinite, resource_atom::value, ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
       .then(
           [=](std::vector<Tensor>& out) {
             (*shared)(std::move(out));

@@ -2,13 +2,14 @@
 
 namespace actorflow {
 
-ResourceManager::~ResourceManager() { clear(); }
+ResourceManager::~ResourceManager() { close(); }
 
-variable_actor_t ResourceManager::get_or_create(const std::string& name) {
+Result<variable_actor_t> ResourceManager::get_or_create(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
+  if (closed_) return Cancelled("resource '" + name + "': the task is shutting down (its resource container is closed)");
   auto it = actors_.find(name);
   if (it != actors_.end()) return it->second;
-  if (!factory_) return variable_actor_t();
+  if (!factory_) return FailedPrecondition("no resource container on this task for '" + name + "'");
   variable_actor_t a = factory_(sys_, name);
   actors_[name] = a;
   return a;
@@ -29,6 +30,18 @@ void ResourceManager::clear() {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& [n, a] : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   actors_.clear();
+}
+
+void ResourceManager::close() {
+  std::lock_guard<std::mutex> l(mu_);
+  closed_ = true;
+  for (auto& [n, a] : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  actors_.clear();
+}
+
+bool ResourceManager::closed() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return closed_;
 }
 
 }  // namespace actorflow

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/interfaces.h"
+#include "core/status.h"
 #include "device/kernel.h"
 
 namespace actorflow {
@@ -31,21 +32,34 @@ using ResourceFactory = std::function<variable_actor_t(caf::actor_system& sys, c
 class ResourceManager {
  public:
   ResourceManager(caf::actor_system& sys, ResourceFactory factory) : sys_(sys), factory_(std::move(factory)) {}
+  // Closes the container (close()).
   ~ResourceManager();
-  // The actor of `name`, spawned on first use. Null when no factory is set.
-  variable_actor_t get_or_create(const std::string& name);
+  // The actor of `name`, spawned on first use. FailedPrecondition when no factory is set;
+  // Cancelled once close() ran (nothing is spawned then).
+  Result<variable_actor_t> get_or_create(const std::string& name);
   // The actor of `name` or null.
   variable_actor_t find(const std::string& name) const;
   // Every resource, by name.
   std::map<std::string, variable_actor_t> all() const;
-  // Stops and forgets every resource (a parameter server that lost its state).
+  // Stops and forgets every resource (a parameter server that lost its state); later uses
+  // spawn them afresh.
   void clear();
+  // Stops and forgets every resource, and for good: get_or_create() answers Cancelled from now
+  // on. For the end of the task (Server::stop): a kernel still running then (a partition of a
+  // step that failed on another device, left running until its abort arrives) must not spawn
+  // a resource actor that nobody would ever stop, on which actor_system::await_all_actors_done()
+  // would wait forever. Idempotent; safe against concurrent get_or_create() calls (each either
+  // spawned its actor before, and close() stops it, or gets Cancelled).
+  void close();
+  // True once close() ran.
+  bool closed() const;
 
  private:
   caf::actor_system& sys_;
   ResourceFactory factory_;
   mutable std::mutex mu_;
-  std::map<std::string, variable_actor_t> actors_;
+  std::map<std::string, variable_actor_t> actors_;  // guarded by mu_
+  bool closed_ = false;                             // guarded by mu_
 };
 
 }  // namespace actorflow

@@ -250,6 +250,9 @@ TEST(PartitionedVariableTest, LookupOverShardsGivesTheRowsOfEachIdInPlace) {
         EXPECT_FALSE(g.node(i)->colocate_with.empty()) << g.node(i)->name;
       }
     EXPECT_EQ(gathers, 3);
+    auto bad = sess.run({{m.ids, Tensor::from_vector<int64_t>({0, 7}, {1, 2})}}, {m.rows});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_TRUE(has(bad.status(), "ids[1] = 7 is not in [0, 7)")) << bad.status();
   }
 }
 

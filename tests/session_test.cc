@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "actors/resources.h"
 #include "actors/server.h"
 #include "actors/session.h"
 #include "graph/ops.h"
@@ -127,6 +128,28 @@ TEST(SessionTest, KernelFailureIsNamed) {
   auto ok = sess.run({{x, Tensor::from_vector<float>({1, 1}, {1, 2})}}, {m});
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)[0].to_string(), "[[4. 6.]]");
+}
+
+// Server::stop closes the task's resource container for good: a kernel still running then (a
+// partition of a failed step on another device, before its abort arrives) gets Cancelled
+// instead of spawning a resource actor that nothing stops, which ~Server's wait for every actor
+// would wait for forever.
+TEST(SessionTest, StoppedServerSpawnsNoResourceActor) {
+  auto server = two_cpu_server();
+  const std::shared_ptr<ResourceManager> rm = server->resources();
+  ASSERT_TRUE(rm);
+  auto before = rm->get_or_create("v");
+  ASSERT_TRUE(before.ok()) << before.status();
+  server->stop();
+  EXPECT_TRUE(rm->closed());
+  EXPECT_TRUE(rm->all().empty());  // "v" was stopped with the task
+  auto after = rm->get_or_create("w");
+  if (after.ok()) caf::anon_send_exit(*after, caf::exit_reason::kill);  // so a failure cannot hang ~Server
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), Code::kCancelled) << after.status();
+  EXPECT_NE(after.status().message().find("resource 'w'"), std::string::npos) << after.status();
+  EXPECT_TRUE(rm->all().empty());
+  server.reset();  // returns: every actor of the task ended
 }
 
 TEST(SessionTest, UnknownTarget) {
