@@ -459,7 +459,7 @@ nmae = "x"
   EXPECT_EQ(msg, f + ":4:1: server.allow_grwoth: unknown key (did you mean 'allow_growth'?)\n" +
                      f + ":5:1: server.zzz: unknown key (known: log_device_placement, allow_soft_placement, "
                          "gpu_memory_fraction, allow_growth, visible_devices, cpu_devices, connect_timeout_ms, "
-                         "heartbeat_interval_ms, peer_timeout_ms, bind)\n" +
+                         "heartbeat_interval_ms, peer_timeout_ms, bind, metrics_port)\n" +
                      f + ":6:2: servr: unknown table (did you mean 'server'?)\n" +
                      f + ":8:1: supervisor.max_restart: unknown key (did you mean 'max_restarts'?)\n" +
                      f + ":10:1: cluster.nmae: unknown key (did you mean 'name'?)");
