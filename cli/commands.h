@@ -37,7 +37,10 @@ int run_node(const NodeOptions& opts);
 
 struct StatusOptions {
   std::string cluster;
-  int timeout_ms = 2000;
+  int timeout_ms = 2000;   // how long to try each task
+  bool json = false;       // one JSON document instead of the table
+  bool watch = false;      // redraw every interval until SIGINT/SIGTERM
+  int interval_ms = 1000;  // between the two scrapes a rate needs, and between redraws
 };
 struct UpOptions {
   std::string cluster;
@@ -48,7 +51,12 @@ struct UpOptions {
 // normally or on SIGINT/SIGTERM; 1 when a task failed more than max_restarts times.
 int run_up(const UpOptions& opts);
 
-// `actorflow status`: each task up or down, with its devices. Exit 0 when all are up.
+// `actorflow status`: per task its role (chief, ps, worker), state (up or down, with why), devices,
+// and — for tasks with a [server] metrics_port — global step, steps/s, CPU %, RSS, data-plane
+// in/out rates, actor failures, uptime and heartbeat round trip, from two scrapes of its /metrics
+// `interval_ms` apart (cli/status.cc). A table, or `--json`; `--watch` redraws in place every
+// interval until SIGINT/SIGTERM (exit 0). Exit 0 when all tasks are up, 3 when some are down, 2 on
+// a bad cluster file.
 int run_status(const StatusOptions& opts);
 
 struct CertsOptions {

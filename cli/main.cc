@@ -20,10 +20,15 @@ int main(int argc, char** argv) {
   node->add_option("--job", node_opts.job, "job name, e.g. worker")->required();
   node->add_option("--task", node_opts.task, "task index within the job")->required();
   node->add_option("--plan", node_opts.plan, "fault plan (TOML) to load for this task once it serves");
-  auto* status = app.add_subcommand("status", "show every task of a cluster: up or down, devices");
+  auto* status = app.add_subcommand(
+      "status", "show every task of a cluster: role, up or down, devices, and (with metrics_port) step, rates, CPU, RSS");
   actorflow::cli::StatusOptions status_opts;
   status->add_option("--cluster", status_opts.cluster, "cluster file (TOML)")->required();
-  status->add_option("--timeout-ms", status_opts.timeout_ms, "how long to try each task");
+  status->add_option("--timeout-ms", status_opts.timeout_ms, "how long to try each task")->check(CLI::Range(1, 3600000));
+  status->add_flag("--json", status_opts.json, "one JSON document (per redraw with --watch) instead of the table");
+  status->add_flag("--watch", status_opts.watch, "redraw in place every interval until Ctrl-C");
+  status->add_option("--interval-ms", status_opts.interval_ms, "between the scrapes a rate needs, and between redraws")
+      ->check(CLI::Range(10, 3600000));
   auto* up = app.add_subcommand("up", "start every task of this host as a child process and restart failures");
   actorflow::cli::UpOptions up_opts;
   up->add_option("--cluster", up_opts.cluster, "cluster file (TOML)")->required();

@@ -75,39 +75,5 @@ int run_node(const NodeOptions& o) {
   return 0;
 }
 
-int run_status(const StatusOptions& o) {
-  auto cluster = load_cluster(o.cluster);
-  if (!cluster.ok()) {
-    std::cerr << "actorflow status: " << cluster.status().message() << "\n";
-    return 2;
-  }
-  caf::actor_system_config cfg;
-  Server::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto mc = tool_membership_config(*cluster, "_status");
-  if (!mc.ok()) {
-    std::cerr << "actorflow status: " << mc.status().message() << "\n";
-    return 2;
-  }
-  Membership m(sys, *mc);
-  int up = 0, total = 0;
-  for (const auto& t : cluster->all_tasks()) {
-    ++total;
-    auto addr = cluster->task_address(t);
-    std::cout << t.to_string() << "  " << (addr.ok() ? *addr : "?") << "  ";
-    auto p = m.ensure(t.device_prefix(), *addr, std::chrono::milliseconds(o.timeout_ms));
-    if (!p.ok()) {
-      std::cout << "DOWN  (" << p.status().message() << ")\n";
-      continue;
-    }
-    ++up;
-    std::cout << "UP  devices:";
-    for (const auto& d : p->devices) std::cout << " " << d.name.substr(d.name.find("/device:") + 1);
-    std::cout << "\n";
-  }
-  std::cout << up << "/" << total << " tasks up" << std::endl;
-  return up == total ? 0 : 3;
-}
-
 }  // namespace cli
 }  // namespace actorflow

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <chrono>
+#include <cstdlib>
 
 #include "core/logging.h"
 #include "net/stream.h"
@@ -158,6 +159,66 @@ void MetricsHttpServer::serve(Fd conn) {
   }
   (void)stream->write_all(answer.data(), answer.size(), peer);
   (void)stream->shutdown();
+}
+
+Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const std::string& secret,
+                                   const std::shared_ptr<const TlsContext>& tls, std::chrono::milliseconds timeout) {
+  const std::string where = host + ":" + std::to_string(port);
+  const auto deadline = Clock::now() + timeout;
+  const std::string dial = host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port) : where;
+  auto fd = connect_tcp(dial, timeout);
+  if (!fd.ok()) return Unavailable("metrics endpoint " + where + ": " + fd.status().message());
+  std::unique_ptr<Stream> stream;
+  if (tls) {
+    auto s = tls_connect(std::move(*fd), *tls, host, where, deadline);
+    if (!s.ok()) return s.status().with_prefix("metrics endpoint " + where);
+    stream = std::move(*s);
+  } else {
+    stream = std::make_unique<Stream>(std::move(*fd));
+  }
+  (void)stream->set_io_timeout(timeout);
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: " + where + "\r\n" +
+                          (secret.empty() ? "" : "Authorization: Bearer " + secret + "\r\n") + "Connection: close\r\n\r\n";
+  AF_RETURN_IF_ERROR(stream->write_all(req.data(), req.size(), where));
+  std::string ans;
+  char buf[16384];
+  while (true) {
+    if (Clock::now() > deadline) return DeadlineExceeded("metrics endpoint " + where + ": no whole answer in time");
+    if (ans.size() > (64u << 20)) return Internal("metrics endpoint " + where + ": answer over 64 MiB");
+    const ssize_t n = stream->recv(buf, sizeof buf, false);
+    if (n > 0) ans.append(buf, static_cast<size_t>(n));
+    else if (n == 0) break;
+    else if (errno != EAGAIN) return Unavailable("metrics endpoint " + where + ": " + strerror(errno));
+  }
+  const size_t head_end = ans.find("\r\n\r\n");
+  if (ans.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos)
+    return Internal("metrics endpoint " + where + ": not an HTTP answer");
+  const std::string code = ans.substr(9, 3);
+  if (code == "401") return PermissionDenied("metrics endpoint " + where + ": 401 (the cluster secret was refused)");
+  if (code != "200") return Internal("metrics endpoint " + where + ": HTTP " + code);
+  return ans.substr(head_end + 4);
+}
+
+std::map<std::string, double> sum_by_family(const std::string& text) {
+  std::map<std::string, double> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const size_t name_end = line.find_first_of("{ ");
+    const size_t sp = line.rfind(' ');
+    if (name_end == std::string::npos || sp == std::string::npos || sp + 1 >= line.size()) continue;
+    const std::string name = line.substr(0, name_end);
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, "_bucket") == 0) continue;
+    char* end = nullptr;
+    const double v = std::strtod(line.c_str() + sp + 1, &end);
+    if (end == line.c_str() + sp + 1) continue;
+    out[name] += v;
+  }
+  return out;
 }
 
 }  // namespace net

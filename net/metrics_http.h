@@ -22,7 +22,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -65,6 +67,19 @@ class MetricsHttpServer {
   uint16_t port_ = 0;
   std::thread thread_;
 };
+
+// GET /metrics of the endpoint at host:port (what `actorflow status` reads): the body of a 200
+// answer. With `secret` it sends the Bearer credentials; with `tls` it speaks TLS presenting that
+// context's certificate. Errors: Unavailable (cannot connect, connection closed), DeadlineExceeded
+// (no whole answer by `timeout`), PermissionDenied (401), Internal (another status or not HTTP),
+// each naming host:port.
+Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const std::string& secret,
+                                   const std::shared_ptr<const TlsContext>& tls, std::chrono::milliseconds timeout);
+
+// One scrape in Prometheus text format reduced to what a table needs: family name (a histogram's
+// "_sum"/"_count" series keep their suffix, buckets are dropped) -> the sum over its series.
+// Comment lines and lines that do not parse are skipped. Pure.
+std::map<std::string, double> sum_by_family(const std::string& text);
 
 }  // namespace net
 }  // namespace actorflow

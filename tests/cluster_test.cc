@@ -1,6 +1,9 @@
 // Multi-process clusters on 127.0.0.1: seed 000 across three processes, start-order
 // permutations, authentication, a task killed mid-step, a silent (SIGSTOPped) task.
 #include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -346,10 +349,20 @@ TEST(ClusterTest, StatusShowsUpAndDownTasks) {
   auto st = ChildProcess::start({binary("actorflow"), "status", "--cluster", c.file, "--timeout-ms", "500"});
   EXPECT_EQ(st->wait(60s), 3) << st->output();  // host/0 is not running
   const std::string out = st->output();
-  EXPECT_NE(out.find("worker/0  localhost:" + std::to_string(c.w0) + "  UP  devices: device:CPU:0"), std::string::npos)
+  // The row of each task: its name, address, role, state (and devices, or why it is down).
+  auto row = [&](const std::string& task) {
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind(task + " ", 0) == 0) return l;
+    return std::string();
+  };
+  const std::regex w0("^worker/0 +localhost:" + std::to_string(c.w0) + " +chief +UP .* device:CPU:0$");
+  EXPECT_TRUE(std::regex_search(row("worker/0"), w0)) << out;
+  EXPECT_TRUE(std::regex_search(row("worker/1"), std::regex("^worker/1 +localhost:" + std::to_string(c.w1) + " +worker +UP ")))
       << out;
-  EXPECT_NE(out.find("worker/1  localhost:" + std::to_string(c.w1) + "  UP"), std::string::npos) << out;
-  EXPECT_NE(out.find("host/0  localhost:" + std::to_string(c.host_port) + "  DOWN"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(row("host/0"), std::regex("^host/0 +localhost:" + std::to_string(c.host_port) +
+                                                          " +host +DOWN .*\\(.*\\)$")))
+      << out;
   EXPECT_NE(out.find("2/3 tasks up"), std::string::npos) << out;
 }
 }  // namespace

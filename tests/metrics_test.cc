@@ -4,10 +4,13 @@
 // training job whose tasks' /metrics are scraped twice: the values must move.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <regex>
+#include <thread>
 
 #include "core/metrics.h"
 #include "net/metrics_http.h"
@@ -166,6 +169,109 @@ TEST(MetricsTest, ATrainingJobsTasksServeMetricsThatMove) {
   EXPECT_GT(value_of(w02, "actorflow_data_plane_sent_bytes_total", "job=\"worker\""), 0) << w02;
   EXPECT_GT(value_of(ps2, "process_cpu_seconds_total", "task=\"0\""), 0) << ps2;
   EXPECT_GT(value_of(w02, "process_resident_memory_bytes", "task=\"0\""), 1e6) << w02;
+}
+
+
+// A job of 1 ps + 2 workers with metrics ports, for `actorflow status`.
+struct MeasuredJob {
+  testing::TempDir dir;
+  std::string file;
+  std::unique_ptr<ChildProcess> up;
+  MeasuredJob() {
+    std::string text = "[jobs]\nps = [\"localhost:" + std::to_string(testing::free_port()) + "\"]\nworker = [\"localhost:" +
+                       std::to_string(testing::free_port()) + "\", \"localhost:" + std::to_string(testing::free_port()) +
+                       "\"]\n";
+    for (const char* t : {"ps/0", "worker/0", "worker/1"})
+      text += "[tasks.\"" + std::string(t) + "\"]\nmetrics_port = " + std::to_string(testing::free_port()) + "\n";
+    file = dir.write("cluster.toml", text);
+    up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
+                              "--steps", "100000", "--print-every", "20", "--conv1", "4", "--conv2", "8", "--hidden", "32"});
+  }
+  ~MeasuredJob() {
+    if (up) {
+      up->signal(SIGTERM);
+      up->wait(60s);
+    }
+  }
+};
+
+TEST(StatusTest, JsonShowsEachTasksRoleStepAndRates) {
+  MeasuredJob job;
+  ASSERT_TRUE(job.up);
+  ASSERT_TRUE(job.up->await_output("Step: ", 120s, 2).ok()) << job.up->output();
+  auto st = ChildProcess::start({binary("actorflow"), "status", "--cluster", job.file, "--json", "--interval-ms", "500"});
+  ASSERT_EQ(st->wait(60s), 0) << st->output();
+  const std::string out = st->output();
+  EXPECT_EQ(out.rfind("{\"tasks\": [", 0), 0u) << out;
+  EXPECT_TRUE(has(out, "\"up\": 3, \"total\": 3}")) << out;
+  // One object per task, in order, with its role; the workers report a global step and steps/s,
+  // every task CPU and memory.
+  const std::regex task_re(
+      "\\{\"task\": \"([a-z]+/[0-9])\", \"address\": \"[^\"]+\", \"role\": \"([a-z]+)\", \"state\": \"up\".*?"
+      "\"global_step\": ([0-9.e+]+|null), \"steps_per_sec\": ([0-9.e+]+|null), \"cpu_percent\": ([0-9.e+]+|null), "
+      "\"rss_bytes\": ([0-9.e+]+|null)");
+  std::vector<std::string> seen;
+  for (std::sregex_iterator it(out.begin(), out.end(), task_re), end; it != end; ++it) {
+    const std::string task = (*it)[1], role = (*it)[2];
+    seen.push_back(task + " " + role);
+    EXPECT_NE((*it)[5], "null") << task << " cpu\n" << out;
+    EXPECT_GT(std::stod((*it)[6]), 1e6) << task << " rss\n" << out;
+    if (task != "ps/0") {
+      EXPECT_GT(std::stod((*it)[3]), 0) << task << " global step\n" << out;
+      EXPECT_GT(std::stod((*it)[4]), 0) << task << " steps/s\n" << out;
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"ps/0 ps", "worker/0 chief", "worker/1 worker"})) << out;
+}
+
+// `status --watch` in a real terminal (tmux): the table is redrawn in place and the global step grows.
+TEST(StatusTest, WatchRedrawsInPlaceUnderTmux) {
+  if (system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  MeasuredJob job;
+  ASSERT_TRUE(job.up);
+  ASSERT_TRUE(job.up->await_output("Step: ", 120s, 2).ok()) << job.up->output();
+  const std::string session = "af_status_" + std::to_string(getpid());
+  const std::string cmd = "tmux new-session -d -s " + session + " -x 200 -y 20 '" + binary("actorflow") +
+                          " status --cluster " + job.file + " --watch --interval-ms 300'";
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  auto capture = [&] {
+    testing::TempDir d;
+    const std::string f = d.file("pane");
+    const std::string c = "tmux capture-pane -p -t " + session + " > " + f;
+    if (system(c.c_str()) != 0) return std::string();
+    std::ifstream in(f);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto step_of = [](const std::string& pane) -> double {
+    std::smatch m;
+    static const std::regex re("\nworker/0 +localhost:[0-9]+ +chief +UP +([0-9]+) ");
+    return std::regex_search(pane, m, re) ? std::stod(m[1]) : -1;
+  };
+  // Poll the pane (bounded) until the table shows a step, then until it shows a larger one.
+  std::string first, later;
+  double s1 = -1, s2 = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  // (A terminal gives no event to wait on: poll it every 50 ms.)
+  while (s1 < 0 && std::chrono::steady_clock::now() < deadline) {
+    s1 = step_of(first = capture());
+    if (s1 < 0) std::this_thread::sleep_for(50ms);
+  }
+  while (s2 <= s1 && std::chrono::steady_clock::now() < deadline) {
+    s2 = step_of(later = capture());
+    if (s2 <= s1) std::this_thread::sleep_for(50ms);
+  }
+  (void)system(("tmux send-keys -t " + session + " C-c; sleep 0.2; tmux kill-session -t " + session + " 2>/dev/null").c_str());
+  ASSERT_GT(s1, 0) << first;
+  EXPECT_GT(s2, s1) << first << "\n---\n" << later;
+  // In place: one header, one table, not a scrolling log.
+  const std::string header = "TASK";
+  size_t headers = 0;
+  for (size_t p = later.find(header); p != std::string::npos; p = later.find(header, p + 1)) ++headers;
+  EXPECT_EQ(headers, 1u) << later;
+  for (const char* col : {"ADDRESS", "ROLE", "STATE", "STEP", "STEPS/S", "CPU%", "RSS", "NET-IN/S", "NET-OUT/S", "FAIL",
+                          "UPTIME", "HB-MS"})
+    EXPECT_TRUE(has(later, col)) << col << "\n" << later;
+  EXPECT_TRUE(has(later, "3/3 tasks up")) << later;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // that sees no plaintext and an on-path attacker whose altered byte is detected, and a real
 // multi-process cluster with TLS on and no secret.
 #include <gtest/gtest.h>
+
+#include <regex>
 #include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -474,11 +476,12 @@ TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
 // TensorFlow's values.
 TEST(TlsClusterTest, Seed000AcrossThreeProcessesWithTlsAndNoSecret) {
   TempDir dir;
-  const int host = free_port(), w0 = free_port(), w1 = free_port();
+  const int host = free_port(), w0 = free_port(), w1 = free_port(), metrics = free_port();
   auto cluster_text = [&](const std::string& tls_dir) {
     return "[cluster]\nname = \"tls\"\ntls_dir = \"" + tls_dir + "\"\n\n[jobs]\nhost = [\"localhost:" +
            std::to_string(host) + "\"]\nworker = [\"localhost:" + std::to_string(w0) + "\", \"localhost:" +
-           std::to_string(w1) + "\"]\n\n[server]\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n";
+           std::to_string(w1) + "\"]\n\n[server]\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n" +
+           "[tasks.\"worker/1\"]\nmetrics_port = " + std::to_string(metrics) + "\n";
   };
   const std::string file = dir.write("cluster.toml", cluster_text("certs"));
   auto certs = ChildProcess::start({binary("actorflow"), "certs", "--cluster", file, "--out", dir.path() + "/certs"}, {});
@@ -500,8 +503,27 @@ TEST(TlsClusterTest, Seed000AcrossThreeProcessesWithTlsAndNoSecret) {
   auto status = ChildProcess::start({binary("actorflow"), "status", "--cluster", file, "--timeout-ms", "5000"}, {});
   code = status->await_exit(60s);
   ASSERT_TRUE(code.ok());
-  EXPECT_NE(status->output().find("worker/1  localhost:" + std::to_string(w1) + "  UP"), std::string::npos)
+  EXPECT_TRUE(std::regex_search(status->output(),
+                                std::regex("\nworker/1 +localhost:" + std::to_string(w1) + " +worker +UP ")))
       << status->output();
+  // worker/1's metrics endpoint speaks only TLS with a client certificate of the cluster's CA:
+  // status (the "client" certificate) measured it; plain HTTP from outside gets no answer.
+  EXPECT_TRUE(std::regex_search(status->output(), std::regex("\nworker/1 .*[0-9.]+MiB .*\\d+s")))
+      << status->output();
+  EXPECT_EQ(status->output().find("(metrics:"), std::string::npos) << status->output();
+  {
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(metrics), 5s);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    const std::string req = "GET /metrics HTTP/1.1\r\n\r\n";
+    (void)net::write_all(fd->get(), req.data(), req.size(), "metrics");
+    timeval tv{5, 0};
+    setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string ans;
+    char buf[512];
+    for (ssize_t n; (n = ::recv(fd->get(), buf, sizeof buf, 0)) > 0;) ans.append(buf, static_cast<size_t>(n));
+    EXPECT_EQ(ans.find("HTTP/1.1 200"), std::string::npos) << ans;
+    EXPECT_EQ(ans.find("process_cpu_seconds_total"), std::string::npos) << ans;
+  }
 
   auto prog = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", file, "--job", "host", "--task", "0"}, {});
   ASSERT_EQ(prog->wait(60s), 0) << prog->output();

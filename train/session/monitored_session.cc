@@ -3,6 +3,8 @@
 // each run and the stop logic.
 #include "actorflow/monitored_session.h"
 
+#include "core/metrics.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -236,7 +238,11 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
     if (!rs.ok()) return rs;
   }
   std::vector<Tensor>& values = *r;
-  if (with_gs) last_global_step_ = static_cast<int64_t>(scalar_value(values.back()));
+  if (with_gs) {
+    last_global_step_ = static_cast<int64_t>(scalar_value(values.back()));
+    static Gauge& gs = Metrics::global().gauge("actorflow_global_step", "The global step this task's training loop last read.");
+    gs.set(static_cast<double>(last_global_step_));
+  }
   for (size_t i = 0; i < hooks_.size(); ++i) {
     SessionRunValues v;
     v.results.assign(values.begin() + static_cast<std::ptrdiff_t>(ranges[i].first),
