@@ -69,6 +69,26 @@ struct CertsOptions {
 // for a bad cluster file or existing files without --force; 1 for I/O errors.
 int run_certs(const CertsOptions& opts);
 
+struct K8sOptions {
+  std::string cluster;
+  std::string image;               // container image with actorflow (and the samples) on PATH
+  std::string ns = "default";      // metadata.namespace of every object
+  std::string out;                 // directory for one file per object plus cluster.toml; "" = stdout
+  std::string format = "yaml";     // "yaml" (documents separated by ---) or "json" (one v1 List)
+  std::vector<std::string> programs;  // "JOB=COMMAND": that job's pods run COMMAND --cluster F --job J
+                                      // --task N instead of `actorflow node`
+  bool no_secret = false;          // emit no Secret (create <name>-secret yourself); pods still mount it
+};
+// `actorflow k8s`: Kubernetes manifests for the cluster file (docs/kubernetes.md): a ConfigMap
+// <name>-cluster with the cluster file rewritten to the pods' DNS names
+// (<name>-<job>-<i>.<name>-<job>.<ns>.svc.cluster.local:<port>, bind 0.0.0.0, one metrics_port
+// per job, 9100 unless set), a Secret <name>-secret (the secret file and the TLS files but ca.key)
+// and per job a headless Service and a StatefulSet <name>-<job>. Deterministic output. Exit 0; 2
+// for a bad cluster file or options, missing secret/TLS files, a job the StatefulSet form cannot
+// run (sparse task indices, tasks of a job with different metrics ports, overlong names, no secret
+// nor TLS); 1 when --out cannot be written.
+int run_k8s(const K8sOptions& opts);
+
 struct ChaosOptions {
   std::string cluster;
   std::string plan;      // fault plan (TOML); required unless clear

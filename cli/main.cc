@@ -46,6 +46,19 @@ int main(int argc, char** argv) {
   certs->add_option("--cluster", certs_opts.cluster, "cluster file (TOML)")->required();
   certs->add_option("--out", certs_opts.out, "directory to write ca.crt, ca.key and <job>-<task>.crt/.key")->required();
   certs->add_flag("--force", certs_opts.force, "replace existing files");
+  auto* k8s = app.add_subcommand("k8s", "print Kubernetes manifests (StatefulSets, headless Services, ConfigMap, "
+                                       "Secret) that run the cluster; see docs/kubernetes.md");
+  actorflow::cli::K8sOptions k8s_opts;
+  k8s->add_option("--cluster", k8s_opts.cluster, "cluster file (TOML)")->required();
+  k8s->add_option("--image", k8s_opts.image, "container image with actorflow on PATH (deploy/Dockerfile)");
+  k8s->add_option("--namespace", k8s_opts.ns, "namespace of every object (default: default)");
+  k8s->add_option("--out", k8s_opts.out, "write one file per object and cluster.toml into DIR instead of stdout");
+  k8s->add_option("--format", k8s_opts.format, "yaml (documents separated by ---) or json (one v1 List)");
+  k8s->add_option("--program", k8s_opts.programs,
+                  "JOB=COMMAND: that job's pods run COMMAND --cluster F --job JOB --task N (e.g. "
+                  "worker=distributed_cnn) instead of actorflow node; repeatable");
+  k8s->add_flag("--no-secret", k8s_opts.no_secret, "emit no Secret: create <name>-secret yourself");
+  k8s->footer("Exit status: 0 ok; 2 bad options, cluster file or missing secret/TLS files; 1 --out not writable.");
   auto* ckpt = app.add_subcommand("ckpt", "inspect checkpoint files (list a directory, show one file)");
   ckpt->require_subcommand(1);
   actorflow::cli::CkptOptions ckpt_opts;
@@ -63,6 +76,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (ckpt_list->parsed()) return actorflow::cli::run_ckpt_list(ckpt_opts);
   if (ckpt_show->parsed()) return actorflow::cli::run_ckpt_show(ckpt_opts);
+  if (k8s->parsed()) return actorflow::cli::run_k8s(k8s_opts);
   if (certs->parsed()) return actorflow::cli::run_certs(certs_opts);
   if (up->parsed()) return actorflow::cli::run_up(up_opts);
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
