@@ -622,9 +622,13 @@ int run_k8s(const K8sOptions& o) {
     docs.push_back({"statefulset-" + dns_label(j.job), stateful_set(*plan, j)});
   }
 
+  // JSON: one v1 List on stdout, the object itself in a file of --out.
   auto render = [&](const std::vector<std::pair<std::string, Node>>& ds) {
     std::ostringstream out;
-    if (o.format == "json") {
+    if (o.format == "json" && ds.size() == 1 && !o.out.empty()) {
+      write_json(out, ds.front().second, 0);
+      out << "\n";
+    } else if (o.format == "json") {
       std::vector<Node> items;
       for (const auto& d : ds) items.push_back(d.second);
       write_json(out, map({{"apiVersion", str("v1")}, {"kind", str("List")}, {"items", list(items)}}), 0);

@@ -1,0 +1,360 @@
+// `actorflow k8s` (cli/k8s.cc): the manifests name every task's pod consistently (ConfigMap
+// addresses, headless Services, StatefulSets), the rewritten cluster file loads back, and bad input
+// exits 2 naming the problem. The schema check is scripts/k8s-validate.sh (ctest
+// K8sTest.ManifestsValidateAgainstTheKubernetesSchemas).
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "config/cluster_spec.h"
+#include "tests/util/process.h"
+
+namespace actorflow {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::binary;
+using testing::ChildProcess;
+using testing::TempDir;
+
+struct CliRun {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CliRun run_actorflow(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {binary("actorflow")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = ChildProcess::start(argv, {}, {});
+  if (!p) return {};
+  auto code = p->await_exit(60s);
+  return {code.ok() ? *code : -1, p->output()};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The regular files of `dir` with names ending in `ext`, sorted by name.
+std::vector<std::string> files_in(const std::string& dir, const std::string& ext) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0) out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string base64_decode(const std::string& in) {
+  static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  unsigned v = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const size_t k = kAlphabet.find(c);
+    if (k == std::string::npos) return "<not base64>";
+    v = (v << 6) | static_cast<unsigned>(k);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((v >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+constexpr const char* kSecret = "k8s-test-secret-0123456789\n";
+
+// 2 ps + 3 workers with a secret file and a per-task option, in `dir`.
+std::string write_cluster(const TempDir& dir, const std::string& extra = "") {
+  dir.write("cluster.key", kSecret);
+  return dir.write("cluster.toml",
+                   "[cluster]\n"
+                   "name = \"Mnist_CNN\"\n"
+                   "secret_file = \"cluster.key\"\n"
+                   "[jobs]\n"
+                   "ps = [\"localhost:2222\", \"localhost:2226\"]\n"
+                   "worker = [\"localhost:2223\", \"localhost:2224\", \"localhost:2225\"]\n"
+                   "[server]\n"
+                   "gpu_memory_fraction = 0.25\n"
+                   "[tasks.\"worker/1\"]\n"
+                   "visible_devices = \"1\"\n"
+                   "[supervisor]\n"
+                   "logdir = \"/var/lib/actorflow/logs\"\n" +
+                       extra);
+}
+
+// Runs `actorflow k8s ... --format json --out DIR` and returns the objects in file order.
+std::vector<json> manifests(const std::vector<std::string>& args, const TempDir& out, CliRun* run) {
+  std::vector<std::string> a = {"k8s"};
+  a.insert(a.end(), args.begin(), args.end());
+  a.insert(a.end(), {"--format", "json", "--out", out.path()});
+  *run = run_actorflow(a);
+  std::vector<json> objects;
+  for (const std::string& f : files_in(out.path(), ".json")) objects.push_back(json::parse(read_text(out.file(f))));
+  return objects;
+}
+
+const json* find_object(const std::vector<json>& objects, const std::string& kind, const std::string& name) {
+  for (const json& o : objects)
+    if (o["kind"] == kind && o["metadata"]["name"] == name) return &o;
+  return nullptr;
+}
+
+TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFileLoadsBack) {
+  TempDir in, out;
+  const std::string file = write_cluster(in);
+  CliRun run;
+  const std::vector<json> objects = manifests({"--cluster", file, "--image", "reg.example/af:1", "--namespace", "ml"}, out, &run);
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("deploy/Dockerfile"), std::string::npos) << run.output;
+
+  // Kinds and names, in their fixed order.
+  std::vector<std::string> got;
+  for (const json& o : objects) {
+    got.push_back(o["kind"].get<std::string>() + " " + o["metadata"]["name"].get<std::string>());
+    EXPECT_EQ(o["metadata"]["namespace"], "ml") << got.back();
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"ConfigMap mnist-cnn-cluster", "Secret mnist-cnn-secret",
+                                           "Service mnist-cnn-ps", "StatefulSet mnist-cnn-ps",
+                                           "Service mnist-cnn-worker", "StatefulSet mnist-cnn-worker"}));
+  ASSERT_EQ(objects.size(), 6u);
+
+  // The Secret holds the secret file's bytes.
+  const json& secret = objects[1];
+  EXPECT_EQ(secret["type"], "Opaque");
+  EXPECT_EQ(base64_decode(secret["data"]["cluster.key"].get<std::string>()), kSecret);
+
+  // StatefulSets: replicas, labels, the command, the mounts, the resources.
+  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps");
+  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker");
+  ASSERT_TRUE(ps && worker);
+  EXPECT_EQ((*ps)["spec"]["replicas"], 2);
+  EXPECT_EQ((*worker)["spec"]["replicas"], 3);
+  for (const json* s : {ps, worker}) {
+    const json& spec = (*s)["spec"];
+    EXPECT_EQ(spec["podManagementPolicy"], "Parallel");
+    EXPECT_EQ(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"]);
+    const json& c = spec["template"]["spec"]["containers"][0];
+    EXPECT_EQ(c["image"], "reg.example/af:1");
+    EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/healthz");
+    EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"], "metrics");
+    EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    EXPECT_FALSE(c["resources"].contains("limits"));
+    bool metrics_port = false;
+    for (const json& p : c["ports"]) metrics_port |= p["name"] == "metrics" && p["containerPort"] == 9100;
+    EXPECT_TRUE(metrics_port) << c["ports"].dump();
+    const std::string job = spec["template"]["metadata"]["labels"]["actorflow/job"];
+    EXPECT_EQ(c["command"], json({"/bin/sh", "-c",
+                                  "exec actorflow node --cluster /etc/actorflow/cluster.toml --job " + job +
+                                      " --task ${HOSTNAME##*-}"}));
+    std::map<std::string, std::string> mounts;
+    for (const json& m : c["volumeMounts"]) mounts[m["name"]] = m["mountPath"];
+    EXPECT_EQ(mounts, (std::map<std::string, std::string>{{"cluster", "/etc/actorflow/cluster.toml"},
+                                                          {"secret", "/etc/actorflow/secret"}}));
+  }
+  EXPECT_EQ((*ps)["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"],
+            json({{"cpu", "1"}, {"memory", "1Gi"}}));
+  EXPECT_EQ((*worker)["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"],
+            json({{"cpu", "2"}, {"memory", "2Gi"}}));
+
+  // The ConfigMap's cluster file, next to the Secret's files as in a pod, loads back.
+  const std::string toml = objects[0]["data"]["cluster.toml"];
+  TempDir pod;
+  ASSERT_EQ(::mkdir(pod.file("secret").c_str(), 0700), 0);
+  pod.write("secret/cluster.key", base64_decode(secret["data"]["cluster.key"].get<std::string>()));
+  ::chmod(pod.file("secret/cluster.key").c_str(), 0600);
+  const std::string pod_file = pod.write("cluster.toml", toml);
+  auto spec = ClusterSpec::from_file(pod_file);
+  ASSERT_TRUE(spec.ok()) << spec.status().message() << "\n" << toml;
+  auto orig = ClusterSpec::from_file(file);
+  ASSERT_TRUE(orig.ok()) << orig.status().message();
+  EXPECT_EQ(spec->jobs(), (std::vector<std::string>{"ps", "worker"}));
+  EXPECT_EQ(spec->num_tasks("ps"), 2);
+  EXPECT_EQ(spec->num_tasks("worker"), 3);
+  EXPECT_EQ(spec->secret(), orig->secret());
+  EXPECT_EQ(spec->supervisor(), orig->supervisor());
+  EXPECT_EQ(spec->name(), orig->name());
+
+  for (const TaskId& t : spec->all_tasks()) {
+    SCOPED_TRACE(t.to_string());
+    // Every option but bind and metrics_port is the original's.
+    ServerOptions want = orig->server_options(t);
+    want.bind = "0.0.0.0";
+    want.metrics_port = 9100;
+    EXPECT_EQ(spec->server_options(t), want);
+    EXPECT_EQ(spec->server_options(t).bind, "0.0.0.0");
+    EXPECT_EQ(spec->server_options(t).metrics_port, 9100);
+
+    // <pod>.<service>.<namespace>.svc.cluster.local:<port>
+    auto addr = spec->task_address(t);
+    ASSERT_TRUE(addr.ok());
+    auto hp = parse_address(*addr);
+    ASSERT_TRUE(hp.ok()) << *addr;
+    auto orig_hp = parse_address(*orig->task_address(t));
+    EXPECT_EQ(hp->second, orig_hp->second) << "the task keeps its port";
+    const std::vector<std::string> labels = split(hp->first, '.');
+    ASSERT_EQ(labels.size(), 6u) << *addr;
+    EXPECT_EQ(labels[2], "ml");
+    EXPECT_EQ(labels[3] + "." + labels[4] + "." + labels[5], "svc.cluster.local");
+    const std::string pod_name = labels[0], service_name = labels[1];
+
+    // The pod exists: <statefulset>-<i>, i < replicas, and the StatefulSet runs t's job.
+    const json* sts = nullptr;
+    for (const json& o : objects) {
+      if (o["kind"] != "StatefulSet") continue;
+      const std::string n = o["metadata"]["name"];
+      const std::string prefix = n + "-";
+      if (pod_name.compare(0, prefix.size(), prefix) != 0) continue;
+      const std::string ordinal = pod_name.substr(prefix.size());
+      if (ordinal.empty() || ordinal.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (std::stoi(ordinal) < o["spec"]["replicas"].get<int>()) sts = &o;
+      EXPECT_EQ(std::stoi(ordinal), t.index);
+    }
+    ASSERT_NE(sts, nullptr) << "no StatefulSet has a pod named " << pod_name;
+    EXPECT_EQ((*sts)["spec"]["template"]["metadata"]["labels"]["actorflow/job"], t.job);
+    EXPECT_EQ((*sts)["spec"]["serviceName"], service_name);
+
+    // The service is headless and selects exactly that StatefulSet's pods, with t's port.
+    const json* svc = find_object(objects, "Service", service_name);
+    ASSERT_NE(svc, nullptr) << "no Service " << service_name;
+    EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
+    EXPECT_EQ((*svc)["spec"]["publishNotReadyAddresses"], true);
+    const json& pod_labels = (*sts)["spec"]["template"]["metadata"]["labels"];
+    for (auto& [k, v] : (*svc)["spec"]["selector"].items()) EXPECT_EQ(pod_labels.value(k, json()), v) << k;
+    for (const json& o : objects)
+      if (o["kind"] == "StatefulSet" && &o != sts) {
+        bool all = true;
+        for (auto& [k, v] : (*svc)["spec"]["selector"].items())
+          all &= o["spec"]["template"]["metadata"]["labels"].value(k, json()) == v;
+        EXPECT_FALSE(all) << service_name << " also selects " << o["metadata"]["name"];
+      }
+    bool has_port = false;
+    for (const json& p : (*svc)["spec"]["ports"]) has_port |= p["port"] == hp->second;
+    EXPECT_TRUE(has_port) << (*svc)["spec"]["ports"].dump();
+  }
+
+  // --out also writes the cluster file itself, identical to the ConfigMap's.
+  EXPECT_EQ(read_text(out.file("cluster.toml")), toml);
+
+  // The YAML form (stdout) carries the same objects as documents separated by ---.
+  CliRun yaml = run_actorflow({"k8s", "--cluster", file, "--image", "reg.example/af:1", "--namespace", "ml"});
+  ASSERT_EQ(yaml.code, 0) << yaml.output;
+  size_t docs = 0;
+  for (size_t p = yaml.output.find("\n---\n"); p != std::string::npos; p = yaml.output.find("\n---\n", p + 1)) ++docs;
+  EXPECT_EQ(docs, 6u) << yaml.output;
+  EXPECT_NE(yaml.output.find("kind: \"StatefulSet\"\nmetadata:\n  name: \"mnist-cnn-worker\""), std::string::npos);
+  EXPECT_NE(yaml.output.find("\n  cluster.toml: |\n    # Generated by `actorflow k8s`"), std::string::npos)
+      << yaml.output;
+}
+
+TEST(K8sTest, ProgramRunsTheTrainingInsteadOfNodeAndTlsShipsTheCertificatesButNotTheCaKey) {
+  TempDir in, out;
+  const std::string file = write_cluster(in, "");
+  // TLS on: `actorflow certs` writes the material the Secret must carry.
+  CliRun certs = run_actorflow({"certs", "--cluster", file, "--out", in.file("certs")});
+  ASSERT_EQ(certs.code, 0) << certs.output;
+  std::string text = read_text(file);
+  text.replace(text.find("[jobs]"), 6, "tls_dir = \"certs\"\n[jobs]");
+  in.write("cluster.toml", text);
+  CliRun run;
+  const std::vector<json> objects = manifests(
+      {"--cluster", file, "--image", "af:2", "--program", "worker=distributed_cnn --steps 200"}, out, &run);
+  ASSERT_EQ(run.code, 0) << run.output;
+  const json* secret = find_object(objects, "Secret", "mnist-cnn-secret");
+  ASSERT_NE(secret, nullptr);
+  std::vector<std::string> keys;
+  for (auto& [k, v] : (*secret)["data"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"ca.crt", "client.crt", "client.key", "cluster.key", "ps-0.crt", "ps-0.key",
+                                            "ps-1.crt", "ps-1.key", "worker-0.crt", "worker-0.key", "worker-1.crt",
+                                            "worker-1.key", "worker-2.crt", "worker-2.key"}));
+  EXPECT_EQ(base64_decode((*secret)["data"]["ca.crt"].get<std::string>()), read_text(in.file("certs/ca.crt")));
+  EXPECT_NE(find_object(objects, "ConfigMap", "mnist-cnn-cluster")->at("data").at("cluster.toml").get<std::string>().find(
+                "tls_dir = \"secret\""),
+            std::string::npos);
+
+  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker");
+  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps");
+  ASSERT_TRUE(worker && ps);
+  const json& wc = (*worker)["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(wc["command"][2], "distributed_cnn --steps 200 --cluster /etc/actorflow/cluster.toml --job worker "
+                              "--task ${HOSTNAME##*-} && exec sleep infinity");
+  EXPECT_FALSE(wc.contains("livenessProbe"));
+  // Under TLS the kubelet cannot present a client certificate: a TCP probe.
+  EXPECT_EQ(wc["readinessProbe"]["tcpSocket"]["port"], "metrics");
+  const json& pc = (*ps)["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(pc["command"][2], "exec actorflow node --cluster /etc/actorflow/cluster.toml --job ps --task ${HOSTNAME##*-}");
+  EXPECT_EQ(pc["livenessProbe"]["tcpSocket"]["port"], "metrics");
+}
+
+TEST(K8sTest, BadInputExitsTwoNamingTheProblem) {
+  TempDir in;
+  const std::string file = write_cluster(in);
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  };
+  const std::string missing = in.file("nope.toml");
+  const std::string ports = in.write("ports.toml",
+                                     "[cluster]\nsecret_file = \"cluster.key\"\n[jobs]\n"
+                                     "worker = [\"localhost:2223\", \"localhost:2224\"]\n"
+                                     "[tasks.\"worker/0\"]\nmetrics_port = 9100\n"
+                                     "[tasks.\"worker/1\"]\nmetrics_port = 9101\n");
+  const std::string tls = in.write("tls.toml",
+                                   "[cluster]\ntls_dir = \"no-certs\"\n[jobs]\nworker = [\"localhost:2223\"]\n");
+  const std::string plain = in.write("plain.toml", "[jobs]\nworker = [\"localhost:2223\"]\n");
+  const std::string sparse = in.write("sparse.toml", "[cluster]\nsecret_file = \"cluster.key\"\n"
+                                                     "[jobs]\nworker = { 0 = \"localhost:2223\", 2 = \"localhost:2224\" }\n");
+  const std::vector<Case> cases = {
+      {{"k8s", "--cluster", file}, "--image IMAGE is required"},
+      {{"k8s", "--cluster", missing, "--image", "i"}, "cannot open cluster file '" + missing + "'"},
+      {{"k8s", "--cluster", ports, "--image", "i"},
+       "tasks worker/0 and worker/1 have different metrics ports (9100 and 9101)"},
+      {{"k8s", "--cluster", tls, "--image", "i"}, in.file("no-certs") + "/ca.crt"},
+      {{"k8s", "--cluster", plain, "--image", "i"}, "neither a secret nor TLS"},
+      {{"k8s", "--cluster", sparse, "--image", "i"}, "job 'worker' has no task 1"},
+      {{"k8s", "--cluster", file, "--image", "i", "--namespace", "Bad_NS"}, "--namespace 'Bad_NS'"},
+      {{"k8s", "--cluster", file, "--image", "i", "--program", "chief=x"}, "the cluster has no job 'chief'"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = run_actorflow(c.args);
+    EXPECT_EQ(r.code, 2) << c.want << "\n" << r.output;
+    EXPECT_NE(r.output.find("actorflow k8s: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.want), std::string::npos) << "want: " << c.want << "\ngot: " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace actorflow
