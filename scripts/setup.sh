@@ -8,7 +8,7 @@ PKGS=(
   zlib1g-dev libssl-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  tmux
+  tmux python3-venv
 )
 missing=()
 for p in "${PKGS[@]}"; do
