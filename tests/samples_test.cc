@@ -157,7 +157,7 @@ void wide_and_deep(const std::vector<std::string>& extra, double max_gap) {
   EXPECT_NE(out.find("Worker : 1, Step: "), std::string::npos) << out;
 }
 
-TEST(SamplesTest, WideAndDeepOnPartitionedTablesNearsTheBayesLoss) { wide_and_deep({"--steps", "2000"}, 0.08); }
+TEST(SamplesTest, WideAndDeepOnPartitionedTablesNearsTheBayesLoss) { wide_and_deep({"--steps", "3000"}, 0.08); }
 
 TEST(SamplesTest, WideAndDeepSynchronousAggregatesSparseGradients) {
   wide_and_deep({"--steps", "1000", "--sync"}, 0.08);
