@@ -11,6 +11,7 @@
 #include "actors/restart.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -483,6 +484,21 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
   }
   for (const auto& p : peers) out.insert(out.end(), p.devices.begin(), p.devices.end());
   return out;
+}
+
+Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  AF_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::create(cluster, task));
+  std::printf("%s %d serving %s\n", task.job.c_str(), task.index, server->target().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  destroy_server_bounded(std::move(server), std::chrono::seconds(10), 0);
+  return Status::OK();
 }
 
 void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout) {

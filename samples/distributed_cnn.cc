@@ -8,7 +8,6 @@
 //   build/samples/distributed_cnn --cluster tf_config.json     (its "task" names the task)
 // Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
 #include <CLI/CLI.hpp>
-#include <signal.h>
 
 #include <iostream>
 
@@ -99,22 +98,10 @@ int main(int argc, char** argv) {
     std::cerr << "distributed_cnn: --worker-device must be cpu or gpu, not '" << worker_device << "'\n";
     return 2;
   }
-  if (job == "ps") {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    auto server = af::Server::create(*cluster, me);
-    if (!server.ok()) {
-      std::cerr << "distributed_cnn: " << server.status().message() << "\n";
-      return 1;
-    }
-    std::cout << "ps " << task << " serving " << (*server)->target() << std::endl;
-    int sig = 0;
-    sigwait(&set, &sig);  // server.join(): until SIGINT/SIGTERM
-    af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), 0);
-    return 0;
+  if (job == "ps") {  // server.join(): serve until SIGINT/SIGTERM
+    af::Status st = af::serve_until_signal(*cluster, me);
+    if (!st.ok()) std::cerr << "distributed_cnn: " << st.message() << "\n";
+    return st.ok() ? 0 : 1;
   }
   auto server = af::Server::create(*cluster, me);
   if (!server.ok()) {

@@ -18,7 +18,6 @@
 //   Eval-Loss: 0.5021 Bayes-Loss: 0.4870 Gap: 0.0151
 //   Bytes per worker step: 0.55 MB of rows, ids and gradients (dense tables: 520.00 MB)
 #include <CLI/CLI.hpp>
-#include <signal.h>
 
 #include <cmath>
 #include <iostream>
@@ -180,22 +179,10 @@ int main(int argc, char** argv) {
     std::cerr << "wide_and_deep: " << v.message() << "\n";
     return 2;
   }
-  if (job == "ps") {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    auto server = af::Server::create(*cluster, me);
-    if (!server.ok()) {
-      std::cerr << "wide_and_deep: " << server.status().message() << "\n";
-      return 1;
-    }
-    std::cout << "ps " << task << " serving " << (*server)->target() << std::endl;
-    int sig = 0;
-    sigwait(&set, &sig);
-    af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), 0);
-    return 0;
+  if (job == "ps") {  // server.join(): serve until SIGINT/SIGTERM
+    af::Status st = af::serve_until_signal(*cluster, me);
+    if (!st.ok()) std::cerr << "wide_and_deep: " << st.message() << "\n";
+    return st.ok() ? 0 : 1;
   }
   auto server = af::Server::create(*cluster, me);
   if (!server.ok()) {

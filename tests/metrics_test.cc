@@ -226,7 +226,8 @@ TEST(StatusTest, JsonShowsEachTasksRoleStepAndRates) {
 
 // `status --watch` in a real terminal (tmux): the table is redrawn in place and the global step grows.
 TEST(StatusTest, WatchRedrawsInPlaceUnderTmux) {
-  if (system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  // tmux is a test dependency (scripts/setup.sh installs it): its absence is a failure, not a skip.
+  ASSERT_EQ(system("command -v tmux >/dev/null 2>&1"), 0) << "tmux is not installed (run scripts/setup.sh)";
   MeasuredJob job;
   ASSERT_TRUE(job.up);
   ASSERT_TRUE(job.up->await_output("Step: ", 120s, 2).ok()) << job.up->output();

@@ -161,4 +161,11 @@ class Server {
 // on timeout. Not for embedders: it may end the caller's process.
 void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout);
 
+// For a parameter server's main() (TF's server.join()): blocks SIGINT and SIGTERM in the calling
+// thread before any server thread starts (so they inherit the mask), creates the server of `task`
+// in `cluster`, prints "<job> <index> serving <target>" to stdout, waits for SIGINT or SIGTERM and
+// then destroy_server_bounded(10 s, exit code 0). Returns OK after a signal, or the creation error.
+// Call from the main thread before starting other threads. Not for embedders.
+Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task);
+
 }  // namespace actorflow
