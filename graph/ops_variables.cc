@@ -509,7 +509,7 @@ Output truncated_normal(const Scope& s, const Shape& shape, float mean, float st
       .output();
 }
 
-Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_t seed2) {
+float glorot_limit(const Shape& shape) {
   double fan_in = 1, fan_out = 1;
   if (shape.rank() == 2) {
     fan_in = static_cast<double>(shape.dim(0));
@@ -522,7 +522,11 @@ Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_
   } else if (shape.rank() == 1) {
     fan_in = fan_out = static_cast<double>(shape.dim(0));
   }
-  const float limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+  return static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+}
+
+Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_t seed2) {
+  const float limit = glorot_limit(shape);
   return random_uniform(s, shape, -limit, limit, seed, seed2);
 }
 

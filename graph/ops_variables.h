@@ -166,6 +166,9 @@ Output truncated_normal(const Scope& s, const Shape& shape, float mean, float st
 // Uniform(-limit, limit), limit = sqrt(6 / (fan_in + fan_out)) (Xavier/Glorot; conv filters
 // [h, w, in, out] use fan_in = h*w*in, fan_out = h*w*out).
 Output glorot_uniform(const Scope& s, const Shape& shape, uint64_t seed, uint64_t seed2 = 0);
+// glorot_uniform's bound for a variable of `shape`: sqrt(6 / (fan_in + fan_out)), with TF's fans
+// (rank 1: dim 0 both; rank 2: the dims; higher: receptive field times the last two dims). Pure.
+float glorot_limit(const Shape& shape);
 
 }  // namespace ops
 }  // namespace actorflow

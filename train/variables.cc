@@ -153,18 +153,7 @@ Result<PartitionedVariable> get_partitioned_variable(const Scope& s, const std::
   v.dtype = dtype;
   // The default float initializer: glorot_uniform's limit of the whole variable (as TF computes
   // it for a partitioned variable), each shard seeded by its own full name.
-  float limit = 0;
-  if (!initializer && dtype == DType::kFloat32) {
-    double fan_in = static_cast<double>(shape.dim(0)), fan_out = fan_in;
-    if (shape.rank() == 2) fan_out = static_cast<double>(shape.dim(1));
-    if (shape.rank() >= 3) {
-      double receptive = 1;
-      for (int i = 0; i < shape.rank() - 2; ++i) receptive *= static_cast<double>(shape.dim(i));
-      fan_in = receptive * static_cast<double>(shape.dim(shape.rank() - 2));
-      fan_out = receptive * static_cast<double>(shape.dim(shape.rank() - 1));
-    }
-    limit = static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
-  }
+  const float limit = ops::glorot_limit(shape);
   const int64_t rows = shape.dim(0), per = rows / n, extras = rows % n;
   int64_t offset = 0;
   for (int64_t i = 0; i < n; ++i) {
