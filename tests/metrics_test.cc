@@ -108,6 +108,8 @@ TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsTheSecret) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
+  // After all of it, an honest scrape still gets the metrics.
+  EXPECT_TRUE(has(get(port, "/metrics", "Bearer s3cret"), "\r\n\r\ntest_metric 1\n"));
 }
 
 // The value of the first series of `name` whose labels contain `labels` in a scrape, or -1.
