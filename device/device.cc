@@ -2,6 +2,7 @@
 
 #include "device/backends.h"
 #include "device/gpu_options.h"
+#include "tensor/pooling_allocator.h"
 
 namespace actorflow {
 namespace {
@@ -9,7 +10,7 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(const std::string& name, int index)
       : Device(DeviceAttributes{name, "CPU", index, 0, "host CPU"}) {}
-  Allocator* allocator() override { return cpu_allocator(); }
+  Allocator* allocator() override { return cpu_host_pool(); }
 };
 }  // namespace
 

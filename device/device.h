@@ -49,7 +49,7 @@ class Device {
   DeviceAttributes attrs_;
 };
 
-// A host CPU device named `full_name` (canonical), using cpu_allocator().
+// A host CPU device named `full_name` (canonical), using cpu_host_pool() (tensor/pooling_allocator.h: large blocks are reused).
 std::unique_ptr<Device> make_cpu_device(const std::string& full_name, int index);
 
 // Factories for other device types register here (GPU devices when built with CUDA).

@@ -292,7 +292,7 @@ Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
 class TensorServer::Impl {
  public:
   Impl(const TransportOptions& options, Callback cb) : opts_(options), cb_(std::move(cb)) {
-    if (!opts_.allocator) opts_.allocator = cpu_receive_pool();
+    if (!opts_.allocator) opts_.allocator = cpu_host_pool();
     hs_ = handshake_config(opts_);
   }
 
@@ -603,7 +603,7 @@ class ClientConnection {
 class TensorClient::Impl {
  public:
   explicit Impl(TransportOptions options) : opts_(std::move(options)) {
-    if (!opts_.allocator) opts_.allocator = cpu_receive_pool();
+    if (!opts_.allocator) opts_.allocator = cpu_host_pool();
     hs_ = handshake_config(opts_);
   }
   ~Impl() {

@@ -66,7 +66,7 @@ struct TransportOptions {
   std::chrono::milliseconds io_timeout{60000};
   int socket_buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's auto-tuning
   FrameLimits limits;           // receive-side caps (tensor size, key and error length)
-  Allocator* allocator = nullptr;  // receive buffers; null = cpu_receive_pool() (reuses large buffers); must outlive the tensors
+  Allocator* allocator = nullptr;  // receive buffers; null = cpu_host_pool() (reuses large buffers); must outlive the tensors
   int max_connections = 1024;   // server: authenticated connections beyond this are refused and logged
   // server: connections still in the handshake at once; at the cap the oldest is closed
   // (net/preauth_listener.h). Unauthenticated connections never get a thread of their own.

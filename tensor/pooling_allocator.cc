@@ -41,6 +41,8 @@ void* PoolingAllocator::allocate(size_t bytes, size_t alignment) {
 void PoolingAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   if (bytes < min_pooled_) return base_->deallocate(ptr, bytes);
+  std::vector<std::pair<void*, size_t>> evicted;  // freed outside the lock (munmap is slow)
+  bool cached = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     size_t alignment = 64;
@@ -49,13 +51,31 @@ void PoolingAllocator::deallocate(void* ptr, size_t bytes) {
       alignment = a->second;
       alignment_of_.erase(a);
     }
-    if (stats_.cached_bytes + bytes <= max_cached_) {
-      free_[bytes].push_back(Block{ptr, alignment});
+    if (bytes <= max_cached_) {
+      // Make room by evicting the least recently cached blocks (sizes a workload stopped
+      // using must not pin the cache forever).
+      while (stats_.cached_bytes + bytes > max_cached_ && !free_.empty()) {
+        auto oldest = free_.end();
+        size_t at = 0;
+        for (auto it = free_.begin(); it != free_.end(); ++it)
+          for (size_t i = 0; i < it->second.size(); ++i)
+            if (oldest == free_.end() || it->second[i].seq < oldest->second[at].seq) {
+              oldest = it;
+              at = i;
+            }
+        evicted.emplace_back(oldest->second[at].ptr, oldest->first);
+        stats_.cached_bytes -= oldest->first;
+        ++stats_.evictions;
+        oldest->second.erase(oldest->second.begin() + static_cast<std::ptrdiff_t>(at));
+        if (oldest->second.empty()) free_.erase(oldest);
+      }
+      free_[bytes].push_back(Block{ptr, alignment, ++seq_});
       stats_.cached_bytes += bytes;
-      return;
+      cached = true;
     }
   }
-  base_->deallocate(ptr, bytes);
+  for (auto& [p, n] : evicted) base_->deallocate(p, n);
+  if (!cached) base_->deallocate(ptr, bytes);
 }
 
 PoolingAllocator::PoolStats PoolingAllocator::pool_stats() const {
@@ -63,7 +83,7 @@ PoolingAllocator::PoolStats PoolingAllocator::pool_stats() const {
   return stats_;
 }
 
-PoolingAllocator* cpu_receive_pool() {
+PoolingAllocator* cpu_host_pool() {
   static PoolingAllocator* p = new PoolingAllocator(cpu_allocator());  // leaked: outlives all tensors
   return p;
 }

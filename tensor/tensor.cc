@@ -1,5 +1,7 @@
 #include "tensor/tensor.h"
 
+#include "tensor/pooling_allocator.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -9,10 +11,10 @@ namespace actorflow {
 
 Tensor::Tensor(DType dtype, const Shape& shape) : dtype_(dtype), shape_(shape) {
   size_t n = bytes();
-  void* p = cpu_allocator()->allocate(n);
+  void* p = cpu_host_pool()->allocate(n);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, n);
-  buf_ = std::make_shared<Buffer>(cpu_allocator(), p, n);
+  buf_ = std::make_shared<Buffer>(cpu_host_pool(), p, n);
 }
 
 Tensor::Tensor(DType dtype, const Shape& shape, std::shared_ptr<Buffer> buffer)

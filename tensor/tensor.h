@@ -43,7 +43,7 @@ class Tensor {
  public:
   // An empty, uninitialised tensor (dtype kInvalid). is_initialized() is false.
   Tensor() = default;
-  // Allocates a host tensor of `dtype` and fully defined `shape` from cpu_allocator(),
+  // Allocates a host tensor of `dtype` and fully defined `shape` from cpu_host_pool(),
   // zero-filled. Throws std::bad_alloc if host memory is exhausted.
   Tensor(DType dtype, const Shape& shape);
   // Wraps an existing buffer. Precondition: buffer->size() >= bytes for dtype/shape.

@@ -46,6 +46,43 @@ TEST(PoolingAllocatorTest, TheCacheStaysWithinItsBound) {
   EXPECT_EQ(pool.pool_stats().cached_bytes, 8192u);  // the third and fourth went back to the base
 }
 
+TEST(PoolingAllocatorTest, AFullCacheEvictsTheLeastRecentlyCachedBlocks) {
+  PoolingAllocator pool(cpu_allocator(), 1024, /*max_cached_bytes=*/10000);
+  void* a = pool.allocate(4096);
+  void* b = pool.allocate(4096);
+  void* c = pool.allocate(6000);  // a size the workload then keeps using
+  pool.deallocate(a, 4096);       // cached first: evicted first
+  pool.deallocate(b, 4096);
+  EXPECT_EQ(pool.pool_stats().cached_bytes, 8192u);
+  pool.deallocate(c, 6000);  // needs 6000 of 10000: both 4096-byte blocks must go (a first, then b)
+  EXPECT_EQ(pool.pool_stats().cached_bytes, 6000u);
+  EXPECT_EQ(pool.pool_stats().evictions, 2);
+  void* again = pool.allocate(6000);
+  EXPECT_EQ(again, c);  // the block freed last is the one kept
+  EXPECT_EQ(pool.pool_stats().hits, 1);
+  pool.deallocate(again, 6000);
+  void* big = pool.allocate(20000);  // larger than the whole bound: never cached, evicts nothing
+  pool.deallocate(big, 20000);
+  EXPECT_EQ(pool.pool_stats().cached_bytes, 6000u);
+  EXPECT_EQ(pool.pool_stats().evictions, 2);
+}
+
+TEST(PoolingAllocatorTest, HostTensorsAndCpuKernelOutputsComeFromTheHostPool) {
+  // A large host tensor freed and allocated again reuses the same warm block (no page faults).
+  const auto before = cpu_host_pool()->pool_stats();
+  void* first = nullptr;
+  {
+    Tensor t(DType::kFloat32, Shape{1 << 20});  // 4 MiB
+    first = t.raw_data();
+    EXPECT_EQ(t.data<float>()[12345], 0.f);
+    t.data<float>()[12345] = 5.f;
+  }
+  Tensor again(DType::kFloat32, Shape{1 << 20});
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(again.data<float>()[12345], 0.f);  // zero-filled even from a reused block
+  EXPECT_GT(cpu_host_pool()->pool_stats().hits, before.hits);
+}
+
 TEST(PoolingAllocatorTest, HonoursAlignment) {
   PoolingAllocator pool(cpu_allocator(), 1024, 1 << 20);
   void* a = pool.allocate(4096, 64);

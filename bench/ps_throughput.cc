@@ -1,0 +1,362 @@
+// Parameter-server throughput against TensorFlow's own distributed runtime, in one run.
+//
+//   build/bench/ps_throughput [--elements 16777216,4194304,1] [--seconds 15] [--workers 2]
+//                             [--rounds 1] [--no-tf]
+//
+// The workload (issue 19's, and the PS-workloads issue's dense cases): one float32 variable w of
+// N elements on /job:ps/task:0, initialised to 1. Each step a worker reads w, computes
+// g = w * 0 + 1 on its own device and applies plain SGD on the ps (apply_gradient_descent,
+// lr 2^-20). 1 ps + W workers (default 2), each its own process on 127.0.0.1 (this binary,
+// re-executed with --role), asynchronous, every worker stepping as fast as it can for the
+// window after 3 warm-up steps. Steps/s is the sum over the workers. After the window every
+// element of w must be exactly 1 - lr * (steps applied by all workers), or the run fails: no
+// side may skip or lose an update.
+//
+// TensorFlow's side is bench/tf_ps_throughput.py (tf.compat.v1 train.Server per task, thread
+// pools of 1, ResourceApplyGradientDescent with use_locking) with the python of .venv-tf
+// (bench/tf_venv.sh creates it with pip's tensorflow-cpu; --no-tf or a failure to create it
+// skips the baseline with the reason). The two sides alternate per workload and round; the
+// ratio actorflow / TensorFlow is printed per workload (goal: >= 1.5 for 64 and 16 MiB).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorflow/actorflow.h"
+#include "net/port_reservation.h"
+
+namespace af = actorflow;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr float kLr = 1.0f / (1 << 20);
+constexpr int kWarmup = 3;
+
+std::string self_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Waits for `p` to exist with a complete line, up to `limit`. True when it did.
+bool await_file(const std::string& p, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    if (exists(p)) {
+      std::string s = slurp(p);
+      if (!s.empty() && s.back() == '\n') return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling another process's file
+  }
+  return false;
+}
+
+// ---- one worker task ----------------------------------------------------------------------
+int run_worker(const std::string& cluster_file, int task, int64_t elements, double seconds, int workers,
+               const std::string& dir) {
+  auto cluster = af::ClusterSpec::from_file(cluster_file);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "worker %d: %s\n", task, cluster.status().to_string().c_str());
+    return 1;
+  }
+  auto server = af::Server::create(*cluster, af::TaskId{"worker", task});
+  if (!server.ok()) {
+    std::fprintf(stderr, "worker %d: %s\n", task, server.status().to_string().c_str());
+    return 1;
+  }
+  af::Scope root = af::Scope::root();
+  af::Scope ps = root.with_device("/job:ps/task:0");
+  af::Scope me = root.with_device("/job:worker/task:" + std::to_string(task));
+  auto w = af::ops::variable(ps.with_op_name("w"), af::Shape{elements}, af::DType::kFloat32);
+  auto init = af::ops::assign(ps, w, af::ops::fill(ps, af::Shape{elements}, 1.f));
+  auto inited = af::ops::is_variable_initialized(ps, w);
+  auto g = af::ops::add(me, af::ops::mul(me, w, 0.f), 1.f);
+  auto train = af::ops::apply_gradient_descent(ps, w, af::ops::constant(ps, af::Tensor::scalar<float>(kLr)), g);
+  auto lo = af::ops::reduce_max(ps, af::ops::mul(ps, w, -1.f));  // -min(w)
+  auto hi = af::ops::reduce_max(ps, w);
+  af::Session sess(root, (*server)->target());
+  auto fail = [&](const af::Status& s) {
+    std::fprintf(stderr, "worker %d: %s\n", task, s.to_string().c_str());
+    return 1;
+  };
+  if (task == 0) {
+    auto r = sess.run({}, {}, {init});
+    if (!r.ok()) return fail(r.status());
+  } else {
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (true) {
+      auto r = sess.run({inited});
+      if (!r.ok()) return fail(r.status());
+      if ((*r)[0].data<bool>()[0]) break;
+      if (Clock::now() > deadline) return fail(af::DeadlineExceeded("w was never initialised"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // another process initialises it
+    }
+  }
+  for (int i = 0; i < kWarmup; ++i) {
+    auto r = sess.run({}, {}, {train});
+    if (!r.ok()) return fail(r.status());
+  }
+  int64_t steps = 0;
+  const auto t0 = Clock::now();
+  double elapsed = 0;
+  while ((elapsed = std::chrono::duration<double>(Clock::now() - t0).count()) < seconds) {
+    auto r = sess.run({}, {}, {train});
+    if (!r.ok()) return fail(r.status());
+    ++steps;
+  }
+  std::ofstream(dir + "/w" + std::to_string(task) + ".txt") << steps << " " << kWarmup << " " << elapsed << "\n";
+  if (task == 0) {
+    int64_t total = 0;
+    for (int i = 0; i < workers; ++i) {
+      const std::string p = dir + "/w" + std::to_string(i) + ".txt";
+      if (!await_file(p, std::chrono::seconds(120))) return fail(af::DeadlineExceeded("worker " + std::to_string(i) + " never finished"));
+      int64_t s = 0, wu = 0;
+      std::istringstream(slurp(p)) >> s >> wu;
+      total += s + wu;
+    }
+    auto r = sess.run({lo, hi});
+    if (!r.ok()) return fail(r.status());
+    const float want = 1.f - kLr * static_cast<float>(total);
+    const float l = -(*r)[0].data<float>()[0], h = (*r)[1].data<float>()[0];
+    std::ofstream(dir + "/check.txt") << (l == want && h == want ? "ok " : "bad ") << l << " " << h << " " << want << " "
+                                      << total << "\n";
+  }
+  return 0;
+}
+
+// ---- the orchestrator ---------------------------------------------------------------------
+struct Outcome {
+  bool ok = false;
+  double steps_per_sec = 0;
+  int64_t steps = 0;
+  std::string why;
+};
+
+// Starts argv[0] with `argv`, its stdout and stderr appended to `log`.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (FILE* f = std::fopen(log.c_str(), "a")) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `limit`; kills it after. The exit status, or -1 when it was killed.
+int wait_bounded(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a child process, no other signal
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+Outcome run_actorflow(int64_t elements, double seconds, int workers) {
+  Outcome o;
+  char tmpl[] = "/tmp/af_ps_throughput_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string file = dir + "/cluster.toml";
+  std::ostringstream toml;
+  auto port = [] {
+    auto p = af::net::reserve_port_for_process();
+    return p.ok() ? static_cast<int>(*p) : 0;
+  };
+  toml << "[jobs]\nps = [\"localhost:" << port() << "\"]\nworker = [";
+  for (int i = 0; i < workers; ++i) toml << (i ? ", " : "") << "\"localhost:" << port() << "\"";
+  toml << "]\n";
+  std::ofstream(file) << toml.str();
+  const std::string self = self_path();
+  pid_t ps = spawn({self, "--role", "ps", "--cluster", file}, dir + "/ps.log");
+  std::vector<pid_t> ws;
+  for (int i = 0; i < workers; ++i)
+    ws.push_back(spawn({self, "--role", "worker", "--cluster", file, "--task", std::to_string(i), "--elements",
+                        std::to_string(elements), "--seconds", std::to_string(seconds), "--workers",
+                        std::to_string(workers), "--dir", dir},
+                     dir + "/worker" + std::to_string(i) + ".log"));
+  bool all = true;
+  for (pid_t w : ws) all = wait_bounded(w, std::chrono::seconds(static_cast<int64_t>(seconds) + 300)) == 0 && all;
+  kill(ps, SIGTERM);
+  wait_bounded(ps, std::chrono::seconds(30));
+  if (!all) {
+    o.why = "a worker failed; the tasks' logs are in " + dir;
+    return o;
+  }
+  for (int i = 0; i < workers; ++i) {
+    int64_t steps = 0, warm = 0;
+    double elapsed = 0;
+    std::istringstream(slurp(dir + "/w" + std::to_string(i) + ".txt")) >> steps >> warm >> elapsed;
+    o.steps += steps;
+    if (elapsed > 0) o.steps_per_sec += static_cast<double>(steps) / elapsed;
+  }
+  const std::string check = slurp(dir + "/check.txt");
+  if (check.rfind("ok ", 0) != 0) {
+    o.why = "wrong final value (min max want updates): " + check;
+    return o;
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  o.ok = true;
+  return o;
+}
+
+Outcome run_tf(const std::string& python, int64_t elements, double seconds, int workers) {
+  Outcome o;
+  const std::string cmd = "TF_CPP_MIN_LOG_LEVEL=2 '" + python + "' '" + std::string(AF_SOURCE_DIR) +
+                          "/bench/tf_ps_throughput.py' --elements " + std::to_string(elements) + " --seconds " +
+                          std::to_string(seconds) + " --workers " + std::to_string(workers) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    o.why = "cannot start " + python;
+    return o;
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  const auto at = out.find("tf steps_per_sec=");
+  if (rc != 0 || at == std::string::npos) {
+    o.why = "TensorFlow's run failed:\n" + out.substr(out.size() > 3000 ? out.size() - 3000 : 0);
+    return o;
+  }
+  std::sscanf(out.c_str() + at, "tf steps_per_sec=%lf steps=%ld", &o.steps_per_sec, &o.steps);
+  o.ok = true;
+  return o;
+}
+
+std::string mib(int64_t elements) {
+  char b[64];
+  const double bytes = static_cast<double>(elements) * 4;
+  if (bytes >= 1 << 20) std::snprintf(b, sizeof b, "%g MiB", bytes / (1 << 20));
+  else std::snprintf(b, sizeof b, "%g B", bytes);
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string role, cluster, dir;
+  std::vector<int64_t> sizes = {16777216, 4194304, 1};
+  double seconds = 15;
+  int workers = 2, task = 0, rounds = 1;
+  int64_t elements = 1;
+  bool tf = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ps_throughput: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--role") role = next();
+    else if (a == "--cluster") cluster = next();
+    else if (a == "--dir") dir = next();
+    else if (a == "--task") task = std::atoi(next().c_str());
+    else if (a == "--workers") workers = std::atoi(next().c_str());
+    else if (a == "--rounds") rounds = std::atoi(next().c_str());
+    else if (a == "--seconds") seconds = std::atof(next().c_str());
+    else if (a == "--elements" && !role.empty()) elements = std::atoll(next().c_str());
+    else if (a == "--elements") {
+      sizes.clear();
+      std::stringstream ss(next());
+      for (std::string t; std::getline(ss, t, ',');) sizes.push_back(std::atoll(t.c_str()));
+    } else if (a == "--no-tf") tf = false;
+    else {
+      std::fprintf(stderr, "ps_throughput: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  if (workers < 1 || rounds < 1 || !(seconds > 0) || sizes.empty()) {
+    std::fprintf(stderr, "ps_throughput: --workers, --rounds and --seconds must be positive\n");
+    return 2;
+  }
+  for (int64_t n : sizes)
+    if (n < 1) {
+      std::fprintf(stderr, "ps_throughput: --elements must be positive, got %ld\n", n);
+      return 2;
+    }
+  if (role == "ps") {
+    auto c = af::ClusterSpec::from_file(cluster);
+    if (!c.ok()) return 1;
+    return af::serve_until_signal(*c, af::TaskId{"ps", 0}).ok() ? 0 : 1;
+  }
+  if (role == "worker") return run_worker(cluster, task, elements, seconds, workers, dir);
+
+  std::string python;
+  if (tf) {
+    FILE* p = popen(("bash '" + std::string(AF_SOURCE_DIR) + "/bench/tf_venv.sh' 2>&1").c_str(), "r");
+    char buf[4096];
+    std::string out;
+    while (p && fgets(buf, sizeof buf, p)) out += buf;
+    const int rc = p ? pclose(p) : -1;
+    if (rc == 0 && !out.empty()) python = out.substr(out.find_last_of('\n', out.size() - 2) + 1, std::string::npos);
+    while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
+    if (python.empty()) std::printf("TensorFlow baseline skipped: %s\n", out.c_str());
+  }
+  std::printf("ps_throughput: 1 ps + %d workers on 127.0.0.1, %g s windows, %d round(s); steps/s summed over workers\n",
+              workers, seconds, rounds);
+  int failures = 0;
+  for (int64_t n : sizes) {
+    double af_sum = 0, tf_sum = 0;
+    int af_n = 0, tf_n = 0;
+    for (int r = 0; r < rounds; ++r) {
+      Outcome a = run_actorflow(n, seconds, workers);
+      if (!a.ok) {
+        std::printf("  %-10s actorflow FAILED: %s\n", mib(n).c_str(), a.why.c_str());
+        ++failures;
+      } else {
+        af_sum += a.steps_per_sec;
+        ++af_n;
+        std::printf("  %-10s round %d actorflow  %10.1f steps/s (%ld steps, final value checked)\n", mib(n).c_str(), r + 1,
+                    a.steps_per_sec, a.steps);
+      }
+      std::fflush(stdout);
+      if (python.empty()) continue;
+      Outcome t = run_tf(python, n, seconds, workers);
+      if (!t.ok) {
+        std::printf("  %-10s TensorFlow FAILED: %s\n", mib(n).c_str(), t.why.c_str());
+      } else {
+        tf_sum += t.steps_per_sec;
+        ++tf_n;
+        std::printf("  %-10s round %d TensorFlow %10.1f steps/s (%ld steps, final value checked)\n", mib(n).c_str(), r + 1,
+                    t.steps_per_sec, t.steps);
+      }
+      std::fflush(stdout);
+    }
+    if (af_n && tf_n)
+      std::printf("  %-10s actorflow %.1f / TensorFlow %.1f steps/s = %.2fx\n", mib(n).c_str(), af_sum / af_n,
+                  tf_sum / tf_n, (af_sum / af_n) / (tf_sum / tf_n));
+  }
+  return failures ? 1 : 0;
+}
