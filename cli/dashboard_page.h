@@ -87,7 +87,10 @@ function chart(name) {
     options: {
       animation: false, responsive: true, maintainAspectRatio: false, parsing: false, normalized: true,
       elements: { point: { radius: 0 }, line: { borderWidth: 1.5, tension: 0 } },
-      scales: { x: { type: "linear", title: { display: true, text: "seconds since the dashboard started" } } },
+      scales: {
+        x: { type: "linear", title: { display: true, text: "seconds since the dashboard started" } },
+        y: name.startsWith("net_") ? { ticks: { callback: v => bytes(v) + "/s" } } : {}
+      },
       plugins: { title: { display: true, text: TITLES[name] || name }, legend: { labels: { boxWidth: 12 } } }
     }
   });
