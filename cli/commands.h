@@ -67,8 +67,8 @@ struct DashboardOptions {
   int timeout_ms = 2000;          // how long to try each task per poll
   std::string chart_js;           // Chart.js file; "" = the Debian package's (libjs-chart.js)
 };
-// `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc, docs/operations.md):
-// the tasks table of `status`, charts of loss, accuracy, steps/s, global step, CPU and network per
+// `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc; docs/architecture.md,
+// "Dashboard"): the tasks table of `status`, charts of loss, accuracy, steps/s, global step, CPU and network per
 // task, and an event log (down/up, restarts, actor failures, faults, checkpoints, restores,
 // rollbacks), all from /api/state, polled every interval and kept for the last 600 points per
 // series and 500 events. Serves until SIGINT/SIGTERM (exit 0). Exit 2 for a bad cluster file,
