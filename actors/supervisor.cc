@@ -114,6 +114,9 @@ class Supervisor::Impl {
       if (*restored) {
         AF_RETURN_IF_ERROR(retry_until(deadline, "restoring the model", [&] { return restore(sess, **restored); }));
         owner_->restored_step_ = (*restored)->global_step;
+        static Counter& restores = Metrics::global().counter(
+            "actorflow_checkpoint_restores_total", "Times the chief restored the model from a checkpoint.");
+        restores.inc();
         AF_LOG(INFO) << cfg_.task_name << ": restored the model from global step " << (*restored)->global_step
                      << " (" << ckpt_->last_restored_path() << ")";
         return Status::OK();
@@ -217,6 +220,12 @@ class Supervisor::Impl {
         // A parameter server came back empty: restore it.
         Status s = prepare_chief(*session_);
         if (s.ok()) {
+          static Counter& rollbacks = Metrics::global().counter(
+              "actorflow_rollbacks_total", "Recoveries in which the chief restored a parameter server that came back empty.");
+          static Counter& rolled = Metrics::global().counter(
+              "actorflow_rolled_back_steps_total", "Global steps lost to those recoveries (last step minus the restored one).");
+          rollbacks.inc();
+          rolled.inc(std::max<int64_t>(0, last_step - owner_->restored_step_));
           AF_LOG(WARNING) << cfg_.task_name << ": parameter server restored from global step " << owner_->restored_step_
                           << "; " << std::max<int64_t>(0, last_step - owner_->restored_step_)
                           << " global steps rolled back";

@@ -1,7 +1,8 @@
 // `actorflow dashboard` (issue 16 item 4): the live cluster page, loaded in a real headless
 // Chromium (Debian's, installed by scripts/setup.sh) while a job trains: the tasks table lists
 // every task and the global step in the DOM grows between two loads; a screenshot is saved in the
-// test's output directory. Also: what the page serves and protects (/api/state behind the secret
+// test's output directory; a killed parameter server shows as a restart, a restore and a
+// rollback in the event log. Also: what the page serves and protects (/api/state behind the secret
 // off loopback, bad requests answered, not fatal), and bad options (exit 2 with a clear message).
 #include <gtest/gtest.h>
 
@@ -175,14 +176,19 @@ TEST(DashboardTest, AHeadlessChromiumShowsTheTasksAndAGrowingGlobalStep) {
   const double s2 = dom_step(*dom2);
   EXPECT_GT(s2, s1) << *dom2;
 
-  // A worker killed: `actorflow up` restarts it, and the event log says so (a new process).
-  const auto pids = testing::processes_with({job.dir.path(), "--job worker", "--task 1"});
+  // The parameter server killed: `actorflow up` restarts it empty, the chief restores it from the
+  // newest checkpoint, and the event log says so: a new process, a restore, a rollback.
+  const auto pids = testing::processes_with({job.dir.path(), "--job ps", "--task 0"});
   ASSERT_EQ(pids.size(), 1u);
   ::kill(pids[0], SIGKILL);
   const std::string after = await_state(p, 90s, [](const std::string& s) {
-    return has(s, "\"kind\": \"restart\", \"text\": \"worker/1 restarted") && has(s, "\"up\": 3, \"total\": 3");
+    return has(s, "\"kind\": \"restart\", \"text\": \"ps/0 restarted") && has(s, "\"kind\": \"rollback\"") &&
+           has(s, "\"up\": 3, \"total\": 3");
   });
-  EXPECT_TRUE(has(after, "\"kind\": \"restart\", \"text\": \"worker/1 restarted (a new process)\"")) << after;
+  EXPECT_TRUE(has(after, "\"kind\": \"restart\", \"text\": \"ps/0 restarted (a new process)\"")) << after;
+  EXPECT_TRUE(has(after, "\"kind\": \"restore\", \"text\": \"worker/0: model restored from a checkpoint\"")) << after;
+  EXPECT_TRUE(has(after, "\"kind\": \"rollback\", \"text\": \"worker/0: parameter server restored from a checkpoint; "))
+      << after;
 
   const std::string shot = output_dir() + "/dashboard.png";
   std::remove(shot.c_str());
