@@ -13,6 +13,7 @@
 #include "actors/membership.h"
 #include "actors/server.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
 #include "data/event_file.h"
@@ -113,6 +114,9 @@ class Supervisor::Impl {
       if (*restored) {
         AF_RETURN_IF_ERROR(retry_until(deadline, "restoring the model", [&] { return restore(sess, **restored); }));
         owner_->restored_step_ = (*restored)->global_step;
+        static Counter& restores = Metrics::global().counter(
+            "actorflow_checkpoint_restores_total", "Times the chief restored the model from a checkpoint.");
+        restores.inc();
         AF_LOG(INFO) << cfg_.task_name << ": restored the model from global step " << (*restored)->global_step
                      << " (" << ckpt_->last_restored_path() << ")";
         return Status::OK();
@@ -216,6 +220,12 @@ class Supervisor::Impl {
         // A parameter server came back empty: restore it.
         Status s = prepare_chief(*session_);
         if (s.ok()) {
+          static Counter& rollbacks = Metrics::global().counter(
+              "actorflow_rollbacks_total", "Recoveries in which the chief restored a parameter server that came back empty.");
+          static Counter& rolled = Metrics::global().counter(
+              "actorflow_rolled_back_steps_total", "Global steps lost to those recoveries (last step minus the restored one).");
+          rollbacks.inc();
+          rolled.inc(std::max<int64_t>(0, last_step - owner_->restored_step_));
           AF_LOG(WARNING) << cfg_.task_name << ": parameter server restored from global step " << owner_->restored_step_
                           << "; " << std::max<int64_t>(0, last_step - owner_->restored_step_)
                           << " global steps rolled back";
@@ -329,11 +339,22 @@ class Supervisor::Impl {
     AF_ASSIGN_OR_RETURN(CheckpointData data, io_.read(*session_, cfg_.global_step));
     std::lock_guard<std::mutex> l(ckpt_mu_);
     auto path = ckpt_->save(data);
-    if (path.ok()) AF_LOG(INFO) << cfg_.task_name << ": saved checkpoint " << *path << " at global step " << data.global_step;
+    if (path.ok()) {
+      static Counter& saved = Metrics::global().counter("actorflow_checkpoints_saved_total", "Checkpoints the chief saved.");
+      static Gauge& saved_step = Metrics::global().gauge("actorflow_checkpoint_last_step",
+                                                         "The global step of the newest checkpoint this task saved.");
+      saved.inc();
+      saved_step.set(static_cast<double>(data.global_step));
+      AF_LOG(INFO) << cfg_.task_name << ": saved checkpoint " << *path << " at global step " << data.global_step;
+    }
     return path;
   }
 
   void summary(int64_t step, const std::map<std::string, double>& values) {
+    // Each scalar is also a gauge of the registry, so /metrics (and `actorflow dashboard`) show
+    // the latest value of every summary tag.
+    for (const auto& [k, v] : values)
+      Metrics::global().gauge("actorflow_summary", "The latest value of each summary scalar, by tag.", {{"tag", k}}).set(v);
     if (summary_path_.empty()) return;
     const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::string line = "{\"step\": " + std::to_string(step) + ", \"time\": " + std::to_string(t);

@@ -59,6 +59,24 @@ int run_up(const UpOptions& opts);
 // a bad cluster file.
 int run_status(const StatusOptions& opts);
 
+struct DashboardOptions {
+  std::string cluster;
+  std::string port = "8088";      // text, checked by run_dashboard: 0..65535 (0 = any free port)
+  std::string bind = "127.0.0.1"; // address the page is served on
+  int interval_ms = 1000;         // between polls of the cluster
+  int timeout_ms = 2000;          // how long to try each task per poll
+  std::string chart_js;           // Chart.js file; "" = the Debian package's (libjs-chart.js)
+};
+// `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc; docs/architecture.md,
+// "Dashboard"): the tasks table of `status`, charts of loss, accuracy, steps/s, global step, CPU and network per
+// task, and an event log (down/up, restarts, actor failures, faults, checkpoints, restores,
+// rollbacks), all from /api/state, polled every interval and kept for the last 600 points per
+// series and 500 events. Serves until SIGINT/SIGTERM (exit 0). Exit 2 for a bad cluster file,
+// port or interval, a port that cannot be bound, a missing Chart.js, or a non-loopback --bind
+// on a cluster without a secret (elsewhere than loopback the page needs the cluster secret, as
+// "Authorization: Bearer" or ?token=).
+int run_dashboard(const DashboardOptions& opts);
+
 struct CertsOptions {
   std::string cluster;
   std::string out;     // directory for ca.crt/.key and one .crt/.key per task plus client

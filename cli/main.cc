@@ -29,6 +29,17 @@ int main(int argc, char** argv) {
   status->add_flag("--watch", status_opts.watch, "redraw in place every interval until Ctrl-C");
   status->add_option("--interval-ms", status_opts.interval_ms, "between the scrapes a rate needs, and between redraws")
       ->check(CLI::Range(10, 3600000));
+  auto* dash = app.add_subcommand(
+      "dashboard", "serve a live page of a cluster: tasks, training curves, CPU and network charts, events");
+  actorflow::cli::DashboardOptions dash_opts;
+  dash->add_option("--cluster", dash_opts.cluster, "cluster file (TOML)")->required();
+  dash->add_option("--port", dash_opts.port, "port of the page (default 8088; 0 = any free port, printed)");
+  dash->add_option("--bind", dash_opts.bind,
+                   "address to serve on (default 127.0.0.1; elsewhere the page needs the cluster secret as ?token=)");
+  dash->add_option("--interval-ms", dash_opts.interval_ms, "between polls of the cluster (default 1000)");
+  dash->add_option("--timeout-ms", dash_opts.timeout_ms, "how long to try each task per poll")->check(CLI::Range(1, 3600000));
+  dash->add_option("--chart-js", dash_opts.chart_js, "Chart.js file (default: the Debian package libjs-chart.js's)");
+  dash->footer("Exit status: 0 after Ctrl-C/SIGTERM; 2 bad options or cluster file, port in use, Chart.js missing.");
   auto* up = app.add_subcommand("up", "start every task of this host as a child process and restart failures");
   actorflow::cli::UpOptions up_opts;
   up->add_option("--cluster", up_opts.cluster, "cluster file (TOML)")->required();
@@ -82,6 +93,7 @@ int main(int argc, char** argv) {
   if (demo->parsed()) return actorflow::cli::run_demo(demo_opts);
   if (node->parsed()) return actorflow::cli::run_node(node_opts);
   if (status->parsed()) return actorflow::cli::run_status(status_opts);
+  if (dash->parsed()) return actorflow::cli::run_dashboard(dash_opts);
   if (chaos->parsed()) return actorflow::cli::run_chaos(chaos_opts);
   return 2;
 }

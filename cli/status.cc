@@ -16,79 +16,20 @@
 #include <sstream>
 #include <thread>
 
-#include "actorflow/embedding.h"
+#include "cli/cluster_probe.h"
 #include "cli/commands.h"
-#include "core/metrics.h"
-#include "net/metrics_http.h"
 
 namespace actorflow {
 namespace cli {
 namespace {
 
-struct Sample {
-  std::map<std::string, double> m;
-  std::chrono::steady_clock::time_point at;
-};
-
-struct Row {
-  std::string task, address, role, state = "DOWN", why, devices;
-  bool up = false;
-  bool measured = false;
-  std::string metrics_error;
-  double global_step = NAN, steps_per_sec = NAN, cpu_pct = NAN, rss = NAN, net_in = NAN, net_out = NAN,
-         failures = NAN, uptime = NAN, hb_rtt_ms = NAN;
-};
-
-double get(const Sample& s, const std::string& k) {
-  auto it = s.m.find(k);
-  return it == s.m.end() ? NAN : it->second;
-}
-
-double rate(const Sample& a, const Sample& b, const std::string& k) {
-  const double dt = std::chrono::duration<double>(b.at - a.at).count();
-  const double va = get(a, k), vb = get(b, k);
-  if (dt <= 0 || std::isnan(vb)) return NAN;
-  return ((std::isnan(va) ? 0 : vb - va)) / dt;
-}
-
-std::string human_bytes(double b) {
-  if (std::isnan(b)) return "-";
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char o[32];
-  std::snprintf(o, sizeof o, u == 0 ? "%.0f%s" : "%.1f%s", b, unit[u]);
-  return o;
-}
+using Row = TaskRow;
 
 std::string fmt(double v, const char* f) {
   if (std::isnan(v)) return "-";
   char o[32];
   std::snprintf(o, sizeof o, f, v);
   return o;
-}
-
-std::string json_num(double v) {
-  if (std::isnan(v) || std::isinf(v)) return "null";
-  char o[40];
-  std::snprintf(o, sizeof o, "%.6g", v);
-  return o;
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o + "\"";
 }
 
 // Columns sized to their widest cell, two spaces apart; the reason a task is down (or could not be
@@ -153,95 +94,19 @@ void on_signal(int) { g_stop = 1; }
 }  // namespace
 
 int run_status(const StatusOptions& o) {
-  auto cluster = load_cluster(o.cluster);
-  if (!cluster.ok()) {
-    std::cerr << "actorflow status: " << cluster.status().message() << "\n";
-    return 2;
-  }
   if (o.interval_ms < 10 || o.interval_ms > 3600000) {
     std::cerr << "actorflow status: --interval-ms must be in 10..3600000, got " << o.interval_ms << "\n";
     return 2;
   }
-  caf::actor_system_config cfg;
-  Server::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto mc = tool_membership_config(*cluster, "_status");
-  if (!mc.ok()) {
-    std::cerr << "actorflow status: " << mc.status().message() << "\n";
+  auto probe = ClusterProbe::create(o.cluster, "_status", std::chrono::milliseconds(o.timeout_ms));
+  if (!probe.ok()) {
+    std::cerr << "actorflow status: " << probe.status().message() << "\n";
     return 2;
   }
-  Membership m(sys, *mc);
-  const auto tasks = cluster->all_tasks();
   const auto interval = std::chrono::milliseconds(o.interval_ms);
-  const auto timeout = std::chrono::milliseconds(o.timeout_ms);
-  std::map<std::string, Sample> last;  // the previous scrape of each task
-  auto scrape = [&](const TaskId& t) -> Result<Sample> {
-    const ServerOptions so = cluster->server_options(t);
-    auto addr = cluster->task_address(t);
-    AF_RETURN_IF_ERROR(addr.status());
-    std::string host = addr->substr(0, addr->rfind(':'));
-    if (host == "localhost") host = "127.0.0.1";
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    AF_ASSIGN_OR_RETURN(std::string text, net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), mc->secret,
-                                                             mc->tls, timeout));
-    return Sample{net::sum_by_family(text), std::chrono::steady_clock::now()};
-  };
-  auto measure_all = [&] {
-    for (const auto& t : tasks)
-      if (cluster->server_options(t).metrics_port > 0) {
-        auto s = scrape(t);
-        if (s.ok()) last[t.to_string()] = std::move(*s);
-      }
-  };
-  auto table = [&]() {
-    std::vector<Row> rows;
-    for (const auto& t : tasks) {
-      Row r;
-      r.task = t.to_string();
-      auto addr = cluster->task_address(t);
-      r.address = addr.ok() ? *addr : "?";
-      r.role = t == cluster->supervisor().chief ? "chief" : t.job;
-      auto p = addr.ok() ? m.ensure(t.device_prefix(), *addr, timeout) : Result<PeerInfo>(addr.status());
-      if (!p.ok()) {
-        r.why = p.status().message();
-        rows.push_back(r);
-        continue;
-      }
-      r.up = true;
-      r.state = "UP";
-      for (const auto& d : p->devices) r.devices += (r.devices.empty() ? "" : " ") + d.name.substr(d.name.find("/device:") + 1);
-      if (cluster->server_options(t).metrics_port > 0) {
-        auto now = scrape(t);
-        if (!now.ok()) {
-          r.metrics_error = now.status().message();
-        } else {
-          r.measured = true;
-          auto prev = last.find(t.to_string());
-          const Sample& a = prev != last.end() ? prev->second : *now;
-          r.global_step = get(*now, "actorflow_global_step");
-          r.rss = get(*now, "process_resident_memory_bytes");
-          r.failures = get(*now, "actorflow_actor_failures_total");
-          if (std::isnan(r.failures)) r.failures = 0;
-          const double start = get(*now, "process_start_time_seconds");
-          r.uptime = std::isnan(start) ? NAN
-                                       : static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                                 .count()) / 1000.0 - start;
-          const double hb_n = get(*now, "actorflow_heartbeat_rtt_seconds_count");
-          if (hb_n > 0) r.hb_rtt_ms = 1000 * get(*now, "actorflow_heartbeat_rtt_seconds_sum") / hb_n;
-          if (prev != last.end()) {
-            r.steps_per_sec = rate(a, *now, "actorflow_session_runs_total");
-            r.cpu_pct = 100 * rate(a, *now, "process_cpu_seconds_total");
-            r.net_in = rate(a, *now, "actorflow_data_plane_received_bytes_total");
-            r.net_out = rate(a, *now, "actorflow_data_plane_sent_bytes_total");
-          }
-          last[t.to_string()] = std::move(*now);
-        }
-      }
-      rows.push_back(r);
-    }
-    return rows;
-  };
+  const size_t total = (*probe)->num_tasks();
+  auto table = [&] { return (*probe)->poll(); };
+  auto measure_all = [&] { (*probe)->prime(); };
   int ups = 0;
   auto show = [&](bool redraw) {
     auto rows = table();
@@ -255,7 +120,7 @@ int run_status(const StatusOptions& o) {
   if (!o.watch) {
     std::this_thread::sleep_for(interval);  // the interval a rate is measured over
     show(false);
-    return ups == static_cast<int>(tasks.size()) ? 0 : 3;
+    return ups == static_cast<int>(total) ? 0 : 3;
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

@@ -102,7 +102,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   so.hooks.push_back(std::make_shared<train::StopAtStepHook>(0, o.steps));
   if (o.save_summaries_secs > 0 && !o.logdir.empty())
     so.hooks.push_back(std::make_shared<train::SummarySaverHook>(0, o.save_summaries_secs,
-                                                                 std::map<std::string, Output>{{"accuracy", m.accuracy}}));
+                                                                 std::map<std::string, Output>{{"accuracy", m.accuracy}, {"loss", m.loss}}));
   AF_ASSIGN_OR_RETURN(auto sess, train::MonitoredTrainingSession::create(root, so));
 
   auto ds = Dataset::from_tensors({data.train_images, train_y})

@@ -21,6 +21,7 @@ namespace net {
 namespace {
 
 constexpr size_t kMaxRequest = 8 << 10;
+constexpr int kMaxConcurrent = 8;
 constexpr auto kConnectionBudget = std::chrono::seconds(2);
 
 std::string response(int code, const char* reason, const std::string& body, const char* type = "text/plain",
@@ -40,7 +41,9 @@ bool wait_for(int fd, short events, Clock::time_point deadline) {
 }  // namespace
 
 Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(MetricsHttpOptions opts) {
-  if (!opts.render) return InvalidArgument("metrics endpoint: no render function");
+  if (!opts.render && opts.routes.empty()) return InvalidArgument("metrics endpoint: no render function");
+  for (const auto& [path, r] : opts.routes)
+    if (!r.body) return InvalidArgument("metrics endpoint: route " + path + " has no body function");
   std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
   auto l = listen_tcp(opts.host, opts.port, 16);
   if (!l.ok()) return l.status().with_prefix("metrics endpoint");
@@ -61,6 +64,8 @@ MetricsHttpServer::~MetricsHttpServer() {
     (void)!::write(wake_write_.get(), &b, 1);
   }
   if (thread_.joinable()) thread_.join();
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [&] { return active_ == 0; });
 }
 
 void MetricsHttpServer::loop() {
@@ -75,7 +80,20 @@ void MetricsHttpServer::loop() {
     if (!(p[0].revents & POLLIN)) continue;
     const int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;  // the peer left, or out of descriptors: try again with the next one
-    serve(Fd(c));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (active_ < kMaxConcurrent) {
+        ++active_;
+        std::thread([this, c] {
+          serve(Fd(c));
+          std::lock_guard<std::mutex> l2(mu_);
+          --active_;
+          idle_.notify_all();
+        }).detach();
+        continue;
+      }
+    }
+    serve(Fd(c));  // at the cap: the accept loop serves this one itself (bounded by its budget)
   }
 }
 
@@ -125,15 +143,22 @@ void MetricsHttpServer::serve(Fd conn) {
     answer = response(400, "Bad Request", "not an HTTP request\n");
   } else {
     const std::string method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    const std::string path = target.substr(0, target.find('?'));
+    const size_t q = target.find('?');
+    const std::string path = target.substr(0, q);
+    const auto route = opts_.routes.find(path);
     if (method != "GET" && method != "HEAD") {
       answer = response(405, "Method Not Allowed", "GET only\n", "text/plain", "Allow: GET\r\n");
     } else if (path == "/healthz") {
       answer = response(200, "OK", "ok\n");
-    } else if (path != "/metrics") {
-      answer = response(404, "Not Found", "try /metrics\n");
+    } else if (route == opts_.routes.end() && (path != "/metrics" || !opts_.render)) {
+      answer = response(404, "Not Found", opts_.render ? "try /metrics\n" : "not found\n");
     } else {
-      bool allowed = opts_.secret.empty();
+      const bool needs = route == opts_.routes.end() || route->second.needs_secret;
+      bool allowed = opts_.secret.empty() || !needs;
+      const std::string want = "Bearer " + opts_.secret;
+      auto same = [&](const std::string& value, const std::string& expect) {
+        return value.size() == expect.size() && CRYPTO_memcmp(value.data(), expect.data(), expect.size()) == 0;
+      };
       if (!allowed) {
         // Header names are case-insensitive; look for "authorization:" at a line start.
         std::string lower(req.size(), ' ');
@@ -143,14 +168,29 @@ void MetricsHttpServer::serve(Fd conn) {
           size_t v = h + 15;
           while (v < req.size() && req[v] == ' ') ++v;
           const size_t end = req.find_first_of("\r\n", v);
-          const std::string value = req.substr(v, end - v);
-          const std::string want = "Bearer " + opts_.secret;
-          allowed = value.size() == want.size() && CRYPTO_memcmp(value.data(), want.data(), want.size()) == 0;
+          allowed = same(req.substr(v, end - v), want);
+        }
+      }
+      if (!allowed && opts_.token_in_query && q != std::string::npos) {
+        // ?token=<secret> among the query's &-separated parameters (the secret is not URL-encoded:
+        // cluster secrets are printable without '&', '#' or spaces, or this fails closed).
+        const std::string query = target.substr(q + 1);
+        for (size_t p = 0; p <= query.size() && !allowed;) {
+          size_t amp = query.find('&', p);
+          if (amp == std::string::npos) amp = query.size();
+          const std::string kv = query.substr(p, amp - p);
+          if (kv.compare(0, 6, "token=") == 0) allowed = same(kv.substr(6), opts_.secret);
+          p = amp + 1;
         }
       }
       if (!allowed) {
-        answer = response(401, "Unauthorized", "this cluster needs Authorization: Bearer <cluster secret>\n",
+        answer = response(401, "Unauthorized",
+                          opts_.token_in_query ? "this needs Authorization: Bearer <cluster secret> or ?token=<cluster secret>\n"
+                                               : "this cluster needs Authorization: Bearer <cluster secret>\n",
                           "text/plain", "WWW-Authenticate: Bearer realm=\"actorflow\"\r\n");
+      } else if (route != opts_.routes.end()) {
+        answer = response(200, "OK", route->second.body(), route->second.content_type.c_str(),
+                          "Cache-Control: no-store\r\n");
       } else {
         answer = response(200, "OK", opts_.render(), "text/plain; version=0.0.4; charset=utf-8");
       }
@@ -217,6 +257,59 @@ std::map<std::string, double> sum_by_family(const std::string& text) {
     const double v = std::strtod(line.c_str() + sp + 1, &end);
     if (end == line.c_str() + sp + 1) continue;
     out[name] += v;
+  }
+  return out;
+}
+
+std::map<std::string, double> sum_by_label(const std::string& text, const std::string& name, const std::string& label) {
+  std::map<std::string, double> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != '{') continue;
+    // Walk the labels: name="value" pairs, values with \\ \" \n escapes.
+    size_t i = name.size() + 1;
+    std::string value;
+    bool found = false, ok = false;
+    while (i < line.size()) {
+      if (line[i] == '}') {
+        ok = true;
+        ++i;
+        break;
+      }
+      if (line[i] == ',' || line[i] == ' ') {
+        ++i;
+        continue;
+      }
+      const size_t eq = line.find("=\"", i);
+      if (eq == std::string::npos) break;
+      const bool mine = line.compare(i, eq - i, label) == 0;
+      std::string v;
+      size_t j = eq + 2;
+      for (; j < line.size() && line[j] != '"'; ++j) {
+        if (line[j] == '\\' && j + 1 < line.size()) {
+          ++j;
+          v += line[j] == 'n' ? '\n' : line[j];
+        } else {
+          v += line[j];
+        }
+      }
+      if (j >= line.size()) break;
+      if (mine) {
+        value = v;
+        found = true;
+      }
+      i = j + 1;
+    }
+    if (!ok || !found) continue;
+    char* end = nullptr;
+    while (i < line.size() && line[i] == ' ') ++i;
+    const double v = std::strtod(line.c_str() + i, &end);
+    if (end == line.c_str() + i) continue;
+    out[value] += v;
   }
   return out;
 }

@@ -9,6 +9,7 @@ PKGS=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   tmux python3-venv
+  chromium libjs-chart.js
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -112,6 +112,26 @@ TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsTheSecret) {
   EXPECT_TRUE(has(get(port, "/metrics", "Bearer s3cret"), "\r\n\r\ntest_metric 1\n"));
 }
 
+// sum_by_label picks one family's series apart by one label (the dashboard's summary tags and
+// fault kinds), unescaping values and skipping other families, prefixes and broken lines.
+TEST(MetricsTest, SumByLabelSplitsAFamilyByOneLabel) {
+  const std::string text =
+      "# TYPE actorflow_summary gauge\n"
+      "actorflow_summary{job=\"worker\",task=\"0\",tag=\"loss\"} 0.25\n"
+      "actorflow_summary{tag=\"accuracy\",job=\"worker\"} 0.75\n"
+      "actorflow_summary{tag=\"a \\\"q\\\" b\"} 2\n"
+      "actorflow_summary_other{tag=\"loss\"} 9\n"
+      "actorflow_summary{job=\"worker\"} 5\n"
+      "actorflow_summary{tag=\"broken} 1\n"
+      "actorflow_summary{tag=\"loss\",task=\"1\"} 0.5\n";
+  const auto m = net::sum_by_label(text, "actorflow_summary", "tag");
+  EXPECT_EQ(m, (std::map<std::string, double>{{"loss", 0.75}, {"accuracy", 0.75}, {"a \"q\" b", 2}}));
+  EXPECT_TRUE(net::sum_by_label(text, "nothing", "tag").empty());
+  // The registry's own rendering of a summary gauge reads back.
+  Metrics::global().gauge("actorflow_summary", "test", {{"tag", "loss"}}).set(1.5);
+  EXPECT_EQ(net::sum_by_label(Metrics::global().render({{"job", "worker"}}), "actorflow_summary", "tag").at("loss"), 1.5);
+}
+
 // The value of the first series of `name` whose labels contain `labels` in a scrape, or -1.
 double value_of(const std::string& scrape, const std::string& name, const std::string& labels) {
   std::istringstream in(scrape);

@@ -1,0 +1,179 @@
+#include "cli/cluster_probe.h"
+
+#include <cstdio>
+
+#include "actorflow/embedding.h"
+#include "cli/commands.h"
+#include "net/metrics_http.h"
+
+namespace actorflow {
+namespace cli {
+namespace {
+
+struct Sample {
+  std::map<std::string, double> m;
+  std::chrono::steady_clock::time_point at;
+};
+
+double get(const std::map<std::string, double>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? NAN : it->second;
+}
+
+double rate(const Sample& a, const Sample& b, const std::string& k) {
+  const double dt = std::chrono::duration<double>(b.at - a.at).count();
+  const double va = get(a.m, k), vb = get(b.m, k);
+  if (dt <= 0 || std::isnan(vb)) return NAN;
+  return ((std::isnan(va) ? 0 : vb - va)) / dt;
+}
+
+}  // namespace
+
+std::string human_bytes(double b) {
+  if (std::isnan(b)) return "-";
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char o[32];
+  std::snprintf(o, sizeof o, u == 0 ? "%.0f%s" : "%.1f%s", b, unit[u]);
+  return o;
+}
+
+std::string json_num(double v) {
+  if (std::isnan(v) || std::isinf(v)) return "null";
+  char o[40];
+  std::snprintf(o, sizeof o, "%.6g", v);
+  return o;
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else if (c == '<') {
+      o += "\\u003c";  // safe inside an HTML page too
+    } else o += c;
+  }
+  return o + "\"";
+}
+
+struct ClusterProbe::Impl {
+  ClusterSpec cluster;
+  MembershipConfig mc;
+  std::chrono::milliseconds timeout;
+  std::unique_ptr<caf::actor_system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<Membership> m;
+  std::vector<TaskId> tasks;
+  std::map<std::string, Sample> last;  // the previous scrape of each task
+
+  Result<std::pair<Sample, std::string>> scrape(const TaskId& t) {
+    const ServerOptions so = cluster.server_options(t);
+    auto addr = cluster.task_address(t);
+    AF_RETURN_IF_ERROR(addr.status());
+    std::string host = addr->substr(0, addr->rfind(':'));
+    if (host == "localhost") host = "127.0.0.1";
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    AF_ASSIGN_OR_RETURN(std::string text,
+                        net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), mc.secret, mc.tls, timeout));
+    return std::make_pair(Sample{net::sum_by_family(text), std::chrono::steady_clock::now()}, std::move(text));
+  }
+};
+
+ClusterProbe::ClusterProbe(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClusterProbe::~ClusterProbe() {
+  if (!impl_) return;
+  impl_->m.reset();  // the membership before its actor system
+  impl_->sys.reset();
+}
+
+Result<std::unique_ptr<ClusterProbe>> ClusterProbe::create(const std::string& cluster_path, const std::string& tool,
+                                                           std::chrono::milliseconds timeout) {
+  AF_ASSIGN_OR_RETURN(ClusterSpec cluster, load_cluster(cluster_path));
+  AF_ASSIGN_OR_RETURN(MembershipConfig mc, tool_membership_config(cluster, tool));
+  auto impl = std::make_unique<Impl>(Impl{std::move(cluster), std::move(mc), timeout, nullptr, nullptr, nullptr, {}, {}});
+  impl->cfg = std::make_unique<caf::actor_system_config>();
+  Server::configure(*impl->cfg);
+  impl->sys = std::make_unique<caf::actor_system>(*impl->cfg);
+  impl->m = std::make_unique<Membership>(*impl->sys, impl->mc);
+  impl->tasks = impl->cluster.all_tasks();
+  return std::unique_ptr<ClusterProbe>(new ClusterProbe(std::move(impl)));
+}
+
+const ClusterSpec& ClusterProbe::cluster() const { return impl_->cluster; }
+const std::string& ClusterProbe::secret() const { return impl_->mc.secret; }
+size_t ClusterProbe::num_tasks() const { return impl_->tasks.size(); }
+
+void ClusterProbe::prime() {
+  for (const auto& t : impl_->tasks)
+    if (impl_->cluster.server_options(t).metrics_port > 0) {
+      auto s = impl_->scrape(t);
+      if (s.ok()) impl_->last[t.to_string()] = std::move(s->first);
+    }
+}
+
+std::vector<TaskRow> ClusterProbe::poll() {
+  Impl& d = *impl_;
+  std::vector<TaskRow> rows;
+  for (const auto& t : d.tasks) {
+    TaskRow r;
+    r.task = t.to_string();
+    auto addr = d.cluster.task_address(t);
+    r.address = addr.ok() ? *addr : "?";
+    r.role = t == d.cluster.supervisor().chief ? "chief" : t.job;
+    auto p = addr.ok() ? d.m->ensure(t.device_prefix(), *addr, d.timeout) : Result<PeerInfo>(addr.status());
+    if (!p.ok()) {
+      r.why = p.status().message();
+      rows.push_back(r);
+      continue;
+    }
+    r.up = true;
+    r.state = "UP";
+    for (const auto& dev : p->devices)
+      r.devices += (r.devices.empty() ? "" : " ") + dev.name.substr(dev.name.find("/device:") + 1);
+    if (d.cluster.server_options(t).metrics_port > 0) {
+      auto scraped = d.scrape(t);
+      if (!scraped.ok()) {
+        r.metrics_error = scraped.status().message();
+      } else {
+        Sample& now = scraped->first;
+        r.measured = true;
+        auto prev = d.last.find(r.task);
+        r.global_step = get(now.m, "actorflow_global_step");
+        r.rss = get(now.m, "process_resident_memory_bytes");
+        r.failures = get(now.m, "actorflow_actor_failures_total");
+        if (std::isnan(r.failures)) r.failures = 0;
+        const double start = get(now.m, "process_start_time_seconds");
+        r.uptime = std::isnan(start) ? NAN
+                                     : static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                               std::chrono::system_clock::now().time_since_epoch())
+                                                               .count()) / 1000.0 - start;
+        const double hb_n = get(now.m, "actorflow_heartbeat_rtt_seconds_count");
+        if (hb_n > 0) r.hb_rtt_ms = 1000 * get(now.m, "actorflow_heartbeat_rtt_seconds_sum") / hb_n;
+        // Rates only against a scrape of the same process (a restarted task starts its counters over).
+        if (prev != d.last.end() && get(prev->second.m, "process_start_time_seconds") == start) {
+          r.steps_per_sec = rate(prev->second, now, "actorflow_session_runs_total");
+          r.cpu_pct = 100 * rate(prev->second, now, "process_cpu_seconds_total");
+          r.net_in = rate(prev->second, now, "actorflow_data_plane_received_bytes_total");
+          r.net_out = rate(prev->second, now, "actorflow_data_plane_sent_bytes_total");
+        }
+        r.families = now.m;
+        r.summaries = net::sum_by_label(scraped->second, "actorflow_summary", "tag");
+        r.faults_by_kind = net::sum_by_label(scraped->second, "actorflow_faults_injected_total", "kind");
+        d.last[r.task] = std::move(now);
+      }
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace cli
+}  // namespace actorflow

@@ -1,0 +1,74 @@
+// What `actorflow status` and `actorflow dashboard` know about a running cluster: one row per
+// task from the authenticated control-plane handshake (up or down, devices) plus the task's own
+// metrics endpoint (net/metrics_http.h) when the cluster file gives it a metrics_port. Rates
+// (steps/s, CPU %, network) come from two successive scrapes of the same process.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace actorflow {
+class ClusterSpec;
+struct TaskId;
+namespace cli {
+
+// One task at one poll. Numbers are NAN when unknown (down, no metrics_port, first scrape for
+// rates). A plain value type.
+struct TaskRow {
+  std::string task, address, role, state = "DOWN", why, devices;
+  bool up = false;
+  bool measured = false;      // its /metrics answered this poll
+  std::string metrics_error;  // why it did not (when up with a metrics_port)
+  double global_step = NAN, steps_per_sec = NAN, cpu_pct = NAN, rss = NAN, net_in = NAN, net_out = NAN,
+         failures = NAN, uptime = NAN, hb_rtt_ms = NAN;
+  // This scrape reduced by family (net::sum_by_family) and the summary scalars by tag
+  // (actorflow_summary{tag=...}); empty when not measured.
+  std::map<std::string, double> families;
+  std::map<std::string, double> summaries;
+  std::map<std::string, double> faults_by_kind;  // actorflow_faults_injected_total by kind
+};
+
+// Holds the control-plane membership of a tool (its own CAF actor system) and the previous
+// scrape of each task. Not thread-safe: one thread polls.
+class ClusterProbe {
+ public:
+  // Loads the cluster file and joins as tool job `tool` (e.g. "_status"). Errors: the cluster
+  // file's (naming it and the line), the membership configuration's (secret or TLS files).
+  static Result<std::unique_ptr<ClusterProbe>> create(const std::string& cluster_path, const std::string& tool,
+                                                      std::chrono::milliseconds timeout);
+  ~ClusterProbe();
+  ClusterProbe(const ClusterProbe&) = delete;
+  ClusterProbe& operator=(const ClusterProbe&) = delete;
+
+  const ClusterSpec& cluster() const;
+  // The cluster's secret ("" when none): the dashboard protects its page with it.
+  const std::string& secret() const;
+  size_t num_tasks() const;
+
+  // Scrapes every measured task once without the handshake (the first samples rates need).
+  void prime();
+  // One row per task, in the cluster's order: handshake (bounded by the timeout per task) and
+  // scrape; rates against the previous scrape of the same task. Blocks up to about
+  // timeout x tasks when tasks are down.
+  std::vector<TaskRow> poll();
+
+ private:
+  struct Impl;
+  explicit ClusterProbe(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// "12.3MiB"-style bytes, "-" for NAN. Pure.
+std::string human_bytes(double b);
+// A JSON number (null for NAN and infinities) and a JSON string literal. Pure.
+std::string json_num(double v);
+std::string json_str(const std::string& s);
+
+}  // namespace cli
+}  // namespace actorflow
