@@ -9,6 +9,7 @@
 #include "actors/messages.h"
 #include "actors/resources.h"
 #include "actors/faults.h"
+#include "tensor/pooling_allocator.h"
 #include "actors/restart.h"
 #include "core/logging.h"
 #include "device/functors.h"
@@ -130,24 +131,43 @@ inline void update_loop(int64_t n, const F& f_in, P* __restrict... p) {
   for (int64_t i = 0; i < n; ++i) f(p[i]...);
 }
 
+// One dense optimizer update w <- f(w, slots..., g) over the whole float32 value. In place when
+// the value's buffer is this actor's alone; otherwise (a reader still holds the last value: a
+// read's reply being sent, an update's output not yet dropped) the new value is written into a
+// fresh buffer from the host pool in the same pass and becomes the value: the reader's snapshot
+// stays intact and no whole-variable copy precedes the update (copy-then-update was two passes).
+template <class F, class... S>
+Status dense_update(VarState& st, const F& f_in, const Tensor& g, S*... slots) {
+  const int64_t n = g.num_elements();
+  const float* __restrict gd = g.data<float>();
+  const F f = f_in;
+  if (st.value.buffer().use_count() <= 1) {
+    update_loop(n, f, st.value.data<float>(), slots..., gd);
+    return Status::OK();
+  }
+  auto fresh = Tensor::allocate(cpu_host_pool(), st.value.dtype(), st.value.shape());
+  if (!fresh.ok()) return err(st, Code::kResourceExhausted, fresh.status().message());
+  const float* __restrict src = st.value.data<float>();
+  float* __restrict dst = fresh->data<float>();
+#pragma GCC ivdep
+  for (int64_t i = 0; i < n; ++i) {
+    float v = src[i];
+    f(v, slots[i]..., gd[i]);
+    dst[i] = v;
+  }
+  st.value = std::move(*fresh);
+  return Status::OK();
+}
+
 Status apply_sgd(VarState& st, float lr, const Tensor& g) {
   AF_RETURN_IF_ERROR(require_float(st));
-  float* __restrict w = writable_value(st).data<float>();
-  const float* __restrict gd = g.data<float>();
-  functors::SgdUpdateF<float> f{lr};
-  update_loop(g.num_elements(), f, w, gd);
-  return Status::OK();
+  return dense_update(st, functors::SgdUpdateF<float>{lr}, g);
 }
 
 Status apply_momentum(VarState& st, float lr, const Tensor& g, float momentum) {
   AF_RETURN_IF_ERROR(require_float(st));
   if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
-  float* __restrict w = writable_value(st).data<float>();
-  float* a = st.momentum.data<float>();
-  const float* __restrict gd = g.data<float>();
-  functors::MomentumUpdateF<float> f{lr, momentum};
-  update_loop(g.num_elements(), f, w, a, gd);
-  return Status::OK();
+  return dense_update(st, functors::MomentumUpdateF<float>{lr, momentum}, g, st.momentum.data<float>());
 }
 
 // Adam's m and v, zeros like the value, created on the variable's first Adam update (dense or
@@ -162,13 +182,8 @@ Status apply_adam(VarState& st, float lr, float b1, float b2, float eps, const T
   AF_RETURN_IF_ERROR(require_float(st));
   ensure_adam_slots(st);
   ++st.adam_t;
-  float* __restrict w = writable_value(st).data<float>();
-  float* m = st.adam_m.data<float>();
-  float* v = st.adam_v.data<float>();
-  const float* __restrict gd = g.data<float>();
-  auto f = functors::AdamUpdateF<float>::make(lr, b1, b2, eps, st.adam_t);
-  update_loop(g.num_elements(), f, w, m, v, gd);
-  return Status::OK();
+  return dense_update(st, functors::AdamUpdateF<float>::make(lr, b1, b2, eps, st.adam_t), g,
+                      st.adam_m.data<float>(), st.adam_v.data<float>());
 }
 
 // A float32 tensor like the value, every element `v` (a slot's initial value).
@@ -184,12 +199,7 @@ Status apply_adagrad(VarState& st, float lr, const Tensor& g, float initial_accu
   if (!(initial_accumulator_value > 0))
     return err(st, Code::kInvalidArgument, "apply_adagrad: initial_accumulator_value must be > 0");
   if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, initial_accumulator_value);
-  float* __restrict w = writable_value(st).data<float>();
-  float* a = st.adagrad_accum.data<float>();
-  const float* __restrict gd = g.data<float>();
-  functors::AdagradUpdateF<float> f{lr};
-  update_loop(g.num_elements(), f, w, a, gd);
-  return Status::OK();
+  return dense_update(st, functors::AdagradUpdateF<float>{lr}, g, st.adagrad_accum.data<float>());
 }
 
 Status apply_rms_prop(VarState& st, float lr, float decay, float momentum, float eps, const Tensor& g) {
@@ -198,13 +208,8 @@ Status apply_rms_prop(VarState& st, float lr, float decay, float momentum, float
     st.rms_ms = filled_like(st.value, 1.f);
     st.rms_mom = zeros_like(st.value);
   }
-  float* __restrict w = writable_value(st).data<float>();
-  float* ms = st.rms_ms.data<float>();
-  float* mom = st.rms_mom.data<float>();
-  const float* __restrict gd = g.data<float>();
-  functors::RmsPropUpdateF<float> f{lr, decay, momentum, eps};
-  update_loop(g.num_elements(), f, w, ms, mom, gd);
-  return Status::OK();
+  return dense_update(st, functors::RmsPropUpdateF<float>{lr, decay, momentum, eps}, g, st.rms_ms.data<float>(),
+                      st.rms_mom.data<float>());
 }
 
 Status assign_add(VarState& st, const Tensor& d) {

@@ -137,6 +137,77 @@ TEST(VariablesTest, OptimizerUpdatesMatchHandComputedValues) {
   EXPECT_NEAR((*r)[2].data<float>()[0], 0.97f, 1e-4);
 }
 
+// A value a reader holds is a snapshot: every dense update after the read (SGD, Momentum, Adam,
+// Adagrad, RMSProp) leaves the reader's tensor as it was, and the variable still gets exactly the
+// update (out of place while the reader holds the buffer, in place once it let go; both paths
+// checked against the same hand-computed sequence).
+TEST(VariablesTest, AHeldReadIsASnapshotAndUpdatesAfterItAreExact) {
+  auto server = server2();
+  Scope root = Scope::root();
+  Scope ps = root.with_device("/cpu:1");
+  const int64_t n = 1 << 19;  // 2 MiB: large enough for the host pool's blocks
+  Tensor init = Tensor(DType::kFloat32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) init.data<float>()[i] = static_cast<float>(i % 7) - 3.f;
+  Tensor g = Tensor(DType::kFloat32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) g.data<float>()[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+  const char* names[] = {"sgd", "momentum", "adam", "adagrad", "rmsprop"};
+  std::vector<Output> vars, updates, inits;
+  for (const char* name : names) {
+    auto w = ops::variable(ps.with_op_name(name), Shape{n}, DType::kFloat32);
+    vars.push_back(w);
+    inits.push_back(ops::assign(root, w, init));
+  }
+  updates.push_back(ops::apply_gradient_descent(ps, vars[0], 0.5f, g));
+  updates.push_back(ops::apply_momentum(ps, vars[1], 0.5f, g, 0.9f));
+  updates.push_back(ops::apply_adam(ps, vars[2], 0.5f, 0.9f, 0.999f, 1e-8f, g));
+  updates.push_back(ops::apply_adagrad(ps, vars[3], 0.5f, g));
+  updates.push_back(ops::apply_rms_prop(ps, vars[4], 0.5f, 0.9f, 0.5f, 1e-8f, g));
+  ASSERT_TRUE(root.ok()) << root.status();
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, inits).ok());
+  // The reference: the same updates on host copies (the functors' formulas, written out).
+  std::vector<std::vector<double>> w(5, std::vector<double>(static_cast<size_t>(n))), s1 = w, s2 = w;
+  for (int k = 0; k < 5; ++k)
+    for (int64_t i = 0; i < n; ++i) {
+      w[k][i] = init.data<float>()[i];
+      s1[k][i] = k == 3 ? 0.1 : k == 4 ? 1.0 : 0.0;
+    }
+  for (int step = 1; step <= 4; ++step) {
+    auto held = sess.run(vars);  // held across the next update on odd steps only
+    ASSERT_TRUE(held.ok()) << held.status();
+    std::vector<Tensor> before;
+    for (auto& t : *held) before.push_back(t.deep_copy());
+    if (step % 2 == 0) held = Result<std::vector<Tensor>>(std::vector<Tensor>{});
+    ASSERT_TRUE(sess.run({}, {}, updates).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = g.data<float>()[i];
+      w[0][i] -= 0.5 * gi;
+      s1[1][i] = 0.9 * s1[1][i] + gi;
+      w[1][i] -= 0.5 * s1[1][i];
+      s1[2][i] += (gi - s1[2][i]) * 0.1;
+      s2[2][i] += (gi * gi - s2[2][i]) * 0.001;
+      w[2][i] -= 0.5 * std::sqrt(1 - std::pow(0.999, step)) / (1 - std::pow(0.9, step)) * s1[2][i] /
+                 (std::sqrt(s2[2][i]) + 1e-8);
+      s1[3][i] += gi * gi;
+      w[3][i] -= 0.5 * gi / std::sqrt(s1[3][i]);
+      s1[4][i] = 0.9 * s1[4][i] + 0.1 * gi * gi;
+      s2[4][i] = 0.5 * s2[4][i] + 0.5 * gi / std::sqrt(s1[4][i] + 1e-8);
+      w[4][i] -= s2[4][i];
+    }
+    if (step % 2 == 1)
+      for (int k = 0; k < 5; ++k)
+        for (int64_t i = 0; i < n; i += 997)
+          ASSERT_EQ((*held)[static_cast<size_t>(k)].data<float>()[i], before[static_cast<size_t>(k)].data<float>()[i])
+              << names[k] << " changed a reader's snapshot at " << i << " (step " << step << ")";
+    auto now = sess.run(vars);
+    ASSERT_TRUE(now.ok()) << now.status();
+    for (int k = 0; k < 5; ++k)
+      for (int64_t i = 0; i < n; i += 101)
+        ASSERT_NEAR((*now)[static_cast<size_t>(k)].data<float>()[i], w[k][i], 1e-4 * (1 + std::fabs(w[k][i])))
+            << names[k] << " at " << i << " after step " << step;
+  }
+}
+
 TEST(VariablesTest, ConcurrentUpdatesAreAtomic) {
   auto server = server2();
   Scope root = Scope::root();
