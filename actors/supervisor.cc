@@ -17,6 +17,7 @@
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
 #include "data/event_file.h"
+#include "graph/graph_def.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/op_kinds.h"
@@ -379,21 +380,40 @@ class Supervisor::Impl {
       std::ofstream f(summary_path_, std::ios::app);
       f << line << "}\n";
       // The same scalars as a TensorBoard event file in the logdir (data/event_file.h).
-      if (!events_ && !events_failed_) {
-        auto w = EventFileWriter::open(cfg_.logdir, "." + sanitize(cfg_.task_name));
-        if (w.ok()) events_ = std::move(*w);
-        else {
-          events_failed_ = true;
-          AF_LOG(WARNING) << "Supervisor: no TensorBoard event file: " << w.status();
-        }
-      }
-      if (events_) {
+      if (open_events()) {
         Status s = events_->add_scalars(step, scalars);
         if (!s.ok()) {
           AF_LOG(WARNING) << "Supervisor: " << s;
         }
       }
     }
+  }
+
+  // Histograms for TensorBoard (no JSON line: the summary file holds scalars).
+  void summary_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values) {
+    if (summary_path_.empty() || values.empty()) return;
+    std::lock_guard<std::mutex> l(summary_mu_);
+    if (!open_events()) return;
+    Status s = events_->add_histograms(step, values);
+    if (!s.ok()) AF_LOG(WARNING) << "Supervisor: " << s;
+  }
+
+  // This task's event file, opened on first use with the graph as its first event (TensorBoard's
+  // Graphs tab; tf.train.Supervisor writes the graph the same way); null when it cannot be opened
+  // (logged once). Caller holds summary_mu_.
+  EventFileWriter* open_events() {
+    if (!events_ && !events_failed_) {
+      auto w = EventFileWriter::open(cfg_.logdir, "." + sanitize(cfg_.task_name));
+      if (w.ok()) {
+        events_ = std::move(*w);
+        Status g = events_->add_graph(tf_graph_def_proto(*scope_.graph()));
+        if (!g.ok()) AF_LOG(WARNING) << "Supervisor: " << g;
+      } else {
+        events_failed_ = true;
+        AF_LOG(WARNING) << "Supervisor: no TensorBoard event file: " << w.status();
+      }
+    }
+    return events_.get();
   }
 
   void start_actor() {
@@ -470,6 +490,10 @@ void Supervisor::request_stop(const Status& why) {
 }
 
 void Supervisor::summary(int64_t step, const std::map<std::string, double>& values) { impl_->summary(step, values); }
+
+void Supervisor::summary_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values) {
+  impl_->summary_histograms(step, values);
+}
 
 Result<std::string> Supervisor::save_checkpoint() { return impl_->save_checkpoint(); }
 

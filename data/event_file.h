@@ -8,9 +8,11 @@
 //   +-----------------+---------------------------+--------------+---------------------------+
 //
 // each holding one serialized tensorflow.Event proto: first {wall_time, file_version =
-// "brain.Event:2"}, then {wall_time, step, summary {value {tag, simple_value}}...}. The protos are
-// encoded here by hand (a few fields; no protobuf dependency), field numbers as in TensorFlow's
-// event.proto and summary.proto.
+// "brain.Event:2"}, then {wall_time, step, summary {value {tag, simple_value}}...} for scalars,
+// {wall_time, step, summary {value {tag, histo}}...} for histograms (HistogramProto over
+// TensorFlow's default exponential buckets) and {wall_time, graph_def} for the graph. The protos
+// are encoded by hand (core/proto_writer.h; no protobuf dependency), field numbers as in
+// TensorFlow's event.proto, summary.proto and graph.proto.
 //
 // Thread-safety: an EventFileWriter may be used from several threads (one lock per writer).
 #pragma once
@@ -21,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -31,6 +34,21 @@ std::string event_record(const std::string& data);
 
 // A serialized Event {wall_time, step, summary: one simple_value per (tag, value)}. Pure.
 std::string scalar_event(double wall_time, int64_t step, const std::map<std::string, double>& values);
+
+// TensorFlow's default histogram bucket upper limits: -DBL_MAX, -1e20..-1e-12 (factor 1.1), 0,
+// 1e-12..1e20, DBL_MAX (ascending). Bucket i holds the values in [limit[i-1], limit[i]). Pure.
+const std::vector<double>& histogram_bucket_limits();
+
+// A serialized HistogramProto of `values` (NaNs left out): min, max, num, sum, sum_squares and
+// the non-empty buckets with their upper limits. Pure.
+std::string histogram_proto(const std::vector<double>& values);
+
+// A serialized Event {wall_time, step, summary: one histo per (tag, values)}. Pure.
+std::string histogram_event(double wall_time, int64_t step, const std::map<std::string, std::vector<double>>& values);
+
+// A serialized Event {wall_time, graph_def: `graph_def`, a serialized tensorflow.GraphDef (see
+// graph/graph_def.h: tf_graph_def_proto)}. Pure.
+std::string graph_event(double wall_time, const std::string& graph_def);
 
 // A serialized Event {wall_time, file_version}. Pure.
 std::string file_version_event(double wall_time, const std::string& version = "brain.Event:2");
@@ -47,6 +65,10 @@ class EventFileWriter {
 
   // Appends one event of scalars for global step `step`, stamped now, and flushes it to the file.
   Status add_scalars(int64_t step, const std::map<std::string, double>& values);
+  // Appends one event of histograms (tag -> the values summarised) for global step `step`.
+  Status add_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values);
+  // Appends the graph (a serialized tensorflow.GraphDef) as TensorBoard's Graphs tab reads it.
+  Status add_graph(const std::string& graph_def);
   // The file's path.
   const std::string& path() const { return path_; }
 

@@ -100,9 +100,14 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   if (o.step_timeout_secs > 0)
     so.session.timeout(std::chrono::milliseconds(static_cast<int64_t>(o.step_timeout_secs * 1000)));
   so.hooks.push_back(std::make_shared<train::StopAtStepHook>(0, o.steps));
-  if (o.save_summaries_secs > 0 && !o.logdir.empty())
-    so.hooks.push_back(std::make_shared<train::SummarySaverHook>(0, o.save_summaries_secs,
-                                                                 std::map<std::string, Output>{{"accuracy", m.accuracy}, {"loss", m.loss}}));
+  if (o.save_summaries_secs > 0 && !o.logdir.empty()) {
+    // Scalars, and (tf.summary.histogram) every trainable variable and the logits as histograms.
+    std::map<std::string, Output> histograms{{"logits", m.logits}};
+    for (const Output& v : train::trainable_variables(root)) histograms[v.node()->name] = v;
+    so.hooks.push_back(std::make_shared<train::SummarySaverHook>(
+        0, o.save_summaries_secs, std::map<std::string, Output>{{"accuracy", m.accuracy}, {"loss", m.loss}},
+        std::move(histograms)));
+  }
   AF_ASSIGN_OR_RETURN(auto sess, train::MonitoredTrainingSession::create(root, so));
 
   auto ds = Dataset::from_tensors({data.train_images, train_y})

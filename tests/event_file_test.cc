@@ -4,8 +4,14 @@
 
 #include <dirent.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "data/crc32c.h"
 #include "data/event_file.h"
+#include "graph/graph_def.h"
+#include "actorflow/actorflow.h"
 #include "tests/util/event_reader.h"
 #include "tests/util/process.h"
 
@@ -43,6 +49,95 @@ TEST(EventFileTest, RecordsFrameEventsThatDecodeBack) {
   rec[14] ^= 0x40;
   const std::string bad = dir.write("bad", rec);
   EXPECT_NE(testing::read_event_file(bad).error.find("bad data CRC"), std::string::npos);
+}
+
+// Histograms: TensorFlow's default bucket limits (hand-checked ends and growth), each value in
+// the bucket [limit[i-1], limit[i]) as TensorFlow's Histogram::Add puts it, and the summary
+// statistics computed by hand.
+TEST(EventFileTest, HistogramsUseTensorFlowsBucketsAndStatistics) {
+  const auto& limits = histogram_bucket_limits();
+  ASSERT_EQ(limits.size() % 2, 1u);  // symmetric around the single 0
+  const size_t zero = limits.size() / 2;
+  EXPECT_EQ(limits[zero], 0.0);
+  EXPECT_EQ(limits[zero + 1], 1e-12);
+  EXPECT_NEAR(limits[zero + 2], 1.1e-12, 1e-24);
+  EXPECT_EQ(limits.back(), std::numeric_limits<double>::max());
+  EXPECT_EQ(limits.front(), -std::numeric_limits<double>::max());
+  EXPECT_LT(limits[limits.size() - 2], 1.1e20);
+  EXPECT_GE(limits[limits.size() - 2], 1e20 / 1.1);
+  for (size_t i = 1; i < limits.size(); ++i) ASSERT_LT(limits[i - 1], limits[i]) << i;
+  // 1e-12 * 1.1^k < 1e20 for k = 0..773 (log(1e32) / log(1.1) = 773.1): 774 limits a side, plus
+  // +-DBL_MAX and 0.
+  EXPECT_EQ(limits.size(), 2u * (774u + 1u) + 1u);
+
+  testing::TempDir dir;
+  auto w = EventFileWriter::open(dir.path());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<double> values = {-2.0, 0.0, 0.5, 0.5, 3.0, std::nan("")};
+  ASSERT_TRUE((*w)->add_histograms(4, {{"weights", values}, {"empty", {}}}).ok());
+  auto c = testing::read_event_file((*w)->path());
+  ASSERT_EQ(c.error, "");
+  ASSERT_EQ(c.events.size(), 2u);
+  const auto& e = c.events[1];
+  EXPECT_EQ(e.step, 4);
+  ASSERT_EQ(e.histograms.count("weights"), 1u);
+  const auto& h = e.histograms.at("weights");
+  EXPECT_EQ(h.min, -2.0);
+  EXPECT_EQ(h.max, 3.0);
+  EXPECT_EQ(h.num, 5.0);  // the NaN left out
+  EXPECT_EQ(h.sum, 2.0);
+  EXPECT_EQ(h.sum_squares, 4.0 + 0.25 + 0.25 + 9.0);
+  ASSERT_EQ(h.bucket_limit.size(), h.bucket.size());
+  ASSERT_EQ(h.bucket.size(), 4u);  // -2, 0, 0.5 (twice), 3: four non-empty buckets
+  double total = 0;
+  for (double b : h.bucket) total += b;
+  EXPECT_EQ(total, 5.0);
+  // Each value lies in [previous limit, its bucket's limit).
+  const std::vector<std::pair<double, double>> want = {{-2.0, 1}, {0.0, 1}, {0.5, 2}, {3.0, 1}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto at = std::find(limits.begin(), limits.end(), h.bucket_limit[i]);
+    ASSERT_NE(at, limits.end()) << "limit " << h.bucket_limit[i] << " is not a default bucket limit";
+    ASSERT_NE(at, limits.begin());
+    EXPECT_LE(*(at - 1), want[i].first) << i;
+    EXPECT_LT(want[i].first, *at) << i;
+    EXPECT_EQ(h.bucket[i], want[i].second) << i;
+  }
+  ASSERT_EQ(e.histograms.count("empty"), 1u);
+  EXPECT_EQ(e.histograms.at("empty").num, 0.0);
+  EXPECT_TRUE(e.histograms.at("empty").bucket.empty());
+}
+
+// The graph event: a tensorflow.GraphDef whose nodes carry TensorFlow's input spelling
+// ("x", "x:1", "^x"), the device and the output shapes.
+TEST(EventFileTest, TheGraphIsATensorFlowGraphDef) {
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0"), DType::kFloat32, Shape{-1, 3}, "x");
+  auto w = ops::constant(root.with_op_name("w"), Tensor::from_vector<float>({1, 2, 3}, {3, 1}));
+  auto y = ops::matmul(root.with_op_name("y"), x, w);
+  auto split = ops::split(root.with_op_name("parts"), ops::constant(root, Tensor::from_vector<float>({1, 2}, {2})), 2, 0);
+  auto z = ops::add(root.with_op_name("z").with_control_dependencies({y}), split[1], split[0]);
+  ASSERT_TRUE(root.ok()) << root.status();
+  testing::TempDir dir;
+  auto wr = EventFileWriter::open(dir.path());
+  ASSERT_TRUE(wr.ok()) << wr.status();
+  ASSERT_TRUE((*wr)->add_graph(tf_graph_def_proto(*root.graph())).ok());
+  auto c = testing::read_event_file((*wr)->path());
+  ASSERT_EQ(c.error, "");
+  ASSERT_EQ(c.events.size(), 2u);
+  const auto& e = c.events[1];
+  ASSERT_TRUE(e.has_graph);
+  EXPECT_EQ(e.graph_producer, 27);
+  std::map<std::string, testing::DecodedNode> by_name;
+  for (const auto& n : e.graph) by_name[n.name] = n;
+  EXPECT_EQ(static_cast<int>(e.graph.size()), root.graph()->num_nodes());
+  ASSERT_EQ(by_name.count("y"), 1u);
+  EXPECT_EQ(by_name["y"].op, "MatMul");
+  EXPECT_EQ(by_name["y"].inputs, (std::vector<std::string>{"x", "w"}));
+  EXPECT_EQ(by_name["x"].device, "/job:worker/task:0");
+  ASSERT_EQ(by_name["y"].output_shapes.size(), 1u);
+  EXPECT_EQ(by_name["y"].output_shapes[0], (std::vector<int64_t>{-1, 1}));
+  ASSERT_EQ(by_name.count("z"), 1u);
+  EXPECT_EQ(by_name["z"].inputs, (std::vector<std::string>{"parts:1", "parts", "^y"}));
 }
 
 TEST(EventFileTest, AnUnwritableLogdirIsAnErrorNamingIt) {

@@ -138,7 +138,9 @@ TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed
   o.task_name = "worker/0";
   o.hooks = {std::make_shared<train::LoggingTensorHook>(std::map<std::string, Output>{{"loss", m.loss}}, 3,
                                                         [&](const std::string& l) { lines.push_back(l); }),
-             std::make_shared<train::SummarySaverHook>(2, std::map<std::string, Output>{{"loss", m.loss}}), user};
+             std::make_shared<train::SummarySaverHook>(2, 0.0, std::map<std::string, Output>{{"loss", m.loss}},
+                                                       std::map<std::string, Output>{{"w", m.w}}),
+             user};
   auto sess = train::MonitoredTrainingSession::create(m.root, o);
   ASSERT_TRUE(sess.ok()) << sess.status();
   EXPECT_EQ(user->created_at, 0);
@@ -177,6 +179,26 @@ TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed
   EXPECT_NEAR(losses[0].second, 0.9f, 1e-6);
   EXPECT_EQ(losses[2].first, 5);
   EXPECT_NEAR(losses[2].second, 0.5f, 1e-6);
+  // The graph comes right after the file version; w's histograms at the same runs as the
+  // scalars, each of the one value w had when the run read it.
+  ASSERT_GE(c.events.size(), 2u);
+  EXPECT_TRUE(c.events[1].has_graph);
+  bool has_loss_node = false;
+  for (const auto& n : c.events[1].graph) has_loss_node |= n.name == "loss" && n.op == "Sum";
+  EXPECT_TRUE(has_loss_node);
+  std::vector<std::pair<int64_t, testing::DecodedHistogram>> ws;
+  for (const auto& e : c.events)
+    if (e.histograms.count("w")) ws.emplace_back(e.step, e.histograms.at("w"));
+  ASSERT_EQ(ws.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const double want = 1.0 - 0.1 * static_cast<double>(ws[i].first);
+    EXPECT_EQ(ws[i].first, static_cast<int64_t>(2 * i + 1));
+    EXPECT_EQ(ws[i].second.num, 1.0);
+    EXPECT_NEAR(ws[i].second.min, want, 1e-6);
+    EXPECT_NEAR(ws[i].second.sum, want, 1e-6);
+    ASSERT_EQ(ws[i].second.bucket.size(), 1u);
+    EXPECT_GT(ws[i].second.bucket_limit[0], want);
+  }
 }
 
 // The seconds trigger: a period shorter than any run saves on every run; an hour never within

@@ -52,6 +52,8 @@ class SessionRunContext {
   Result<std::string> save_checkpoint();
   // Appends scalar summaries for `step` to this task's summary file (see Supervisor::summary).
   void summary(int64_t step, const std::map<std::string, double>& values);
+  // Appends histogram summaries for `step` (see Supervisor::summary_histograms).
+  void summary_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values);
   // The chief's flag (hooks that only the chief should act on).
   bool is_chief() const;
   // The session underneath, for a hook's own runs (no hooks run around them).
@@ -132,11 +134,15 @@ class CheckpointSaverHook : public SessionRunHook {
 // with the three-argument form also on the first run at least `save_secs` seconds after the last
 // save (0 turns either trigger off; tf.train.SummarySaverHook(save_steps, save_secs)), and
 // appends them, with the global step, to the task's summary file (Supervisor::summary, which also
-// records steps/s).
+// records steps/s). With `histograms` (name -> a tensor of any shape and numeric dtype, e.g. a
+// weight or an activation: tf.summary.histogram), their elements are fetched at the same runs
+// and written as TensorBoard histograms (Supervisor::summary_histograms).
 class SummarySaverHook : public SessionRunHook {
  public:
   SummarySaverHook(int64_t save_steps, std::map<std::string, Output> scalars);
   SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars);
+  SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars,
+                   std::map<std::string, Output> histograms);
   Status after_create_session(Session& session, int64_t global_step) override;
   SessionRunArgs before_run(SessionRunContext& ctx) override;
   Status after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
@@ -145,6 +151,7 @@ class SummarySaverHook : public SessionRunHook {
   int64_t save_steps_;
   double save_secs_ = 0;
   std::vector<std::pair<std::string, Output>> scalars_;
+  std::vector<std::pair<std::string, Output>> histograms_;
   int64_t runs_ = 0;
   std::chrono::steady_clock::time_point last_saved_time_ = std::chrono::steady_clock::now();
   bool fetching_ = false;

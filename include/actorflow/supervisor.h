@@ -72,6 +72,11 @@ class Supervisor {
   // TensorBoard event file in logdir (events.out.tfevents.<secs>.<host>.<task>, data/event_file.h),
   // so `tensorboard --logdir <logdir>` shows them.
   void summary(int64_t step, const std::map<std::string, double>& values);
+  // Appends one event of histograms (tag -> the values summarised, e.g. a weight tensor's
+  // elements) for `step` to the same TensorBoard event file (its Histograms and Distributions
+  // tabs). The event file's first event is the graph (its Graphs tab), written when the file is
+  // opened by the first summary of either kind. Thread-safe like summary().
+  void summary_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values);
   // Saves a checkpoint now (chief only). Returns its path.
   Result<std::string> save_checkpoint();
   // After a step failed because a task died (Unavailable, Aborted, or a variable that is no

@@ -25,12 +25,43 @@ inline uint32_t crc32c_bitwise(const std::string& s) {
 }
 inline uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
+struct DecodedHistogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+
+struct DecodedNode {
+  std::string name, op, device;
+  std::vector<std::string> inputs;
+  std::vector<std::vector<int64_t>> output_shapes;  // attr "_output_shapes" (-1: unknown dim)
+};
+
 struct DecodedEvent {
   double wall_time = 0;
   int64_t step = 0;
   std::string file_version;
   std::map<std::string, float> scalars;  // tag -> simple_value
+  std::map<std::string, DecodedHistogram> histograms;  // tag -> histo
+  bool has_graph = false;
+  std::vector<DecodedNode> graph;        // graph_def's nodes
+  int64_t graph_producer = -1;           // graph_def.versions.producer
 };
+
+inline double as_double(uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
+inline std::vector<double> packed_doubles(const std::string& b) {
+  std::vector<double> out;
+  for (size_t at = 0; at + 8 <= b.size(); at += 8) {
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i) bits |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+    out.push_back(as_double(bits));
+  }
+  return out;
+}
 
 struct EventFileContents {
   std::string error;  // "" when every record's framing and CRCs are right
@@ -110,15 +141,70 @@ inline EventFileContents read_event_file(const std::string& path) {
           if (sf != 1 || sw != 2) return;
           std::string tag;
           float simple = 0;
+          bool is_histo = false;
+          DecodedHistogram h;
           for_each_field(value, [&](int vf, int vw, uint64_t vv, const std::string& vb) {
             if (vf == 1 && vw == 2) tag = vb;
             if (vf == 2 && vw == 5) {
               const uint32_t bits = static_cast<uint32_t>(vv);
               std::memcpy(&simple, &bits, 4);
             }
+            if (vf == 5 && vw == 2) {
+              is_histo = true;
+              for_each_field(vb, [&](int hf, int hw, uint64_t hv, const std::string& hb) {
+                if (hw == 1) {
+                  double* at[] = {&h.min, &h.max, &h.num, &h.sum, &h.sum_squares};
+                  if (hf >= 1 && hf <= 5) *at[hf - 1] = as_double(hv);
+                }
+                if (hf == 6 && hw == 2) h.bucket_limit = packed_doubles(hb);
+                if (hf == 7 && hw == 2) h.bucket = packed_doubles(hb);
+              });
+            }
           });
-          e.scalars[tag] = simple;
+          if (is_histo) e.histograms[tag] = h;
+          else e.scalars[tag] = simple;
         });
+      if (field == 4 && wire == 2) {
+        e.has_graph = true;
+        for_each_field(bytes, [&](int gf, int gw, uint64_t, const std::string& gb) {
+          if (gf == 4 && gw == 2)
+            for_each_field(gb, [&](int vf, int vw, uint64_t vv, const std::string&) {
+              if (vf == 1 && vw == 0) e.graph_producer = static_cast<int64_t>(vv);
+            });
+          if (gf != 1 || gw != 2) return;
+          DecodedNode n;
+          for_each_field(gb, [&](int nf, int nw, uint64_t, const std::string& nb) {
+            if (nw != 2) return;
+            if (nf == 1) n.name = nb;
+            if (nf == 2) n.op = nb;
+            if (nf == 3) n.inputs.push_back(nb);
+            if (nf == 4) n.device = nb;
+            if (nf == 5) {  // map entry {key = 1, value = 2: AttrValue {list = 1: {shape = 7}}}
+              std::string key, attr;
+              for_each_field(nb, [&](int ef, int, uint64_t, const std::string& eb) {
+                if (ef == 1) key = eb;
+                if (ef == 2) attr = eb;
+              });
+              if (key != "_output_shapes") return;
+              for_each_field(attr, [&](int af, int, uint64_t, const std::string& list) {
+                if (af != 1) return;
+                for_each_field(list, [&](int lf, int, uint64_t, const std::string& shape) {
+                  if (lf != 7) return;
+                  std::vector<int64_t> dims;
+                  for_each_field(shape, [&](int sf, int, uint64_t, const std::string& dim) {
+                    if (sf != 2) return;
+                    for_each_field(dim, [&](int df, int, uint64_t dv, const std::string&) {
+                      if (df == 1) dims.push_back(static_cast<int64_t>(dv));
+                    });
+                  });
+                  n.output_shapes.push_back(dims);
+                });
+              });
+            }
+          });
+          e.graph.push_back(n);
+        });
+      }
     });
     if (!ok) return out.error = "malformed Event proto", out;
     out.events.push_back(e);

@@ -45,6 +45,10 @@ void SessionRunContext::summary(int64_t step, const std::map<std::string, double
   owner_->supervisor().summary(step, values);
 }
 
+void SessionRunContext::summary_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values) {
+  owner_->supervisor().summary_histograms(step, values);
+}
+
 bool SessionRunContext::is_chief() const { return owner_->is_chief(); }
 
 Session& SessionRunContext::session() { return owner_->raw_session(); }
@@ -99,6 +103,13 @@ SummarySaverHook::SummarySaverHook(int64_t save_steps, std::map<std::string, Out
 SummarySaverHook::SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars)
     : save_steps_(save_steps), save_secs_(save_secs), scalars_(scalars.begin(), scalars.end()) {}
 
+SummarySaverHook::SummarySaverHook(int64_t save_steps, double save_secs, std::map<std::string, Output> scalars,
+                                   std::map<std::string, Output> histograms)
+    : save_steps_(save_steps),
+      save_secs_(save_secs),
+      scalars_(scalars.begin(), scalars.end()),
+      histograms_(histograms.begin(), histograms.end()) {}
+
 Status SummarySaverHook::after_create_session(Session&, int64_t) {
   last_saved_time_ = std::chrono::steady_clock::now();
   return Status::OK();
@@ -110,8 +121,10 @@ SessionRunArgs SummarySaverHook::before_run(SessionRunContext&) {
   fetching_ = save_steps_ > 0 && ++runs_ % save_steps_ == 0;
   if (save_secs_ > 0 && std::chrono::duration<double>(now - last_saved_time_).count() >= save_secs_) fetching_ = true;
   if (fetching_) last_saved_time_ = now;
-  if (fetching_)
+  if (fetching_) {
     for (const auto& kv : scalars_) a.fetches.push_back(kv.second);
+    for (const auto& kv : histograms_) a.fetches.push_back(kv.second);
+  }
   return a;
 }
 
@@ -121,6 +134,26 @@ Status SummarySaverHook::after_run(SessionRunContext& ctx, const SessionRunValue
   for (size_t i = 0; i < scalars_.size() && i < v.results.size(); ++i)
     values[scalars_[i].first] = scalar_value(v.results[i]);
   ctx.summary(v.global_step, values);
+  if (histograms_.empty()) return Status::OK();
+  std::map<std::string, std::vector<double>> histos;
+  for (size_t i = 0; i < histograms_.size() && scalars_.size() + i < v.results.size(); ++i) {
+    const Tensor& t = v.results[scalars_.size() + i];
+    std::vector<double>& out = histos[histograms_[i].first];
+    out.reserve(static_cast<size_t>(t.num_elements()));
+    Status s = Status::OK();
+    dispatch_dtype(t.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (std::is_same_v<T, bool>) {
+        s = InvalidArgument("SummarySaverHook: histogram '" + histograms_[i].first + "' is a bool tensor");
+      } else {
+        const T* d = t.data<T>();
+        for (int64_t k = 0; k < t.num_elements(); ++k) out.push_back(static_cast<double>(d[k]));
+      }
+      return 0;
+    });
+    AF_RETURN_IF_ERROR(s);
+  }
+  ctx.summary_histograms(v.global_step, histos);
   return Status::OK();
 }
 
