@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -150,6 +153,19 @@ std::vector<std::string> training_program(int steps, const std::vector<std::stri
   return a;
 }
 
+// With AF_MULTIHOST_OUT=DIR set, the run's whole output goes to DIR/<name>.log (for reading the
+// lines behind the figures); the failure-related lines are printed either way.
+void keep_output(const Outcome& o) {
+  const std::string t = trouble(o.out);
+  if (!t.empty()) std::printf("%s: what went wrong (and was recovered from):\n%s", o.name.c_str(), t.c_str());
+  const char* d = std::getenv("AF_MULTIHOST_OUT");
+  if (d == nullptr) return;
+  std::string file = o.name;
+  for (char& ch : file)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  std::ofstream(std::string(d) + "/" + file + ".log") << o.out;
+}
+
 // A fault applied while the job trains; returns the moment it began (log_stamp_now()) or -1.
 // It may restart a host's `up` through `restart_host`.
 struct Fault {
@@ -241,6 +257,7 @@ Outcome run_multihost(const NetnsCluster& c, const std::string& name, const RunO
   measure(o, fault_t);
   expect_scenario_outcome(o, TrainingBounds{kWorkers, kMinAccuracy, kMaxLoss}, dir.file("logs"), dir.path());
   report(o, "MULTIHOST");
+  keep_output(o);
   return o;
 }
 
@@ -271,6 +288,7 @@ Outcome run_loopback(const std::string& name, const RunOptions& opts) {
   measure(o);
   expect_scenario_outcome(o, TrainingBounds{kWorkers, kMinAccuracy, kMaxLoss}, dir.file("logs"), dir.path());
   report(o, "MULTIHOST");
+  keep_output(o);
   return o;
 }
 
@@ -366,6 +384,28 @@ TEST(MultiHostTest, ParameterServerHostKilledAndRestarted) {
                        return t;
                      }};
   auto o = run_multihost(*c, "ps host killed (every process), restarted", opts);
+  EXPECT_TRUE(contains(o.out, "global steps rolled back")) << trouble(o.out);
+  EXPECT_GE(o.detection_secs, 0) << trouble(o.out);
+  EXPECT_GE(o.recovery_secs, 0) << trouble(o.out);
+}
+
+// The parameter server's host loses power: its link goes first, so no FIN or RST reaches anyone
+// (the peers see silence, not a closed connection), every process dies, and 5 s later the host
+// is back (link up, `up` started again) at the same address with an empty parameter server,
+// while the peers may still hold the old host's half-open connections.
+TEST(MultiHostTest, ParameterServerHostPowerLoss) {
+  MULTIHOST_CLUSTER(c);
+  RunOptions opts;
+  opts.fault = Fault{"power loss", [](const NetnsCluster& c, const std::function<void(int)>& restart_host) {
+                       const double t = log_stamp_now();
+                       c.script({"link", "0", "down"});
+                       c.script({"kill", "0"});
+                       std::this_thread::sleep_for(5s);  // the fault's duration
+                       c.script({"link", "0", "up"});
+                       restart_host(0);
+                       return t;
+                     }};
+  auto o = run_multihost(*c, "ps host power loss 5 s (link down, every process killed)", opts);
   EXPECT_TRUE(contains(o.out, "global steps rolled back")) << trouble(o.out);
   EXPECT_GE(o.detection_secs, 0) << trouble(o.out);
   EXPECT_GE(o.recovery_secs, 0) << trouble(o.out);
