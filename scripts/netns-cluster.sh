@@ -10,6 +10,10 @@
 #       DIR/cluster.toml: ps/0 on host 0, worker/i-1 on host i (port 2222), a cluster secret
 #       (DIR/cluster.key) and, with the actorflow binary (--actorflow, default build/actorflow),
 #       TLS certificates (DIR/certs). Prints the hosts' lines.
+#   netns-cluster.sh start --dir DIR [--owner PID] [--actorflow BIN] [-- PROGRAM ARGS...]
+#       starts `actorflow up --cluster DIR/cluster.toml [-- PROGRAM ARGS...]` inside every host
+#       of DIR/hosts (each runs the tasks at its own address), in the background, output in
+#       DIR/host-<i>.log. `down` stops them.
 #   netns-cluster.sh down [--owner PID]     stops every process in the owner's namespaces, removes
 #                                           them, their veths and the bridge. Idempotent.
 #   netns-cluster.sh exec I [--owner PID] -- CMD...   runs CMD inside host I.
@@ -34,7 +38,7 @@ die() { echo "netns-cluster.sh: $*" >&2; exit 1; }
 usage() {
   echo "netns-cluster.sh: $*" >&2
   echo "usage: netns-cluster.sh up N [--owner PID] [--dir DIR] [--actorflow BIN] | down [--owner PID] |" \
-       "exec I [--owner PID] -- CMD... | link I up|down | kill I | shape I RATE | unshape I" >&2
+       "start --dir DIR [-- PROGRAM...] | exec I [--owner PID] -- CMD... | link I up|down | kill I | shape I RATE | unshape I" >&2
   exit 2
 }
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
@@ -192,6 +196,23 @@ cmd_down() {
   remove_prefix "$P"
 }
 
+cmd_start() {
+  [[ -n "$dir" ]] || usage "start: give --dir DIR (as given to up)"
+  [[ -f "$dir/hosts" && -f "$dir/cluster.toml" ]] || die "start: $dir has no hosts or cluster.toml (run 'up N --dir $dir' first)"
+  [[ -x "$actorflow" ]] || die "start: $actorflow is not an executable (build it, or give --actorflow BIN)"
+  local i ns addr pid
+  while read -r i ns addr; do
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || die "start: namespace $ns of $dir/hosts does not exist"
+    if [[ ${#program[@]} -gt 0 ]]; then
+      ip netns exec "$ns" "$actorflow" up --cluster "$dir/cluster.toml" -- "${program[@]}" > "$dir/host-$i.log" 2>&1 < /dev/null &
+    else
+      ip netns exec "$ns" "$actorflow" up --cluster "$dir/cluster.toml" > "$dir/host-$i.log" 2>&1 < /dev/null &
+    fi
+    pid=$!
+    echo "host $i ($addr): actorflow up, pid $pid, output in $dir/host-$i.log"
+  done < "$dir/hosts"
+}
+
 cmd_exec() {
   local i
   i=$(host_arg)
@@ -238,12 +259,13 @@ cmd_unshape() {
 
 case "$cmd" in
   up) cmd_up ;;
+  start) cmd_start ;;
   down) cmd_down ;;
   exec) cmd_exec ;;
   link) cmd_link ;;
   kill) cmd_kill ;;
   shape) cmd_shape ;;
   unshape) cmd_unshape ;;
-  -h|--help|help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) usage "unknown command '$cmd'" ;;
 esac
