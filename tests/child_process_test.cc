@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <sstream>
 
 #include "net/port_reservation.h"
 #include "tests/util/process.h"
@@ -32,6 +34,25 @@ TEST(ChildProcessTest, FindsTheNeedleAndCountsIt) {
   EXPECT_EQ(st.code(), Code::kDeadlineExceeded) << st;
   EXPECT_GE(secs_since(t0), 0.29);
   EXPECT_TRUE(p->running());
+}
+
+// Two processes teeing into one SharedLog: every line of both, whole (a line written in two
+// pieces arrives as one), and a last line without '\n' when the output ends.
+TEST(ChildProcessTest, ProcessesTeeWholeLinesIntoASharedLog) {
+  auto log = std::make_shared<testing::SharedLog>();
+  auto a = ChildProcess::start({"/bin/sh", "-c", "for i in 1 2 3; do echo a$i; done; printf 'a-pa'; sleep 0.2; echo rt"},
+                               {}, {}, log);
+  auto b = ChildProcess::start({"/bin/sh", "-c", "echo b1; printf 'b-last'"}, {}, {}, log);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->wait(30s), 0);
+  EXPECT_EQ(b->wait(30s), 0);
+  a.reset();  // the reader threads have seen the end of the output
+  b.reset();
+  std::vector<std::string> lines;
+  std::istringstream in(log->text());
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"a-part", "a1", "a2", "a3", "b-last", "b1"})) << log->text();
 }
 
 TEST(ChildProcessTest, AnExitEndsTheWaitAtOnceWithTheExitStatus) {

@@ -14,19 +14,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
 
-#include "data/checkpoint.h"
 #include "tests/util/process.h"
+#include "tests/util/scenario.h"
 
 namespace actorflow {
 namespace {
@@ -34,81 +28,19 @@ namespace {
 using namespace std::chrono_literals;
 using testing::binary;
 using testing::ChildProcess;
+using testing::contains;
+using testing::expect_scenario_outcome;
 using testing::free_port;
+using testing::measure;
+using testing::Outcome;
+using testing::report;
 using testing::TempDir;
+using testing::TrainingBounds;
+using testing::trouble;
 
 constexpr int kSteps = 2000;
 constexpr double kMinAccuracy = 0.75;   // fault-free: ~0.85 after 2000 steps
 constexpr double kMaxLoss = 0.75;       // fault-free: ~0.42
-
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
-// Seconds since the epoch of a log line "2026-11-22 11:50:17.365757: ..." (-1: no timestamp).
-double stamp(const std::string& line) {
-  std::tm tm{};
-  int us = 0;
-  if (std::sscanf(line.c_str(), "%4d-%2d-%2d %2d:%2d:%2d.%6d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &us) != 7)
-    return -1;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm)) + us / 1e6;
-}
-
-bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
-
-struct Outcome {
-  std::string name;
-  std::string out;              // everything `up` and its children printed
-  int up_exit = -1;
-  std::vector<double> accuracy, loss;
-  double detection_secs = -1;   // fault injected -> first failure noticed ("is down", "step failed")
-  double recovery_secs = -1;    // fault injected -> training resumed (restored / ready / resuming)
-  int64_t rolled_back = 0;      // global steps a parameter-server restore rolled back
-  double wall_secs = 0;
-};
-
-// The first violation of "global_step never goes backwards except by a logged ps restore", or "".
-std::string check_monotonic(const std::string& out) {
-  static const std::regex step_re("Worker : ([0-9]+), Step: ([0-9]+)");
-  static const std::regex restore_re("restored from global step ([0-9]+)");
-  std::map<int, int64_t> last;
-  std::smatch m;
-  for (const auto& l : lines_of(out)) {
-    if (std::regex_search(l, m, restore_re)) {
-      const int64_t r = std::stoll(m[1]);
-      for (auto& [w, s] : last) s = std::min(s, r);
-      continue;
-    }
-    if (!std::regex_search(l, m, step_re)) continue;
-    const int w = std::stoi(m[1]);
-    const int64_t s = std::stoll(m[2]);
-    auto it = last.find(w);
-    if (it != last.end() && s < it->second)
-      return "worker " + std::to_string(w) + " saw global step " + std::to_string(s) + " after " +
-             std::to_string(it->second) + " with no parameter-server restore in between";
-    last[w] = s;
-  }
-  return "";
-}
-
-void report(const Outcome& o) {
-  char buf[512];
-  const double acc = o.accuracy.empty() ? 0 : *std::min_element(o.accuracy.begin(), o.accuracy.end());
-  const double loss = o.loss.empty() ? 0 : *std::max_element(o.loss.begin(), o.loss.end());
-  std::snprintf(buf, sizeof buf,
-                "{\"scenario\": \"%s\", \"detection_secs\": %.3f, \"recovery_secs\": %.3f, \"rolled_back\": %lld, "
-                "\"accuracy\": %.4f, \"loss\": %.4f, \"wall_secs\": %.1f}",
-                o.name.c_str(), o.detection_secs, o.recovery_secs, static_cast<long long>(o.rolled_back), acc, loss,
-                o.wall_secs);
-  std::printf("SCENARIO %s\n", buf);
-  if (const char* f = std::getenv("AF_SCENARIO_REPORT")) std::ofstream(f, std::ios::app) << buf << "\n";
-}
 
 // Runs the job with `plan` (TOML; "" = no fault) applied by `actorflow chaos` once training
 // has started, and checks everything the suite promises. `plan` may contain "@LOGDIR@".
@@ -157,64 +89,10 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
   }
   o.out = up->output();
 
-  // Outcome figures.
-  static const std::regex acc_re("Test-Accuracy: ([0-9.]+)"), loss_re("Test-Loss: ([0-9.]+)"),
-      rolled_re("; ([0-9]+) global steps rolled back");
-  double fault_t = -1;
-  std::smatch m;
-  for (const auto& l : lines_of(o.out)) {
-    if (std::regex_search(l, m, acc_re)) o.accuracy.push_back(std::stod(m[1]));
-    if (std::regex_search(l, m, loss_re)) o.loss.push_back(std::stod(m[1]));
-    if (std::regex_search(l, m, rolled_re)) o.rolled_back += std::stoll(m[1]);
-    const double t = stamp(l);
-    if (t < 0) continue;
-    if (fault_t < 0 && contains(l, "fault injected:")) fault_t = t;
-    if (fault_t < 0) continue;
-    if (contains(l, "user_shutdown")) continue;  // a task that finished and closed its connections
-    if (o.detection_secs < 0 && (contains(l, " is down: ") || contains(l, "step failed (")))
-      o.detection_secs = t - fault_t;
-    if (o.recovery_secs < 0 && o.detection_secs >= 0 &&
-        (contains(l, "global steps rolled back") || contains(l, "model is available again") ||
-         contains(l, "resuming without restoring") || contains(l, ": model is ready")))
-      o.recovery_secs = t - fault_t;
-  }
-
-  // What every scenario must satisfy.
-  EXPECT_EQ(o.up_exit, 0) << name << ": `actorflow up` did not finish cleanly\n" << o.out;
-  EXPECT_EQ(o.accuracy.size(), 2u) << name << ": both workers must finish\n" << o.out;
-  for (double a : o.accuracy) EXPECT_GT(a, kMinAccuracy) << name;
-  for (double l : o.loss) EXPECT_LT(l, kMaxLoss) << name;
-  const std::string mono = check_monotonic(o.out);
-  EXPECT_EQ(mono, "") << name << "\n" << o.out;
-  // Every checkpoint is readable, except one a fault damaged on purpose.
-  std::string damaged;
-  static const std::regex damaged_re(": damaged (\\S+)");
-  if (std::regex_search(o.out, m, damaged_re)) damaged = m[1];
-  CheckpointManager mgr(logdir, 0);
-  const auto files = mgr.list();
-  EXPECT_FALSE(files.empty()) << name << ": no checkpoint was written";
-  for (const auto& f : files) {
-    if (f == damaged) continue;
-    auto r = read_checkpoint(f);
-    EXPECT_TRUE(r.ok()) << name << ": " << f << ": " << r.status();
-  }
-  // No process left behind: every task's command line names this run's directory.
-  const auto left = testing::processes_with({dir.path()});
-  EXPECT_TRUE(left.empty()) << name << ": " << left.size() << " process(es) left behind";
-  for (int pid : left) kill(pid, SIGKILL);
+  measure(o);
+  expect_scenario_outcome(o, TrainingBounds{2, kMinAccuracy, kMaxLoss}, logdir, dir.path());
   report(o);
   return o;
-}
-
-// The lines of `out` that say something went wrong (warnings, errors, failed steps, tasks
-// down): what a failure message shows first, since a whole job's output is long.
-std::string trouble(const std::string& out) {
-  std::string t;
-  for (const auto& l : lines_of(out))
-    if (contains(l, "step failed") || contains(l, " is down") || contains(l, "] W ") || contains(l, ": W ") ||
-        contains(l, ": E ") || contains(l, "rror"))
-      t += l + "\n";
-  return t;
 }
 
 TEST(ScenarioTest, FaultFree) {

@@ -49,7 +49,8 @@ const std::vector<std::string>& default_fail_fast_lines() {
 
 std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
                                                   const std::map<std::string, std::string>& env,
-                                                  std::vector<std::string> fail_fast_lines) {
+                                                  std::vector<std::string> fail_fast_lines,
+                                                  std::shared_ptr<SharedLog> tee) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe failed";
@@ -76,6 +77,7 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
   std::unique_ptr<ChildProcess> c(new ChildProcess());
   c->pid_ = pid;
   c->fail_fast_ = std::move(fail_fast_lines);
+  c->tee_ = std::move(tee);
   c->name_ = argv.empty() ? "?" : argv[0].substr(argv[0].rfind('/') + 1);
   if (argv.size() > 1 && argv[1].rfind("-", 0) != 0) c->name_ += " " + argv[1];
   // pidfd: the reader learns of the exit at once. Absent (old kernel): it polls waitpid.
@@ -85,8 +87,19 @@ std::unique_ptr<ChildProcess> ChildProcess::start(const std::vector<std::string>
   return c;
 }
 
+void SharedLog::append(const std::string& lines) {
+  std::lock_guard<std::mutex> l(mu_);
+  text_ += lines;
+}
+
+std::string SharedLog::text() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return text_;
+}
+
 void ChildProcess::append_locked(const char* data, size_t n) {
   out_.append(data, n);
+  const size_t teed = scanned_;
   for (size_t nl; (nl = out_.find('\n', scanned_)) != std::string::npos; scanned_ = nl + 1) {
     if (!fail_line_.empty()) continue;
     const std::string line = out_.substr(scanned_, nl - scanned_);
@@ -96,6 +109,7 @@ void ChildProcess::append_locked(const char* data, size_t n) {
         break;
       }
   }
+  if (tee_ && scanned_ > teed) tee_->append(out_.substr(teed, scanned_ - teed));
 }
 
 void ChildProcess::reader_loop(int fd, int pidfd) {
@@ -145,6 +159,7 @@ void ChildProcess::reader_loop(int fd, int pidfd) {
   close(fd);
   if (pidfd >= 0) close(pidfd);
   std::lock_guard<std::mutex> l(mu_);
+  if (tee_ && scanned_ < out_.size()) tee_->append(out_.substr(scanned_) + "\n");
   eof_ = true;
   cv_.notify_all();
 }

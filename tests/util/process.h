@@ -27,15 +27,32 @@ namespace testing {
 // net/socket.cc: the port was taken).
 const std::vector<std::string>& default_fail_fast_lines();
 
+// Output lines of several processes in the order they arrived, as one text: what a single
+// pipe shared by them would hold (the processes of one job started separately, e.g. one
+// `actorflow up` per host). Thread-safe.
+class SharedLog {
+ public:
+  // Appends whole lines (each ending in '\n').
+  void append(const std::string& lines);
+  std::string text() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string text_;
+};
+
 class ChildProcess {
  public:
   // Starts argv[0] (a path) with argv and extra environment variables; stdout and stderr are
   // captured together. A line of output containing one of `fail_fast_lines` makes every wait
   // but wait() end at once with an error (pass {} for a process expected to print one).
+  // With `tee`, every complete line of output is also appended to it as it arrives (a last line
+  // without '\n' when the output ends).
   // Returns nullptr (and an ADD_FAILURE) when fork/exec fails.
   static std::unique_ptr<ChildProcess> start(const std::vector<std::string>& argv,
                                              const std::map<std::string, std::string>& env = {},
-                                             std::vector<std::string> fail_fast_lines = default_fail_fast_lines());
+                                             std::vector<std::string> fail_fast_lines = default_fail_fast_lines(),
+                                             std::shared_ptr<SharedLog> tee = nullptr);
   // SIGKILLs the process if it still runs, reaps it and waits until its output is closed.
   ~ChildProcess();
 
@@ -88,6 +105,7 @@ class ChildProcess {
   std::string out_;
   size_t scanned_ = 0;     // out_[0, scanned_) was checked for fail-fast lines (whole lines)
   std::string fail_line_;  // first fail-fast line seen
+  std::shared_ptr<SharedLog> tee_;
   bool eof_ = false;
 };
 
