@@ -1,5 +1,7 @@
 #include "actors/control_plane.h"
 
+#include "net/conn_traffic.h"
+
 #include <caf/io/all.hpp>
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
@@ -40,6 +42,9 @@ Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::a
   caf::actor_system* sysp = &sys;
   auto on_auth = [sysp, broker, published, bound](std::unique_ptr<net::Stream> conn, const net::PeerIdentity& id,
                                                   const std::string& addr) {
+    // Its traffic is measured from the kernel's counters (net/conn_traffic.h), by the TCP
+    // socket's inode (the same socket under TLS, where the relay owns it).
+    net::ConnectionTraffic::control_plane().track(conn->fd(), id.task_name);
     // BASP reads sockets only: a TLS session moves to a relay here (net/tls.h).
     Result<net::Fd> fd = net::Stream::into_fd(std::move(conn), addr);
     if (!fd.ok()) {
@@ -59,7 +64,8 @@ Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::a
 ControlPlaneListener::~ControlPlaneListener() = default;
 
 Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                         const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout) {
+                                         const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout,
+                                         const std::string& peer_task) {
   const std::string addr = endpoint(host, port);
   const auto deadline = net::Clock::now() + timeout;
   AF_ASSIGN_OR_RETURN(net::Fd tcp, net::connect_tcp(addr, timeout));
@@ -76,6 +82,7 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
     conn = std::make_unique<net::Stream>(std::move(tcp));
   }
   AF_RETURN_IF_ERROR(net::client_handshake(*conn, hs, addr));
+  net::ConnectionTraffic::control_plane().track(conn->fd(), peer_task.empty() ? addr : peer_task);
   AF_ASSIGN_OR_RETURN(net::Fd fd, net::Stream::into_fd(std::move(conn), addr));
   caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
   caf::scoped_actor self{sys};

@@ -56,8 +56,10 @@ class ControlPlaneListener {
 // published there (the node actor). Blocks the calling thread up to `timeout` (never call it from
 // an actor's handler). Errors name `host:port`: Unavailable (unreachable, refused, closed),
 // Unauthenticated (secrets differ), FailedPrecondition (another cluster file or protocol),
-// DeadlineExceeded. Thread-safe.
+// DeadlineExceeded. Thread-safe. The connection's traffic is counted per peer (`peer_task`, or
+// host:port when empty) in the control-plane metrics (net/conn_traffic.h).
 Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                         const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout);
+                                         const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout,
+                                         const std::string& peer_task = "");
 
 }  // namespace actorflow

@@ -190,7 +190,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   hs.task_name = cfg_.self_task;
   hs.timeout = t;
   hs.tls = cfg_.tls;
-  auto conn = connect_control_plane(sys_, host, port, hs, t);
+  auto conn = connect_control_plane(sys_, host, port, hs, t, task);
   if (!conn.ok()) {
     if (conn.status().code() == Code::kUnauthenticated || conn.status().code() == Code::kFailedPrecondition)
       return conn.status().with_prefix("task " + task);

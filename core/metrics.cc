@@ -124,7 +124,20 @@ int64_t Metrics::counter_value(const std::string& name, const Labels& labels) co
   return c == f->second.counters.end() ? 0 : c->second->value();
 }
 
+void Metrics::add_collector(std::function<void()> collect) {
+  std::lock_guard<std::mutex> l(collectors_mu_);
+  collectors_.push_back(std::move(collect));
+}
+
 std::string Metrics::render(const Labels& extra) const {
+  {
+    std::vector<std::function<void()>> run;
+    {
+      std::lock_guard<std::mutex> l(collectors_mu_);
+      run = collectors_;
+    }
+    for (auto& c : run) c();
+  }
   std::ostringstream o;
   auto header = [&](const std::string& name, const std::string& help, const char* type) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";

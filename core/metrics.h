@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,13 @@ class Metrics {
   // `actorflow status`.
   int64_t counter_value(const std::string& name, const Labels& labels = {}) const;
 
+  // Registers `collect`, run at the start of every render() (on the rendering thread, without the
+  // registry's lock held, so it may update series): for measurements read from elsewhere on
+  // demand, e.g. the kernel's counters of the control plane's connections
+  // (net/conn_traffic.h). Collectors live as long as the registry; they must be thread-safe
+  // (two renders may run at once). Thread-safe.
+  void add_collector(std::function<void()> collect);
+
  private:
   Metrics() = default;
   enum class Type { kCounter, kGauge, kHistogram };
@@ -109,6 +117,8 @@ class Metrics {
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
+  mutable std::mutex collectors_mu_;
+  std::vector<std::function<void()>> collectors_;  // guarded by collectors_mu_
 };
 
 // The process's CPU time (user + system) in seconds and resident memory in bytes, from /proc;

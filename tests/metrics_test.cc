@@ -4,6 +4,7 @@
 // training job whose tasks' /metrics are scraped twice: the values must move.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "core/metrics.h"
+#include "net/conn_traffic.h"
 #include "net/metrics_http.h"
 #include "net/socket.h"
 #include "tests/util/process.h"
@@ -191,6 +193,91 @@ TEST(MetricsTest, ATrainingJobsTasksServeMetricsThatMove) {
   EXPECT_GT(value_of(w02, "actorflow_data_plane_sent_bytes_total", "job=\"worker\""), 0) << w02;
   EXPECT_GT(value_of(ps2, "process_cpu_seconds_total", "task=\"0\""), 0) << ps2;
   EXPECT_GT(value_of(w02, "process_resident_memory_bytes", "task=\"0\""), 1e6) << w02;
+  // The control plane too, per peer, from the kernel's counters: every connection between a
+  // worker and the ps carried CAF's handshake, graph registration and heartbeats both ways (the
+  // steps themselves travel on the data plane, so it need not grow between two scrapes).
+  for (const char* name : {"actorflow_control_plane_sent_bytes_total", "actorflow_control_plane_received_bytes_total",
+                           "actorflow_control_plane_sent_segments_total",
+                           "actorflow_control_plane_received_segments_total"}) {
+    EXPECT_GT(value_of(w02, name, "peer=\"/job:ps/replica:0/task:0\""), 0) << name << "\n" << w02;
+    EXPECT_GE(value_of(w02, name, "peer=\"/job:ps/replica:0/task:0\""),
+              value_of(w01, name, "peer=\"/job:ps/replica:0/task:0\""))
+        << name << "\n" << w02;
+    EXPECT_GT(value_of(ps2, name, "peer=\"/job:worker/replica:0/task:1\""), 0) << name << "\n" << ps2;
+  }
+  // Graph registration is the bulk: far more bytes than segments' headers alone.
+  EXPECT_GT(value_of(w02, "actorflow_control_plane_sent_bytes_total", "peer=\"/job:ps/replica:0/task:0\""), 1000) << w02;
+}
+
+// The control plane's counters are the kernel's TCP counters of each tracked connection, found
+// by socket inode: exact byte counts of a real loopback connection, and a closed connection is
+// forgotten.
+TEST(MetricsTest, TcpCountersAreTheKernelsAndFollowTheSocketByInode) {
+  auto l = net::listen_tcp("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok()) << l.status();
+  const uint16_t port = net::local_port(l->get());
+  auto c = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
+  ASSERT_TRUE(c.ok()) << c.status();
+  pollfd pfd{l->get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+  net::Fd a(::accept(l->get(), nullptr, nullptr));
+  ASSERT_GE(a.get(), 0);
+  const std::string out(100000, 'x'), back(1234, 'y');
+  ASSERT_EQ(::send(c->get(), out.data(), out.size(), MSG_NOSIGNAL), static_cast<ssize_t>(out.size()));
+  std::string got(out.size(), '\0');
+  for (size_t n = 0; n < got.size();) {
+    const ssize_t r = ::recv(a.get(), &got[n], got.size() - n, 0);
+    ASSERT_GT(r, 0);
+    n += static_cast<size_t>(r);
+  }
+  ASSERT_EQ(::send(a.get(), back.data(), back.size(), MSG_NOSIGNAL), static_cast<ssize_t>(back.size()));
+  char buf[2000];
+  for (size_t n = 0; n < back.size();) {
+    const ssize_t r = ::recv(c->get(), buf, sizeof buf, 0);
+    ASSERT_GT(r, 0);
+    n += static_cast<size_t>(r);
+  }
+  const uint64_t ic = net::socket_inode(c->get()), ia = net::socket_inode(a.get());
+  ASSERT_NE(ic, 0u);
+  ASSERT_NE(ic, ia);
+  EXPECT_EQ(net::socket_inode(-1), 0u);  // not a socket
+  auto counters = net::tcp_counters({ic, ia});
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  ASSERT_EQ(counters->count(ic), 1u);
+  ASSERT_EQ(counters->count(ia), 1u);
+  EXPECT_EQ((*counters)[ic].bytes_sent, out.size());
+  EXPECT_EQ((*counters)[ic].bytes_received, back.size());
+  EXPECT_EQ((*counters)[ia].bytes_sent, back.size());
+  EXPECT_EQ((*counters)[ia].bytes_received, out.size());
+  EXPECT_GE((*counters)[ic].segs_out, 2u);  // the handshake's ACK and at least one data segment
+  // The tracker counts a connection's growth once per refresh, under its peer's label.
+  auto& traffic = net::ConnectionTraffic::control_plane();
+  const Labels peer{{"peer", "inode-test-peer"}};
+  traffic.track(c->get(), "inode-test-peer");
+  traffic.refresh();  // the first look counts everything so far
+  EXPECT_EQ(Metrics::global().counter_value("actorflow_control_plane_sent_bytes_total", peer), 100000);
+  EXPECT_EQ(Metrics::global().counter_value("actorflow_control_plane_received_bytes_total", peer), 1234);
+  ASSERT_EQ(::send(c->get(), out.data(), 500, MSG_NOSIGNAL), 500);
+  for (size_t n = 0; n < 500;) {
+    const ssize_t r = ::recv(a.get(), &got[0], 500 - n, 0);
+    ASSERT_GT(r, 0);
+    n += static_cast<size_t>(r);
+  }
+  traffic.refresh();
+  EXPECT_EQ(Metrics::global().counter_value("actorflow_control_plane_sent_bytes_total", peer), 100500);
+  const size_t before = traffic.tracked();
+  c = Result<net::Fd>(net::Fd());  // close our end; the other end too
+  a = net::Fd();
+  // A closed socket leaves the kernel's tables (after FIN exchange; TIME_WAIT sockets report no
+  // inode): the tracker forgets it.
+  bool forgotten = false;
+  for (int i = 0; i < 200 && !forgotten; ++i) {
+    traffic.refresh();
+    forgotten = traffic.tracked() == before - 1;
+    if (!forgotten) std::this_thread::sleep_for(10ms);  // the kernel's state change, not a message
+  }
+  EXPECT_TRUE(forgotten);
+  EXPECT_EQ(Metrics::global().counter_value("actorflow_control_plane_sent_bytes_total", peer), 100500);
 }
 
 
