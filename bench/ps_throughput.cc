@@ -1,7 +1,13 @@
 // Parameter-server throughput against TensorFlow's own distributed runtime, in one run.
 //
 //   build/bench/ps_throughput [--elements 16777216,4194304,1] [--seconds 15] [--workers 2]
-//                             [--rounds 1] [--no-tf]
+//                             [--rounds 1] [--no-tf] [--sparse [--vocab 1000000]]
+//
+// --sparse adds the sparse case (the PS-workloads issue's (c)): samples/wide_and_deep's job (2 ps
+// + the workers; a 1M x 64 and a 1M x 1 table partitioned over the ps, sparse Adagrad, batch 256)
+// against the same model on TensorFlow's runtime (bench/tf_wide_and_deep.py:
+// fixed_size_partitioner, embedding_lookup "mod", AdagradOptimizer), global steps per second
+// after a 10 s warm-up. Use --elements "" with it to run only the sparse case.
 //
 // The workload (issue 19's, and the PS-workloads issue's dense cases): one float32 variable w of
 // N elements on /job:ps/task:0, initialised to 1. Each step a worker reads w, computes
@@ -25,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -253,6 +260,90 @@ Outcome run_tf(const std::string& python, int64_t elements, double seconds, int 
   return o;
 }
 
+// ---- the sparse case: samples/wide_and_deep (issue 15 item 6 (c)) ----------------------
+// The sample's job (2 ps + `workers` workers, 1M x 64 and 1M x 1 tables partitioned over the ps,
+// sparse Adagrad) under `actorflow up`, its progress lines read as they come: global steps per
+// second over `seconds` after a `warmup`, from the steps the lines print and their arrival times.
+Outcome run_actorflow_sparse(double seconds, double warmup, int workers, int64_t vocab) {
+  Outcome o;
+  char tmpl[] = "/tmp/af_ps_sparse_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string file = dir + "/cluster.toml";
+  auto port = [] {
+    auto p = af::net::reserve_port_for_process();
+    return p.ok() ? static_cast<int>(*p) : 0;
+  };
+  std::ostringstream toml;
+  toml << "[jobs]\nps = [\"localhost:" << port() << "\", \"localhost:" << port() << "\"]\nworker = [";
+  for (int i = 0; i < workers; ++i) toml << (i ? ", " : "") << "\"localhost:" << port() << "\"";
+  toml << "]\n";
+  std::ofstream(file) << toml.str();
+  const std::string build = self_path().substr(0, self_path().rfind('/')) + "/..";
+  const std::string cmd = "exec '" + build + "/actorflow' up --cluster '" + file + "' -- '" + build +
+                          "/samples/wide_and_deep' --steps 100000000 --print-every 50 --vocab " + std::to_string(vocab) +
+                          " 2>" + dir + "/up.log";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    o.why = "cannot start actorflow up";
+    return o;
+  }
+  const auto t_start = Clock::now();
+  double t0 = -1, t1 = -1;
+  long long s0 = -1, s1 = -1, last_step = -1;
+  char line[512];
+  while (fgets(line, sizeof line, p)) {
+    const double at = std::chrono::duration<double>(Clock::now() - t_start).count();
+    const char* k = std::strstr(line, "Step: ");
+    if (!k) continue;
+    last_step = std::atoll(k + 6);
+    if (t0 < 0 && at >= warmup) {
+      t0 = at;
+      s0 = last_step;
+    } else if (t0 >= 0 && at - t0 >= seconds) {
+      t1 = at;
+      s1 = last_step;
+      break;
+    }
+  }
+  // Stop the job: `up` ends every task on SIGTERM; pclose waits for it.
+  std::system(("pkill -TERM -f -- '--cluster " + file + "' >/dev/null 2>&1").c_str());
+  pclose(p);
+  if (t1 < 0 || s1 <= s0) {
+    o.why = "the job printed no progress through the window (last step " + std::to_string(last_step) + "); log in " + dir;
+    return o;
+  }
+  o.steps = s1 - s0;
+  o.steps_per_sec = static_cast<double>(s1 - s0) / (t1 - t0);
+  std::system(("rm -rf '" + dir + "'").c_str());
+  o.ok = true;
+  return o;
+}
+
+Outcome run_tf_sparse(const std::string& python, double seconds, double warmup, int workers, int64_t vocab) {
+  Outcome o;
+  const std::string cmd = "TF_CPP_MIN_LOG_LEVEL=2 '" + python + "' '" + std::string(AF_SOURCE_DIR) +
+                          "/bench/tf_wide_and_deep.py' --seconds " + std::to_string(seconds) + " --warmup " +
+                          std::to_string(warmup) + " --ps 2 --workers " + std::to_string(workers) + " --vocab " +
+                          std::to_string(vocab) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    o.why = "cannot start " + python;
+    return o;
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  const auto at = out.find("tf global_steps_per_sec=");
+  if (rc != 0 || at == std::string::npos) {
+    o.why = "TensorFlow's run failed:\n" + out.substr(out.size() > 3000 ? out.size() - 3000 : 0);
+    return o;
+  }
+  std::sscanf(out.c_str() + at, "tf global_steps_per_sec=%lf steps=%ld", &o.steps_per_sec, &o.steps);
+  o.ok = true;
+  return o;
+}
+
 std::string mib(int64_t elements) {
   char b[64];
   const double bytes = static_cast<double>(elements) * 4;
@@ -269,7 +360,8 @@ int main(int argc, char** argv) {
   double seconds = 15;
   int workers = 2, task = 0, rounds = 1;
   int64_t elements = 1;
-  bool tf = true;
+  bool tf = true, sparse = false;
+  int64_t vocab = 1000000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -292,12 +384,14 @@ int main(int argc, char** argv) {
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) sizes.push_back(std::atoll(t.c_str()));
     } else if (a == "--no-tf") tf = false;
+    else if (a == "--sparse") sparse = true;
+    else if (a == "--vocab") vocab = std::atoll(next().c_str());
     else {
       std::fprintf(stderr, "ps_throughput: unknown argument '%s'\n", a.c_str());
       return 2;
     }
   }
-  if (workers < 1 || rounds < 1 || !(seconds > 0) || sizes.empty()) {
+  if (workers < 1 || rounds < 1 || !(seconds > 0) || (sizes.empty() && !sparse)) {
     std::fprintf(stderr, "ps_throughput: --workers, --rounds and --seconds must be positive\n");
     return 2;
   }
@@ -357,6 +451,38 @@ int main(int argc, char** argv) {
     if (af_n && tf_n)
       std::printf("  %-10s actorflow %.1f / TensorFlow %.1f steps/s = %.2fx\n", mib(n).c_str(), af_sum / af_n,
                   tf_sum / tf_n, (af_sum / af_n) / (tf_sum / tf_n));
+  }
+  if (sparse) {
+    // Global steps/s of samples/wide_and_deep on 2 ps + `workers` workers, each side after a
+    // warm-up of 10 s (its graph registration and first lookups).
+    const double warmup = 10;
+    double af_sum = 0, tf_sum = 0;
+    int af_n = 0, tf_n = 0;
+    for (int r = 0; r < rounds; ++r) {
+      Outcome a = run_actorflow_sparse(seconds, warmup, workers, vocab);
+      if (!a.ok) {
+        std::printf("  sparse     actorflow FAILED: %s\n", a.why.c_str());
+        ++failures;
+      } else {
+        af_sum += a.steps_per_sec;
+        ++af_n;
+        std::printf("  sparse     round %d actorflow  %10.1f global steps/s (%ld steps)\n", r + 1, a.steps_per_sec, a.steps);
+      }
+      std::fflush(stdout);
+      if (python.empty()) continue;
+      Outcome t = run_tf_sparse(python, seconds, warmup, workers, vocab);
+      if (!t.ok) {
+        std::printf("  sparse     TensorFlow FAILED: %s\n", t.why.c_str());
+      } else {
+        tf_sum += t.steps_per_sec;
+        ++tf_n;
+        std::printf("  sparse     round %d TensorFlow %10.1f global steps/s (%ld steps)\n", r + 1, t.steps_per_sec, t.steps);
+      }
+      std::fflush(stdout);
+    }
+    if (af_n && tf_n)
+      std::printf("  sparse     actorflow %.1f / TensorFlow %.1f global steps/s = %.2fx\n", af_sum / af_n, tf_sum / tf_n,
+                  (af_sum / af_n) / (tf_sum / tf_n));
   }
   return failures ? 1 : 0;
 }

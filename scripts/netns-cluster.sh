@@ -110,7 +110,21 @@ remove_prefix() {
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^${p}(h[0-9]+|br)\$" || true); do
     ip link del "$link" 2>/dev/null || true
   done
+  if command -v iptables >/dev/null; then
+    while iptables -D FORWARD -i "${p}br" -o "${p}br" -m comment --comment "$p netns-cluster" -j ACCEPT 2>/dev/null; do :; done
+  fi
   return $rc
+}
+
+# A host where bridged frames pass through iptables (br_netfilter loaded, as Docker does) and
+# whose FORWARD policy drops (Docker sets DROP) would silently cut the hosts off from each other:
+# accept what stays on our bridge, in a rule that remove_prefix deletes again.
+allow_bridge_forwarding() {
+  local br=$1
+  [[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" == 1 ]] || return 0
+  command -v iptables >/dev/null || { echo "netns-cluster.sh: bridged traffic passes iptables, but iptables is missing" >&2; return 0; }
+  iptables -I FORWARD -i "$br" -o "$br" -m comment --comment "$P netns-cluster" -j ACCEPT ||
+    die "up: cannot let traffic through bridge $br (iptables FORWARD)"
 }
 
 # Removes the namespaces, veths and bridges of owners that no longer run (a test killed hard).
@@ -146,6 +160,7 @@ cmd_up() {
   fi
   ip link add "$(bridge_name)" type bridge || die "up: cannot create bridge $(bridge_name)"
   ip link set "$(bridge_name)" up
+  allow_bridge_forwarding "$(bridge_name)"
   local i ns
   for ((i = 0; i < n; i++)); do
     ns=$(ns_name "$i")
