@@ -418,7 +418,8 @@ int main(int argc, char** argv) {
     while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
     if (python.empty()) std::printf("TensorFlow baseline skipped: %s\n", out.c_str());
   }
-  std::printf("ps_throughput: 1 ps + %d workers on 127.0.0.1, %g s windows, %d round(s); steps/s summed over workers\n",
+  std::printf("ps_throughput: 1 ps (2 for the sparse case) + %d workers on 127.0.0.1, %g s windows, %d round(s); "
+              "steps/s summed over workers\n",
               workers, seconds, rounds);
   int failures = 0;
   for (int64_t n : sizes) {
