@@ -1,14 +1,23 @@
 // Training throughput of the seed CNN: one worker next to PyTorch (same model, batch and
 // optimizer, one thread, measured in the same run by bench/torch_cnn.py with Debian's
 // python3-torch; skipped with a message when it is not installed), and the aggregate images/s
-// of 1, 2 and 3 workers with one ps, all tasks in this process on loopback.
-//   build/bench/training [steps_per_worker=60]
+// of 1, 2 and 3 workers with one ps, all tasks in this process on loopback. Then (unless
+// --job-steps 0) the seed's whole job against TensorFlow's own runtime: 1 ps + 3 workers as
+// processes on loopback, JOB_STEPS global steps (default 5000), wall time from launch to the last
+// worker's exit and worker 0's test accuracy, actorflow (`actorflow up -- samples/distributed_cnn`)
+// and TensorFlow (bench/tf_cnn.py with .venv-tf's python, created by bench/tf_venv.sh; --no-tf or
+// a failure to create it skips it with the reason), and the ratio of the wall times.
+//   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <iostream>
 #include <thread>
 
@@ -77,10 +86,98 @@ double torch_images_per_sec(int steps) {
   return v;
 }
 
+// The seed's job on actorflow: `actorflow up -- distributed_cnn --steps N`, 1 ps + 3 workers.
+// Wall seconds and worker 0's test accuracy; false with the reason when it failed.
+bool actorflow_job(int64_t steps, double* wall, double* accuracy, std::string* why) {
+  char tmpl[] = "/tmp/af_training_job_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string file = dir + "/cluster.toml";
+  FILE* f = std::fopen(file.c_str(), "w");
+  if (!f) return *why = "cannot write " + file, false;
+  std::fprintf(f, "[jobs]\nps = [\"localhost:%d\"]\nworker = [\"localhost:%d\", \"localhost:%d\", \"localhost:%d\"]\n",
+               free_port(), free_port(), free_port(), free_port());
+  std::fclose(f);
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  const std::string exe = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
+  const std::string build = exe.substr(0, exe.rfind('/')) + "/..";
+  const std::string cmd = "'" + build + "/actorflow' up --cluster '" + file + "' -- '" + build +
+                          "/samples/distributed_cnn' --steps " + std::to_string(steps) + " --print-every 1000 2>" + dir +
+                          "/up.log";
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return *why = "cannot start actorflow up", false;
+  char line[512];
+  *accuracy = -1;
+  bool worker0 = false;
+  while (fgets(line, sizeof line, p)) {
+    // Each worker prints its own "Test-Accuracy:"; `up` prefixes nothing, so take the first
+    // (every worker evaluates the same model at the end).
+    double a;
+    if (std::sscanf(line, "Test-Accuracy: %lf", &a) == 1 && !worker0) {
+      *accuracy = a;
+      worker0 = true;
+    }
+  }
+  const int rc = pclose(p);
+  *wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0 || *accuracy < 0) return *why = "the job failed; its log is " + dir + "/up.log", false;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return true;
+}
+
+// The same job on TensorFlow's runtime (bench/tf_cnn.py).
+bool tensorflow_job(const std::string& python, int64_t steps, double* wall, double* accuracy, std::string* why) {
+  const std::string cmd = "TF_CPP_MIN_LOG_LEVEL=2 '" + python + "' '" + std::string(AF_SOURCE_DIR) +
+                          "/bench/tf_cnn.py' --steps " + std::to_string(steps) + " --workers 3 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return *why = "cannot start " + python, false;
+  std::string out;
+  char buf[4096];
+  while (size_t k = fread(buf, 1, sizeof buf, p)) out.append(buf, k);
+  const int rc = pclose(p);
+  const auto at = out.find("tf wall_secs=");
+  if (rc != 0 || at == std::string::npos)
+    return *why = "TensorFlow's run failed:\n" + out.substr(out.size() > 3000 ? out.size() - 3000 : 0), false;
+  std::sscanf(out.c_str() + at, "tf wall_secs=%lf test_accuracy=%lf", wall, accuracy);
+  return true;
+}
+
+// .venv-tf's python (bench/tf_venv.sh creates it), or "" with the reason printed.
+std::string tf_python() {
+  FILE* p = popen(("bash '" + std::string(AF_SOURCE_DIR) + "/bench/tf_venv.sh' 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = p ? pclose(p) : -1;
+  std::string last = out;
+  while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
+  last = last.substr(last.find_last_of('\n') == std::string::npos ? 0 : last.find_last_of('\n') + 1);
+  if (rc == 0 && access(last.c_str(), X_OK) == 0) return last;
+  std::printf("TensorFlow baseline skipped: %s\n", out.c_str());
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t steps = argc > 1 ? std::atoll(argv[1]) : 60;
+  int64_t steps = 60, job_steps = 5000;
+  bool tf = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-tf") tf = false;
+    else if (a == "--job-steps" && i + 1 < argc) job_steps = std::atoll(argv[++i]);
+    else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) steps = std::atoll(a.c_str());
+    else {
+      std::fprintf(stderr, "training: unknown argument '%s' (usage: training [steps_per_worker] [--job-steps N] [--no-tf])\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  if (steps < 1 || job_steps < 0) {
+    std::fprintf(stderr, "training: steps_per_worker must be >= 1 and --job-steps >= 0\n");
+    return 2;
+  }
   setenv("AF_MIN_LOG_LEVEL", "1", 0);
   af::set_min_log_level(af::LogLevel::WARNING);
   std::printf("seed CNN, batch 50, Adam; %lld steps per worker; oneDNN one thread per kernel\n",
@@ -96,5 +193,26 @@ int main(int argc, char** argv) {
     std::printf("PyTorch one thread: %8.1f images/s; actorflow one worker / PyTorch = %.2f\n", torch, one / torch);
   else
     std::printf("PyTorch baseline skipped: /usr/bin/python3 with python3-torch is not installed\n");
+  if (job_steps == 0) return 0;
+  std::printf("\nseed CNN job, 1 ps + 3 workers as processes on loopback, %lld global steps, Adam 1e-4, batch 50\n",
+              static_cast<long long>(job_steps));
+  std::fflush(stdout);
+  double af_wall = 0, af_acc = 0;
+  std::string why;
+  if (!actorflow_job(job_steps, &af_wall, &af_acc, &why)) {
+    std::printf("actorflow job FAILED: %s\n", why.c_str());
+    return 1;
+  }
+  std::printf("actorflow:  %7.1f s wall, test accuracy %.4f\n", af_wall, af_acc);
+  std::fflush(stdout);
+  const std::string python = tf ? tf_python() : "";
+  if (python.empty()) return 0;
+  double tf_wall = 0, tf_acc = 0;
+  if (!tensorflow_job(python, job_steps, &tf_wall, &tf_acc, &why)) {
+    std::printf("TensorFlow job FAILED: %s\n", why.c_str());
+    return 1;
+  }
+  std::printf("TensorFlow: %7.1f s wall, test accuracy %.4f\n", tf_wall, tf_acc);
+  std::printf("actorflow is %.2fx TensorFlow's speed (wall time ratio TF / actorflow)\n", tf_wall / af_wall);
   return 0;
 }
