@@ -236,23 +236,33 @@ Outcome run_actorflow(int64_t elements, double seconds, int workers) {
   return o;
 }
 
+// Runs `cmd` through the shell and returns its output; *rc its exit status (-1: not started).
+std::string capture(const std::string& cmd, int* rc) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *rc = -1;
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  *rc = pclose(p);
+  return out;
+}
+
+// The tail of a failed baseline's output, for the report.
+std::string tail_of(const std::string& out) { return out.substr(out.size() > 3000 ? out.size() - 3000 : 0); }
+
 Outcome run_tf(const std::string& python, int64_t elements, double seconds, int workers) {
   Outcome o;
   const std::string cmd = "TF_CPP_MIN_LOG_LEVEL=2 '" + python + "' '" + std::string(AF_SOURCE_DIR) +
                           "/bench/tf_ps_throughput.py' --elements " + std::to_string(elements) + " --seconds " +
                           std::to_string(seconds) + " --workers " + std::to_string(workers) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    o.why = "cannot start " + python;
-    return o;
-  }
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
+  int rc = 0;
+  const std::string out = capture(cmd, &rc);
   const auto at = out.find("tf steps_per_sec=");
   if (rc != 0 || at == std::string::npos) {
-    o.why = "TensorFlow's run failed:\n" + out.substr(out.size() > 3000 ? out.size() - 3000 : 0);
+    o.why = "TensorFlow's run failed (exit " + std::to_string(rc) + "):\n" + tail_of(out);
     return o;
   }
   std::sscanf(out.c_str() + at, "tf steps_per_sec=%lf steps=%ld", &o.steps_per_sec, &o.steps);
@@ -325,18 +335,11 @@ Outcome run_tf_sparse(const std::string& python, double seconds, double warmup, 
                           "/bench/tf_wide_and_deep.py' --seconds " + std::to_string(seconds) + " --warmup " +
                           std::to_string(warmup) + " --ps 2 --workers " + std::to_string(workers) + " --vocab " +
                           std::to_string(vocab) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    o.why = "cannot start " + python;
-    return o;
-  }
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
+  int rc = 0;
+  const std::string out = capture(cmd, &rc);
   const auto at = out.find("tf global_steps_per_sec=");
   if (rc != 0 || at == std::string::npos) {
-    o.why = "TensorFlow's run failed:\n" + out.substr(out.size() > 3000 ? out.size() - 3000 : 0);
+    o.why = "TensorFlow's run failed (exit " + std::to_string(rc) + "):\n" + tail_of(out);
     return o;
   }
   std::sscanf(out.c_str() + at, "tf global_steps_per_sec=%lf steps=%ld", &o.steps_per_sec, &o.steps);

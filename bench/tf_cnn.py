@@ -17,17 +17,12 @@ import argparse
 import gzip
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf_common import cluster_spec, run_job, start_task  # noqa: E402
 
 
 def idx(path):
@@ -40,18 +35,9 @@ def idx(path):
 
 
 def run_task(args):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf, tf1, cluster, cfg, server = start_task(args)
     import numpy as np
-    import tensorflow as tf
 
-    tf1 = tf.compat.v1
-    tf1.disable_eager_execution()
-    cluster = tf.train.ClusterSpec(json.loads(args.spec))
-    cfg = tf1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
-    server = tf1.train.Server(cluster, job_name=args.job, task_index=args.task, config=cfg)
-    if args.job == "ps":
-        server.join()
-        return 0
     x_train = idx(os.path.join(args.data, "train-images-idx3-ubyte.gz")).reshape(-1, 784).astype(np.float32) / 255
     y_train = np.eye(10, dtype=np.float32)[idx(os.path.join(args.data, "train-labels-idx1-ubyte.gz"))]
     x_test = idx(os.path.join(args.data, "t10k-images-idx3-ubyte.gz")).reshape(-1, 784).astype(np.float32) / 255
@@ -124,28 +110,14 @@ def main():
     args = ap.parse_args()
     if args.job:
         return run_task(args)
-    spec = {"ps": ["127.0.0.1:%d" % free_port()], "worker": ["127.0.0.1:%d" % free_port() for _ in range(args.workers)]}
+    spec = cluster_spec(1, args.workers)
     out = os.path.join(tempfile.mkdtemp(prefix="tf_cnn_"), "result.txt")
-    base = [sys.executable, os.path.abspath(__file__), "--steps", str(args.steps), "--workers", str(args.workers),
-            "--data", args.data, "--spec", json.dumps(spec), "--out", out]
+    base = ["--steps", str(args.steps), "--workers", str(args.workers), "--data", args.data, "--spec", json.dumps(spec),
+            "--out", out]
     t0 = time.time()
-    ps = subprocess.Popen(base + ["--job", "ps", "--task", "0"])
-    workers = [subprocess.Popen(base + ["--job", "worker", "--task", str(i)]) for i in range(args.workers)]
-    rc = 0
-    try:
-        for p in workers:
-            try:
-                if p.wait(timeout=3600) != 0:
-                    rc = 1
-            except subprocess.TimeoutExpired:
-                rc = 1
-    finally:
-        wall = time.time() - t0
-        for p in [ps] + workers:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-    if rc or not os.path.exists(out):
+    ok = run_job(os.path.abspath(__file__), base, spec, 3600)
+    wall = time.time() - t0
+    if not ok or not os.path.exists(out):
         print("tf_cnn: a worker failed", file=sys.stderr)
         return 1
     acc, final = open(out).read().split()

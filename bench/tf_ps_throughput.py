@@ -16,38 +16,22 @@ reason on stderr (exit 1). The check: after every worker's window, every element
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf_common import cluster_spec, run_job, start_task  # noqa: E402
+
 LR = 2.0 ** -20
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def config(tf):
-    return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
-
 
 def run_task(args):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args.out = args.out.replace("%d", str(args.task))  # this task's file (the ps writes none)
+    tf, tf1, cluster, cfg, server = start_task(args)
     import numpy as np
-    import tensorflow as tf
 
-    tf1 = tf.compat.v1
-    tf1.disable_eager_execution()
-    spec = json.loads(args.spec)
-    cluster = tf.train.ClusterSpec(spec)
-    server = tf1.train.Server(cluster, job_name=args.job, task_index=args.task, config=config(tf))
-    if args.job == "ps":
-        server.join()
-        return 0
     with tf.device("/job:ps/task:0"):
         w = tf1.get_variable("w", shape=[args.elements], dtype=tf.float32,
                              initializer=tf1.ones_initializer(), use_resource=True)
@@ -57,7 +41,7 @@ def run_task(args):
         train = tf.raw_ops.ResourceApplyGradientDescent(var=w.handle, alpha=tf.constant(LR, tf.float32),
                                                         delta=g, use_locking=True)
         probe = tf.reduce_min(w.read_value()), tf.reduce_max(w.read_value())
-    sess = tf1.Session(server.target, config=config(tf))
+    sess = tf1.Session(server.target, config=cfg)
     if args.task == 0:
         sess.run(w.initializer)
     else:
@@ -114,30 +98,11 @@ def main():
     args = ap.parse_args()
     if args.job:
         return run_task(args)
-    spec = {"ps": ["127.0.0.1:%d" % free_port()],
-            "worker": ["127.0.0.1:%d" % free_port() for _ in range(args.workers)]}
+    spec = cluster_spec(1, args.workers)
     tmp = tempfile.mkdtemp(prefix="tf_ps_throughput_")
-    base = [sys.executable, os.path.abspath(__file__), "--elements", str(args.elements), "--seconds",
-            str(args.seconds), "--workers", str(args.workers), "--spec", json.dumps(spec)]
-    ps = subprocess.Popen(base + ["--job", "ps", "--task", "0", "--out", os.path.join(tmp, "ps.txt")])
-    workers = [subprocess.Popen(base + ["--job", "worker", "--task", str(i), "--out", os.path.join(tmp, "w%d.txt" % i)])
-               for i in range(args.workers)]
-    rc = 0
-    try:
-        for p in workers:
-            try:
-                if p.wait(timeout=args.seconds + 300) != 0:
-                    rc = 1
-            except subprocess.TimeoutExpired:
-                p.kill()
-                rc = 1
-    finally:
-        ps.kill()
-        ps.wait()
-        for p in workers:
-            if p.poll() is None:
-                p.kill()
-    if rc:
+    base = ["--elements", str(args.elements), "--seconds", str(args.seconds), "--workers", str(args.workers), "--spec",
+            json.dumps(spec), "--out", os.path.join(tmp, "w%d.txt")]
+    if not run_job(os.path.abspath(__file__), base, spec, args.seconds + 300):
         print("tf_ps_throughput: a worker failed", file=sys.stderr)
         return 1
     rates, total = 0.0, 0

@@ -17,32 +17,17 @@ stderr (exit 1).
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf_common import cluster_spec, run_job, start_task  # noqa: E402
 
 
 def run_task(args):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf, tf1, cluster, cfg, server = start_task(args)
     import numpy as np
-    import tensorflow as tf
-
-    tf1 = tf.compat.v1
-    tf1.disable_eager_execution()
-    cluster = tf.train.ClusterSpec(json.loads(args.spec))
-    cfg = tf1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
-    server = tf1.train.Server(cluster, job_name=args.job, task_index=args.task, config=cfg)
-    if args.job == "ps":
-        server.join()
-        return 0
     dim, hidden, k, batch = 64, 32, 4, 256
     with tf1.device(tf1.train.replica_device_setter(worker_device="/job:worker/task:%d" % args.task, cluster=cluster)):
         gs = tf1.train.get_or_create_global_step()
@@ -123,28 +108,11 @@ def main():
     args = ap.parse_args()
     if args.job:
         return run_task(args)
-    spec = {"ps": ["127.0.0.1:%d" % free_port() for _ in range(args.ps)],
-            "worker": ["127.0.0.1:%d" % free_port() for _ in range(args.workers)]}
-    tmp = tempfile.mkdtemp(prefix="tf_wide_and_deep_")
-    base = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-            "--ps", str(args.ps), "--workers", str(args.workers), "--vocab", str(args.vocab), "--spec", json.dumps(spec)]
-    out = os.path.join(tmp, "w0.txt")
-    ps = [subprocess.Popen(base + ["--job", "ps", "--task", str(i), "--out", out]) for i in range(args.ps)]
-    workers = [subprocess.Popen(base + ["--job", "worker", "--task", str(i), "--out", out]) for i in range(args.workers)]
-    rc = 0
-    try:
-        for p in workers:
-            try:
-                if p.wait(timeout=args.seconds + args.warmup + 600) != 0:
-                    rc = 1
-            except subprocess.TimeoutExpired:
-                rc = 1
-    finally:
-        for p in ps + workers:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-    if rc or not os.path.exists(out):
+    spec = cluster_spec(args.ps, args.workers)
+    out = os.path.join(tempfile.mkdtemp(prefix="tf_wide_and_deep_"), "w0.txt")
+    base = ["--seconds", str(args.seconds), "--warmup", str(args.warmup), "--ps", str(args.ps), "--workers",
+            str(args.workers), "--vocab", str(args.vocab), "--spec", json.dumps(spec), "--out", out]
+    if not run_job(os.path.abspath(__file__), base, spec, args.seconds + args.warmup + 600) or not os.path.exists(out):
         print("tf_wide_and_deep: a worker failed", file=sys.stderr)
         return 1
     rate, steps, last = open(out).read().split()

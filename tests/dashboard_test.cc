@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "net/socket.h"
+#include "tests/util/http.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -26,25 +27,9 @@ using namespace std::chrono_literals;
 using testing::binary;
 using testing::ChildProcess;
 
-bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
-
-// Sends `request` raw to 127.0.0.1:port and returns everything the server answers until it closes.
-std::string raw_http(uint16_t port, const std::string& request) {
-  auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
-  if (!fd.ok()) return "connect failed: " + fd.status().message();
-  (void)net::write_all(fd->get(), request.data(), request.size(), "dashboard");
-  timeval tv{5, 0};
-  setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string out;
-  char buf[16384];
-  for (ssize_t n; (n = ::recv(fd->get(), buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
-  return out;
-}
-
-std::string get(uint16_t port, const std::string& path, const std::string& auth = "") {
-  return raw_http(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\n" +
-                            (auth.empty() ? "" : "Authorization: " + auth + "\r\n") + "\r\n");
-}
+using testing::get;
+using testing::has;
+using testing::raw_http;
 
 // The number after `"key": ` in a JSON text (the first one), or -1.
 double json_number(const std::string& json, const std::string& key) {
