@@ -2,12 +2,14 @@
 # netns-cluster.sh: N "hosts" on this machine, each a network namespace with its own address on
 # one bridge, to run actorflow across hosts for real (tests/multihost/, docs/testing.md).
 #
-#   netns-cluster.sh up N [--owner PID] [--dir DIR] [--actorflow BIN]
+#   netns-cluster.sh up N [--owner PID] [--dir DIR] [--ps K] [--metrics-port P] [--actorflow BIN]
 #       creates namespaces afmh<PID>-h0 .. -h<N-1> (host i has address 10.213.0.<i+1>/24 on eth0)
 #       joined by the bridge afmh<PID>br. PID (default: the caller, $PPID) owns them: a later `up`
 #       of anyone first removes every afmh* namespace, bridge and veth whose owner no longer runs.
 #       With --dir it writes DIR/hosts ("index namespace address" per line) and a cluster file
-#       DIR/cluster.toml: ps/0 on host 0, worker/i-1 on host i (port 2222), a cluster secret
+#       DIR/cluster.toml: ps/0 on host 0, worker/i-1 on host i (port 2222; with --ps K the first K
+#       hosts are ps/0..K-1 and the rest workers; with --metrics-port P every task serves its
+#       metrics on P, `[server] metrics_port`), a cluster secret
 #       (DIR/cluster.key) and, with the actorflow binary (--actorflow, default build/actorflow),
 #       TLS certificates (DIR/certs). Prints the hosts' lines.
 #   netns-cluster.sh start --dir DIR [--owner PID] [--actorflow BIN] [-- PROGRAM ARGS...]
@@ -52,6 +54,8 @@ if [[ "$(cat /proc/$PPID/comm 2>/dev/null)" == sudo ]]; then
   owner=$(awk '{print $4}' /proc/$PPID/stat)
 fi
 dir=""
+num_ps=1
+metrics_port=""
 actorflow="$(cd "$(dirname "$0")/.." && pwd)/build/actorflow"
 positional=()
 program=()
@@ -60,6 +64,9 @@ while [[ $# -gt 0 ]]; do
     --owner) [[ $# -ge 2 ]] || usage "--owner needs a pid"; owner=$2; shift 2 ;;
     --dir) [[ $# -ge 2 ]] || usage "--dir needs a directory"; dir=$2; shift 2 ;;
     --actorflow) [[ $# -ge 2 ]] || usage "--actorflow needs a path"; actorflow=$2; shift 2 ;;
+    --ps) [[ $# -ge 2 ]] && is_uint "$2" && [[ $2 -ge 1 ]] || usage "--ps needs a number of ps hosts >= 1"; num_ps=$2; shift 2 ;;
+    --metrics-port) [[ $# -ge 2 ]] && is_uint "$2" && [[ $2 -ge 1 && $2 -le 65535 && $2 -ne 2222 ]] ||
+                      usage "--metrics-port needs a port 1..65535 other than 2222"; metrics_port=$2; shift 2 ;;
     --) shift; program=("$@"); break ;;
     -*) usage "unknown option '$1'" ;;
     *) positional+=("$1"); shift ;;
@@ -143,6 +150,7 @@ cmd_up() {
   [[ ${#positional[@]} -eq 1 ]] || usage "up: give the number of hosts"
   local n=${positional[0]}
   is_uint "$n" && [[ $n -ge 1 && $n -le $MAX_HOSTS ]] || usage "up: number of hosts must be 1..$MAX_HOSTS, got '$n'"
+  [[ $num_ps -le $n ]] || usage "up: --ps $num_ps exceeds the $n hosts"
   if [[ $(id -u) -ne 0 ]]; then
     echo "netns-cluster.sh: network namespaces need root (running as uid $(id -u))" >&2
     exit 77
@@ -182,10 +190,11 @@ cmd_up() {
   for ((i = 0; i < n; i++)); do echo "$i $(ns_name "$i") $(addr_of "$i")"; done
 }
 
-# DIR/cluster.toml for N hosts: ps/0 on host 0, worker/i-1 on host i.
+# DIR/cluster.toml for N hosts: ps/0..K-1 on hosts 0..K-1 (K = --ps, default 1), workers on the rest.
 write_cluster_file() {
-  local n=$1 i workers=""
-  for ((i = 1; i < n; i++)); do workers+="${workers:+, }\"$(addr_of "$i"):2222\""; done
+  local n=$1 i workers="" ps=""
+  for ((i = 0; i < num_ps; i++)); do ps+="${ps:+, }\"$(addr_of "$i"):2222\""; done
+  for ((i = num_ps; i < n; i++)); do workers+="${workers:+, }\"$(addr_of "$i"):2222\""; done
   (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/cluster.key")
   local tls=""
   if [[ -x "$actorflow" ]]; then tls="tls_dir = \"certs\""; fi
@@ -195,8 +204,12 @@ write_cluster_file() {
     echo "secret_file = \"cluster.key\""
     [[ -n "$tls" ]] && echo "$tls"
     echo "[jobs]"
-    echo "ps = [\"$(addr_of 0):2222\"]"
-    [[ $n -gt 1 ]] && echo "worker = [$workers]"
+    echo "ps = [$ps]"
+    [[ $n -gt $num_ps ]] && echo "worker = [$workers]"
+    if [[ -n "$metrics_port" ]]; then
+      echo "[server]"
+      echo "metrics_port = $metrics_port"
+    fi
     echo "[supervisor]"
     echo "logdir = \"$dir/logs\""
   } > "$dir/cluster.toml"
