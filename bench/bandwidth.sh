@@ -9,6 +9,7 @@
 # K x R / 8 / 6.5 MB steps per second in each direction.
 #
 #   bench/bandwidth.sh [--ps "1 2"] [--rates "none 10gbit 1gbit 100mbit"] [--window 20] [--warmup 15]
+#                      [--partition-fc]     (the CNN's fully connected weight split over the ps hosts)
 #
 # Needs root and network namespaces (exit 77 otherwise, as netns-cluster.sh); build/ built.
 set -euo pipefail
@@ -20,12 +21,14 @@ PS_LIST="1 2"
 RATES="none 10gbit 1gbit 100mbit"
 WINDOW=20
 WARMUP=15
+CNN_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ps) PS_LIST=$2; shift 2 ;;
     --rates) RATES=$2; shift 2 ;;
     --window) WINDOW=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
+    --partition-fc) CNN_ARGS+=(--partition-fc); shift ;;
     *) echo "bandwidth.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,7 @@ trap cleanup EXIT
 # Model bytes per worker step each way: the seed CNN's variables (conv 5x5x1x32 + 32, 5x5x32x64 +
 # 64, 3136x500 + 500, 500x10 + 10 float32).
 MODEL_BYTES=$(( (5*5*1*32 + 32 + 5*5*32*64 + 64 + 3136*500 + 500 + 500*10 + 10) * 4 ))
-echo "seed CNN (batch 50, Adam, async), 3 worker hosts; the model is $MODEL_BYTES bytes each way per worker step"
+echo "seed CNN (batch 50, Adam, async${CNN_ARGS[*]+, ${CNN_ARGS[*]}}), 3 worker hosts; the model is $MODEL_BYTES bytes each way per worker step"
 echo "| ps hosts | ps link cap | images/s | steps/s | what the cap allows (steps/s) |"
 echo "| --- | --- | --- | --- | --- |"
 for K in $PS_LIST; do
@@ -49,7 +52,7 @@ for K in $PS_LIST; do
     if [[ "$RATE" != none ]]; then
       for ((i = 0; i < K; i++)); do "$NETNS" shape "$i" "$RATE" --owner "$OWNER" >/dev/null; done
     fi
-    "$NETNS" start --dir "$DIR" --owner "$OWNER" -- "$CNN" --steps 100000000 --print-every 1000 >/dev/null
+    "$NETNS" start --dir "$DIR" --owner "$OWNER" -- "$CNN" --steps 100000000 --print-every 1000 ${CNN_ARGS[@]+"${CNN_ARGS[@]}"} >/dev/null
     sleep "$WARMUP"   # graph registration, initialisation, the first steps: not measured
     json=$("$NETNS" exec "$K" --owner "$OWNER" -- "$AF" status --cluster "$DIR/cluster.toml" --json \
              --interval-ms $((WINDOW * 1000)) 2>/dev/null || true)

@@ -47,7 +47,20 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   net = pool("pool2", conv("conv2", net, c1, c2));
   net = ops::reshape(w.new_sub_scope("flatten"), net, {-1, 7 * 7 * c2});
   {
-    auto k = weight("fully_connected/weights", Shape{7 * 7 * c2, o.hidden});
+    // The fully connected weight is 96 % of the model's bytes: one ps link carries it all unless
+    // it is partitioned over the ps tasks (row shards, each on its own ps; the worker reads and
+    // concatenates them, and each shard's gradient goes back to its own ps).
+    Output k;
+    if (o.partition_fc && o.num_ps > 1) {
+      AF_ASSIGN_OR_RETURN(
+          train::PartitionedVariable pv,
+          train::get_partitioned_variable(root, "fully_connected/weights", Shape{7 * 7 * c2, o.hidden},
+                                          train::fixed_size_partitioner(o.num_ps), DType::kFloat32,
+                                          train::glorot_uniform_initializer(++seed), true, setter.shard_placement()));
+      k = ops::concat(w.new_sub_scope("fully_connected"), pv.shards, 0);
+    } else {
+      k = weight("fully_connected/weights", Shape{7 * 7 * c2, o.hidden});
+    }
     auto b = bias("fully_connected/biases", o.hidden);
     Scope s = w.new_sub_scope("fully_connected");
     net = ops::relu(s, ops::bias_add(s, ops::matmul(s, net, k), b));

@@ -29,6 +29,10 @@ struct CnnOptions {
   int hidden = 500;                  // the fc layer's width
   int conv1_channels = 32;           // the seed's widths; smaller ones make a fast test model
   int conv2_channels = 64;
+  // Partition the fully connected weight (96 % of the model's bytes) into num_ps row shards, one
+  // per ps task (train::get_partitioned_variable), so every ps link carries a share of each step's
+  // traffic instead of one link carrying nearly all of it. No effect with one ps.
+  bool partition_fc = false;
 };
 
 struct CnnModel {

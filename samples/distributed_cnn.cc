@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   bool sync = false;
   double save_secs = -1, step_timeout = 0, sync_timeout = 60;
   int hidden = 500, conv1 = 32, conv2 = 64;
+  bool partition_fc = false;
   uint64_t seed = 1;
   // The cluster: a TOML cluster file, a TF_CONFIG-style JSON file (seed 000), or seed 002's flags.
   std::string ps_hosts, worker_hosts, job_name;
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("--save-checkpoint-secs", save_secs, "checkpoint period (default: [supervisor])");
   app.add_option("--worker-device", worker_device, "cpu or gpu");
   app.add_option("--hidden", hidden, "width of the fully connected layer (seed: 500)")->check(CLI::Range(1, 100000));
+  app.add_flag("--partition-fc", partition_fc,
+               "partition the fully connected weight over the ps tasks (one row shard per ps)");
   app.add_option("--conv1", conv1, "channels of the first convolution (seed: 32)")->check(CLI::Range(1, 4096));
   app.add_option("--conv2", conv2, "channels of the second convolution (seed: 64)")->check(CLI::Range(1, 4096));
   app.add_option("--sync-timeout-secs", sync_timeout,
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
   mo.worker_device = "/job:worker/task:" + std::to_string(task) + (worker_device == "gpu" ? "/device:GPU:0" : "");
   mo.num_ps = cluster->num_tasks("ps");
   mo.hidden = hidden;
+  mo.partition_fc = partition_fc;
   mo.sync_timeout_secs = sync_timeout;
   mo.conv1_channels = conv1;
   mo.conv2_channels = conv2;
