@@ -62,6 +62,7 @@ using crun_atom = caf::atom_constant<caf::atom("crun")>;
 using cclose_atom = caf::atom_constant<caf::atom("cclose")>;
 using resource_atom = caf::atom_constant<caf::atom("resource")>;
 using next_atom = caf::atom_constant<caf::atom("next")>;
+using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
 
 // ---- device actor (actors/device_actor.h) -------------------------------------------------
 using device_actor_t = caf::typed_actor<
@@ -111,7 +112,10 @@ using node_actor_t = caf::typed_actor<
     // A remote client's run (actors/client_sessions.h) -> one tensor per fetch.
     caf::replies_to<crun_atom, ClientRunRequest>::with<TensorList>,
     // (client session id): forgets that client session.
-    caf::replies_to<cclose_atom, uint64_t>::with<bool>>;
+    caf::replies_to<cclose_atom, uint64_t>::with<bool>,
+    // (variable, method, args, encoded attrs): a primary ps's mutating call, applied to this
+    // task's backup copy of the variable (actors/ps_replication.h) -> the call's results.
+    caf::replies_to<replicate_atom, std::string, std::string, TensorList, std::string>::with<TensorList>>;
 
 // ---- master actor (actors/master_actor.h) -------------------------------------------------
 using master_actor_t = caf::typed_actor<

@@ -1,4 +1,5 @@
 #include "actors/node_actor.h"
+#include "actors/ps_replication.h"
 
 #include <map>
 #include <set>
@@ -211,6 +212,26 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         if (!a) return no_device(dev);
         self->delegate(a, deregister_atom::value, handle);
         return caf::delegated<bool>();
+      },
+      [=](replicate_atom, const std::string& var, const std::string& method, std::vector<Tensor>& args,
+          const std::string& attrs) -> caf::result<std::vector<Tensor>> {
+        if (!allowed(self, "replicated variable call")) return unauth("replicate");
+        if (!self->state.cfg.resources)
+          return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " keeps no variables"));
+        auto decoded = decode_call_attrs(attrs);
+        if (!decoded.ok()) return to_caf_error(decoded.status());
+        auto a = self->state.cfg.resources->get_or_create(var);
+        if (!a.ok()) return to_caf_error(a.status());
+        auto call = std::make_shared<ResourceCall>();
+        call->resource = var;
+        call->method = method;
+        call->args = std::move(args);
+        call->attrs = std::move(*decoded);
+        call->attrs.set(kReplicaCallAttr, true);
+        // A held synchronous contribution is the primary's to release; the backup only counts it.
+        call->attrs.set("wait", false);
+        self->delegate(*a, resource_atom::value, ResourceCallPtr(std::move(call)));
+        return caf::delegated<std::vector<Tensor>>();
       },
       [=](run_atom, const std::string& dev, const std::string& handle, int64_t step_id,
           std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {

@@ -13,6 +13,10 @@
 //   (crun_atom, ClientRunRequest) -> std::vector<Tensor>   a remote client's run, on a detached
 //        worker (actors/client_sessions.h); authenticated peers only
 //   (cclose_atom, uint64 session) -> bool                  forgets that client session
+//   (replicate_atom, var, method, args, attrs) -> std::vector<Tensor>   a primary ps's call on
+//        this task's backup copy of `var` (actors/ps_replication.h), in arrival order; no fault
+//        gate (a delayed call would overtake nothing, but a dropped one would desynchronise
+//        the copies). FailedPrecondition when this task keeps no resources.
 //   (fault_atom, std::string plan_toml) -> std::vector<std::string>  loads the faults of a fault
 //        plan (actors/faults.h) that this task takes part in into this process's FaultInjector and
 //        returns their descriptions; an empty plan clears every fault. InvalidArgument for a bad plan.
@@ -52,6 +56,7 @@
 #include "actors/client_sessions.h"
 #include "actors/messages.h"
 #include "actors/peer_link.h"
+#include "actors/resources.h"
 
 namespace actorflow {
 
@@ -95,6 +100,8 @@ struct NodeActorConfig {
   std::function<Status(const std::vector<std::string>& tasks)> connect_peers;
   // Remote client sessions (actors/client_sessions.h); null: this task refuses client runs.
   std::shared_ptr<ClientSessions> clients;
+  // The task's resource container, for replicated calls of a primary ps (null: refused).
+  std::shared_ptr<ResourceManager> resources;
   // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).

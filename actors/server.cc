@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <condition_variable>
@@ -32,6 +33,7 @@
 #include "net/tls.h"
 #include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
+#include "actors/ps_replication.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -59,6 +61,7 @@ struct Server::Impl {
   std::shared_ptr<Router> router_;
   std::shared_ptr<DirectSteps> direct_;
   std::shared_ptr<ResourceManager> resources_;
+  std::shared_ptr<PsReplicator> replicator_;  // a ps task with [supervisor] ps_replicas = 2
   master_actor_t master_;
   node_actor_t node_;
   ClusterSpec cluster_;
@@ -127,7 +130,7 @@ Status Server::init(const std::string& task_prefix, const DeviceOptions& dopts) 
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
   auto router = std::make_shared<ProcessRouter>(task_prefix);
   impl_->router_ = router;
-  impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, variable_actor_factory(impl_->restarts_));
+  impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, variable_actor_factory(impl_->restarts_, impl_->replicator_));
   for (auto& d : impl_->devices_) {
     device_actor_t a = spawn_device_actor(*impl_->sys_, d.get(), impl_->router_, impl_->resources_, nullptr, impl_->restarts_);
     router->add(d->name(), a);
@@ -170,6 +173,7 @@ void Server::stop() {
     registry().erase(impl_->target_);
   }
   if (auto* lr = dynamic_cast<ProcessRouter*>(impl_->router_.get())) lr->clear();
+  if (impl_->replicator_) impl_->replicator_->stop();
   if (impl_->node_) {
     impl_->stopping_flag_->store(true);
     impl_->metrics_.reset();
@@ -307,6 +311,16 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   const ServerOptions opts = cluster.server_options(task);
   // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
   impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
+  // Replicated parameter servers: ps task p's variables have their backup on the next ps task
+  // (in index order, cyclically); actors/ps_replication.h.
+  if (task.job == "ps" && cluster.supervisor().ps_replicas == 2) {
+    const std::vector<int> ps = cluster.task_indices("ps");
+    auto at = std::find(ps.begin(), ps.end(), task.index);
+    const TaskId backup{"ps", (at + 1 == ps.end()) ? ps.front() : *(at + 1)};
+    AF_ASSIGN_OR_RETURN(std::string backup_addr, cluster.task_address(backup));
+    impl_->replicator_ = std::make_shared<PsReplicator>(backup.device_prefix(), backup_addr,
+                                                        std::chrono::milliseconds(opts.peer_timeout_ms));
+  }
   const DeviceEnumerationOptions d = opts;  // the DeviceOptions base
   AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
   impl_->auth_peers_ = std::make_shared<AuthenticatedPeers>();
@@ -320,7 +334,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
   impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
   impl_->membership_->add_listener(caf::actor_cast<caf::actor>(impl_->master_));
+  if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get());
   NodeActorConfig nc;
+  nc.resources = impl_->resources_;
   nc.task = impl_->task_prefix_;
   nc.fingerprint = mc.fingerprint;
   nc.secret = mc.secret;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/ps_replication.h"
 #include "actors/resources.h"
 #include "actors/faults.h"
 #include "tensor/pooling_allocator.h"
@@ -55,6 +56,10 @@ struct VarState {
   int64_t sync_applied = 0, sync_stale = 0, sync_realigned = 0;
   RestartBudget restarts;    // in-place restarts after exceptions
   Status failed;             // set when the restart budget is spent
+  // Replication ([supervisor] ps_replicas = 2, actors/ps_replication.h). `rep` is null without it.
+  std::shared_ptr<PsReplicator> rep;
+  bool backup_role = false;  // this copy has taken replicated calls: it is a backup
+  uint64_t synced_epoch = 0; // the backup connection its whole state last went out on (0: none)
   static constexpr const char* name = "variable";
 };
 using VarActor = var_impl_t::stateful_base<VarState>;
@@ -621,6 +626,18 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     if (!s.ok()) return fail(s);
     return one(args[0]);
   }
+  if (m == "sync_state") {  // a primary's whole state (value, slot blob), on its backup only
+    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "sync_state takes a value and a slot blob"));
+    st.dtype = args[0].dtype();
+    st.shape = args[0].shape();
+    st.value = args[0].deep_copy();
+    ++st.version;
+    Status s = decode_slots(st, args[1]);
+    if (!s.ok()) return fail(s);
+    observe_global_step(st);
+    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
+    return one(st.value);
+  }
   if (m == "assign" || m == "restore") {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
     if (st.dtype == DType::kInvalid) {
@@ -862,9 +879,74 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   return why;
 }
 
-var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts) {
+// Replication of a mutating call whose local outcome is `r` (actors/ps_replication.h). A call
+// that came from a primary (kReplicaCallAttr) makes this copy a backup and is answered as it
+// is. A call from a kernel on a copy that was a backup promotes it (its primary's task failed
+// over to this one). A primary with a connected backup sends it the call (or, first after a
+// new connection, its whole state) and answers only once the backup acknowledged; without a
+// backup (none connected, or the call to it failed: the backup is down) it answers alone. A
+// failed local call is not replicated.
+caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr& call,
+                                           caf::result<std::vector<Tensor>> r) {
+  auto& st = self->state;
+  if (call->attrs.get_or<bool>(kReplicaCallAttr, false)) {
+    st.backup_role = true;
+    return r;
+  }
+  if (st.backup_role) {
+    st.backup_role = false;
+    st.synced_epoch = 0;
+    AF_LOG(WARNING) << "variable '" << st.var << "': its backup copy serves as the primary now (the primary's "
+                    << "task failed over)";
+  }
+  if (r.flag == caf::rt_error) return r;
+  const PsReplicator::Backup b = st.rep->backup();
+  if (!b.node) return r;  // no backup connected: the primary serves alone
+  if (!st.value.is_initialized()) return r;  // nothing to copy yet
+  std::string method = call->method;
+  std::vector<Tensor> args = call->args;
+  std::string attrs = encode_call_attrs(call->attrs);
+  if (st.synced_epoch != b.epoch) {
+    // The backup (re)connected since this variable's last full copy: it may hold nothing or an
+    // old state, so it gets the whole state (value and slots) instead of the call.
+    method = "sync_state";
+    args = {st.value, encode_slots(st)};
+    attrs.clear();
+    st.synced_epoch = b.epoch;
+  }
+  if (r.flag == caf::rt_delegated) {
+    // A held synchronous contribution: its reply goes out when the step completes (the
+    // backup counts the same contributions in the same order; see docs/architecture.md).
+    self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
+        .then([](const std::vector<Tensor>&) {},
+              [self, epoch = b.epoch](const caf::error& e) {
+                self->state.rep->backup_failed(epoch, caf::to_string(e));
+              });
+    return r;
+  }
+  auto value = r.value.get_as<std::vector<Tensor>>(0);
+  auto rp = self->make_response_promise<std::vector<Tensor>>();
+  self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
+      .then([rp, value](const std::vector<Tensor>&) mutable { rp.deliver(std::move(value)); },
+            [self, rp, value, epoch = b.epoch](const caf::error& e) mutable {
+              // The backup is gone (its connection closed, or it did not answer within the peer
+              // timeout: what Membership calls down). The view changes to "primary alone": the
+              // update is held by every live copy, so it is acknowledged; the backup gets the
+              // whole state again once it is back.
+              auto& s = self->state;
+              const Status why = from_caf_error(e, s.rep->backup_task());
+              s.rep->backup_failed(epoch, why.message());
+              s.synced_epoch = 0;
+              rp.deliver(std::move(value));
+            });
+  return rp;
+}
+
+var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts,
+                                         std::shared_ptr<PsReplicator> rep) {
   self->state.var = std::move(name);
   self->state.restarts = RestartBudget(restarts);
+  self->state.rep = std::move(rep);
   ignore_remote_exits(self, "variable actor " + self->state.var);
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
@@ -874,7 +956,8 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         // this request and restarts the actor in place (CAF 0.17 would stop the actor).
         try {
           FaultInjector::global().maybe_throw("variable", "");
-          return handle_call(self, call);
+          if (!self->state.rep || !replicated_method(call->method, call->attrs)) return handle_call(self, call);
+          return replicate(self, call, handle_call(self, call));
         } catch (const std::exception& e) {
           return to_caf_error(restart_in_place(self, e.what()));
         }
@@ -897,12 +980,15 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
 
 }  // namespace
 
-variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts) {
-  return sys.spawn(variable_actor, name, restarts);
+variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts,
+                                      std::shared_ptr<PsReplicator> replicator) {
+  return sys.spawn(variable_actor, name, restarts, std::move(replicator));
 }
 
-ResourceFactory variable_actor_factory(RestartPolicy restarts) {
-  return [restarts](caf::actor_system& sys, const std::string& name) { return spawn_variable_actor(sys, name, restarts); };
+ResourceFactory variable_actor_factory(RestartPolicy restarts, std::shared_ptr<PsReplicator> replicator) {
+  return [restarts, replicator](caf::actor_system& sys, const std::string& name) {
+    return spawn_variable_actor(sys, name, restarts, replicator);
+  };
 }
 
 }  // namespace actorflow

@@ -27,6 +27,10 @@
 //     accumulation (its workers get -1) and lets the accumulator re-align with the next local step.
 //   save_slots -> uint8 blob of every slot and Adam's step count (empty: none yet);
 //   restore_slots(blob) -> blob: replaces the slots, checked whole first (an empty blob clears them).
+//   sync_state(value, slot blob) -> value: a primary's whole state, sent to its backup copy
+//     (replication, actors/ps_replication.h).
+// With a replicator, every mutating call is replicated to the backup ps before it is answered
+// (actors/ps_replication.h): the answer then means both copies hold the update.
 // Slots are created on a variable's first update of that kind and kept across assign/restore
 // and in-place restarts. Checkpoints carry them (actors/variable_checkpoint.h), so a parameter
 // server restored from a checkpoint goes on with the optimizer's state, as TF's Saver does.
@@ -35,6 +39,7 @@
 
 #include <caf/all.hpp>
 
+#include <memory>
 #include <string>
 
 #include "actors/resources.h"
@@ -42,13 +47,18 @@
 
 namespace actorflow {
 
+class PsReplicator;
+
 // Spawns the actor of variable `name` in `sys`; `restarts` bounds its in-place restarts after
-// exceptions. The caller owns the returned handle. Thread-safe.
+// exceptions; `replicator` (null: none) is its task's link to the backup ps when the cluster
+// runs with [supervisor] ps_replicas = 2 (actors/ps_replication.h). The caller owns the
+// returned handle. Thread-safe.
 variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name,
-                                RestartPolicy restarts = RestartPolicy{});
+                                      RestartPolicy restarts = RestartPolicy{},
+                                      std::shared_ptr<PsReplicator> replicator = nullptr);
 
 // The ResourceFactory a task's ResourceManager uses: variable actors with `restarts` (its
-// Server's [supervisor] budget). Pure; the factory is thread-safe.
-ResourceFactory variable_actor_factory(RestartPolicy restarts);
+// Server's [supervisor] budget) and `replicator`. Pure; the factory is thread-safe.
+ResourceFactory variable_actor_factory(RestartPolicy restarts, std::shared_ptr<PsReplicator> replicator = nullptr);
 
 }  // namespace actorflow

@@ -153,7 +153,8 @@ const std::vector<std::string> kServerKeys = {
     "bind", "metrics_port"};
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
-    "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs"};
+    "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs",
+    "ps_replicas"};
 
 }  // namespace
 
@@ -540,6 +541,17 @@ class ClusterFileReader : private TomlReader {
         read_number_in(v, path, 0.0, false, HUGE_VAL, &s.ready_timeout_secs);
       } else if (key == "save_summaries_secs") {
         read_number_in(v, path, 0.0, true, HUGE_VAL, &s.save_summaries_secs);
+      } else if (key == "ps_replicas") {
+        int n = 1;
+        if (!read_int(v, path, 1, 2, &n)) continue;
+        const int ps = spec_.num_tasks("ps");
+        if (n == 2 && ps < 2) {
+          error(toml_pos(v.source()), path,
+                "2 needs at least 2 ps tasks (a variable's replica lives on another ps task), the cluster has " +
+                    std::to_string(ps));
+          continue;
+        }
+        s.ps_replicas = n;
       } else {
         unknown_key(k, "supervisor", kSupervisorKeys);
       }

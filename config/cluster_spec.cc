@@ -144,7 +144,7 @@ bool SupervisorOptions::operator==(const SupervisorOptions& o) const {
   return chief == o.chief && logdir == o.logdir && save_checkpoint_secs == o.save_checkpoint_secs &&
          keep_checkpoints == o.keep_checkpoints && max_restarts == o.max_restarts &&
          restart_window_secs == o.restart_window_secs && ready_timeout_secs == o.ready_timeout_secs &&
-         save_summaries_secs == o.save_summaries_secs;
+         save_summaries_secs == o.save_summaries_secs && ps_replicas == o.ps_replicas;
 }
 
 // ---- addresses ---------------------------------------------------------------------------
@@ -320,6 +320,8 @@ std::string ClusterSpec::canonical_form() const {
     << "supervisor restart_window_secs " << canonical_double(v.restart_window_secs) << "\n"
     << "supervisor ready_timeout_secs " << canonical_double(v.ready_timeout_secs) << "\n"
     << "supervisor save_summaries_secs " << canonical_double(v.save_summaries_secs) << "\n";
+  // Only when set, so the fingerprints of files without replication stay what they were.
+  if (v.ps_replicas != 1) o << "supervisor ps_replicas " << v.ps_replicas << "\n";
   return o.str();
 }
 

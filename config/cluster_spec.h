@@ -84,6 +84,10 @@ struct SupervisorOptions {
   double restart_window_secs = 60;    // the window of max_restarts (> 0)
   double ready_timeout_secs = 120;    // how long non-chief workers wait for the model to be ready
   double save_summaries_secs = 10;    // summary period; 0 disables summaries
+  // Copies of each parameter-server variable (1 or 2). With 2, the variable actors of ps task p
+  // replicate every update to ps task (p+1) % num_ps before acknowledging it (primary-backup,
+  // docs/architecture.md "Replicated parameter servers"); the file must then have >= 2 ps tasks.
+  int ps_replicas = 1;
 
   bool operator==(const SupervisorOptions& o) const;
   bool operator!=(const SupervisorOptions& o) const { return !(*this == o); }

@@ -627,6 +627,25 @@ chief = "worker/3"
                          "indices 0)");
 }
 
+TEST_F(ClusterSpecTest, PsReplicas) {
+  // Default 1; 2 with two ps tasks; fingerprints differ only when it is set.
+  auto one = ClusterSpec::from_string("[jobs]\nps=[\"localhost:1\",\"localhost:2\"]\nworker=[\"localhost:3\"]\n", "a");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->supervisor().ps_replicas, 1);
+  EXPECT_EQ(one->canonical_form().find("ps_replicas"), std::string::npos);
+  auto two = ClusterSpec::from_string(
+      "[jobs]\nps=[\"localhost:1\",\"localhost:2\"]\nworker=[\"localhost:3\"]\n[supervisor]\nps_replicas = 2\n", "b");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(two->supervisor().ps_replicas, 2);
+  EXPECT_NE(one->fingerprint(), two->fingerprint());
+  const std::string f = dir_ + "/cluster.toml";
+  EXPECT_EQ(error_of("[jobs]\nps=[\"localhost:1\",\"localhost:2\"]\n[supervisor]\nps_replicas = 3\n"),
+            f + ":4:15: supervisor.ps_replicas: must be in 1..2, got 3");
+  EXPECT_EQ(error_of("[jobs]\nps=[\"localhost:1\"]\nworker=[\"localhost:3\"]\n[supervisor]\nps_replicas = 2\n"),
+            f + ":5:15: supervisor.ps_replicas: 2 needs at least 2 ps tasks (a variable's replica lives on another "
+                "ps task), the cluster has 1");
+}
+
 TEST_F(ClusterSpecTest, PeerTimeoutMustExceedHeartbeat) {
   const std::string f = dir_ + "/cluster.toml";
   EXPECT_EQ(error_of("[jobs]\nw = [\"localhost:1\"]\n[server]\npeer_timeout_ms = 400\n"),

@@ -1,0 +1,207 @@
+#include "actors/ps_replication.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "actors/membership.h"
+#include "core/logging.h"
+
+namespace actorflow {
+namespace {
+
+template <class T>
+void put(std::string& out, T v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+void put_str(std::string& out, const std::string& s) {
+  put<uint32_t>(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+
+// Reads from [p, end); every read is bounds-checked.
+struct Reader {
+  const char* p;
+  const char* end;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    if (static_cast<size_t>(end - p) < sizeof(T)) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+    return v;
+  }
+  std::string str() {
+    const uint32_t n = get<uint32_t>();
+    if (!ok || static_cast<size_t>(end - p) < n) {
+      ok = false;
+      return {};
+    }
+    std::string s(p, n);
+    p += n;
+    return s;
+  }
+};
+
+}  // namespace
+
+std::string encode_call_attrs(const AttrMap& attrs) {
+  std::string out;
+  for (const auto& [name, v] : attrs.all()) {
+    if (std::holds_alternative<Tensor>(v)) continue;
+    put_str(out, name);
+    if (auto* x = std::get_if<int64_t>(&v)) {
+      out += 'i';
+      put<int64_t>(out, *x);
+    } else if (auto* d = std::get_if<double>(&v)) {
+      out += 'd';
+      put<double>(out, *d);
+    } else if (auto* b = std::get_if<bool>(&v)) {
+      out += 'b';
+      put<uint8_t>(out, *b ? 1 : 0);
+    } else if (auto* s = std::get_if<std::string>(&v)) {
+      out += 's';
+      put_str(out, *s);
+    } else if (auto* t = std::get_if<DType>(&v)) {
+      out += 't';
+      put<int32_t>(out, static_cast<int32_t>(*t));
+    } else if (auto* sh = std::get_if<Shape>(&v)) {
+      out += 'h';
+      put<uint8_t>(out, sh->unknown_rank() ? 1 : 0);
+      put<uint32_t>(out, static_cast<uint32_t>(sh->dims().size()));
+      for (int64_t dim : sh->dims()) put<int64_t>(out, dim);
+    } else if (auto* li = std::get_if<std::vector<int64_t>>(&v)) {
+      out += 'I';
+      put<uint32_t>(out, static_cast<uint32_t>(li->size()));
+      for (int64_t x2 : *li) put<int64_t>(out, x2);
+    } else if (auto* ls = std::get_if<std::vector<std::string>>(&v)) {
+      out += 'S';
+      put<uint32_t>(out, static_cast<uint32_t>(ls->size()));
+      for (const auto& s2 : *ls) put_str(out, s2);
+    }
+  }
+  return out;
+}
+
+Result<AttrMap> decode_call_attrs(const std::string& bytes) {
+  AttrMap out;
+  Reader r{bytes.data(), bytes.data() + bytes.size()};
+  auto bad = [] { return InvalidArgument("replicated call: malformed attributes"); };
+  while (r.ok && r.p != r.end) {
+    const std::string name = r.str();
+    const char tag = r.get<char>();
+    if (!r.ok) return bad();
+    switch (tag) {
+      case 'i': out.set(name, r.get<int64_t>()); break;
+      case 'd': out.set(name, r.get<double>()); break;
+      case 'b': out.set(name, r.get<uint8_t>() != 0); break;
+      case 's': out.set(name, r.str()); break;
+      case 't': out.set(name, static_cast<DType>(r.get<int32_t>())); break;
+      case 'h': {
+        const bool unknown = r.get<uint8_t>() != 0;
+        const uint32_t n = r.get<uint32_t>();
+        if (!r.ok || n > 64) return bad();
+        std::vector<int64_t> dims;
+        for (uint32_t i = 0; i < n && r.ok; ++i) dims.push_back(r.get<int64_t>());
+        out.set(name, unknown ? Shape::unknown() : Shape(std::move(dims)));
+        break;
+      }
+      case 'I': {
+        const uint32_t n = r.get<uint32_t>();
+        if (!r.ok || n > bytes.size()) return bad();
+        std::vector<int64_t> l;
+        for (uint32_t i = 0; i < n && r.ok; ++i) l.push_back(r.get<int64_t>());
+        out.set(name, std::move(l));
+        break;
+      }
+      case 'S': {
+        const uint32_t n = r.get<uint32_t>();
+        if (!r.ok || n > bytes.size()) return bad();
+        std::vector<std::string> l;
+        for (uint32_t i = 0; i < n && r.ok; ++i) l.push_back(r.str());
+        out.set(name, std::move(l));
+        break;
+      }
+      default: return bad();
+    }
+  }
+  if (!r.ok) return bad();
+  return out;
+}
+
+bool replicated_method(const std::string& m, const AttrMap& attrs) {
+  if (m == "read" || m == "save" || m == "is_initialized" || m == "save_slots") return false;
+  if (m == "sync_control") return attrs.get_or<std::string>("action", "stats") != "stats";
+  return true;
+}
+
+PsReplicator::PsReplicator(std::string backup_task, std::string backup_address, std::chrono::milliseconds timeout)
+    : backup_task_(std::move(backup_task)), backup_address_(std::move(backup_address)), timeout_(timeout) {}
+
+PsReplicator::~PsReplicator() { stop(); }
+
+void PsReplicator::start(Membership* membership) {
+  membership_ = membership;
+  thread_ = std::thread([this] { run(); });
+}
+
+void PsReplicator::stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+    node_ = node_actor_t();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+PsReplicator::Backup PsReplicator::backup() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return Backup{node_, epoch_};
+}
+
+void PsReplicator::backup_failed(uint64_t epoch, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (epoch != epoch_ || !node_) return;
+    node_ = node_actor_t();
+  }
+  AF_LOG(WARNING) << "ps replication: backup " << backup_task_ << " failed (" << why
+                  << "); serving without it until it is back";
+  cv_.notify_all();
+}
+
+void PsReplicator::run() {
+  // Between attempts while the backup is away: a retry backoff (Membership::ensure itself is
+  // bounded by the peer timeout), cut short by stop().
+  const auto backoff = std::chrono::milliseconds(200);
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    if (node_) {
+      cv_.wait(l, [&] { return stopping_ || !node_; });
+      continue;
+    }
+    l.unlock();
+    auto p = membership_->ensure(backup_task_, backup_address_, std::max(timeout_, std::chrono::milliseconds(1000)),
+                                 /*quiet=*/true);
+    l.lock();
+    if (stopping_) break;
+    if (p.ok() && p->node) {
+      node_ = p->node;
+      ++epoch_;
+      AF_LOG(INFO) << "ps replication: backup " << backup_task_ << " connected (epoch " << epoch_ << ")";
+      continue;
+    }
+    cv_.wait_for(l, backoff, [&] { return stopping_; });
+  }
+}
+
+}  // namespace actorflow
