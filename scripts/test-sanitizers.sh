@@ -22,6 +22,10 @@ cmake --build build-asan -j"${AF_JOBS:-2}"
 # tests/sanitizers/ubsan.supp.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/sanitizers/ubsan.supp
+# The sanitized code runs several times slower; fault-free jobs scale the step timeout that stands
+# for "a message was lost" by this (tests/util/process.h: slowdown()). Without it a slow step of a
+# fault-free job under ASan was taken for a lost one ("step failed (DeadlineExceeded ...)").
+export AF_TEST_SLOWDOWN="${AF_TEST_SLOWDOWN:-4}"
 # Nothing is excluded by default (AF_SANITIZER_EXCLUDE, a ctest -E regex, can exclude tests by
 # hand). ScenarioTest.SyncWithoutABackupReportsAnUnreachableWorkerWithinTheTimeout, excluded until
 # 2026-11-24 (under ASan worker/0 never contributed again after the partition healed), passes here

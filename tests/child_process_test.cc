@@ -144,3 +144,32 @@ TEST(ChildProcessTest, FreePortsAreDistinctAndOutsideTheEphemeralRange) {
 
 }  // namespace
 }  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+// The sanitizer slowdown factor: a number in [1, 20] from $AF_TEST_SLOWDOWN, else 1.
+TEST(TestSlowdownTest, ScalesOnlyByAValidFactor) {
+  const char* saved = std::getenv("AF_TEST_SLOWDOWN");
+  const std::string keep = saved ? saved : "";
+  auto with = [](const char* v) {
+    if (v) setenv("AF_TEST_SLOWDOWN", v, 1);
+    else unsetenv("AF_TEST_SLOWDOWN");
+  };
+  with(nullptr);
+  EXPECT_EQ(testing::slowdown(), 1);
+  EXPECT_EQ(testing::scaled_secs(5), "5");
+  with("4");
+  EXPECT_EQ(testing::slowdown(), 4);
+  EXPECT_EQ(testing::scaled_secs(5), "20");
+  with("2.5");
+  EXPECT_EQ(testing::scaled_secs(3), "7.5");
+  for (const char* bad : {"", "abc", "0.5", "0", "-3", "21", "4x"}) {
+    with(bad);
+    EXPECT_EQ(testing::slowdown(), 1) << "'" << bad << "'";
+  }
+  with(saved ? keep.c_str() : nullptr);
+}
+
+}  // namespace
+}  // namespace actorflow

@@ -147,10 +147,14 @@ std::string write_cluster(const TempDir& dir, const std::vector<std::string>& ad
                                        jobs + supervisor);
 }
 
-std::vector<std::string> training_program(int steps, const std::vector<std::string>& extra) {
+// The training program's arguments. A step that takes longer than `step_timeout` is taken for a
+// lost message and retried (5 s; in a fault-free run scaled by the build's slowdown, so a
+// sanitized build's slow steps are not counted as failures: testing::slowdown()).
+std::vector<std::string> training_program(int steps, const std::vector<std::string>& extra,
+                                          const std::string& step_timeout = "5") {
   std::vector<std::string> a = {binary("samples/distributed_cnn"), "--steps", std::to_string(steps), "--print-every",
                                 "10", "--learning-rate", "2e-3", "--conv1", "8", "--conv2", "16", "--hidden", "64",
-                                "--step-timeout-secs", "5", "--seed", "1"};
+                                "--step-timeout-secs", step_timeout, "--seed", "1"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -215,7 +219,8 @@ Outcome run_multihost(const NetnsCluster& c, const std::string& name, const RunO
   if (!opts.shape_ps.empty()) c.script({"shape", "0", opts.shape_ps});
   auto log = std::make_shared<SharedLog>();
   std::vector<std::string> up = {binary("actorflow"), "up", "--cluster", file, "--"};
-  const auto program = training_program(opts.steps, opts.extra_args);
+  const auto program = training_program(opts.steps, opts.extra_args,
+                                        opts.fault || !opts.shape_ps.empty() ? "5" : testing::scaled_secs(5));
   up.insert(up.end(), program.begin(), program.end());
   std::vector<std::unique_ptr<ChildProcess>> hosts(kHosts), gone;  // gone: a killed host's `up`
   const auto t0 = std::chrono::steady_clock::now();
@@ -274,7 +279,8 @@ Outcome run_loopback(const std::string& name, const RunOptions& opts) {
   for (int h = 0; h < kHosts; ++h) addresses.push_back("localhost:" + std::to_string(free_port()));
   const std::string file = write_cluster(dir, addresses);
   std::vector<std::string> argv = {binary("actorflow"), "up", "--cluster", file, "--"};
-  const auto program = training_program(opts.steps, opts.extra_args);
+  const auto program = training_program(opts.steps, opts.extra_args,
+                                        opts.fault || !opts.shape_ps.empty() ? "5" : testing::scaled_secs(5));
   argv.insert(argv.end(), program.begin(), program.end());
   const auto t0 = std::chrono::steady_clock::now();
   auto up = ChildProcess::start(argv);

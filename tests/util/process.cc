@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -304,6 +305,21 @@ std::vector<int> processes_with(const std::vector<std::string>& needles) {
 }
 
 std::string binary(const std::string& rel) { return std::string(AF_BINARY_DIR) + "/" + rel; }
+
+double slowdown() {
+  const char* v = std::getenv("AF_TEST_SLOWDOWN");
+  if (!v || !*v) return 1;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(d >= 1) || d > 20) return 1;
+  return d;
+}
+
+std::string scaled_secs(double secs) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", secs * slowdown());
+  return buf;
+}
 
 }  // namespace testing
 }  // namespace actorflow
