@@ -239,37 +239,40 @@ Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const
   return ans.substr(head_end + 4);
 }
 
-std::map<std::string, double> sum_by_family(const std::string& text) {
-  std::map<std::string, double> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
+namespace {
+// Calls f(line) for each line of `text` (without its newline).
+template <class F>
+void for_each_line(const std::string& text, F&& f) {
+  for (size_t pos = 0; pos < text.size();) {
     size_t eol = text.find('\n', pos);
     if (eol == std::string::npos) eol = text.size();
-    const std::string line = text.substr(pos, eol - pos);
+    f(text.substr(pos, eol - pos));
     pos = eol + 1;
-    if (line.empty() || line[0] == '#') continue;
+  }
+}
+}  // namespace
+
+std::map<std::string, double> sum_by_family(const std::string& text) {
+  std::map<std::string, double> out;
+  for_each_line(text, [&](const std::string& line) {
+    if (line.empty() || line[0] == '#') return;
     const size_t name_end = line.find_first_of("{ ");
     const size_t sp = line.rfind(' ');
-    if (name_end == std::string::npos || sp == std::string::npos || sp + 1 >= line.size()) continue;
+    if (name_end == std::string::npos || sp == std::string::npos || sp + 1 >= line.size()) return;
     const std::string name = line.substr(0, name_end);
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, "_bucket") == 0) continue;
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, "_bucket") == 0) return;
     char* end = nullptr;
     const double v = std::strtod(line.c_str() + sp + 1, &end);
-    if (end == line.c_str() + sp + 1) continue;
+    if (end == line.c_str() + sp + 1) return;
     out[name] += v;
-  }
+  });
   return out;
 }
 
 std::map<std::string, double> sum_by_label(const std::string& text, const std::string& name, const std::string& label) {
   std::map<std::string, double> out;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const std::string line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != '{') continue;
+  for_each_line(text, [&](const std::string& line) {
+    if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != '{') return;
     // Walk the labels: name="value" pairs, values with \\ \" \n escapes.
     size_t i = name.size() + 1;
     std::string value;
@@ -304,13 +307,13 @@ std::map<std::string, double> sum_by_label(const std::string& text, const std::s
       }
       i = j + 1;
     }
-    if (!ok || !found) continue;
+    if (!ok || !found) return;
     char* end = nullptr;
     while (i < line.size() && line[i] == ' ') ++i;
     const double v = std::strtod(line.c_str() + i, &end);
-    if (end == line.c_str() + i) continue;
+    if (end == line.c_str() + i) return;
     out[value] += v;
-  }
+  });
   return out;
 }
 

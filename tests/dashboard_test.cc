@@ -18,6 +18,7 @@
 
 #include "net/socket.h"
 #include "tests/util/http.h"
+#include "tests/util/measured_job.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -73,29 +74,7 @@ double dom_step(const std::string& dom) {
   return std::regex_search(dom, m, re) ? std::stod(m[1]) : -1;
 }
 
-// A job of 1 ps + 2 workers with metrics ports, summaries every second and checkpoints every 2 s.
-struct MeasuredJob {
-  testing::TempDir dir;
-  std::string file;
-  std::unique_ptr<ChildProcess> up;
-  MeasuredJob() {
-    std::string text = "[jobs]\nps = [\"localhost:" + std::to_string(testing::free_port()) + "\"]\nworker = [\"localhost:" +
-                       std::to_string(testing::free_port()) + "\", \"localhost:" + std::to_string(testing::free_port()) +
-                       "\"]\n[supervisor]\nlogdir = \"" + dir.file("logs") +
-                       "\"\nsave_summaries_secs = 1\nsave_checkpoint_secs = 2\n";
-    for (const char* t : {"ps/0", "worker/0", "worker/1"})
-      text += "[tasks.\"" + std::string(t) + "\"]\nmetrics_port = " + std::to_string(testing::free_port()) + "\n";
-    file = dir.write("cluster.toml", text);
-    up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
-                              "--steps", "100000", "--print-every", "20", "--conv1", "4", "--conv2", "8", "--hidden", "32"});
-  }
-  ~MeasuredJob() {
-    if (up) {
-      up->signal(SIGTERM);
-      up->wait(60s);
-    }
-  }
-};
+using testing::MeasuredJob;
 
 // Polls GET /api/state (bounded by `timeout`) until `ok(json)`; returns the last document.
 template <typename F>
@@ -113,7 +92,8 @@ std::string await_state(uint16_t port, std::chrono::milliseconds timeout, F ok) 
 TEST(DashboardTest, AHeadlessChromiumShowsTheTasksAndAGrowingGlobalStep) {
   // chromium is a test dependency (scripts/setup.sh installs it): its absence is a failure.
   ASSERT_EQ(system("test -x /usr/bin/chromium"), 0) << "chromium is not installed (run scripts/setup.sh)";
-  MeasuredJob job;
+  // Summaries every second and checkpoints every 2 s, for the curves and the event log.
+  MeasuredJob job("logdir = \"@DIR@/logs\"\nsave_summaries_secs = 1\nsave_checkpoint_secs = 2\n");
   ASSERT_TRUE(job.up);
   ASSERT_TRUE(job.up->await_output("Step: ", 120s, 2).ok()) << job.up->output();
   const int port = testing::free_port();

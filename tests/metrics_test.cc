@@ -18,6 +18,7 @@
 #include "net/metrics_http.h"
 #include "net/socket.h"
 #include "tests/util/http.h"
+#include "tests/util/measured_job.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -266,28 +267,7 @@ TEST(MetricsTest, TcpCountersAreTheKernelsAndFollowTheSocketByInode) {
 }
 
 
-// A job of 1 ps + 2 workers with metrics ports, for `actorflow status`.
-struct MeasuredJob {
-  testing::TempDir dir;
-  std::string file;
-  std::unique_ptr<ChildProcess> up;
-  MeasuredJob() {
-    std::string text = "[jobs]\nps = [\"localhost:" + std::to_string(testing::free_port()) + "\"]\nworker = [\"localhost:" +
-                       std::to_string(testing::free_port()) + "\", \"localhost:" + std::to_string(testing::free_port()) +
-                       "\"]\n";
-    for (const char* t : {"ps/0", "worker/0", "worker/1"})
-      text += "[tasks.\"" + std::string(t) + "\"]\nmetrics_port = " + std::to_string(testing::free_port()) + "\n";
-    file = dir.write("cluster.toml", text);
-    up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
-                              "--steps", "100000", "--print-every", "20", "--conv1", "4", "--conv2", "8", "--hidden", "32"});
-  }
-  ~MeasuredJob() {
-    if (up) {
-      up->signal(SIGTERM);
-      up->wait(60s);
-    }
-  }
-};
+using testing::MeasuredJob;
 
 TEST(StatusTest, JsonShowsEachTasksRoleStepAndRates) {
   MeasuredJob job;
