@@ -72,6 +72,8 @@ std::string plan_key(const RunRequest& r) {
   for (const auto& f : r.sig.fetches) k += f + ",";
   k += "|";
   for (const auto& f : r.sig.targets) k += f + ",";
+  k += "|";
+  for (const auto& [from, to] : r.placement.task_aliases) k += from + ">" + to + ",";
   return k;
 }
 

@@ -119,8 +119,14 @@ void Membership::add_listener(caf::actor a) {
   listeners_.push_back(std::move(a));
 }
 
+void Membership::add_down_callback(std::function<void(const std::string& task)> f) {
+  std::lock_guard<std::mutex> l(mu_);
+  down_callbacks_.push_back(std::move(f));
+}
+
 void Membership::mark_down(const std::string& task, const std::string& reason) {
   std::vector<caf::actor> listeners;
+  std::vector<std::function<void(const std::string&)>> callbacks;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!up_.erase(task)) return;
@@ -131,12 +137,14 @@ void Membership::mark_down(const std::string& task, const std::string& reason) {
     }
     ++epoch_;
     listeners = listeners_;
+    callbacks = down_callbacks_;
   }
   // A peer that shut down on purpose (its job finished, Ctrl-C) is news, not a warning.
   if (reason.find("user_shutdown") != std::string::npos || reason.find("exit_reason(normal)") != std::string::npos)
     AF_LOG(INFO) << "task " << task << " is down: " << reason;
   else
     AF_LOG(WARNING) << "task " << task << " is down: " << reason;
+  for (auto& f : callbacks) f(task);
   for (auto& a : listeners) caf::anon_send(a, down_atom::value, task, reason);
 }
 

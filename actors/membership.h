@@ -89,6 +89,9 @@ class Membership {
   void mark_down(const std::string& task, const std::string& reason);
   // Actors told (down_atom, task, reason) whenever a peer goes down. Thread-safe.
   void add_listener(caf::actor a);
+  // `f(task)` is called whenever a peer goes down, on the thread that noticed it, before the
+  // listeners are told; it must not block or call back into this Membership. Thread-safe.
+  void add_down_callback(std::function<void(const std::string& task)> f);
   // Incremented whenever a peer joins or leaves.
   uint64_t epoch() const;
   std::vector<PeerInfo> peers() const;
@@ -105,6 +108,7 @@ class Membership {
   // would overwrite each other's challenge and fail authentication.
   std::map<std::string, std::shared_ptr<std::mutex>> connecting_;
   std::vector<caf::actor> listeners_;
+  std::vector<std::function<void(const std::string&)>> down_callbacks_;
   uint64_t epoch_ = 0;
   std::shared_ptr<MembershipGuard> guard_;  // shared with the peer watchers
 };

@@ -44,6 +44,8 @@ struct NodeState {
   // pending auth check (a node that reconnects after being dropped starts a new one).
   std::map<caf::node_id, uint64_t> auth_pending;
   uint64_t auth_generation = 0;
+  // Primaries replicating to this task (ps_replicas = 2), monitored: actor address -> task.
+  std::map<caf::actor_addr, std::string> primaries;
   static constexpr const char* name = "node";
 };
 using NodeActor = node_impl_t::stateful_base<NodeState>;
@@ -120,6 +122,15 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
     note("an exit message (" + caf::to_string(m.reason) + ") from " + caf::to_string(m.source));
   });
   self->set_error_handler([note](caf::error& e) { note("an error message (" + caf::to_string(e) + ")"); });
+  // A monitored primary's node actor is gone (its connection closed): its copies here may
+  // take over. Other down messages are not ours to act on.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto it = st.primaries.find(dm.source);
+    if (it == st.primaries.end()) return;
+    if (st.cfg.replicator) st.cfg.replicator->primary_lost(it->second);
+    st.primaries.erase(it);
+  });
   for (const auto& d : self->state.cfg.devices) self->state.local[d.name] = d.actor;
   auto device = [self](const std::string& name) -> device_actor_t {
     auto it = self->state.local.find(name);
@@ -222,12 +233,28 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         if (!decoded.ok()) return to_caf_error(decoded.status());
         auto a = self->state.cfg.resources->get_or_create(var);
         if (!a.ok()) return to_caf_error(a.status());
+        // Which task is the primary: the one its node named in its (authenticated) hello.
+        std::string from;
+        if (const auto& sender = self->current_sender()) {
+          auto& st = self->state;
+          auto t = st.peer_tasks.find(sender->node());
+          if (t != st.peer_tasks.end()) from = t->second;
+          const caf::actor_addr addr = caf::actor_cast<caf::actor_addr>(sender);
+          if (!from.empty() && st.cfg.replicator) {
+            if (!st.primaries.count(addr)) {
+              self->monitor(caf::actor_cast<caf::actor>(sender));
+              st.primaries.emplace(addr, from);
+            }
+            st.cfg.replicator->primary_seen(from);
+          }
+        }
         auto call = std::make_shared<ResourceCall>();
         call->resource = var;
         call->method = method;
         call->args = std::move(args);
         call->attrs = std::move(*decoded);
         call->attrs.set(kReplicaCallAttr, true);
+        call->attrs.set(kReplicaFromAttr, from);
         // A held synchronous contribution is the primary's to release; the backup only counts it.
         call->attrs.set("wait", false);
         self->delegate(*a, resource_atom::value, ResourceCallPtr(std::move(call)));

@@ -84,6 +84,8 @@ bool is_remote(const caf::local_actor* self, const Handle& a) {
   return a && a.node() != self->home_system().node();
 }
 
+class PsReplicator;
+
 struct NodeActorConfig {
   std::string task;          // "/job:worker/replica:0/task:1"
   std::string fingerprint;   // ClusterSpec::fingerprint()
@@ -102,6 +104,9 @@ struct NodeActorConfig {
   std::shared_ptr<ClientSessions> clients;
   // The task's resource container, for replicated calls of a primary ps (null: refused).
   std::shared_ptr<ResourceManager> resources;
+  // A ps task's replicator with ps_replicas = 2 (null otherwise): told which primaries replicate
+  // to this task and when one's node actor is gone (actors/ps_replication.h).
+  std::shared_ptr<PsReplicator> replicator;
   // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).

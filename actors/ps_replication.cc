@@ -143,8 +143,94 @@ bool replicated_method(const std::string& m, const AttrMap& attrs) {
   return true;
 }
 
-PsReplicator::PsReplicator(std::string backup_task, std::string backup_address, std::chrono::milliseconds timeout)
-    : backup_task_(std::move(backup_task)), backup_address_(std::move(backup_address)), timeout_(timeout) {}
+std::string served_by_marker(const std::string& copy_task, const std::string& primary_task) {
+  return "[served_by " + copy_task + " -> " + primary_task + "]";
+}
+
+bool parse_served_by(const std::string& message, std::string* copy_task, std::string* primary_task) {
+  static const std::string open = "[served_by ", arrow = " -> ";
+  const size_t b = message.find(open);
+  if (b == std::string::npos) return false;
+  const size_t a = message.find(arrow, b + open.size());
+  if (a == std::string::npos) return false;
+  const size_t e = message.find(']', a + arrow.size());
+  if (e == std::string::npos) return false;
+  std::string c = message.substr(b + open.size(), a - b - open.size());
+  std::string p = message.substr(a + arrow.size(), e - a - arrow.size());
+  if (c.empty() || p.empty()) return false;
+  *copy_task = std::move(c);
+  *primary_task = std::move(p);
+  return true;
+}
+
+PsReplicator::PsReplicator(std::string own_task, std::string backup_task, std::string backup_address,
+                           std::chrono::milliseconds timeout)
+    : own_task_(std::move(own_task)),
+      backup_task_(std::move(backup_task)),
+      backup_address_(std::move(backup_address)),
+      timeout_(timeout) {}
+
+void PsReplicator::primary_seen(const std::string& task) {
+  std::lock_guard<std::mutex> l(mu_);
+  primaries_alive_.insert(task);
+}
+
+void PsReplicator::primary_lost(const std::string& task) {
+  bool was;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    was = primaries_alive_.erase(task) > 0;
+  }
+  if (was) AF_LOG(WARNING) << "ps replication: primary " << task << " is gone; its copies here take over at their first update";
+}
+
+bool PsReplicator::primary_alive(const std::string& task) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return primaries_alive_.count(task) > 0;
+}
+
+PsServing::PsServing(std::vector<std::string> ps_tasks) : ps_(std::move(ps_tasks)) {
+  for (const auto& t : ps_) serving_[t] = t;
+}
+
+bool PsServing::move_all(const std::string& from, const std::string& to) {
+  bool changed = false;
+  for (auto& [task, server] : serving_) {
+    if (server == from && server != to) {
+      server = to;
+      changed = true;
+    }
+  }
+  if (changed) ++generation_;
+  return changed;
+}
+
+bool PsServing::task_down(const std::string& task) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto at = std::find(ps_.begin(), ps_.end(), task);
+  if (at == ps_.end() || ps_.size() < 2) return false;
+  const std::string& backup = (at + 1 == ps_.end()) ? ps_.front() : *(at + 1);
+  return move_all(task, backup);
+}
+
+bool PsServing::redirect(const std::string& copy_task, const std::string& primary_task) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!serving_.count(copy_task) || !serving_.count(primary_task)) return false;
+  return move_all(copy_task, primary_task);
+}
+
+std::map<std::string, std::string> PsServing::aliases() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [task, server] : serving_)
+    if (task != server) out[task] = server;
+  return out;
+}
+
+uint64_t PsServing::generation() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return generation_;
+}
 
 PsReplicator::~PsReplicator() { stop(); }
 

@@ -62,6 +62,7 @@ struct Server::Impl {
   std::shared_ptr<DirectSteps> direct_;
   std::shared_ptr<ResourceManager> resources_;
   std::shared_ptr<PsReplicator> replicator_;  // a ps task with [supervisor] ps_replicas = 2
+  std::shared_ptr<PsServing> ps_serving_;     // every cluster task with ps_replicas = 2
   master_actor_t master_;
   node_actor_t node_;
   ClusterSpec cluster_;
@@ -97,6 +98,25 @@ const std::shared_ptr<ResourceManager>& Server::resources() const { return impl_
 const std::vector<DeviceInfo>& Server::devices() const { return impl_->device_infos_; }
 std::shared_ptr<DirectSteps> Server::direct_steps() const { return impl_->direct_; }
 std::shared_ptr<Router> Server::router() const { return impl_->router_; }
+
+std::shared_ptr<PsServing> Server::ps_serving() const { return impl_->ps_serving_; }
+
+void Server::note_step_failure(const Status& why) {
+  if (!impl_->ps_serving_ || why.ok() || !impl_->membership_) return;
+  std::string copy, primary;
+  if (!parse_served_by(why.message(), &copy, &primary)) return;
+  // Only towards a primary that answers now: a backup that has not yet noticed its primary's
+  // death names a dead task, and following it would undo this process's failover.
+  auto spec = DeviceSpec::parse(primary);
+  if (!spec.ok() || !spec->job || !spec->task) return;
+  auto addr = impl_->cluster_.task_address(TaskId{*spec->job, *spec->task});
+  if (!addr.ok()) return;
+  auto p = impl_->membership_->ensure(primary, *addr, std::chrono::milliseconds(1), /*quiet=*/true);
+  if (!p.ok()) return;
+  if (impl_->ps_serving_->redirect(copy, primary))
+    AF_LOG(WARNING) << impl_->task_prefix_ << ": ps failover: " << copy << " keeps only backup copies; its variables are served by "
+                    << primary << " from now on";
+}
 
 Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
@@ -318,7 +338,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     auto at = std::find(ps.begin(), ps.end(), task.index);
     const TaskId backup{"ps", (at + 1 == ps.end()) ? ps.front() : *(at + 1)};
     AF_ASSIGN_OR_RETURN(std::string backup_addr, cluster.task_address(backup));
-    impl_->replicator_ = std::make_shared<PsReplicator>(backup.device_prefix(), backup_addr,
+    impl_->replicator_ = std::make_shared<PsReplicator>(task.device_prefix(), backup.device_prefix(), backup_addr,
                                                         std::chrono::milliseconds(opts.peer_timeout_ms));
   }
   const DeviceEnumerationOptions d = opts;  // the DeviceOptions base
@@ -334,9 +354,26 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
   impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
   impl_->membership_->add_listener(caf::actor_cast<caf::actor>(impl_->master_));
+  if (cluster.supervisor().ps_replicas == 2) {
+    // Which ps task serves each ps task's variables: a ps task that goes down hands them to its
+    // backup, before the master fails the steps that involved it (actors/ps_replication.h).
+    std::vector<std::string> ps;
+    for (int i : cluster.task_indices("ps")) ps.push_back(TaskId{"ps", i}.device_prefix());
+    impl_->ps_serving_ = std::make_shared<PsServing>(std::move(ps));
+    std::weak_ptr<PsServing> serving = impl_->ps_serving_;
+    const std::string me = impl_->task_prefix_;
+    impl_->membership_->add_down_callback([serving, me](const std::string& task) {
+      auto s = serving.lock();
+      if (!s || !s->task_down(task)) return;
+      std::string moved;
+      for (const auto& [from, to] : s->aliases()) moved += " " + from + "->" + to;
+      AF_LOG(WARNING) << me << ": ps failover: " << task << " is down; served now:" << moved;
+    });
+  }
   if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get());
   NodeActorConfig nc;
   nc.resources = impl_->resources_;
+  nc.replicator = impl_->replicator_;
   nc.task = impl_->task_prefix_;
   nc.fingerprint = mc.fingerprint;
   nc.secret = mc.secret;
@@ -451,7 +488,8 @@ Status Server::connect_tasks(const std::vector<std::string>& tasks) {
   return Status::OK();
 }
 
-Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout) {
+Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
+                                                            const std::map<std::string, std::string>& task_aliases) {
   std::vector<DeviceInfo> out = impl_->device_infos_;
   if (!impl_->membership_) return out;
   // Which tasks does the graph name?
@@ -463,9 +501,14 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
     if (!spec.ok()) continue;  // the placer reports it with the op name
     if (!spec->job) continue;
     if (spec->task) {
+      apply_task_aliases(*spec, task_aliases);
       tasks.insert(TaskId{*spec->job, *spec->task}.device_prefix());
     } else {
-      for (int idx : impl_->cluster_.task_indices(*spec->job)) tasks.insert(TaskId{*spec->job, idx}.device_prefix());
+      for (int idx : impl_->cluster_.task_indices(*spec->job)) {
+        DeviceSpec t = DeviceSpec::full(*spec->job, 0, idx, "CPU", 0);
+        apply_task_aliases(t, task_aliases);
+        tasks.insert(TaskId{*t.job, *t.task}.device_prefix());
+      }
     }
   }
   tasks.erase(impl_->task_prefix_);

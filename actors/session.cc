@@ -9,6 +9,7 @@
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
 #include "actors/remote_client.h"
+#include "actors/ps_replication.h"
 #include "actors/server.h"
 #include "config/tf_cluster.h"
 
@@ -31,6 +32,7 @@ struct Session::Impl {
   // came or went, so every task the graph names is still up and routed). Guarded by mu_.
   std::shared_ptr<const Graph> devices_graph_;
   uint64_t devices_epoch_ = 0;
+  uint64_t devices_serving_ = 0;  // and the ps failover generation stays this (ps_replicas = 2)
   std::vector<DeviceInfo> devices_;
   std::unique_ptr<RemoteClient> remote_;      // remote sessions only (actors/remote_client.h)
   std::shared_ptr<const Graph> sent_graph_;   // the snapshot the remote task holds; guarded by mu_
@@ -167,6 +169,7 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
       "actorflow_session_run_seconds", "Wall time of this process's Session::run calls, in seconds.");
   const auto t0 = std::chrono::steady_clock::now();
   auto r = run_by_name(f, fe, ta);
+  if (!r.ok() && impl_->server_) impl_->server_->note_step_failure(r.status());
   latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   (r.ok() ? ok_runs : failed_runs).inc();
   return r;
@@ -199,12 +202,19 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->placement.log_device_placement |= impl_->server_->server_options().log_device_placement;
   req->placement.allow_soft_placement &= impl_->server_->server_options().allow_soft_placement;
   req->timeout = impl_->opts_.timeout();
+  // A failed-over parameter server's ops go to its backup (ps_replicas = 2).
+  uint64_t serving_generation = 0;
+  if (auto serving = impl_->server_->ps_serving()) {
+    serving_generation = serving->generation();
+    req->placement.task_aliases = serving->aliases();
+  }
   if (Membership* membership = impl_->server_->membership()) {
-    // Connecting and routing happen once per graph version and membership change.
+    // Connecting and routing happen once per graph version, membership change and failover.
     const uint64_t epoch = membership->epoch();
     {
       std::lock_guard<std::mutex> l(impl_->mu_);
-      if (impl_->devices_graph_ == req->graph && impl_->devices_epoch_ == epoch) {
+      if (impl_->devices_graph_ == req->graph && impl_->devices_epoch_ == epoch &&
+          impl_->devices_serving_ == serving_generation) {
         req->devices = impl_->devices_;
         req->membership_epoch = epoch;
       }
@@ -212,7 +222,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
     if (req->devices.empty()) {
       const auto connect_timeout = impl_->opts_.timeout().count() > 0 ? impl_->opts_.timeout() : std::chrono::milliseconds(0);
       const uint64_t before = membership->epoch();
-      auto devs = impl_->server_->cluster_devices_for(*req->graph, connect_timeout);
+      auto devs = impl_->server_->cluster_devices_for(*req->graph, connect_timeout, req->placement.task_aliases);
       if (!devs.ok()) return devs.status();
       req->devices = std::move(*devs);
       req->membership_epoch = membership->epoch();
@@ -220,6 +230,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
         std::lock_guard<std::mutex> l(impl_->mu_);
         impl_->devices_graph_ = req->graph;
         impl_->devices_epoch_ = req->membership_epoch;
+        impl_->devices_serving_ = serving_generation;
         impl_->devices_ = req->devices;
       }
     }

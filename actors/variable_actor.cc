@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct VarState {
   // Replication ([supervisor] ps_replicas = 2, actors/ps_replication.h). `rep` is null without it.
   std::shared_ptr<PsReplicator> rep;
   bool backup_role = false;  // this copy has taken replicated calls: it is a backup
+  std::string primary;       // the task its replicated calls came from (backup_role only)
   uint64_t synced_epoch = 0; // the backup connection its whole state last went out on (0: none)
   static constexpr const char* name = "variable";
 };
@@ -879,6 +881,25 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   return why;
 }
 
+// A direct (not replicated) update reaching a backup copy: while the copy's primary is alive the
+// caller has not failed over (it started after the failover, or noticed a failure the ps tasks
+// did not): refused with Unavailable carrying the served_by marker, so the caller's process
+// routes this task's variables to the primary. With the primary gone, the copy takes over
+// (promotion) and the update proceeds. Reads are never refused: a backup holds every
+// acknowledged update.
+std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
+  auto& st = self->state;
+  if (!st.backup_role || call.attrs.get_or<bool>(kReplicaCallAttr, false)) return std::nullopt;
+  if (!st.primary.empty() && st.rep->primary_alive(st.primary))
+    return Status(Code::kUnavailable, "variable '" + st.var + "' on " + st.rep->own_task() + " is a backup copy; its primary " +
+                                          st.primary + " serves updates " + served_by_marker(st.rep->own_task(), st.primary));
+  st.backup_role = false;
+  st.synced_epoch = 0;
+  AF_LOG(WARNING) << "variable '" << st.var << "': its backup copy serves as the primary now (its primary "
+                  << (st.primary.empty() ? std::string("?") : st.primary) << " is gone)";
+  return std::nullopt;
+}
+
 // Replication of a mutating call whose local outcome is `r` (actors/ps_replication.h). A call
 // that came from a primary (kReplicaCallAttr) makes this copy a backup and is answered as it
 // is. A call from a kernel on a copy that was a backup promotes it (its primary's task failed
@@ -891,13 +912,8 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   auto& st = self->state;
   if (call->attrs.get_or<bool>(kReplicaCallAttr, false)) {
     st.backup_role = true;
+    st.primary = call->attrs.get_or<std::string>(kReplicaFromAttr, "");
     return r;
-  }
-  if (st.backup_role) {
-    st.backup_role = false;
-    st.synced_epoch = 0;
-    AF_LOG(WARNING) << "variable '" << st.var << "': its backup copy serves as the primary now (the primary's "
-                    << "task failed over)";
   }
   if (r.flag == caf::rt_error) return r;
   const PsReplicator::Backup b = st.rep->backup();
@@ -957,6 +973,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         try {
           FaultInjector::global().maybe_throw("variable", "");
           if (!self->state.rep || !replicated_method(call->method, call->attrs)) return handle_call(self, call);
+          if (auto refused = backup_refuses(self, *call)) return to_caf_error(*refused);
           return replicate(self, call, handle_call(self, call));
         } catch (const std::exception& e) {
           return to_caf_error(restart_in_place(self, e.what()));

@@ -180,4 +180,20 @@ bool DeviceSpec::compatible_with(const DeviceSpec& o) const {
   return true;
 }
 
+bool apply_task_aliases(DeviceSpec& s, const std::map<std::string, std::string>& aliases) {
+  if (aliases.empty() || !s.job || !s.task) return false;
+  for (const auto& [from, to] : aliases) {
+    auto f = DeviceSpec::parse(from);
+    if (!f.ok() || !f->job || !f->task || *f->job != *s.job || *f->task != *s.task) continue;
+    if (s.replica && f->replica && *s.replica != *f->replica) continue;
+    auto t = DeviceSpec::parse(to);
+    if (!t.ok() || !t->job || !t->task) continue;
+    s.job = t->job;
+    s.task = t->task;
+    if (t->replica) s.replica = t->replica;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace actorflow

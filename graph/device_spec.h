@@ -7,6 +7,7 @@
 // normalised to upper case ("CPU", "GPU"). Value type; thread-safe for const use.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -52,5 +53,11 @@ struct DeviceSpec {
   }
   bool operator!=(const DeviceSpec& o) const { return !(*this == o); }
 };
+
+// Applies the first of `aliases` (task prefix -> task prefix, e.g. "/job:ps/replica:0/task:0" ->
+// "/job:ps/replica:0/task:1") whose key names `s`'s job and task (and its replica, when `s` sets
+// one): `s` then names the value's job, replica and task, keeping its device part. Keys or
+// values that do not parse to a job and task are skipped. Returns whether `s` changed. Pure.
+bool apply_task_aliases(DeviceSpec& s, const std::map<std::string, std::string>& aliases);
 
 }  // namespace actorflow

@@ -4,6 +4,7 @@
 // train/ includes may carry it.
 #pragma once
 
+#include <map>
 #include <string>
 
 namespace actorflow {
@@ -18,6 +19,11 @@ struct PlacementOptions {
   // "/job:localhost/replica:0/task:0/device:CPU:0". Empty: no default (the master fills in its
   // task's CPU:0).
   std::string default_device;
+  // Task substitutions, task prefix -> task prefix ("/job:ps/replica:0/task:0" ->
+  // "/job:ps/replica:0/task:1"): a request naming the key's job and task (replica unset or the
+  // key's) is placed as if it named the value's. Set by the runtime when a replicated parameter
+  // server failed over to its backup (actors/ps_replication.h, PsServing); empty otherwise.
+  std::map<std::string, std::string> task_aliases;
 };
 
 }  // namespace actorflow

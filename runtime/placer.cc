@@ -146,6 +146,7 @@ class Placer {
       auto s = DeviceSpec::parse(req);
       if (!s.ok())
         return InvalidArgument("Cannot assign a device for operation " + describe(*n) + ": " + s.status().message());
+      apply_task_aliases(*s, opts_.task_aliases);  // a failed-over ps task's requests go to its backup
       requests_[static_cast<size_t>(id)] = *s;
     }
     return Status::OK();

@@ -25,6 +25,9 @@
 //    result is InvalidArgument "Cannot assign a device for operation 'a': Operation was
 //    explicitly assigned to /device:GPU:0 but available devices are [ ... ]". A requested
 //    job/replica/task that is not in the cluster is always an error naming the node.
+// 6. Before all of this, each request's task goes through PlacementOptions::task_aliases
+//    (apply_task_aliases, graph/device_spec.h): a failed-over parameter server's ops are placed
+//    on its backup task, their colocation and device part unchanged.
 //
 // Pure function of its arguments apart from logging; thread-safe for distinct graphs.
 #pragma once

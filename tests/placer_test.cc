@@ -276,6 +276,45 @@ TEST_F(PlacerTest, VariableConsumersAreColocatedWithTheVariable) {
   EXPECT_FALSE(is_ref_consumer_op("MatMul"));
 }
 
+TEST_F(PlacerTest, TaskAliasesMoveAFailedOverTasksOpsToItsBackup) {
+  Scope root = Scope::root();
+  auto v = variable(root.with_device("/job:ps/task:0"), "v");
+  auto w = variable(root.with_device("/job:ps/replica:0/task:1/device:CPU:0"), "w");
+  auto init = ops::constant(root, {1, 2}, {2}, "init");
+  NodeBuilder(root.with_op_name("assign"), "AssignSub").input(v).input(init).finalize();
+  (void)w;
+  ASSERT_TRUE(root.ok()) << root.status();
+  std::vector<AvailableDevice> devs = cluster();
+  devs.push_back({"/job:ps/replica:0/task:1/device:CPU:0", "CPU"});
+  PlacerOptions opts = with_registry_kernels();
+  opts.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
+  // ps/0 failed over to ps/1: its variable and the variable's consumer go there; ps/1's own
+  // variable and the worker's op stay; an alias for a task nobody names changes nothing.
+  opts.task_aliases = {{"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"},
+                       {"/job:ps/replica:0/task:7", "/job:ps/replica:0/task:0"}};
+  auto lines = place_graph(*root.graph(), devs, opts);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  const Graph& g = *root.graph();
+  EXPECT_EQ(dev(g, "v"), "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(dev(g, "assign"), "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(dev(g, "w"), "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(dev(g, "init"), "/job:worker/replica:0/task:0/device:CPU:0");
+
+  // apply_task_aliases itself: the device part is kept, a different replica is not matched,
+  // malformed entries are skipped.
+  auto spec = DeviceSpec::parse("/job:ps/task:0/device:CPU:0");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(apply_task_aliases(*spec, {{"garbage", "x"}, {"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}}));
+  EXPECT_EQ(spec->to_string(), "/job:ps/replica:0/task:1/device:CPU:0");
+  auto other = DeviceSpec::parse("/job:ps/replica:2/task:0");
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(apply_task_aliases(*other, {{"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}}));
+  auto no_task = DeviceSpec::parse("/job:ps");
+  ASSERT_TRUE(no_task.ok());
+  EXPECT_FALSE(apply_task_aliases(*no_task, {{"/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"}}));
+  EXPECT_FALSE(apply_task_aliases(*spec, {{"/job:ps/replica:0/task:1", "not a device"}}));
+}
+
 TEST_F(PlacerTest, ArgAndRetvalFollowWhatTheyCarry) {
   Scope root = Scope::root();
   auto p = ops::placeholder(root.with_device("/job:worker/task:1"), DType::kFloat32, Shape{2}, "p");

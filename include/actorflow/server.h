@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,8 @@ bool is_local_host(const std::string& host);
 
 // One task's server. Created by the static factories (which return an owning unique_ptr); not
 // copyable or movable. Registered in the process under target() from creation to stop().
+class PsServing;
+
 class Server {
  public:
   // The single-process cluster of tf.train.Server.create_local_server(): job "localhost",
@@ -128,7 +131,9 @@ class Server {
 
   // Runtime: connects (bounded retry) to every task that `graph` places ops on and returns the
   // devices of this task and those tasks. Blocks; called by Session::run from the client thread.
-  Result<std::vector<DeviceInfo>> cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout);
+  // `task_aliases` (PlacementOptions::task_aliases) redirect the tasks the graph names.
+  Result<std::vector<DeviceInfo>> cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
+                                                      const std::map<std::string, std::string>& task_aliases = {});
   // Runtime: the membership of a cluster server (nullptr for local servers); owned by the server.
   Membership* membership();
   // Runtime: the task's resource container (variables), shared.
@@ -142,6 +147,15 @@ class Server {
   // Runtime: routes tensors and step dispatches of this server's devices (data plane included),
   // shared with the caller; after the server stops it routes nothing. Thread-safe.
   std::shared_ptr<Router> router() const;
+  // Runtime: with [supervisor] ps_replicas = 2, which ps task serves each ps task's variables
+  // as this process sees it (actors/ps_replication.h; updated when a ps task goes down), else
+  // null. Shared with the caller; thread-safe.
+  std::shared_ptr<PsServing> ps_serving() const;
+  // Runtime: a step run by this process failed with `why`. A backup copy's refusal naming its
+  // primary (the served_by marker) moves the serving of that ps task there, when the primary
+  // answers a connection attempt (one, bounded by the peer timeout). Called by Session::run on
+  // the client thread; a no-op without ps_serving(). Thread-safe.
+  void note_step_failure(const Status& why);
 
  private:
   struct Impl;
