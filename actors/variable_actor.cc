@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -61,6 +62,17 @@ struct VarState {
   std::shared_ptr<PsReplicator> rep;
   bool backup_role = false;  // this copy has taken replicated calls: it is a backup
   std::string primary;       // the task its replicated calls came from (backup_role only)
+  // Updates applied here and sent to the backup, not yet acknowledged by it: their callers wait.
+  // The backup's node actor is monitored, so when its connection closes they are answered at
+  // once (the view "primary alone") instead of at the request timeout.
+  struct PendingAck {
+    caf::typed_response_promise<std::vector<Tensor>> rp;
+    std::vector<Tensor> value;
+  };
+  std::map<uint64_t, PendingAck> pending_acks;
+  uint64_t next_ack = 0;
+  caf::actor_addr watched_backup;  // the backup node actor monitored (null: none)
+  uint64_t watched_epoch = 0;
   uint64_t synced_epoch = 0; // the backup connection its whole state last went out on (0: none)
   static constexpr const char* name = "variable";
 };
@@ -940,11 +952,25 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
               });
     return r;
   }
-  auto value = r.value.get_as<std::vector<Tensor>>(0);
-  auto rp = self->make_response_promise<std::vector<Tensor>>();
+  const caf::actor_addr backup_addr = caf::actor_cast<caf::actor_addr>(b.node);
+  if (st.watched_backup != backup_addr) {
+    self->monitor(b.node);
+    st.watched_backup = backup_addr;
+  }
+  st.watched_epoch = b.epoch;
+  const uint64_t id = ++st.next_ack;
+  st.pending_acks.emplace(id, VarState::PendingAck{self->make_response_promise<std::vector<Tensor>>(),
+                                                   r.value.get_as<std::vector<Tensor>>(0)});
+  auto settle = [self, id] {
+    auto& s = self->state;
+    auto it = s.pending_acks.find(id);
+    if (it == s.pending_acks.end()) return;  // answered already (the backup went down)
+    it->second.rp.deliver(std::move(it->second.value));
+    s.pending_acks.erase(it);
+  };
   self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
-      .then([rp, value](const std::vector<Tensor>&) mutable { rp.deliver(std::move(value)); },
-            [self, rp, value, epoch = b.epoch](const caf::error& e) mutable {
+      .then([settle](const std::vector<Tensor>&) { settle(); },
+            [self, settle, epoch = b.epoch](const caf::error& e) {
               // The backup is gone (its connection closed, or it did not answer within the peer
               // timeout: what Membership calls down). The view changes to "primary alone": the
               // update is held by every live copy, so it is acknowledged; the backup gets the
@@ -953,9 +979,9 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
               const Status why = from_caf_error(e, s.rep->backup_task());
               s.rep->backup_failed(epoch, why.message());
               s.synced_epoch = 0;
-              rp.deliver(std::move(value));
+              settle();
             });
-  return rp;
+  return st.pending_acks.at(id).rp;
 }
 
 var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts,
@@ -964,6 +990,19 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
   self->state.restarts = RestartBudget(restarts);
   self->state.rep = std::move(rep);
   ignore_remote_exits(self, "variable actor " + self->state.var);
+  // The monitored backup's node actor is gone (its connection closed): every update waiting for
+  // its acknowledgement is held by every live copy, so it is answered now; the backup gets the
+  // whole state again once it is back (as when a replicated call fails).
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (!st.rep || dm.source != st.watched_backup) return;
+    st.watched_backup = caf::actor_addr();
+    st.rep->backup_failed(st.watched_epoch, "its connection closed (" + caf::to_string(dm.reason) + ")");
+    st.synced_epoch = 0;
+    auto pending = std::move(st.pending_acks);
+    st.pending_acks.clear();
+    for (auto& [id, p] : pending) p.rp.deliver(std::move(p.value));
+  });
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
         // Past its restart budget the actor answers every request with that error.

@@ -196,6 +196,13 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   out(line);
   std::snprintf(line, sizeof line, "Test-Loss: %.4f", res.test_loss);
   out(line);
+  // What the scenario suite checks "no acknowledged update lost" with: the global step, read after
+  // this worker's own training ended, against the workers' acknowledged steps.
+  std::snprintf(line, sizeof line, "Local-Steps: %lld", static_cast<long long>(res.local_steps));
+  out(line);
+  AF_ASSIGN_OR_RETURN(auto gs, raw.run({m.global_step}));
+  std::snprintf(line, sizeof line, "Global-Step: %lld", static_cast<long long>(gs[0].data<int64_t>()[0]));
+  out(line);
   AF_RETURN_IF_ERROR(sess->close());
   return res;
 }

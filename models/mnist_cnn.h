@@ -81,7 +81,9 @@ struct CnnTrainResult {
 };
 
 // The seed's worker: managed session, `Worker : N, Step: S, Accuracy (batch): A` lines, then
-// `Test-Accuracy: A` and `Test-Loss: L`. `server` is this worker's server (targeted by the session).
+// `Test-Accuracy: A` and `Test-Loss: L`, then `Local-Steps: N` (its training runs that answered
+// OK: each an acknowledged global-step increment) and `Global-Step: G` (read after its test
+// evaluation). `server` is this worker's server (targeted by the session).
 Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& model_opts,
                                               const CnnTrainOptions& opts);
 

@@ -44,17 +44,26 @@ constexpr double kMaxLoss = 0.75;       // fault-free: ~0.42
 
 // Runs the job with `plan` (TOML; "" = no fault) applied by `actorflow chaos` once training
 // has started, and checks everything the suite promises. `plan` may contain "@LOGDIR@".
+// The cluster's shape beyond the suite's default (1 ps + 2 workers): more ps tasks, and lines
+// added to its [supervisor] table.
+struct Shape {
+  int ps = 1;
+  std::string supervisor;
+};
+
 Outcome run_job(const std::string& name, std::string plan, const std::vector<std::string>& extra_args = {},
-                int steps = kSteps) {
+                int steps = kSteps, const Shape& shape = {}) {
   Outcome o;
   o.name = name;
   TempDir dir;
   const std::string logdir = dir.path() + "/logs";
+  std::string ps;
+  for (int i = 0; i < shape.ps; ++i) ps += std::string(i ? ", " : "") + "\"localhost:" + std::to_string(free_port()) + "\"";
   const std::string file = dir.write(
-      "cluster.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) + "\"]\nworker = [\"localhost:" +
+      "cluster.toml", "[jobs]\nps = [" + ps + "]\nworker = [\"localhost:" +
                           std::to_string(free_port()) + "\", \"localhost:" + std::to_string(free_port()) +
                           "\"]\n[supervisor]\nlogdir = \"" + logdir +
-                          "\"\nsave_checkpoint_secs = 0.5\nmax_restarts = 5\nrestart_window_secs = 60\n");
+                          "\"\nsave_checkpoint_secs = 0.5\nmax_restarts = 5\nrestart_window_secs = 60\n" + shape.supervisor);
   std::vector<std::string> argv = {binary("actorflow"), "up", "--cluster", file, "--", binary("samples/distributed_cnn"),
                                    "--steps", std::to_string(steps), "--print-every", "10", "--learning-rate", "2e-3",
                                    "--conv1", "8", "--conv2", "16", "--hidden", "64", "--step-timeout-secs",
@@ -123,6 +132,37 @@ TEST(ScenarioTest, KillParameterServer) {
   auto o = run_job("kill ps/0", "seed = 3\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 500\n");
   EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
   EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+}
+
+// Replicated parameter servers ([supervisor] ps_replicas = 2, 2 ps tasks, each the other's
+// backup): a killed ps loses nothing. Its variables are served by their backups from the next
+// run on; the restarted task is a backup from then on. No restore, no rolled-back step, and the
+// final global step holds every acknowledged training run: at least their number, and at most
+// that plus the runs that failed (an update applied but not answered, then retried).
+TEST(ScenarioTest, KillAReplicatedParameterServerLosesNothing) {
+  auto o = run_job("kill ps/0, replicated", "seed = 21\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 500\n", {},
+                   kSteps, Shape{2, "ps_replicas = 2\n"});
+  EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
+  EXPECT_TRUE(contains(o.out, "ps failover: /job:ps/replica:0/task:0 is down")) << o.out;
+  EXPECT_EQ(o.rolled_back, 0) << trouble(o.out);
+  EXPECT_FALSE(contains(o.out, "global steps rolled back")) << trouble(o.out);
+  EXPECT_FALSE(contains(o.out, "restored the model")) << trouble(o.out);
+  EXPECT_GT(o.acknowledged, 0);
+  EXPECT_GE(o.final_global_step, o.acknowledged) << "an acknowledged update was lost\n" << trouble(o.out);
+  EXPECT_LE(o.final_global_step, o.acknowledged + o.failed_runs) << trouble(o.out);
+}
+
+// Both copies die at once: nothing holds the model, and training falls back to restoring the
+// newest checkpoint, as without replication.
+TEST(ScenarioTest, KillBothReplicasFallsBackToTheCheckpoint) {
+  auto o = run_job("kill ps/0 and ps/1, replicated",
+                   "seed = 22\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 500\n"
+                   "[[fault]]\nkind = \"kill\"\ntask = \"ps/1\"\nat_step = 500\n",
+                   {}, kSteps, Shape{2, "ps_replicas = 2\n"});
+  EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
+  EXPECT_TRUE(contains(o.out, "restarted ps/1")) << o.out;
+  EXPECT_TRUE(contains(o.out, "global steps rolled back")) << trouble(o.out);
+  EXPECT_TRUE(contains(o.out, "restored the model from global step")) << trouble(o.out);
 }
 
 TEST(ScenarioTest, ThrowInADeviceActor) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,16 +76,23 @@ std::string check_monotonic(const std::string& out) {
 
 void measure(Outcome& o, double fault_t) {
   static const std::regex acc_re("Test-Accuracy: ([0-9.]+)"), loss_re("Test-Loss: ([0-9.]+)"),
-      rolled_re("; ([0-9]+) global steps rolled back");
+      rolled_re("; ([0-9]+) global steps rolled back"), local_re("Local-Steps: ([0-9]+)"),
+      global_re("Global-Step: ([0-9]+)");
   o.accuracy.clear();
   o.loss.clear();
   o.rolled_back = 0;
+  o.acknowledged = o.failed_runs = 0;
+  o.final_global_step = -1;
   o.detection_secs = o.recovery_secs = -1;
   std::smatch m;
   for (const auto& l : lines_of(o.out)) {
     if (std::regex_search(l, m, acc_re)) o.accuracy.push_back(std::stod(m[1]));
     if (std::regex_search(l, m, loss_re)) o.loss.push_back(std::stod(m[1]));
     if (std::regex_search(l, m, rolled_re)) o.rolled_back += std::stoll(m[1]);
+    if (std::regex_search(l, m, local_re)) o.acknowledged += std::stoll(m[1]);
+    if (std::regex_search(l, m, global_re)) o.final_global_step = std::max<int64_t>(o.final_global_step, std::stoll(m[1]));
+    // One line per failed attempt of a managed run (the supervisor's own line says it again).
+    if (contains(l, "monitored_session.cc") && contains(l, ": step failed (")) ++o.failed_runs;
     const double t = log_stamp(l);
     if (t < 0) continue;
     if (fault_t < 0 && contains(l, "fault injected:")) fault_t = t;
@@ -132,10 +140,19 @@ void report(const Outcome& o, const char* tag) {
   const double loss = o.loss.empty() ? 0 : *std::max_element(o.loss.begin(), o.loss.end());
   std::snprintf(buf, sizeof buf,
                 "{\"scenario\": \"%s\", \"detection_secs\": %.3f, \"recovery_secs\": %.3f, \"rolled_back\": %lld, "
-                "\"accuracy\": %.4f, \"loss\": %.4f, \"wall_secs\": %.1f}",
+                "\"accuracy\": %.4f, \"loss\": %.4f, \"wall_secs\": %.1f, \"acknowledged_steps\": %lld, "
+                "\"final_global_step\": %lld, \"failed_runs\": %lld}",
                 o.name.c_str(), o.detection_secs, o.recovery_secs, static_cast<long long>(o.rolled_back), acc, loss,
-                o.wall_secs);
+                o.wall_secs, static_cast<long long>(o.acknowledged), static_cast<long long>(o.final_global_step),
+                static_cast<long long>(o.failed_runs));
   std::printf("%s %s\n", tag, buf);
+  // AF_SCENARIO_OUTPUT=DIR keeps each job's whole output as DIR/<name>.log (for reading a run).
+  if (const char* d = std::getenv("AF_SCENARIO_OUTPUT")) {
+    std::string file = o.name;
+    for (char& c : file)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    std::ofstream(std::string(d) + "/" + file + ".log") << o.out;
+  }
   if (const char* f = std::getenv("AF_SCENARIO_REPORT")) std::ofstream(f, std::ios::app) << buf << "\n";
 }
 

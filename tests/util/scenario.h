@@ -30,13 +30,17 @@ struct Outcome {
   double detection_secs = -1;   // fault injected -> first failure noticed ("is down", "step failed")
   double recovery_secs = -1;    // fault injected -> training resumed (restored / ready / resuming)
   int64_t rolled_back = 0;      // global steps a parameter-server restore rolled back
+  int64_t acknowledged = 0;     // the workers' training runs that answered OK ("Local-Steps: N", summed)
+  int64_t final_global_step = -1;  // the largest "Global-Step: G" a worker read after its training
+  int64_t failed_runs = 0;      // training runs that failed and were retried (the managed session's lines)
   double wall_secs = 0;
 };
 
 // The first violation of "global_step never goes backwards except by a logged ps restore", or "".
 std::string check_monotonic(const std::string& out);
 
-// Fills o.accuracy, o.loss, o.rolled_back, o.detection_secs and o.recovery_secs from o.out.
+// Fills o.accuracy, o.loss, o.rolled_back, o.acknowledged, o.final_global_step, o.failed_runs,
+// o.detection_secs and o.recovery_secs from o.out.
 // Times count from `fault_t` (log_stamp's scale) or, when it is < 0, from the first "fault
 // injected:" line.
 void measure(Outcome& o, double fault_t = -1);
@@ -56,7 +60,8 @@ void expect_scenario_outcome(const Outcome& o, const TrainingBounds& bounds, con
                              const std::string& run_dir);
 
 // Prints "<tag> {json}" with o's figures and, with AF_SCENARIO_REPORT=FILE set, appends the JSON
-// line to FILE.
+// line to FILE; with AF_SCENARIO_OUTPUT=DIR set, writes the job's whole output to DIR/<name>.log
+// (the name with every non-alphanumeric character as '_').
 void report(const Outcome& o, const char* tag = "SCENARIO");
 
 // The lines of `out` that say something went wrong (warnings, errors, failed steps, tasks down):
