@@ -11,6 +11,14 @@ move to the last before the job ends).
 
   bench/cluster_usage.py [--build build] [--workers 3] [--steps 3000] [--sync] [--interval 1.0]
 
+Then, per task, where its CPU goes per step (issue 19 item 3's breakdown): kernel CPU time per op
+type (`actorflow_kernel_cpu_microseconds_total{op}`, the calling thread's CPU time in each
+kernel), the rest of the process's CPU (framework, data plane, copies, the other threads), and for
+the workers the FLOP rate of the convolution and matrix-multiply kernels against the core's FP32
+peak (--peak-gflops; by default what `build/bench/kernels --peak` measures). FLOPs are counted for the
+seed model (conv1 32, conv2 64, hidden 500, batch 50) with only the taps that fall inside the
+input, as bench/kernels counts them: 62.1 MFLOP per image for the forward and backward pass.
+
 Only python3's standard library; nothing but the job's own /metrics is read.
 """
 import argparse
@@ -58,6 +66,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--sync", action="store_true")
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--peak-gflops", type=float, default=0.0,
+                    help="single-core FP32 peak; 0: ask build/bench/kernels --peak")
     args = ap.parse_args()
     actorflow = os.path.join(args.build, "actorflow")
     cnn = os.path.join(args.build, "samples", "distributed_cnn")
@@ -139,7 +149,81 @@ def main():
         print("| %s/%d | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f |" % (
             t[0], t[1], cpu, rss, din / dt / 1e6, dout / dt / 1e6, cin / dt / 1e3, cout / dt / 1e3,
             per(din + dout) / 1e3, per(cin + cout)))
+    peak = args.peak_gflops
+    if peak <= 0:
+        try:
+            peak = float(subprocess.run([os.path.join(args.build, "bench", "kernels"), "--peak"], capture_output=True,
+                                        text=True, timeout=60).stdout.strip())
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            peak = 0.0
+    print_breakdown(tasks, series, start, end, steps, peak)
     return 0
+
+
+# FLOPs per image of the seed model's kernels (in-bounds taps of the 5x5 SAME convolutions:
+# 134 of 140 per dimension at 28 wide, 64 of 70 at 14 wide).
+CONV1 = 2 * 32 * 1 * 134 * 134      # 1x28x28 -> 32 channels
+CONV2 = 2 * 64 * 32 * 64 * 64       # 32x14x14 -> 64 channels
+FC = 2 * 3136 * 500 + 2 * 500 * 10  # both dense layers, one pass
+BATCH = 50
+
+
+def labelled(sample, name):
+    """{op: value} of a family labelled by op."""
+    out = {}
+    for (n, labels), v in sample.items():
+        if n == name:
+            m = re.search(r'op="([^"]*)"', labels)
+            if m:
+                out[m.group(1)] = out.get(m.group(1), 0.0) + v
+    return out
+
+
+def print_breakdown(tasks, series, start, end, global_steps, peak):
+    print()
+    print("Where each task's CPU goes, per step (a worker's own step; the ps per global step), ms of CPU;"
+          " single-core FP32 peak %.1f GFLOP/s:" % peak)
+    print()
+    print("| task | steps | process CPU | kernels | rest | top kernels (ms per step) | conv+matmul GFLOP/s | share of peak |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for t in tasks:
+        inside = [(at, s) for at, s in series[t] if start <= at <= end]
+        if len(inside) < 2:
+            continue
+        (a_t, a), (b_t, b) = inside[0], inside[-1]
+        us = {k: v - labelled(a, "actorflow_kernel_cpu_microseconds_total").get(k, 0.0)
+              for k, v in labelled(b, "actorflow_kernel_cpu_microseconds_total").items()}
+        calls = {k: v - labelled(a, "actorflow_kernel_calls_total").get(k, 0.0)
+                 for k, v in labelled(b, "actorflow_kernel_calls_total").items()}
+        cpu = total(b, "process_cpu_seconds_total") - total(a, "process_cpu_seconds_total")
+        if t[0] == "ps":
+            n = global_steps * (b_t - a_t) / (end - start)
+        else:
+            # A worker's training steps: each runs both convolutions' filter gradients once
+            # (other runs of the session, summaries and checkpoints, run no backward pass).
+            n = calls.get("Conv2DBackpropFilter", 0) / 2
+        if n <= 0:
+            continue
+        kern = sum(us.values()) / 1e3
+        top = sorted(us.items(), key=lambda kv: -kv[1])[:6]
+        tops = ", ".join("%s %.2f" % (k, v / 1e3 / n) for k, v in top if v > 0)
+        flops_cell = share_cell = "-"
+        if t[0] == "worker":
+            # FLOPs from each kernel's own calls: convolutions come in (conv1, conv2) pairs, the
+            # dense layers' matmuls in (fc1, fc2) pairs; a backprop-input call count equal to the
+            # filter gradients' means conv1's input gradient was computed too.
+            bf = calls.get("Conv2DBackpropFilter", 0)
+            bi = calls.get("Conv2DBackpropInput", 0)
+            flops = BATCH * (calls.get("Conv2D", 0) / 2 * (CONV1 + CONV2) + bf / 2 * (CONV1 + CONV2) +
+                             (bi / 2 * (CONV1 + CONV2) if bi >= bf else bi * CONV2) +
+                             calls.get("MatMul", 0) / 2 * FC)
+            secs = sum(us.get(k, 0.0) for k in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul")) / 1e6
+            if secs > 0:
+                flops_cell = "%.1f" % (flops / secs / 1e9)
+                if peak > 0:
+                    share_cell = "%.0f %%" % (100 * flops / secs / 1e9 / peak)
+        print("| %s/%d | %.0f | %.2f | %.2f | %.2f | %s | %s | %s |" % (
+            t[0], t[1], n, cpu * 1e3 / n, kern / n, cpu * 1e3 / n - kern / n, tops, flops_cell, share_cell))
 
 
 if __name__ == "__main__":

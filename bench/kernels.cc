@@ -283,13 +283,24 @@ void print_case(const char* name, double flops, const Timing& ours, const Timing
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double budget = argc > 1 ? std::atof(argv[1]) : 2.0;
+  // `kernels --peak`: only the single-core FP32 peak in GFLOP/s, one number (for scripts such as
+  // bench/cluster_usage.py); `kernels [seconds per case]`: the whole table.
+  const bool peak_only = argc > 1 && std::string(argv[1]) == "--peak";
+  const double budget = argc > 1 && !peak_only ? std::atof(argv[1]) : 2.0;
+  if (budget <= 0) {
+    std::fprintf(stderr, "kernels: usage: kernels [seconds per case > 0] | kernels --peak\n");
+    return 2;
+  }
   af::set_intra_op_threads(1);  // one OpenMP thread inside every oneDNN call of this thread
 
   const Cpu cpu = detect_cpu();
   const double peak_nominal = cpu.flops_per_cycle * cpu.nominal_ghz;
   const double peak_measured = cpu.flops_per_cycle * cpu.measured_ghz;
   const double peak = std::max(peak_nominal, peak_measured);
+  if (peak_only) {
+    std::printf("%.1f\n", peak);
+    return 0;
+  }
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 0) load[0] = -1;
   std::printf("CPU: %s (%s family 0x%x model 0x%x)\n", cpu.model.c_str(), cpu.vendor.c_str(), cpu.family, cpu.model_id);

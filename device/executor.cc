@@ -1,8 +1,24 @@
 #include "device/executor.h"
 
+#include <time.h>
+
+#include <chrono>
+
+#include "core/metrics.h"
 #include "graph/subgraph.h"
 
 namespace actorflow {
+namespace {
+
+// CPU time of the calling thread in microseconds (a kernel's own work, not the time a busy core
+// gave to other threads meanwhile).
+int64_t thread_cpu_micros() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const Graph> graph, Device* device,
                                                            KernelOverride override_fn) {
@@ -46,6 +62,13 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
       }
       if (dynamic_cast<AsyncOpKernel*>(k.get())) ex->self_contained_ = false;
       info.kernel = std::move(k);
+      // Where a step's compute goes, per op type (bench/cnn_breakdown.py reads these).
+      info.kernel_us = &Metrics::global().counter(
+          "actorflow_kernel_cpu_microseconds_total",
+          "CPU time of the calling thread in this task's synchronous kernel calls, per op type, in microseconds.",
+          {{"op", n->op}});
+      info.kernel_calls = &Metrics::global().counter("actorflow_kernel_calls_total",
+                                                     "Synchronous kernel calls of this task, per op type.", {{"op", n->op}});
     }
   }
   for (int id = 0; id < g.num_nodes(); ++id) {
@@ -208,6 +231,7 @@ void StepExecution::process(int id) {
     return;
   }
   Status s;
+  const int64_t kernel_start = thread_cpu_micros();
   try {
     s = info.kernel->compute(*ctx);
   } catch (const std::bad_alloc&) {
@@ -215,6 +239,8 @@ void StepExecution::process(int id) {
   } catch (const std::exception& e) {
     s = Internal(node->op + " '" + node->name + "': kernel threw: " + e.what());
   }
+  info.kernel_us->inc(thread_cpu_micros() - kernel_start);
+  info.kernel_calls->inc();
   if (!s.ok()) { abort(s); return; }
   for (int o = 0; o < node->num_outputs(); ++o) {
     if (!ctx->outputs()[static_cast<size_t>(o)].is_initialized()) {

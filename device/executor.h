@@ -25,6 +25,8 @@
 
 namespace actorflow {
 
+class Counter;
+
 // A kernel that finishes later: compute_async() starts the work and calls done(status)
 // exactly once, on the thread that owns the step (the device actor routes replies so).
 class AsyncOpKernel : public OpKernel {
@@ -65,6 +67,9 @@ class Executor {
   struct OutEdge { int dst; int slot; };  // slot -1 = control edge
   struct NodeInfo {
     std::unique_ptr<OpKernel> kernel;
+    // This op type's kernel CPU time and calls (actorflow_kernel_*_total{op}); null without a kernel.
+    Counter* kernel_us = nullptr;
+    Counter* kernel_calls = nullptr;
     int num_inputs = 0;
     int initial_pending = 0;
     std::vector<std::vector<OutEdge>> out_edges;  // per output
