@@ -181,7 +181,9 @@ void PsReplicator::primary_lost(const std::string& task) {
     std::lock_guard<std::mutex> l(mu_);
     was = primaries_alive_.erase(task) > 0;
   }
-  if (was) AF_LOG(WARNING) << "ps replication: primary " << task << " is gone; its copies here take over at their first update";
+  if (was) {
+    AF_LOG(WARNING) << "ps replication: primary " << task << " is gone; its copies here take over at their first update";
+  }
 }
 
 bool PsReplicator::primary_alive(const std::string& task) const {

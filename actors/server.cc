@@ -113,9 +113,10 @@ void Server::note_step_failure(const Status& why) {
   if (!addr.ok()) return;
   auto p = impl_->membership_->ensure(primary, *addr, std::chrono::milliseconds(1), /*quiet=*/true);
   if (!p.ok()) return;
-  if (impl_->ps_serving_->redirect(copy, primary))
+  if (impl_->ps_serving_->redirect(copy, primary)) {
     AF_LOG(WARNING) << impl_->task_prefix_ << ": ps failover: " << copy << " keeps only backup copies; its variables are served by "
                     << primary << " from now on";
+  }
 }
 
 Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {

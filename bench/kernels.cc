@@ -364,5 +364,32 @@ int main(int argc, char** argv) {
     const Timing tf = measure(budget, [&] { bwd_filter.run(); });
     print_case("Conv2DBackpropFilter (same layer)", flops, tf, nullptr, 0, peak, nominal);
   }
+
+  // The seed CNN's conv1: [50,28,28,1] * [5,5,1,32], SAME: one input channel, the case a
+  // channel-blocked convolution fits worst.
+  {
+    const int64_t n = 50, h = 28, w = 28, ci = 1, co = 32, kk = 5;
+    const double nominal = 2.0 * n * h * w * co * kk * kk * ci;
+    const double flops = 2.0 * n * valid_taps(h, kk) * valid_taps(w, kk) * co * ci;
+    const std::vector<int64_t> s1{1, 1, 1, 1};
+    af::Scope root = af::Scope::root();
+    auto x = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{n, h, w, ci}, "x");
+    auto f = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{kk, kk, ci, co}, "f");
+    auto dy = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{n, h, w, co}, "dy");
+    auto y = af::ops::conv2d(root, x, f, s1, "SAME");
+    auto df = af::ops::conv2d_backprop_filter(root, x, {kk, kk, ci, co}, dy, s1, "SAME");
+    af::Tensor xv = random_tensor(af::Shape{n, h, w, ci}, 6), fv = random_tensor(af::Shape{kk, kk, ci, co}, 7);
+    af::Tensor dyv = random_tensor(af::Shape{n, h, w, co}, 8);
+    KernelRunner fwd = make_runner(dev.get(), root, y, {xv, fv});
+    KernelRunner bwd_filter = make_runner(dev.get(), root, df, {xv, dyv});
+    std::vector<float> ref(static_cast<size_t>(n * h * w * co));
+    const Timing base =
+        measure(budget, [&] { naive_conv(xv.data<float>(), fv.data<float>(), ref.data(), n, h, w, ci, kk, kk, co); });
+    const Timing ours = measure(budget, [&] { fwd.run(); });
+    print_case("Conv2D fwd 50x28x28x1 * 5x5x1x32 SAME", flops, ours, &base, max_rel_diff(fwd.result, ref), peak,
+               nominal);
+    const Timing tf = measure(budget, [&] { bwd_filter.run(); });
+    print_case("Conv2DBackpropFilter (same layer)", flops, tf, nullptr, 0, peak, nominal);
+  }
   return 0;
 }
