@@ -17,6 +17,13 @@ namespace {
 
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
+// Peers joining or leaving this task's membership (each a new epoch).
+Counter& membership_events() {
+  static Counter& c = Metrics::global().counter(
+      "actorflow_membership_events_total", "Peers that joined or left this task's membership (epoch changes).");
+  return c;
+}
+
 struct WatcherState {
   std::string self_task;
   std::string task;
@@ -70,6 +77,9 @@ caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string tas
         }
         // Fault injection: a dropped link or a partition swallows the heartbeat.
         if (!FaultInjector::global().on_send(s.self_task, s.task).drop) {
+          static Counter& sent = Metrics::global().counter(
+              "actorflow_heartbeats_sent_total", "Heartbeats (pings) this task's peer watchers sent, over all peers.");
+          sent.inc();
           static Histogram& rtt = Metrics::global().histogram(
               "actorflow_heartbeat_rtt_seconds", "Round trip of the heartbeats this task sends its peers, in seconds.");
           self->request(s.node, s.timeout, ping_atom::value).then(
@@ -130,6 +140,7 @@ void Membership::mark_down(const std::string& task, const std::string& reason) {
       watchers_.erase(w);
     }
     ++epoch_;
+    membership_events().inc();
     listeners = listeners_;
   }
   // A peer that shut down on purpose (its job finished, Ctrl-C) is news, not a warning.
@@ -286,6 +297,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
       up_[task] = *p;
       watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, guard_, cfg_.heartbeat_interval, cfg_.peer_timeout);
       ++epoch_;
+      membership_events().inc();
       if (attempt > 1 && !quiet) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";
       return *p;
     }

@@ -1,0 +1,644 @@
+// The control plane at scale (issue 17, item 5): W workers and P parameter servers, each its own
+// process on 127.0.0.1, measured per task and in total.
+//
+//   build/bench/scale [--workers 64,128,256] [--ps 8] [--window 10] [--actorflow build/actorflow]
+//                     [--out FILE] [--keep]
+//
+// Per worker count it writes a cluster file with free loopback ports, starts the ps tasks (this
+// binary, re-executed with --role task), waits until they serve, starts the workers, and waits
+// (bounded) until every worker's session is ready. The model is tiny: one float scalar per ps
+// (`/job:ps/task:k`), initialised by the chief's Supervisor (worker 0, which also watches every
+// task: SupervisorConfig::monitor_tasks); a step is one assign_add(v_k, 1) on every ps. Then:
+//   1. idle window (`--window` s, nobody steps): heartbeats and membership events per second per
+//      task (the counters actorflow_heartbeats_sent_total / _received_total /
+//      actorflow_membership_events_total, which each task writes to a file every 500 ms),
+//      established TCP connections per task (/proc/<pid>/fd sockets matched against
+//      /proc/net/tcp{,6}: the peer of each socket is the task owning its remote end) and RSS;
+//   2. `actorflow status --cluster F` run once: its wall time minus its rate interval (10 ms);
+//   3. load window (`--window` s, every worker steps as fast as it can): variable updates per
+//      second the ps tasks sustain, from the variables' values the chief reads at the window's
+//      start and end (each update adds 1), and RSS under load;
+//   4. kill -9 of the last worker: the time until it leaves the chief's membership (the chief
+//      polls Membership::peers() every 2 ms and writes when each task left);
+//   5. SIGSTOP of the next-to-last worker (a silent task: no closed connection): the same delay,
+//      which is about peer_timeout_ms.
+// Every wait is bounded; every child is killed (SIGKILL after a bounded SIGTERM) at the end, on
+// error too, and a child whose orchestrator died exits by itself (it polls its parent).
+// Prints one markdown row per worker count (docs/scale.md) and appends them to --out.
+// Exit status: 0 ok; 1 a run failed (the reason and the tasks' log directory are printed);
+// 2 bad options.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actorflow/actorflow.h"
+#include "actors/membership.h"
+#include "core/metrics.h"
+#include "net/port_reservation.h"
+#include "net/proc_sockets.h"
+
+namespace af = actorflow;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string self_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Writes `text` to `p` atomically (a reader never sees half a file).
+void put(const std::string& p, const std::string& text) {
+  const std::string tmp = p + ".tmp";
+  { std::ofstream(tmp) << text; }
+  std::rename(tmp.c_str(), p.c_str());
+}
+
+std::string task_file(const std::string& dir, const std::string& what, const std::string& job, int index) {
+  return dir + "/" + what + "_" + job + "_" + std::to_string(index) + ".txt";
+}
+
+// ---- one task -----------------------------------------------------------------------------
+// The counters this bench reads, as "name value" lines.
+std::string counters_text() {
+  auto& m = af::Metrics::global();
+  std::ostringstream o;
+  for (const char* n : {"actorflow_heartbeats_sent_total", "actorflow_heartbeats_received_total",
+                        "actorflow_membership_events_total", "actorflow_variable_updates_total"})
+    o << n << " " << m.counter_value(n) << "\n";
+  o << "time_ms " << wall_ms() << "\n";
+  return o.str();
+}
+
+int run_task(const std::string& cluster_file, const std::string& job, int index, int num_ps, const std::string& dir) {
+  const pid_t parent = getppid();
+  auto fail = [&](const af::Status& s) {
+    std::fprintf(stderr, "%s %d: %s\n", job.c_str(), index, s.to_string().c_str());
+    put(task_file(dir, "failed", job, index), s.to_string() + "\n");
+    return 1;
+  };
+  auto cluster = af::ClusterSpec::from_file(cluster_file);
+  if (!cluster.ok()) return fail(cluster.status());
+  auto server = af::Server::create(*cluster, af::TaskId{job, index});
+  if (!server.ok()) return fail(server.status());
+  const std::string stop_file = dir + "/stop", go_file = dir + "/go", halt_file = dir + "/halt";
+  auto orphaned = [&] { return getppid() != parent; };
+  auto last_dump = Clock::now() - std::chrono::seconds(1);
+  auto dump = [&] {
+    if (Clock::now() - last_dump < std::chrono::milliseconds(500)) return;
+    last_dump = Clock::now();
+    put(task_file(dir, "counters", job, index), counters_text());
+  };
+  if (job == "ps") {
+    put(task_file(dir, "ready", job, index), "ok\n");
+    while (!exists(stop_file) && !orphaned()) {
+      dump();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polls files of another process
+    }
+    std::_Exit(0);  // the bench is over: no orderly goodbye to hundreds of peers
+  }
+  af::Scope root = af::Scope::root();
+  std::vector<af::Output> vars, inits, adds;
+  for (int k = 0; k < num_ps; ++k) {
+    af::Scope ps = root.with_device("/job:ps/task:" + std::to_string(k));
+    auto v = af::ops::variable(ps.with_op_name("v" + std::to_string(k)), af::Shape{}, af::DType::kFloat32, false);
+    vars.push_back(v);
+    inits.push_back(af::ops::assign(ps, v, af::ops::constant(ps, af::Tensor::scalar<float>(0.f))));
+    adds.push_back(af::ops::assign_add(ps, v, af::ops::constant(ps, af::Tensor::scalar<float>(1.f))));
+  }
+  auto init = af::ops::no_op(root, inits, "init");
+  auto step = af::ops::no_op(root, adds, "step");
+  const bool chief = index == 0;
+  af::SupervisorConfig sc;
+  sc.is_chief = chief;
+  sc.init_op = init;
+  sc.save_checkpoint_secs = 0;
+  sc.save_summaries_secs = 0;
+  sc.ready_timeout_secs = 900;
+  sc.task_name = "worker" + std::to_string(index);
+  sc.monitor_tasks = chief;
+  af::Supervisor sv(root, sc);
+  auto sess = sv.managed_session((*server)->target());
+  if (!sess.ok()) return fail(sess.status());
+  // The chief records when each task leaves its membership (polled every 2 ms).
+  std::atomic<bool> done{false};
+  std::thread watch;
+  if (chief) {
+    watch = std::thread([&] {
+      af::Membership* m = (*server)->membership();
+      std::set<std::string> seen, gone;
+      while (!done) {
+        std::set<std::string> now;
+        for (const auto& p : m->peers()) now.insert(p.task);
+        std::string lines;
+        for (const auto& t : seen)
+          if (!now.count(t) && !gone.count(t)) {
+            gone.insert(t);
+            lines += t + " " + std::to_string(wall_ms()) + "\n";
+          }
+        seen.insert(now.begin(), now.end());
+        if (!lines.empty()) std::ofstream(dir + "/left.txt", std::ios::app) << lines;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // sampling the membership
+      }
+    });
+  }
+  auto total = [&]() -> af::Result<double> {
+    auto r = (*sess)->run(vars);
+    if (!r.ok()) return r.status();
+    double s = 0;
+    for (const auto& t : *r) s += t.data<float>()[0];
+    return s;
+  };
+  put(task_file(dir, "ready", job, index), "ok\n");
+  bool stepping = false, measured = false;
+  double s0 = 0;
+  int64_t t0 = 0, steps = 0;
+  af::Status outcome;
+  while (!exists(stop_file) && !orphaned()) {
+    dump();
+    const bool go = exists(go_file) && !exists(halt_file);
+    if (go && !stepping && !measured) {
+      stepping = true;
+      if (chief) {
+        auto s = total();
+        if (!s.ok()) { outcome = s.status(); break; }
+        s0 = *s;
+        t0 = wall_ms();
+      }
+    }
+    if (stepping && !go) {
+      stepping = false;
+      measured = true;
+      if (chief) {
+        auto s = total();
+        if (!s.ok()) { outcome = s.status(); break; }
+        const int64_t t1 = wall_ms();
+        put(dir + "/updates.txt", std::to_string(*s - s0) + " " + std::to_string((t1 - t0) / 1000.0) + "\n");
+      }
+      put(task_file(dir, "steps", job, index), std::to_string(steps) + "\n");
+    }
+    if (stepping) {
+      auto r = (*sess)->run({}, {}, {step});
+      if (!r.ok()) { outcome = r.status(); break; }
+      ++steps;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls files of another process
+    }
+  }
+  done = true;
+  if (watch.joinable()) watch.join();
+  if (!outcome.ok()) return fail(outcome);
+  std::_Exit(0);  // as the ps: the bench is over
+}
+
+// ---- measuring the processes --------------------------------------------------------------
+double rss_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string k;
+  while (in >> k) {
+    if (k == "VmRSS:") {
+      double kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+struct Task {
+  std::string job;
+  int index = 0;
+  pid_t pid = -1;
+  std::string name() const { return "/job:" + job + "/replica:0/task:" + std::to_string(index); }
+};
+
+std::map<std::string, double> read_counters(const std::string& p) {
+  std::map<std::string, double> m;
+  std::istringstream in(slurp(p));
+  std::string k;
+  double v;
+  while (in >> k >> v) m[k] = v;
+  return m;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (FILE* f = std::fopen(log.c_str(), "a")) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `limit`; SIGKILLs it after. Its exit status, or -1 when killed.
+int wait_bounded(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    int st = 0;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a child process, no other signal
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// Every child of one run; the destructor ends them all (stop file, SIGTERM, SIGKILL), error or not.
+struct Children {
+  std::string dir;
+  std::vector<Task> tasks;
+  bool remove_dir = false;  // set once a run succeeded
+  ~Children() {
+    put(dir + "/stop", "stop\n");
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    for (auto& t : tasks) {
+      if (t.pid <= 0) continue;
+      kill(t.pid, SIGCONT);  // a stopped task could not see the stop file
+      const auto left = std::max<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(1));
+      wait_bounded(t.pid, std::chrono::duration_cast<std::chrono::milliseconds>(left));
+      t.pid = -1;
+    }
+    if (remove_dir && std::system(("rm -rf '" + dir + "'").c_str()) != 0)
+      std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+  }
+};
+
+struct Row {
+  int workers = 0, ps = 0;
+  double chief_peers = 0, chief_sockets = 0;
+  double ps_peers_avg = 0, ps_peers_max = 0, ps_sockets_avg = 0;
+  double worker_peers_avg = 0, worker_peers_max = 0, worker_sockets_avg = 0;
+  int worker_worker = 0;  // connections between two non-chief workers (should be 0)
+  double total_connections = 0;
+  double hb_total = 0, hb_chief = 0, hb_ps_avg = 0, hb_worker_avg = 0;  // sent + received per second
+  double mem_total = 0, mem_chief = 0, mem_ps_avg = 0, mem_worker_avg = 0, mem_load_total = 0;
+  double events_per_sec = 0;
+  double status_secs = -1, detect_kill_secs = -1, detect_stop_secs = -1, updates_per_sec = -1;
+  double startup_secs = 0;
+};
+
+// Waits until every file of `files` exists or one task failed; bounded by `limit`.
+af::Status await_files(const std::string& dir, const std::vector<Task>& tasks, const std::string& what,
+                       std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  size_t next = 0;
+  while (next < tasks.size()) {
+    const Task& t = tasks[next];
+    if (exists(task_file(dir, what, t.job, t.index))) {
+      ++next;
+      continue;
+    }
+    if (exists(task_file(dir, "failed", t.job, t.index)))
+      return af::Internal(t.name() + " failed: " + slurp(task_file(dir, "failed", t.job, t.index)));
+    int st = 0;
+    if (t.pid > 0 && waitpid(t.pid, &st, WNOHANG) == t.pid)
+      return af::Internal(t.name() + " exited early; its log is in " + dir);
+    if (Clock::now() > deadline)
+      return af::DeadlineExceeded(t.name() + " did not write '" + what + "' within " + std::to_string(limit.count()) +
+                                  " s; logs in " + dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // files of other processes
+  }
+  return af::Status::OK();
+}
+
+// Seconds from `t0_ms` until `task` appears in the chief's left.txt, or -1 after `limit`.
+double await_left(const std::string& dir, const std::string& task, int64_t t0_ms, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    std::istringstream in(slurp(dir + "/left.txt"));
+    std::string t;
+    int64_t ms;
+    while (in >> t >> ms)
+      if (t == task) return (ms - t0_ms) / 1000.0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a file of another process
+  }
+  return -1;
+}
+
+af::Result<Row> run_one(int workers, int num_ps, double window, const std::string& actorflow_bin, bool keep) {
+  Row row;
+  row.workers = workers;
+  row.ps = num_ps;
+  char tmpl[] = "/tmp/af_scale_XXXXXX";
+  if (!mkdtemp(tmpl)) return af::Internal("mkdtemp failed");
+  Children ch;
+  ch.dir = tmpl;
+  const std::string dir = ch.dir, file = dir + "/cluster.toml";
+  std::ostringstream toml;
+  auto list = [&](int n) -> af::Result<std::string> {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+      auto p = af::net::reserve_port_for_process();
+      if (!p.ok()) return p.status();
+      s += std::string(i ? ", " : "") + "\"127.0.0.1:" + std::to_string(*p) + "\"";
+    }
+    return s;
+  };
+  AF_ASSIGN_OR_RETURN(std::string ps_list, list(num_ps));
+  AF_ASSIGN_OR_RETURN(std::string w_list, list(workers));
+  toml << "[jobs]\nps = [" << ps_list << "]\nworker = [" << w_list << "]\n";
+  put(file, toml.str());
+  const std::string self = self_path();
+  const auto t_start = Clock::now();
+  auto start = [&](const std::string& job, int i) {
+    Task t{job, i, -1};
+    t.pid = spawn({self, "--role", "task", "--cluster", file, "--job", job, "--index", std::to_string(i), "--ps",
+                   std::to_string(num_ps), "--dir", dir},
+                  dir + "/" + job + std::to_string(i) + ".log");
+    ch.tasks.push_back(t);
+  };
+  for (int k = 0; k < num_ps; ++k) start("ps", k);
+  AF_RETURN_IF_ERROR(await_files(dir, ch.tasks, "ready", std::chrono::seconds(120)));
+  for (int i = 0; i < workers; ++i) start("worker", i);
+  AF_RETURN_IF_ERROR(await_files(dir, ch.tasks, "ready", std::chrono::seconds(120 + 3 * workers)));
+  row.startup_secs = std::chrono::duration<double>(Clock::now() - t_start).count();
+  std::fprintf(stderr, "  %d workers + %d ps ready after %.1f s\n", workers, num_ps, row.startup_secs);
+  const size_t chief = static_cast<size_t>(num_ps);  // worker 0
+  // 1. the idle window.
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the chief's monitor connects to late tasks
+  std::vector<std::map<std::string, double>> c0(ch.tasks.size()), c1(ch.tasks.size());
+  for (size_t i = 0; i < ch.tasks.size(); ++i)
+    c0[i] = read_counters(task_file(dir, "counters", ch.tasks[i].job, ch.tasks[i].index));
+  std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
+  for (size_t i = 0; i < ch.tasks.size(); ++i)
+    c1[i] = read_counters(task_file(dir, "counters", ch.tasks[i].job, ch.tasks[i].index));
+  std::vector<pid_t> pids;
+  for (const auto& t : ch.tasks) pids.push_back(t.pid);
+  AF_ASSIGN_OR_RETURN(auto by_pid, af::net::tcp_connections(pids));
+  std::map<pid_t, size_t> index_of;
+  for (size_t i = 0; i < ch.tasks.size(); ++i) index_of[ch.tasks[i].pid] = i;
+  struct Conns {
+    int sockets = 0;
+    std::set<size_t> peers;  // indexes into ch.tasks
+  };
+  std::vector<Conns> conns(ch.tasks.size());
+  for (size_t i = 0; i < ch.tasks.size(); ++i) {
+    const auto& c = by_pid[ch.tasks[i].pid];
+    conns[i].sockets = c.sockets;
+    for (pid_t p : c.peers) conns[i].peers.insert(index_of[p]);
+  }
+  double ps_hb = 0, w_hb = 0, ps_mem = 0, w_mem = 0;
+  double ps_peers = 0, ps_socks = 0, w_peers = 0, w_socks = 0;
+  for (size_t i = 0; i < ch.tasks.size(); ++i) {
+    const double secs = (c1[i]["time_ms"] - c0[i]["time_ms"]) / 1000.0;
+    const double hb = secs > 0 ? (c1[i]["actorflow_heartbeats_sent_total"] - c0[i]["actorflow_heartbeats_sent_total"] +
+                                  c1[i]["actorflow_heartbeats_received_total"] -
+                                  c0[i]["actorflow_heartbeats_received_total"]) / secs
+                               : 0;
+    const double ev = secs > 0 ? (c1[i]["actorflow_membership_events_total"] - c0[i]["actorflow_membership_events_total"]) / secs : 0;
+    const double mem = rss_bytes(ch.tasks[i].pid);
+    row.hb_total += hb / 2;  // each heartbeat is counted by its sender and its receiver
+    row.events_per_sec += ev;
+    row.mem_total += mem;
+    row.total_connections += conns[i].sockets;
+    const double peers = static_cast<double>(conns[i].peers.size());
+    if (i == chief) {
+      row.hb_chief = hb;
+      row.mem_chief = mem;
+      row.chief_peers = peers;
+      row.chief_sockets = conns[i].sockets;
+    } else if (ch.tasks[i].job == "ps") {
+      ps_hb += hb;
+      ps_mem += mem;
+      ps_peers += peers;
+      ps_socks += conns[i].sockets;
+      row.ps_peers_max = std::max(row.ps_peers_max, peers);
+    } else {
+      w_hb += hb;
+      w_mem += mem;
+      w_peers += peers;
+      w_socks += conns[i].sockets;
+      row.worker_peers_max = std::max(row.worker_peers_max, peers);
+      for (size_t p : conns[i].peers)
+        if (p != chief && ch.tasks[p].job == "worker") ++row.worker_worker;
+    }
+  }
+  row.total_connections /= 2;  // both ends of a loopback connection are counted
+  row.worker_worker /= 2;
+  const double nw = workers - 1;
+  row.hb_ps_avg = ps_hb / num_ps;
+  row.hb_worker_avg = nw > 0 ? w_hb / nw : 0;
+  row.mem_ps_avg = ps_mem / num_ps;
+  row.mem_worker_avg = nw > 0 ? w_mem / nw : 0;
+  row.ps_peers_avg = ps_peers / num_ps;
+  row.ps_sockets_avg = ps_socks / num_ps;
+  row.worker_peers_avg = nw > 0 ? w_peers / nw : 0;
+  row.worker_sockets_avg = nw > 0 ? w_socks / nw : 0;
+  // 2. `actorflow status`.
+  if (!actorflow_bin.empty()) {
+    const auto t = Clock::now();
+    pid_t st = spawn({actorflow_bin, "status", "--cluster", file, "--interval-ms", "10", "--timeout-ms", "5000"},
+                     dir + "/status.log");
+    const int rc = wait_bounded(st, std::chrono::seconds(300));
+    const double secs = std::chrono::duration<double>(Clock::now() - t).count() - 0.010;
+    if (rc != 0) return af::Internal("actorflow status exited " + std::to_string(rc) + "; see " + dir + "/status.log");
+    row.status_secs = secs;
+  }
+  // 3. the load window.
+  put(dir + "/go", "go\n");
+  std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
+  for (auto& t : ch.tasks) row.mem_load_total += rss_bytes(t.pid);
+  put(dir + "/halt", "halt\n");
+  {
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (!exists(dir + "/updates.txt") && Clock::now() < deadline) {
+      if (exists(task_file(dir, "failed", "worker", 0))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file of another process
+    }
+    double updates = 0, secs = 0;
+    std::istringstream(slurp(dir + "/updates.txt")) >> updates >> secs;
+    if (secs <= 0) return af::Internal("the chief wrote no update count; logs in " + dir);
+    row.updates_per_sec = updates / secs;
+  }
+  // 4. kill -9 of the last worker.
+  {
+    Task& t = ch.tasks.back();
+    const int64_t t0 = wall_ms();
+    kill(t.pid, SIGKILL);
+    row.detect_kill_secs = await_left(dir, t.name(), t0, std::chrono::seconds(30));
+    waitpid(t.pid, nullptr, 0);
+    t.pid = -1;
+  }
+  // 5. SIGSTOP of the next-to-last worker: silent, its connections stay open.
+  if (workers >= 3) {
+    Task& t = ch.tasks[ch.tasks.size() - 2];
+    const int64_t t0 = wall_ms();
+    kill(t.pid, SIGSTOP);
+    row.detect_stop_secs = await_left(dir, t.name(), t0, std::chrono::seconds(60));
+    kill(t.pid, SIGKILL);
+    kill(t.pid, SIGCONT);
+    waitpid(t.pid, nullptr, 0);
+    t.pid = -1;
+  }
+  // The logs stay when a run fails (the early returns above) or with --keep.
+  if (keep) std::fprintf(stderr, "  logs kept in %s\n", dir.c_str());
+  ch.remove_dir = !keep;
+  return row;
+}
+
+std::string mib(double b) {
+  char o[32];
+  std::snprintf(o, sizeof o, "%.1f", b / (1024.0 * 1024.0));
+  return o;
+}
+
+std::string num(double v, const char* f = "%.1f") {
+  char o[32];
+  std::snprintf(o, sizeof o, f, v);
+  return o;
+}
+
+std::string header() {
+  return "| workers | ps | conns chief (peers/sockets) | conns ps avg/max peers (sockets) | conns worker avg/max "
+         "peers (sockets) | worker-worker | total TCP conns | heartbeats/s total | hb/s chief | hb/s ps | hb/s "
+         "worker | membership events/s | RSS chief MiB | RSS ps MiB | RSS worker MiB | RSS total MiB (idle/load) | "
+         "detect kill -9 s | detect SIGSTOP s | status s | updates/s | startup s |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+}
+
+std::string render(const Row& r) {
+  std::ostringstream o;
+  o << "| " << r.workers << " | " << r.ps << " | " << num(r.chief_peers, "%.0f") << " / "
+    << num(r.chief_sockets, "%.0f") << " | " << num(r.ps_peers_avg) << " / " << num(r.ps_peers_max, "%.0f") << " ("
+    << num(r.ps_sockets_avg) << ") | " << num(r.worker_peers_avg) << " / " << num(r.worker_peers_max, "%.0f") << " ("
+    << num(r.worker_sockets_avg) << ") | " << r.worker_worker << " | " << num(r.total_connections, "%.0f") << " | "
+    << num(r.hb_total) << " | " << num(r.hb_chief) << " | " << num(r.hb_ps_avg) << " | " << num(r.hb_worker_avg)
+    << " | " << num(r.events_per_sec, "%.2f") << " | " << mib(r.mem_chief) << " | " << mib(r.mem_ps_avg) << " | "
+    << mib(r.mem_worker_avg) << " | " << mib(r.mem_total) << " / " << mib(r.mem_load_total) << " | "
+    << num(r.detect_kill_secs, "%.3f") << " | " << num(r.detect_stop_secs, "%.2f") << " | "
+    << num(r.status_secs, "%.2f") << " | " << num(r.updates_per_sec, "%.0f") << " | " << num(r.startup_secs) << " |\n";
+  return o.str();
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (name == argv[i]) return argv[i + 1];
+  return def;
+}
+
+bool flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i)
+    if (name == argv[i]) return true;
+  return false;
+}
+
+bool parse_int(const std::string& s, int lo, int hi, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string role = arg(argc, argv, "--role", "");
+  int num_ps = 0;
+  if (!parse_int(arg(argc, argv, "--ps", "8"), 1, 64, &num_ps)) {
+    std::fprintf(stderr, "scale: --ps must be 1..64\n");
+    return 2;
+  }
+  if (role == "task") {
+    int index = 0;
+    if (!parse_int(arg(argc, argv, "--index", ""), 0, 100000, &index)) {
+      std::fprintf(stderr, "scale: --index must be a task index\n");
+      return 2;
+    }
+    return run_task(arg(argc, argv, "--cluster", ""), arg(argc, argv, "--job", ""), index, num_ps,
+                    arg(argc, argv, "--dir", ""));
+  }
+  if (!role.empty()) {
+    std::fprintf(stderr, "scale: unknown --role '%s'\n", role.c_str());
+    return 2;
+  }
+  std::vector<int> counts;
+  {
+    std::istringstream in(arg(argc, argv, "--workers", "64,128,256"));
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      int n = 0;
+      if (!parse_int(part, 1, 2000, &n)) {
+        std::fprintf(stderr, "scale: --workers takes counts 1..2000 separated by commas, got '%s'\n", part.c_str());
+        return 2;
+      }
+      counts.push_back(n);
+    }
+  }
+  int window = 0;
+  if (!parse_int(arg(argc, argv, "--window", "10"), 1, 600, &window)) {
+    std::fprintf(stderr, "scale: --window must be 1..600 seconds\n");
+    return 2;
+  }
+  std::string bin = arg(argc, argv, "--actorflow", "");
+  if (bin.empty()) {
+    const std::string self = self_path();
+    const std::string guess = self.substr(0, self.rfind('/')) + "/../actorflow";
+    if (exists(guess)) bin = guess;
+  }
+  if (!bin.empty() && !exists(bin)) {
+    std::fprintf(stderr, "scale: --actorflow %s does not exist\n", bin.c_str());
+    return 2;
+  }
+  if (bin.empty()) std::fprintf(stderr, "scale: no actorflow binary found next to this one: status not timed\n");
+  const std::string out = arg(argc, argv, "--out", "");
+  const bool keep = flag(argc, argv, "--keep");
+  std::string table = header();
+  std::printf("%s", table.c_str());
+  std::fflush(stdout);
+  int rc = 0;
+  for (int n : counts) {
+    std::fprintf(stderr, "scale: %d workers, %d ps, %d s windows\n", n, num_ps, window);
+    auto r = run_one(n, num_ps, window, bin, keep);
+    if (!r.ok()) {
+      std::fprintf(stderr, "scale: %d workers: %s\n", n, r.status().to_string().c_str());
+      rc = 1;
+      continue;
+    }
+    const std::string line = render(*r);
+    table += line;
+    std::printf("%s", line.c_str());
+    std::fflush(stdout);
+  }
+  if (!out.empty()) std::ofstream(out, std::ios::app) << table;
+  return rc;
+}
