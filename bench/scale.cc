@@ -39,6 +39,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <map>
 #include <set>
 #include <sstream>
@@ -100,33 +102,10 @@ std::string counters_text() {
   return o.str();
 }
 
-int run_task(const std::string& cluster_file, const std::string& job, int index, int num_ps, const std::string& dir) {
-  const pid_t parent = getppid();
-  auto fail = [&](const af::Status& s) {
-    std::fprintf(stderr, "%s %d: %s\n", job.c_str(), index, s.to_string().c_str());
-    put(task_file(dir, "failed", job, index), s.to_string() + "\n");
-    return 1;
-  };
-  auto cluster = af::ClusterSpec::from_file(cluster_file);
-  if (!cluster.ok()) return fail(cluster.status());
-  auto server = af::Server::create(*cluster, af::TaskId{job, index});
-  if (!server.ok()) return fail(server.status());
-  const std::string stop_file = dir + "/stop", go_file = dir + "/go", halt_file = dir + "/halt";
-  auto orphaned = [&] { return getppid() != parent; };
-  auto last_dump = Clock::now() - std::chrono::seconds(1);
-  auto dump = [&] {
-    if (Clock::now() - last_dump < std::chrono::milliseconds(500)) return;
-    last_dump = Clock::now();
-    put(task_file(dir, "counters", job, index), counters_text());
-  };
-  if (job == "ps") {
-    put(task_file(dir, "ready", job, index), "ok\n");
-    while (!exists(stop_file) && !orphaned()) {
-      dump();
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polls files of another process
-    }
-    std::_Exit(0);  // the bench is over: no orderly goodbye to hundreds of peers
-  }
+// One worker task: its session on `server` through a Supervisor (the chief, index 0, initialises
+// the model and watches every task), then steps while the go file says so, until `over()`.
+af::Status worker_loop(af::Server& server, int index, int num_ps, const std::string& dir,
+                       const std::function<bool()>& over) {
   af::Scope root = af::Scope::root();
   std::vector<af::Output> vars, inits, adds;
   for (int k = 0; k < num_ps; ++k) {
@@ -148,14 +127,14 @@ int run_task(const std::string& cluster_file, const std::string& job, int index,
   sc.task_name = "worker" + std::to_string(index);
   sc.monitor_tasks = chief;
   af::Supervisor sv(root, sc);
-  auto sess = sv.managed_session((*server)->target());
-  if (!sess.ok()) return fail(sess.status());
+  auto sess = sv.managed_session(server.target());
+  if (!sess.ok()) return sess.status();
   // The chief records when each task leaves its membership (polled every 2 ms).
   std::atomic<bool> done{false};
   std::thread watch;
   if (chief) {
     watch = std::thread([&] {
-      af::Membership* m = (*server)->membership();
+      af::Membership* m = server.membership();
       std::set<std::string> seen, gone;
       while (!done) {
         std::set<std::string> now;
@@ -179,13 +158,13 @@ int run_task(const std::string& cluster_file, const std::string& job, int index,
     for (const auto& t : *r) s += t.data<float>()[0];
     return s;
   };
-  put(task_file(dir, "ready", job, index), "ok\n");
+  put(task_file(dir, "ready", "worker", index), "ok\n");
+  const std::string go_file = dir + "/go", halt_file = dir + "/halt";
   bool stepping = false, measured = false;
   double s0 = 0;
   int64_t t0 = 0, steps = 0;
   af::Status outcome;
-  while (!exists(stop_file) && !orphaned()) {
-    dump();
+  while (!over()) {
     const bool go = exists(go_file) && !exists(halt_file);
     if (go && !stepping && !measured) {
       stepping = true;
@@ -205,7 +184,7 @@ int run_task(const std::string& cluster_file, const std::string& job, int index,
         const int64_t t1 = wall_ms();
         put(dir + "/updates.txt", std::to_string(*s - s0) + " " + std::to_string((t1 - t0) / 1000.0) + "\n");
       }
-      put(task_file(dir, "steps", job, index), std::to_string(steps) + "\n");
+      put(task_file(dir, "steps", "worker", index), std::to_string(steps) + "\n");
     }
     if (stepping) {
       auto r = (*sess)->run({}, {}, {step});
@@ -217,16 +196,60 @@ int run_task(const std::string& cluster_file, const std::string& job, int index,
   }
   done = true;
   if (watch.joinable()) watch.join();
-  if (!outcome.ok()) return fail(outcome);
-  std::_Exit(0);  // as the ps: the bench is over
+  return outcome;
+}
+
+// The tasks `indices` of `job` in this process, each a Server with an actor system of its own
+// (lightweight tasks: the process's fixed cost, e.g. the CUDA libraries' ~150 MiB, is paid once).
+int run_tasks(const std::string& cluster_file, const std::string& job, const std::vector<int>& indices, int num_ps,
+              const std::string& dir) {
+  const pid_t parent = getppid();
+  auto fail = [&](int index, const af::Status& s) {
+    std::fprintf(stderr, "%s %d: %s\n", job.c_str(), index, s.to_string().c_str());
+    put(task_file(dir, "failed", job, index), s.to_string() + "\n");
+    return 1;
+  };
+  auto cluster = af::ClusterSpec::from_file(cluster_file);
+  if (!cluster.ok()) return fail(indices[0], cluster.status());
+  std::vector<std::unique_ptr<af::Server>> servers;
+  for (int i : indices) {
+    auto server = af::Server::create(*cluster, af::TaskId{job, i});
+    if (!server.ok()) return fail(i, server.status());
+    servers.push_back(std::move(*server));
+  }
+  const std::string stop_file = dir + "/stop";
+  std::atomic<bool> failed{false};
+  auto over = [&] { return failed || exists(stop_file) || getppid() != parent; };
+  std::vector<std::thread> threads;
+  if (job == "ps") {
+    for (int i : indices) put(task_file(dir, "ready", job, i), "ok\n");
+  } else {
+    for (size_t t = 0; t < indices.size(); ++t)
+      threads.emplace_back([&, t] {
+        af::Status st = worker_loop(*servers[t], indices[t], num_ps, dir, over);
+        if (!st.ok()) {
+          fail(indices[t], st);
+          failed = true;
+        }
+      });
+  }
+  while (!over()) {
+    size_t peers = 0;  // the peers the process's tasks connected to (Membership::ensure)
+    for (auto& sv : servers) peers += sv->membership()->peers().size();
+    put(task_file(dir, "counters", job, indices[0]), counters_text() + "membership_peers " + std::to_string(peers) + "\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the counters' sampling period
+  }
+  for (auto& t : threads) t.join();
+  std::_Exit(failed ? 1 : 0);  // the bench is over: no orderly goodbye to hundreds of peers
 }
 
 // ---- measuring the processes --------------------------------------------------------------
-double rss_bytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+// A field of /proc/<pid>/smaps_rollup ("Rss:", "Pss:"), in bytes; 0 when unreadable.
+double smaps_bytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps_rollup");
   std::string k;
   while (in >> k) {
-    if (k == "VmRSS:") {
+    if (k == field) {
       double kb = 0;
       in >> kb;
       return kb * 1024;
@@ -235,11 +258,14 @@ double rss_bytes(pid_t pid) {
   return 0;
 }
 
-struct Task {
+// One process of the run and the tasks it hosts.
+struct Proc {
   std::string job;
-  int index = 0;
+  std::vector<int> indices;
   pid_t pid = -1;
-  std::string name() const { return "/job:" + job + "/replica:0/task:" + std::to_string(index); }
+  std::string name(size_t i = 0) const {
+    return "/job:" + job + "/replica:0/task:" + std::to_string(indices[i]);
+  }
 };
 
 std::map<std::string, double> read_counters(const std::string& p) {
@@ -282,20 +308,21 @@ int wait_bounded(pid_t pid, std::chrono::milliseconds limit) {
   return -1;
 }
 
-// Every child of one run; the destructor ends them all (stop file, SIGTERM, SIGKILL), error or not.
+// Every child of one run; the destructor ends them all (stop file, SIGCONT, bounded wait,
+// SIGKILL), error or not, and removes the run's directory once the run succeeded.
 struct Children {
   std::string dir;
-  std::vector<Task> tasks;
-  bool remove_dir = false;  // set once a run succeeded
+  std::vector<Proc> procs;
+  bool remove_dir = false;
   ~Children() {
     put(dir + "/stop", "stop\n");
     const auto deadline = Clock::now() + std::chrono::seconds(10);
-    for (auto& t : tasks) {
-      if (t.pid <= 0) continue;
-      kill(t.pid, SIGCONT);  // a stopped task could not see the stop file
+    for (auto& p : procs) {
+      if (p.pid <= 0) continue;
+      kill(p.pid, SIGCONT);  // a stopped task could not see the stop file
       const auto left = std::max<Clock::duration>(deadline - Clock::now(), std::chrono::milliseconds(1));
-      wait_bounded(t.pid, std::chrono::duration_cast<std::chrono::milliseconds>(left));
-      t.pid = -1;
+      wait_bounded(p.pid, std::chrono::duration_cast<std::chrono::milliseconds>(left));
+      p.pid = -1;
     }
     if (remove_dir && std::system(("rm -rf '" + dir + "'").c_str()) != 0)
       std::fprintf(stderr, "could not remove %s\n", dir.c_str());
@@ -303,39 +330,41 @@ struct Children {
 };
 
 struct Row {
-  int workers = 0, ps = 0;
+  int workers = 0, ps = 0, procs = 0;
   double chief_peers = 0, chief_sockets = 0;
-  double ps_peers_avg = 0, ps_peers_max = 0, ps_sockets_avg = 0;
-  double worker_peers_avg = 0, worker_peers_max = 0, worker_sockets_avg = 0;
-  int worker_worker = 0;  // connections between two non-chief workers (should be 0)
+  double ps_peer_procs = 0, ps_sockets_avg = 0, ps_sockets_max = 0;
+  double worker_sockets_avg = 0;   // per worker task
+  double worker_members_avg = 0;   // membership peers per worker task
+  double ps_members_avg = 0;       // membership peers per ps task
+  double worker_peer_procs_max = 0;  // distinct peer processes of a worker process
+  int worker_worker = 0;           // sockets between two worker processes other than the chief, or inside one
   double total_connections = 0;
   double hb_total = 0, hb_chief = 0, hb_ps_avg = 0, hb_worker_avg = 0;  // sent + received per second
-  double mem_total = 0, mem_chief = 0, mem_ps_avg = 0, mem_worker_avg = 0, mem_load_total = 0;
   double events_per_sec = 0;
+  double pss_total = 0, pss_chief = 0, pss_ps_avg = 0, pss_worker_avg = 0, pss_worker_marginal = 0, pss_load_total = 0;
   double status_secs = -1, detect_kill_secs = -1, detect_stop_secs = -1, updates_per_sec = -1;
   double startup_secs = 0;
 };
 
-// Waits until every file of `files` exists or one task failed; bounded by `limit`.
-af::Status await_files(const std::string& dir, const std::vector<Task>& tasks, const std::string& what,
+// Waits until every task of `procs` wrote its `what` file, or one failed; bounded by `limit`.
+af::Status await_files(const std::string& dir, const std::vector<Proc>& procs, const std::string& what,
                        std::chrono::seconds limit) {
   const auto deadline = Clock::now() + limit;
-  size_t next = 0;
-  while (next < tasks.size()) {
-    const Task& t = tasks[next];
-    if (exists(task_file(dir, what, t.job, t.index))) {
-      ++next;
-      continue;
+  for (const Proc& p : procs) {
+    for (size_t i = 0; i < p.indices.size(); ++i) {
+      while (!exists(task_file(dir, what, p.job, p.indices[i]))) {
+        for (int j : p.indices)
+          if (exists(task_file(dir, "failed", p.job, j)))
+            return af::Internal(p.name(i) + "'s process failed: " + slurp(task_file(dir, "failed", p.job, j)));
+        int st = 0;
+        if (p.pid > 0 && waitpid(p.pid, &st, WNOHANG) == p.pid)
+          return af::Internal("the process of " + p.name(i) + " exited early; its log is in " + dir);
+        if (Clock::now() > deadline)
+          return af::DeadlineExceeded(p.name(i) + " did not write '" + what + "' within " +
+                                      std::to_string(limit.count()) + " s; logs in " + dir);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // files of other processes
+      }
     }
-    if (exists(task_file(dir, "failed", t.job, t.index)))
-      return af::Internal(t.name() + " failed: " + slurp(task_file(dir, "failed", t.job, t.index)));
-    int st = 0;
-    if (t.pid > 0 && waitpid(t.pid, &st, WNOHANG) == t.pid)
-      return af::Internal(t.name() + " exited early; its log is in " + dir);
-    if (Clock::now() > deadline)
-      return af::DeadlineExceeded(t.name() + " did not write '" + what + "' within " + std::to_string(limit.count()) +
-                                  " s; logs in " + dir);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // files of other processes
   }
   return af::Status::OK();
 }
@@ -354,7 +383,12 @@ double await_left(const std::string& dir, const std::string& task, int64_t t0_ms
   return -1;
 }
 
-af::Result<Row> run_one(int workers, int num_ps, double window, const std::string& actorflow_bin, bool keep) {
+// One run: `workers` workers (worker 0, the chief, in a process of its own; the last two, the
+// victims of kill -9 and SIGSTOP, in one each; the others `per_proc` to a process) and `num_ps`
+// ps tasks (one per process).
+af::Result<Row> run_one(int workers, int num_ps, int per_proc, double window, const std::string& actorflow_bin,
+                        bool keep) {
+  if (workers < 4) return af::InvalidArgument("the run needs at least 4 workers (chief, 1 packed, 2 victims)");
   Row row;
   row.workers = workers;
   row.ps = num_ps;
@@ -363,7 +397,6 @@ af::Result<Row> run_one(int workers, int num_ps, double window, const std::strin
   Children ch;
   ch.dir = tmpl;
   const std::string dir = ch.dir, file = dir + "/cluster.toml";
-  std::ostringstream toml;
   auto list = [&](int n) -> af::Result<std::string> {
     std::string s;
     for (int i = 0; i < n; ++i) {
@@ -375,95 +408,110 @@ af::Result<Row> run_one(int workers, int num_ps, double window, const std::strin
   };
   AF_ASSIGN_OR_RETURN(std::string ps_list, list(num_ps));
   AF_ASSIGN_OR_RETURN(std::string w_list, list(workers));
-  toml << "[jobs]\nps = [" << ps_list << "]\nworker = [" << w_list << "]\n";
-  put(file, toml.str());
+  put(file, "[jobs]\nps = [" + ps_list + "]\nworker = [" + w_list + "]\n");
   const std::string self = self_path();
   const auto t_start = Clock::now();
-  auto start = [&](const std::string& job, int i) {
-    Task t{job, i, -1};
-    t.pid = spawn({self, "--role", "task", "--cluster", file, "--job", job, "--index", std::to_string(i), "--ps",
+  auto start = [&](const std::string& job, std::vector<int> indices) {
+    Proc p{job, std::move(indices), -1};
+    std::string list;
+    for (int i : p.indices) list += (list.empty() ? "" : ",") + std::to_string(i);
+    p.pid = spawn({self, "--role", "task", "--cluster", file, "--job", job, "--index", list, "--ps",
                    std::to_string(num_ps), "--dir", dir},
-                  dir + "/" + job + std::to_string(i) + ".log");
-    ch.tasks.push_back(t);
+                  dir + "/" + job + std::to_string(p.indices[0]) + ".log");
+    ch.procs.push_back(std::move(p));
   };
-  for (int k = 0; k < num_ps; ++k) start("ps", k);
-  AF_RETURN_IF_ERROR(await_files(dir, ch.tasks, "ready", std::chrono::seconds(120)));
-  for (int i = 0; i < workers; ++i) start("worker", i);
-  AF_RETURN_IF_ERROR(await_files(dir, ch.tasks, "ready", std::chrono::seconds(120 + 3 * workers)));
-  row.startup_secs = std::chrono::duration<double>(Clock::now() - t_start).count();
-  std::fprintf(stderr, "  %d workers + %d ps ready after %.1f s\n", workers, num_ps, row.startup_secs);
-  const size_t chief = static_cast<size_t>(num_ps);  // worker 0
-  // 1. the idle window.
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // the chief's monitor connects to late tasks
-  std::vector<std::map<std::string, double>> c0(ch.tasks.size()), c1(ch.tasks.size());
-  for (size_t i = 0; i < ch.tasks.size(); ++i)
-    c0[i] = read_counters(task_file(dir, "counters", ch.tasks[i].job, ch.tasks[i].index));
-  std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
-  for (size_t i = 0; i < ch.tasks.size(); ++i)
-    c1[i] = read_counters(task_file(dir, "counters", ch.tasks[i].job, ch.tasks[i].index));
-  std::vector<pid_t> pids;
-  for (const auto& t : ch.tasks) pids.push_back(t.pid);
-  AF_ASSIGN_OR_RETURN(auto by_pid, af::net::tcp_connections(pids));
-  std::map<pid_t, size_t> index_of;
-  for (size_t i = 0; i < ch.tasks.size(); ++i) index_of[ch.tasks[i].pid] = i;
-  struct Conns {
-    int sockets = 0;
-    std::set<size_t> peers;  // indexes into ch.tasks
-  };
-  std::vector<Conns> conns(ch.tasks.size());
-  for (size_t i = 0; i < ch.tasks.size(); ++i) {
-    const auto& c = by_pid[ch.tasks[i].pid];
-    conns[i].sockets = c.sockets;
-    for (pid_t p : c.peers) conns[i].peers.insert(index_of[p]);
+  for (int k = 0; k < num_ps; ++k) start("ps", {k});
+  AF_RETURN_IF_ERROR(await_files(dir, ch.procs, "ready", std::chrono::seconds(120)));
+  start("worker", {0});
+  for (int i = 1; i < workers - 2; i += per_proc) {
+    std::vector<int> idx;
+    for (int j = i; j < std::min(i + per_proc, workers - 2); ++j) idx.push_back(j);
+    start("worker", idx);
   }
-  double ps_hb = 0, w_hb = 0, ps_mem = 0, w_mem = 0;
-  double ps_peers = 0, ps_socks = 0, w_peers = 0, w_socks = 0;
-  for (size_t i = 0; i < ch.tasks.size(); ++i) {
+  start("worker", {workers - 2});
+  start("worker", {workers - 1});
+  row.procs = static_cast<int>(ch.procs.size());
+  AF_RETURN_IF_ERROR(await_files(dir, ch.procs, "ready", std::chrono::seconds(120 + 3 * workers)));
+  row.startup_secs = std::chrono::duration<double>(Clock::now() - t_start).count();
+  std::fprintf(stderr, "  %d workers + %d ps in %d processes ready after %.1f s\n", workers, num_ps, row.procs,
+               row.startup_secs);
+  const size_t chief = static_cast<size_t>(num_ps);  // worker 0's process
+  auto is_victim = [&](size_t i) { return i + 2 >= ch.procs.size(); };
+
+  // 1. The idle window.
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // the chief's monitor reaches late tasks
+  std::vector<std::map<std::string, double>> c0(ch.procs.size()), c1(ch.procs.size());
+  auto counters = [&](size_t i) { return read_counters(task_file(dir, "counters", ch.procs[i].job, ch.procs[i].indices[0])); };
+  for (size_t i = 0; i < ch.procs.size(); ++i) c0[i] = counters(i);
+  std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
+  for (size_t i = 0; i < ch.procs.size(); ++i) c1[i] = counters(i);
+  std::vector<pid_t> pids;
+  std::map<pid_t, size_t> index_of;
+  for (size_t i = 0; i < ch.procs.size(); ++i) {
+    pids.push_back(ch.procs[i].pid);
+    index_of[ch.procs[i].pid] = i;
+  }
+  AF_ASSIGN_OR_RETURN(auto conns, af::net::tcp_connections(pids));
+  double ps_hb = 0, w_hb = 0, ps_pss = 0, w_pss = 0, ps_socks = 0, w_socks = 0;
+  double packed_pss = 0, packed_tasks = 0, packed_procs = 0, victim_pss = 0;
+  for (size_t i = 0; i < ch.procs.size(); ++i) {
+    const Proc& p = ch.procs[i];
+    const auto& c = conns[p.pid];
     const double secs = (c1[i]["time_ms"] - c0[i]["time_ms"]) / 1000.0;
-    const double hb = secs > 0 ? (c1[i]["actorflow_heartbeats_sent_total"] - c0[i]["actorflow_heartbeats_sent_total"] +
-                                  c1[i]["actorflow_heartbeats_received_total"] -
-                                  c0[i]["actorflow_heartbeats_received_total"]) / secs
-                               : 0;
-    const double ev = secs > 0 ? (c1[i]["actorflow_membership_events_total"] - c0[i]["actorflow_membership_events_total"]) / secs : 0;
-    const double mem = rss_bytes(ch.tasks[i].pid);
-    row.hb_total += hb / 2;  // each heartbeat is counted by its sender and its receiver
-    row.events_per_sec += ev;
-    row.mem_total += mem;
-    row.total_connections += conns[i].sockets;
-    const double peers = static_cast<double>(conns[i].peers.size());
+    auto rate = [&](const char* n) { return secs > 0 ? (c1[i][n] - c0[i][n]) / secs : 0; };
+    const double hb = rate("actorflow_heartbeats_sent_total") + rate("actorflow_heartbeats_received_total");
+    const double pss = smaps_bytes(p.pid, "Pss:");
+    row.hb_total += hb / 2;  // each heartbeat is counted by its sender and by its receiver
+    row.events_per_sec += rate("actorflow_membership_events_total");
+    row.pss_total += pss;
+    row.total_connections += c.sockets;
     if (i == chief) {
       row.hb_chief = hb;
-      row.mem_chief = mem;
-      row.chief_peers = peers;
-      row.chief_sockets = conns[i].sockets;
-    } else if (ch.tasks[i].job == "ps") {
+      row.pss_chief = pss;
+      row.chief_peers = c1[i]["membership_peers"];
+      row.chief_sockets = c.sockets;
+    } else if (p.job == "ps") {
       ps_hb += hb;
-      ps_mem += mem;
-      ps_peers += peers;
-      ps_socks += conns[i].sockets;
-      row.ps_peers_max = std::max(row.ps_peers_max, peers);
+      ps_pss += pss;
+      ps_socks += c.sockets;
+      row.ps_members_avg += c1[i]["membership_peers"] / num_ps;
+      row.ps_sockets_max = std::max(row.ps_sockets_max, static_cast<double>(c.sockets));
+      row.ps_peer_procs = std::max(row.ps_peer_procs, static_cast<double>(c.peers.size()));
     } else {
       w_hb += hb;
-      w_mem += mem;
-      w_peers += peers;
-      w_socks += conns[i].sockets;
-      row.worker_peers_max = std::max(row.worker_peers_max, peers);
-      for (size_t p : conns[i].peers)
-        if (p != chief && ch.tasks[p].job == "worker") ++row.worker_worker;
+      w_pss += pss;
+      w_socks += c.sockets;
+      row.worker_members_avg += c1[i]["membership_peers"] / (workers - 1);
+      row.worker_peer_procs_max = std::max(row.worker_peer_procs_max, static_cast<double>(c.peers.size()));
+      row.worker_worker += c.self_sockets;
+      for (pid_t q : c.peers) {
+        const size_t j = index_of[q];
+        if (j != chief && ch.procs[j].job == "worker") ++row.worker_worker;
+      }
+      if (is_victim(i)) {
+        victim_pss = std::max(victim_pss, pss);
+      } else {
+        packed_pss += pss;
+        packed_tasks += static_cast<double>(p.indices.size());
+        packed_procs += 1;
+      }
     }
   }
   row.total_connections /= 2;  // both ends of a loopback connection are counted
   row.worker_worker /= 2;
   const double nw = workers - 1;
   row.hb_ps_avg = ps_hb / num_ps;
-  row.hb_worker_avg = nw > 0 ? w_hb / nw : 0;
-  row.mem_ps_avg = ps_mem / num_ps;
-  row.mem_worker_avg = nw > 0 ? w_mem / nw : 0;
-  row.ps_peers_avg = ps_peers / num_ps;
+  row.hb_worker_avg = w_hb / nw;
+  row.pss_ps_avg = ps_pss / num_ps;
+  row.pss_worker_avg = w_pss / nw;
+  // What one more worker task costs in a process that already holds some: (a packed process - a
+  // one-task process) / (its tasks - 1), averaged over the packed processes.
+  if (packed_tasks > packed_procs)
+    row.pss_worker_marginal = (packed_pss - packed_procs * victim_pss) / (packed_tasks - packed_procs);
   row.ps_sockets_avg = ps_socks / num_ps;
-  row.worker_peers_avg = nw > 0 ? w_peers / nw : 0;
-  row.worker_sockets_avg = nw > 0 ? w_socks / nw : 0;
-  // 2. `actorflow status`.
+  row.worker_sockets_avg = w_socks / nw;
+
+  // 2. `actorflow status`, once.
   if (!actorflow_bin.empty()) {
     const auto t = Clock::now();
     pid_t st = spawn({actorflow_bin, "status", "--cluster", file, "--interval-ms", "10", "--timeout-ms", "5000"},
@@ -473,10 +521,11 @@ af::Result<Row> run_one(int workers, int num_ps, double window, const std::strin
     if (rc != 0) return af::Internal("actorflow status exited " + std::to_string(rc) + "; see " + dir + "/status.log");
     row.status_secs = secs;
   }
-  // 3. the load window.
+
+  // 3. The load window.
   put(dir + "/go", "go\n");
   std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
-  for (auto& t : ch.tasks) row.mem_load_total += rss_bytes(t.pid);
+  for (const auto& p : ch.procs) row.pss_load_total += smaps_bytes(p.pid, "Pss:");
   put(dir + "/halt", "halt\n");
   {
     const auto deadline = Clock::now() + std::chrono::seconds(120);
@@ -489,25 +538,26 @@ af::Result<Row> run_one(int workers, int num_ps, double window, const std::strin
     if (secs <= 0) return af::Internal("the chief wrote no update count; logs in " + dir);
     row.updates_per_sec = updates / secs;
   }
-  // 4. kill -9 of the last worker.
+
+  // 4. kill -9 of the last worker (a process of its own).
   {
-    Task& t = ch.tasks.back();
+    Proc& p = ch.procs.back();
     const int64_t t0 = wall_ms();
-    kill(t.pid, SIGKILL);
-    row.detect_kill_secs = await_left(dir, t.name(), t0, std::chrono::seconds(30));
-    waitpid(t.pid, nullptr, 0);
-    t.pid = -1;
+    kill(p.pid, SIGKILL);
+    row.detect_kill_secs = await_left(dir, p.name(), t0, std::chrono::seconds(30));
+    waitpid(p.pid, nullptr, 0);
+    p.pid = -1;
   }
-  // 5. SIGSTOP of the next-to-last worker: silent, its connections stay open.
-  if (workers >= 3) {
-    Task& t = ch.tasks[ch.tasks.size() - 2];
+  // 5. SIGSTOP of the next-to-last: silent, its connections stay open.
+  {
+    Proc& p = ch.procs[ch.procs.size() - 2];
     const int64_t t0 = wall_ms();
-    kill(t.pid, SIGSTOP);
-    row.detect_stop_secs = await_left(dir, t.name(), t0, std::chrono::seconds(60));
-    kill(t.pid, SIGKILL);
-    kill(t.pid, SIGCONT);
-    waitpid(t.pid, nullptr, 0);
-    t.pid = -1;
+    kill(p.pid, SIGSTOP);
+    row.detect_stop_secs = await_left(dir, p.name(), t0, std::chrono::seconds(60));
+    kill(p.pid, SIGKILL);
+    kill(p.pid, SIGCONT);
+    waitpid(p.pid, nullptr, 0);
+    p.pid = -1;
   }
   // The logs stay when a run fails (the early returns above) or with --keep.
   if (keep) std::fprintf(stderr, "  logs kept in %s\n", dir.c_str());
@@ -528,24 +578,26 @@ std::string num(double v, const char* f = "%.1f") {
 }
 
 std::string header() {
-  return "| workers | ps | conns chief (peers/sockets) | conns ps avg/max peers (sockets) | conns worker avg/max "
-         "peers (sockets) | worker-worker | total TCP conns | heartbeats/s total | hb/s chief | hb/s ps | hb/s "
-         "worker | membership events/s | RSS chief MiB | RSS ps MiB | RSS worker MiB | RSS total MiB (idle/load) | "
-         "detect kill -9 s | detect SIGSTOP s | status s | updates/s | startup s |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  return "| workers | ps | processes | chief: membership peers / sockets | ps: membership peers / sockets avg / max | worker: membership peers / sockets per task | "
+         "worker-worker sockets | TCP connections total | heartbeats/s total | hb/s chief | hb/s per ps | hb/s per "
+         "worker | membership events/s | PSS chief MiB | PSS per ps MiB | PSS per worker MiB (avg / marginal) | PSS "
+         "total MiB (idle / load) | detect kill -9 s | detect SIGSTOP s | status s | updates/s | startup s |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
 std::string render(const Row& r) {
   std::ostringstream o;
-  o << "| " << r.workers << " | " << r.ps << " | " << num(r.chief_peers, "%.0f") << " / "
-    << num(r.chief_sockets, "%.0f") << " | " << num(r.ps_peers_avg) << " / " << num(r.ps_peers_max, "%.0f") << " ("
-    << num(r.ps_sockets_avg) << ") | " << num(r.worker_peers_avg) << " / " << num(r.worker_peers_max, "%.0f") << " ("
-    << num(r.worker_sockets_avg) << ") | " << r.worker_worker << " | " << num(r.total_connections, "%.0f") << " | "
-    << num(r.hb_total) << " | " << num(r.hb_chief) << " | " << num(r.hb_ps_avg) << " | " << num(r.hb_worker_avg)
-    << " | " << num(r.events_per_sec, "%.2f") << " | " << mib(r.mem_chief) << " | " << mib(r.mem_ps_avg) << " | "
-    << mib(r.mem_worker_avg) << " | " << mib(r.mem_total) << " / " << mib(r.mem_load_total) << " | "
+  o << "| " << r.workers << " | " << r.ps << " | " << r.procs << " | " << num(r.chief_peers, "%.0f") << " / "
+    << num(r.chief_sockets, "%.0f") << " | " << num(r.ps_members_avg) << " / " << num(r.ps_sockets_avg) << " / "
+    << num(r.ps_sockets_max, "%.0f") << " | " << num(r.worker_members_avg, "%.2f") << " / "
+    << num(r.worker_sockets_avg, "%.2f") << " | " << r.worker_worker << " | "
+    << num(r.total_connections, "%.0f") << " | " << num(r.hb_total) << " | " << num(r.hb_chief) << " | "
+    << num(r.hb_ps_avg) << " | " << num(r.hb_worker_avg, "%.2f") << " | " << num(r.events_per_sec, "%.2f") << " | "
+    << mib(r.pss_chief) << " | " << mib(r.pss_ps_avg) << " | " << mib(r.pss_worker_avg) << " / "
+    << mib(r.pss_worker_marginal) << " | " << mib(r.pss_total) << " / " << mib(r.pss_load_total) << " | "
     << num(r.detect_kill_secs, "%.3f") << " | " << num(r.detect_stop_secs, "%.2f") << " | "
-    << num(r.status_secs, "%.2f") << " | " << num(r.updates_per_sec, "%.0f") << " | " << num(r.startup_secs) << " |\n";
+    << num(r.status_secs, "%.2f") << " | " << num(r.updates_per_sec, "%.0f") << " | " << num(r.startup_secs)
+    << " |\n";
   return o.str();
 }
 
@@ -579,13 +631,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (role == "task") {
-    int index = 0;
-    if (!parse_int(arg(argc, argv, "--index", ""), 0, 100000, &index)) {
-      std::fprintf(stderr, "scale: --index must be a task index\n");
+    std::vector<int> indices;
+    std::istringstream in(arg(argc, argv, "--index", ""));
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      int index = 0;
+      if (!parse_int(part, 0, 100000, &index)) {
+        std::fprintf(stderr, "scale: --index takes task indexes separated by commas, got '%s'\n", part.c_str());
+        return 2;
+      }
+      indices.push_back(index);
+    }
+    if (indices.empty()) {
+      std::fprintf(stderr, "scale: --index is required with --role task\n");
       return 2;
     }
-    return run_task(arg(argc, argv, "--cluster", ""), arg(argc, argv, "--job", ""), index, num_ps,
-                    arg(argc, argv, "--dir", ""));
+    return run_tasks(arg(argc, argv, "--cluster", ""), arg(argc, argv, "--job", ""), indices, num_ps,
+                     arg(argc, argv, "--dir", ""));
   }
   if (!role.empty()) {
     std::fprintf(stderr, "scale: unknown --role '%s'\n", role.c_str());
@@ -620,6 +682,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (bin.empty()) std::fprintf(stderr, "scale: no actorflow binary found next to this one: status not timed\n");
+  int per_proc = 0;
+  if (!parse_int(arg(argc, argv, "--per-process", "16"), 1, 1000, &per_proc)) {
+    std::fprintf(stderr, "scale: --per-process must be 1..1000\n");
+    return 2;
+  }
   const std::string out = arg(argc, argv, "--out", "");
   const bool keep = flag(argc, argv, "--keep");
   std::string table = header();
@@ -628,7 +695,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (int n : counts) {
     std::fprintf(stderr, "scale: %d workers, %d ps, %d s windows\n", n, num_ps, window);
-    auto r = run_one(n, num_ps, window, bin, keep);
+    auto r = run_one(n, num_ps, per_proc, window, bin, keep);
     if (!r.ok()) {
       std::fprintf(stderr, "scale: %d workers: %s\n", n, r.status().to_string().c_str());
       rc = 1;

@@ -74,7 +74,11 @@ Result<std::map<pid_t, ProcessConnections>> tcp_connections(const std::vector<pi
     c.sockets = static_cast<int>(rs.size());
     for (const auto& r : rs) {
       auto o = owner.find(r);
-      if (o != owner.end() && o->second != pid) c.peers.insert(o->second);
+      if (o == owner.end()) continue;
+      if (o->second == pid)
+        ++c.self_sockets;
+      else
+        c.peers.insert(o->second);
     }
   }
   return out;

@@ -23,6 +23,7 @@ namespace net {
 struct ProcessConnections {
   int sockets = 0;          // established TCP sockets the process holds (to anyone)
   std::set<pid_t> peers;    // which of the given processes hold the other end of one of them
+  int self_sockets = 0;     // sockets whose other end this same process holds (counted twice)
 };
 
 // For each of `pids` (their established TCP connections, as above). A pid that is not running
