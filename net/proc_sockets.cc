@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace actorflow {
 namespace net {
@@ -56,24 +57,28 @@ Result<std::vector<std::string>> socket_inodes(pid_t pid) {
 
 Result<std::map<pid_t, ProcessConnections>> tcp_connections(const std::vector<pid_t>& pids) {
   AF_ASSIGN_OR_RETURN(auto est, established());
-  std::map<std::string, pid_t> owner;               // local endpoint -> process
-  std::map<pid_t, std::vector<std::string>> remotes;  // process -> its sockets' remote endpoints
+  // A connection is its two endpoints: one local port may serve several connections (a listener's
+  // accepted sockets; an outgoing port reused towards different destinations), so the socket at
+  // the other end of (local, remote) is the one whose endpoints are (remote, local).
+  using Key = std::pair<std::string, std::string>;
+  std::map<Key, pid_t> owner;                  // (local, remote) -> process
+  std::map<pid_t, std::vector<Key>> sockets;  // process -> its sockets
   for (pid_t pid : pids) {
     AF_ASSIGN_OR_RETURN(auto inodes, socket_inodes(pid));
-    auto& mine = remotes[pid];
+    auto& mine = sockets[pid];
     for (const auto& ino : inodes) {
       auto it = est.find(ino);
       if (it == est.end()) continue;
-      owner[it->second.local] = pid;
-      mine.push_back(it->second.remote);
+      owner[{it->second.local, it->second.remote}] = pid;
+      mine.push_back({it->second.local, it->second.remote});
     }
   }
   std::map<pid_t, ProcessConnections> out;
-  for (const auto& [pid, rs] : remotes) {
+  for (const auto& [pid, ss] : sockets) {
     ProcessConnections& c = out[pid];
-    c.sockets = static_cast<int>(rs.size());
-    for (const auto& r : rs) {
-      auto o = owner.find(r);
+    c.sockets = static_cast<int>(ss.size());
+    for (const auto& [local, remote] : ss) {
+      auto o = owner.find({remote, local});
       if (o == owner.end()) continue;
       if (o->second == pid)
         ++c.self_sockets;

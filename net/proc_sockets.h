@@ -4,7 +4,9 @@
 // A socket of process P is found through /proc/P/fd ("socket:[inode]"); an established TCP
 // socket of this network namespace is listed with its inode in /proc/net/tcp and /proc/net/tcp6.
 // A connection between two of the given processes shows up twice (once per end); its peer is the
-// process that owns the socket whose local endpoint is this socket's remote endpoint.
+// process that owns the socket with the same two endpoints swapped (a local port alone is not
+// unique: a listener's accepted sockets share it, and Linux reuses an outgoing port towards
+// different destinations).
 //
 // Thread-safety: a pure function of /proc; may be called from any thread.
 #pragma once
