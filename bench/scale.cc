@@ -38,7 +38,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <functional>
 #include <memory>
 #include <map>
@@ -102,10 +104,35 @@ std::string counters_text() {
   return o.str();
 }
 
+// The orchestrator's commands (files in the run's directory), polled by one thread per process
+// and handed to its tasks without each task polling.
+struct Flags {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false, halt = false, over = false;
+  // Sets go and halt (what the files say) and wakes the tasks when they changed.
+  void set(bool g, bool h) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (g == go && h == halt) return;
+      go = g;
+      halt = h;
+    }
+    cv.notify_all();
+  }
+  // The run is over: every task returns.
+  void finish() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      over = true;
+    }
+    cv.notify_all();
+  }
+};
+
 // One worker task: its session on `server` through a Supervisor (the chief, index 0, initialises
 // the model and watches every task), then steps while the go file says so, until `over()`.
-af::Status worker_loop(af::Server& server, int index, int num_ps, const std::string& dir,
-                       const std::function<bool()>& over) {
+af::Status worker_loop(af::Server& server, int index, int num_ps, const std::string& dir, Flags& flags) {
   af::Scope root = af::Scope::root();
   std::vector<af::Output> vars, inits, adds;
   for (int k = 0; k < num_ps; ++k) {
@@ -159,13 +186,17 @@ af::Status worker_loop(af::Server& server, int index, int num_ps, const std::str
     return s;
   };
   put(task_file(dir, "ready", "worker", index), "ok\n");
-  const std::string go_file = dir + "/go", halt_file = dir + "/halt";
   bool stepping = false, measured = false;
   double s0 = 0;
   int64_t t0 = 0, steps = 0;
   af::Status outcome;
-  while (!over()) {
-    const bool go = exists(go_file) && !exists(halt_file);
+  while (true) {
+    bool go = false;
+    {
+      std::lock_guard<std::mutex> l(flags.mu);
+      if (flags.over) break;
+      go = flags.go && !flags.halt;
+    }
     if (go && !stepping && !measured) {
       stepping = true;
       if (chief) {
@@ -191,7 +222,10 @@ af::Status worker_loop(af::Server& server, int index, int num_ps, const std::str
       if (!r.ok()) { outcome = r.status(); break; }
       ++steps;
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls files of another process
+      // Idle until the window opens (once) or the run is over.
+      std::unique_lock<std::mutex> l(flags.mu);
+      flags.cv.wait_for(l, std::chrono::seconds(1),
+                        [&] { return flags.over || (flags.go && !flags.halt && !measured); });
     }
   }
   done = true;
@@ -217,8 +251,9 @@ int run_tasks(const std::string& cluster_file, const std::string& job, const std
     if (!server.ok()) return fail(i, server.status());
     servers.push_back(std::move(*server));
   }
-  const std::string stop_file = dir + "/stop";
+  const std::string stop_file = dir + "/stop", go_file = dir + "/go", halt_file = dir + "/halt";
   std::atomic<bool> failed{false};
+  Flags flags;
   auto over = [&] { return failed || exists(stop_file) || getppid() != parent; };
   std::vector<std::thread> threads;
   if (job == "ps") {
@@ -226,19 +261,26 @@ int run_tasks(const std::string& cluster_file, const std::string& job, const std
   } else {
     for (size_t t = 0; t < indices.size(); ++t)
       threads.emplace_back([&, t] {
-        af::Status st = worker_loop(*servers[t], indices[t], num_ps, dir, over);
+        af::Status st = worker_loop(*servers[t], indices[t], num_ps, dir, flags);
         if (!st.ok()) {
           fail(indices[t], st);
           failed = true;
         }
       });
   }
+  auto last_dump = Clock::now() - std::chrono::seconds(1);
   while (!over()) {
-    size_t peers = 0;  // the peers the process's tasks connected to (Membership::ensure)
-    for (auto& sv : servers) peers += sv->membership()->peers().size();
-    put(task_file(dir, "counters", job, indices[0]), counters_text() + "membership_peers " + std::to_string(peers) + "\n");
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the counters' sampling period
+    flags.set(exists(go_file), exists(halt_file));
+    if (Clock::now() - last_dump >= std::chrono::milliseconds(500)) {
+      last_dump = Clock::now();
+      size_t peers = 0;  // the peers the process's tasks connected to (Membership::ensure)
+      for (auto& sv : servers) peers += sv->membership()->peers().size();
+      put(task_file(dir, "counters", job, indices[0]),
+          counters_text() + "membership_peers " + std::to_string(peers) + "\n");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls the orchestrator's files
   }
+  flags.finish();
   for (auto& t : threads) t.join();
   std::_Exit(failed ? 1 : 0);  // the bench is over: no orderly goodbye to hundreds of peers
 }
@@ -256,6 +298,31 @@ double smaps_bytes(pid_t pid, const std::string& field) {
     }
   }
   return 0;
+}
+
+// CPU seconds (user + system) `pid` used so far; 0 when unreadable.
+double cpu_secs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream f(line.substr(close + 2));
+  std::string x;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 13; ++i) f >> x;  // fields 3..13
+  f >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The host's busy CPU seconds (all cores, everything but idle and iowait) so far.
+double host_busy_secs() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double v[10] = {0};
+  in >> cpu;
+  for (double& x : v) in >> x;
+  return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // One process of the run and the tasks it hosts.
@@ -338,12 +405,13 @@ struct Row {
   double ps_members_avg = 0;       // membership peers per ps task
   double worker_peer_procs_max = 0;  // distinct peer processes of a worker process
   int worker_worker = 0;           // sockets between two worker processes other than the chief, or inside one
-  double total_connections = 0;
+  double total_connections = 0, load_connections = 0;
   double hb_total = 0, hb_chief = 0, hb_ps_avg = 0, hb_worker_avg = 0;  // sent + received per second
   double events_per_sec = 0;
   double pss_total = 0, pss_chief = 0, pss_ps_avg = 0, pss_worker_avg = 0, pss_worker_marginal = 0, pss_load_total = 0;
   double status_secs = -1, detect_kill_secs = -1, detect_stop_secs = -1, updates_per_sec = -1;
   double startup_secs = 0;
+  double idle_cpu = 0, chief_cpu = 0, host_cpu = 0;  // cores busy in the idle window: the tasks, the chief, the host
 };
 
 // Waits until every task of `procs` wrote its `what` file, or one failed; bounded by `limit`.
@@ -442,9 +510,22 @@ af::Result<Row> run_one(int workers, int num_ps, int per_proc, double window, co
   std::this_thread::sleep_for(std::chrono::seconds(2));  // the chief's monitor reaches late tasks
   std::vector<std::map<std::string, double>> c0(ch.procs.size()), c1(ch.procs.size());
   auto counters = [&](size_t i) { return read_counters(task_file(dir, "counters", ch.procs[i].job, ch.procs[i].indices[0])); };
-  for (size_t i = 0; i < ch.procs.size(); ++i) c0[i] = counters(i);
+  std::vector<double> cpu0(ch.procs.size()), cpu1(ch.procs.size());
+  for (size_t i = 0; i < ch.procs.size(); ++i) {
+    c0[i] = counters(i);
+    cpu0[i] = cpu_secs(ch.procs[i].pid);
+  }
+  const double host0 = host_busy_secs();
+  const auto w0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
-  for (size_t i = 0; i < ch.procs.size(); ++i) c1[i] = counters(i);
+  const double wsecs = std::chrono::duration<double>(Clock::now() - w0).count();
+  row.host_cpu = (host_busy_secs() - host0) / wsecs;
+  for (size_t i = 0; i < ch.procs.size(); ++i) {
+    c1[i] = counters(i);
+    cpu1[i] = cpu_secs(ch.procs[i].pid);
+    row.idle_cpu += (cpu1[i] - cpu0[i]) / wsecs;
+  }
+  row.chief_cpu = (cpu1[chief] - cpu0[chief]) / wsecs;
   std::vector<pid_t> pids;
   std::map<pid_t, size_t> index_of;
   for (size_t i = 0; i < ch.procs.size(); ++i) {
@@ -526,6 +607,10 @@ af::Result<Row> run_one(int workers, int num_ps, int per_proc, double window, co
   put(dir + "/go", "go\n");
   std::this_thread::sleep_for(std::chrono::duration<double>(window));  // the measured window
   for (const auto& p : ch.procs) row.pss_load_total += smaps_bytes(p.pid, "Pss:");
+  {
+    AF_ASSIGN_OR_RETURN(auto loaded, af::net::tcp_connections(pids));
+    for (const auto& [pid, c] : loaded) row.load_connections += c.sockets / 2.0;
+  }
   put(dir + "/halt", "halt\n");
   {
     const auto deadline = Clock::now() + std::chrono::seconds(120);
@@ -579,10 +664,10 @@ std::string num(double v, const char* f = "%.1f") {
 
 std::string header() {
   return "| workers | ps | processes | chief: membership peers / sockets | ps: membership peers / sockets avg / max | worker: membership peers / sockets per task | "
-         "worker-worker sockets | TCP connections total | heartbeats/s total | hb/s chief | hb/s per ps | hb/s per "
+         "worker-worker sockets | TCP connections total (idle / load) | heartbeats/s total | hb/s chief | hb/s per ps | hb/s per "
          "worker | membership events/s | PSS chief MiB | PSS per ps MiB | PSS per worker MiB (avg / marginal) | PSS "
-         "total MiB (idle / load) | detect kill -9 s | detect SIGSTOP s | status s | updates/s | startup s |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "total MiB (idle / load) | detect kill -9 s | detect SIGSTOP s | status s | updates/s | startup s | idle CPU cores: tasks / chief / host |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
 std::string render(const Row& r) {
@@ -591,13 +676,13 @@ std::string render(const Row& r) {
     << num(r.chief_sockets, "%.0f") << " | " << num(r.ps_members_avg) << " / " << num(r.ps_sockets_avg) << " / "
     << num(r.ps_sockets_max, "%.0f") << " | " << num(r.worker_members_avg, "%.2f") << " / "
     << num(r.worker_sockets_avg, "%.2f") << " | " << r.worker_worker << " | "
-    << num(r.total_connections, "%.0f") << " | " << num(r.hb_total) << " | " << num(r.hb_chief) << " | "
+    << num(r.total_connections, "%.0f") << " / " << num(r.load_connections, "%.0f") << " | " << num(r.hb_total) << " | " << num(r.hb_chief) << " | "
     << num(r.hb_ps_avg) << " | " << num(r.hb_worker_avg, "%.2f") << " | " << num(r.events_per_sec, "%.2f") << " | "
     << mib(r.pss_chief) << " | " << mib(r.pss_ps_avg) << " | " << mib(r.pss_worker_avg) << " / "
     << mib(r.pss_worker_marginal) << " | " << mib(r.pss_total) << " / " << mib(r.pss_load_total) << " | "
     << num(r.detect_kill_secs, "%.3f") << " | " << num(r.detect_stop_secs, "%.2f") << " | "
     << num(r.status_secs, "%.2f") << " | " << num(r.updates_per_sec, "%.0f") << " | " << num(r.startup_secs)
-    << " |\n";
+    << " | " << num(r.idle_cpu, "%.2f") << " / " << num(r.chief_cpu, "%.2f") << " / " << num(r.host_cpu, "%.2f") << " |\n";
   return o.str();
 }
 
