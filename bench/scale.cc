@@ -1,23 +1,25 @@
 // The control plane at scale (issue 17, item 5): W workers and P parameter servers, each its own
 // process on 127.0.0.1, measured per task and in total.
 //
-//   build/bench/scale [--workers 64,128,256] [--ps 8] [--window 10] [--actorflow build/actorflow]
-//                     [--out FILE] [--keep]
+//   build/bench/scale [--workers 64,128,256] [--ps 8] [--window 10] [--per-process 16]
+//                     [--actorflow build/actorflow] [--out FILE] [--keep]
 //
 // Per worker count it writes a cluster file with free loopback ports, starts the ps tasks (this
-// binary, re-executed with --role task), waits until they serve, starts the workers, and waits
-// (bounded) until every worker's session is ready. The model is tiny: one float scalar per ps
+// binary, re-executed with --role task; one process each), waits until they serve, starts the
+// workers (the chief and the last two in a process each, the others --per-process to a process,
+// each task a Server with its own actor system), and waits (bounded) until every worker's session
+// is ready. Results and their reading: docs/scale.md. The model is tiny: one float scalar per ps
 // (`/job:ps/task:k`), initialised by the chief's Supervisor (worker 0, which also watches every
 // task: SupervisorConfig::monitor_tasks); a step is one assign_add(v_k, 1) on every ps. Then:
 //   1. idle window (`--window` s, nobody steps): heartbeats and membership events per second per
 //      task (the counters actorflow_heartbeats_sent_total / _received_total /
-//      actorflow_membership_events_total, which each task writes to a file every 500 ms),
-//      established TCP connections per task (/proc/<pid>/fd sockets matched against
-//      /proc/net/tcp{,6}: the peer of each socket is the task owning its remote end) and RSS;
+//      actorflow_membership_events_total, which each task process writes to a file every 500 ms),
+//      established TCP connections per process (net/proc_sockets.h), membership peers per task,
+//      PSS per process, and the CPU the task processes and the host used;
 //   2. `actorflow status --cluster F` run once: its wall time minus its rate interval (10 ms);
 //   3. load window (`--window` s, every worker steps as fast as it can): variable updates per
 //      second the ps tasks sustain, from the variables' values the chief reads at the window's
-//      start and end (each update adds 1), and RSS under load;
+//      start and end (each update adds 1), PSS and connections under load;
 //   4. kill -9 of the last worker: the time until it leaves the chief's membership (the chief
 //      polls Membership::peers() every 2 ms and writes when each task left);
 //   5. SIGSTOP of the next-to-last worker (a silent task: no closed connection): the same delay,
