@@ -1,5 +1,5 @@
-// The control plane at scale (issue 17, item 5): W workers and P parameter servers, each its own
-// process on 127.0.0.1, measured per task and in total.
+// The control plane at scale (issue 17, item 5): W workers and P parameter servers on 127.0.0.1,
+// lightweight tasks (several worker tasks per process), measured per task and in total.
 //
 //   build/bench/scale [--workers 64,128,256] [--ps 8] [--window 10] [--per-process 16]
 //                     [--actorflow build/actorflow] [--out FILE] [--keep]
@@ -24,8 +24,10 @@
 //      polls Membership::peers() every 2 ms and writes when each task left);
 //   5. SIGSTOP of the next-to-last worker (a silent task: no closed connection): the same delay,
 //      which is about peer_timeout_ms.
-// Every wait is bounded; every child is killed (SIGKILL after a bounded SIGTERM) at the end, on
-// error too, and a child whose orchestrator died exits by itself (it polls its parent).
+// Every wait is bounded; at the end every child is told to stop (a file), woken if stopped, and
+// SIGKILLed after a bounded wait, on error too; a child whose orchestrator died exits by itself
+// (it polls its parent). A task process whose task fails (its step or session errs) ends with all
+// its tasks, and the run reports the failure with the log directory.
 // Prints one markdown row per worker count (docs/scale.md) and appends them to --out.
 // Exit status: 0 ok; 1 a run failed (the reason and the tasks' log directory are printed);
 // 2 bad options.
