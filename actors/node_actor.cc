@@ -10,6 +10,7 @@
 #include "actors/faults.h"
 #include "actors/peer_link.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 
 namespace actorflow {
 
@@ -328,6 +329,10 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](ping_atom) -> caf::result<std::string> {
         if (!allowed(self, "ping")) return unauth("ping");
         if (fault_gate(self)) return caf::delegated<std::string>();
+        static Counter& received = Metrics::global().counter(
+            "actorflow_heartbeats_received_total", "Heartbeats (pings) from members this task answered.");
+        received.inc();
+        if (self->state.cfg.heard) self->state.cfg.heard->heard(caf::to_string(self->current_sender()->node()));
         return self->state.cfg.task;
       },
       [=](fault_atom, const std::string& plan_toml) -> caf::result<std::vector<std::string>> {
