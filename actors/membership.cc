@@ -29,7 +29,6 @@ struct WatcherState {
   std::string task;
   node_actor_t node;
   std::shared_ptr<MembershipGuard> membership;
-  std::shared_ptr<HeardFrom> heard;  // may be null
   std::chrono::milliseconds interval{500};
   std::chrono::milliseconds timeout{3000};
   std::chrono::steady_clock::time_point last_answer;
@@ -40,14 +39,13 @@ using Watcher = caf::stateful_actor<WatcherState>;
 
 // Watches one peer: a monitor for closed connections, heartbeats for silent peers.
 caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string task, node_actor_t node,
-                           std::shared_ptr<MembershipGuard> m, std::shared_ptr<HeardFrom> heard,
+                           std::shared_ptr<MembershipGuard> m,
                            std::chrono::milliseconds interval, std::chrono::milliseconds timeout) {
   auto& st = self->state;
   st.self_task = std::move(self_task);
   st.task = task;
   st.node = node;
   st.membership = m;
-  st.heard = std::move(heard);
   st.interval = interval;
   st.timeout = timeout;
   st.last_answer = std::chrono::steady_clock::now();
@@ -73,25 +71,12 @@ caf::behavior peer_watcher(Watcher* self, std::string self_task, std::string tas
       [=](tick_atom) {
         auto& s = self->state;
         auto now = std::chrono::steady_clock::now();
-        // Fault injection: a dropped link or a partition swallows the heartbeat (and then a ping
-        // the peer sent us does not stand for our own: the link this way is the one cut).
-        const bool dropped = FaultInjector::global().on_send(s.self_task, s.task).drop;
-        bool pinged_us = false;
-        if (!dropped && s.heard) {
-          const auto h = s.heard->last(caf::to_string(s.node.node()));
-          if (h > s.last_answer) s.last_answer = h;
-          pinged_us = now - h < s.interval;
-        }
         if (now - s.last_answer > s.timeout) {
           report("no heartbeat answer for " + std::to_string(s.timeout.count()) + " ms");
           return;
         }
-        if (pinged_us) {
-          static Counter& skipped = Metrics::global().counter(
-              "actorflow_heartbeats_skipped_total",
-              "Heartbeats this task's peer watchers did not send because the peer's own ping had just arrived.");
-          skipped.inc();
-        } else if (!dropped) {
+        // Fault injection: a dropped link or a partition swallows the heartbeat.
+        if (!FaultInjector::global().on_send(s.self_task, s.task).drop) {
           static Counter& sent = Metrics::global().counter(
               "actorflow_heartbeats_sent_total", "Heartbeats (pings) this task's peer watchers sent, over all peers.");
           sent.inc();
@@ -318,8 +303,7 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
       auto it = up_.find(task);
       if (it != up_.end()) return it->second;  // another thread won the race
       up_[task] = *p;
-      watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, guard_, cfg_.heard,
-                                 cfg_.heartbeat_interval, cfg_.peer_timeout);
+      watchers_[task] = sys_.spawn(peer_watcher, cfg_.self_task, task, p->node, guard_, cfg_.heartbeat_interval, cfg_.peer_timeout);
       ++epoch_;
       membership_events().inc();
       if (attempt > 1 && !quiet) AF_LOG(INFO) << "connected to task " << task << " at " << address << " after " << attempt << " attempts";

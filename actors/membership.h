@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/heard_from.h"
 #include "actors/messages.h"
 #include "actors/node_actor.h"
 #include "config/cluster_spec.h"
@@ -46,10 +45,6 @@ struct MembershipConfig {
   std::chrono::milliseconds connect_timeout{30000};
   std::chrono::milliseconds heartbeat_interval{500};
   std::chrono::milliseconds peer_timeout{3000};
-  // The pings this task's node actor received (actors/heard_from.h), shared with it: a peer (node)
-  // that pinged us within heartbeat_interval is alive and is not pinged back. Null: every watcher
-  // pings (tools, which have no node actor).
-  std::shared_ptr<HeardFrom> heard;
 };
 
 // The TLS context `identity` ("worker/1" for a task, "client" for tools) presents in `cluster`

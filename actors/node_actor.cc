@@ -332,7 +332,6 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         static Counter& received = Metrics::global().counter(
             "actorflow_heartbeats_received_total", "Heartbeats (pings) from members this task answered.");
         received.inc();
-        if (self->state.cfg.heard) self->state.cfg.heard->heard(caf::to_string(self->current_sender()->node()));
         return self->state.cfg.task;
       },
       [=](fault_atom, const std::string& plan_toml) -> caf::result<std::vector<std::string>> {

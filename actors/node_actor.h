@@ -54,7 +54,6 @@
 #include <vector>
 
 #include "actors/client_sessions.h"
-#include "actors/heard_from.h"
 #include "actors/messages.h"
 #include "actors/peer_link.h"
 #include "actors/resources.h"
@@ -112,9 +111,6 @@ struct NodeActorConfig {
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).
   std::string shutdown_token;
-  // Where the pings of members are recorded (actors/heard_from.h), shared with the task's
-  // Membership; null: not recorded.
-  std::shared_ptr<HeardFrom> heard;
 };
 
 // Spawns the node actor of a task. The caller owns the handle; thread-safe.

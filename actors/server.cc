@@ -353,7 +353,6 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   mc.connect_timeout = std::chrono::milliseconds(opts.connect_timeout_ms);
   mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
   mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
-  mc.heard = std::make_shared<HeardFrom>();
   impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
   impl_->membership_->add_listener(caf::actor_cast<caf::actor>(impl_->master_));
   if (cluster.supervisor().ps_replicas == 2) {
@@ -381,7 +380,6 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.secret = mc.secret;
   nc.devices = impl_->device_infos_;
   nc.peers = impl_->auth_peers_;
-  nc.heard = mc.heard;
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
