@@ -713,6 +713,22 @@ bool parse_int(const std::string& s, int lo, int hi, int* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every argument must be one this tool knows (a typo or --help must not start a 10-minute run).
+  static const std::set<std::string> with_value = {"--role", "--ps", "--index", "--cluster", "--job", "--dir",
+                                                   "--workers", "--window", "--actorflow", "--per-process", "--out"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--keep") continue;
+    if (with_value.count(a) && i + 1 < argc) {
+      ++i;
+      continue;
+    }
+    std::fprintf(stderr,
+                 "scale: unknown or incomplete argument '%s'\nusage: scale [--workers 64,128,256] [--ps 8] [--window 10] "
+                 "[--per-process 16] [--actorflow build/actorflow] [--out FILE] [--keep]\n",
+                 a.c_str());
+    return 2;
+  }
   const std::string role = arg(argc, argv, "--role", "");
   int num_ps = 0;
   if (!parse_int(arg(argc, argv, "--ps", "8"), 1, 64, &num_ps)) {
