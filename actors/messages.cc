@@ -5,8 +5,46 @@
 
 #include "actors/client_sessions.h"
 #include "core/logging.h"
+#include "tensor/pooling_allocator.h"
 
 namespace actorflow {
+
+caf::error save_tensor_raw(caf::serializer& f, Tensor& t) {
+  uint8_t dt = static_cast<uint8_t>(t.dtype());
+  std::vector<int64_t> dims = t.shape().dims();
+  size_t n = t.is_initialized() && t.on_host() ? t.bytes() : 0;
+  if (auto e = f(dt, dims)) return e;
+  if (auto e = f.begin_sequence(n)) return e;
+  if (n > 0) {
+    if (auto e = f.apply_raw(n, t.raw_data())) return e;
+  }
+  return f.end_sequence();
+}
+
+caf::error load_tensor_raw(caf::deserializer& f, caf::binary_deserializer& source, Tensor& t) {
+  uint8_t dt = 0;
+  std::vector<int64_t> dims;
+  if (auto e = f(dt, dims)) return e;
+  size_t n = 0;
+  if (auto e = f.begin_sequence(n)) return e;
+  if (dt == 0) {
+    // The uninitialised tensor: no bytes follow (a sender that claims some is malformed).
+    if (n != 0) return caf::sec::invalid_argument;
+    t = Tensor();
+    return f.end_sequence();
+  }
+  // Nothing is allocated before the shape describes exactly the claimed bytes, and they are here.
+  const DType type = static_cast<DType>(dt);
+  if (!tensor_bytes_match(type, dims, n)) return caf::sec::invalid_argument;
+  if (n > source.remaining()) return caf::sec::end_of_stream;
+  auto out = Tensor::allocate(cpu_host_pool(), type, Shape(dims));
+  if (!out.ok() || out->bytes() != n) return caf::sec::invalid_argument;
+  if (n > 0) {
+    if (auto e = f.apply_raw(n, out->raw_data())) return e;
+  }
+  t = std::move(*out);
+  return f.end_sequence();
+}
 
 bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present) {
   const size_t elem = dtype_size(type);

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -25,11 +27,21 @@ namespace actorflow {
 // arrived). Decoders call it before allocating anything for a tensor. Pure; thread-safe.
 bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present);
 
+// The raw paths of the Tensor inspectors below for CAF's binary (de)serializers (BASP): the same
+// bytes on the wire as the generic path (dtype, dims, then the data as one length-prefixed byte
+// block), without the intermediate std::string copy on either side nor zero-filling the received
+// tensor. load: checks that the claimed length describes the shape exactly and is present in the
+// buffer before allocating anything (from cpu_host_pool()); invalid_argument / end_of_stream
+// otherwise. Thread-safe (no shared state).
+caf::error save_tensor_raw(caf::serializer& f, Tensor& t);
+caf::error load_tensor_raw(caf::deserializer& f, caf::binary_deserializer& source, Tensor& t);
+
 // Tensors cross CAF as dtype, dims and one byte block (no per-element work). Large tensors
 // between processes use the data plane in net/ instead.
 template <class Inspector>
 typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>::type inspect(Inspector& f,
                                                                                                  Tensor& t) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) return save_tensor_raw(f, t);
   uint8_t dt = static_cast<uint8_t>(t.dtype());
   std::vector<int64_t> dims = t.shape().dims();
   std::string bytes;  // same encoding as a byte vector; see the loading side
@@ -43,6 +55,9 @@ typename std::enable_if<Inspector::reads_state, typename Inspector::result_type>
 template <class Inspector>
 typename std::enable_if<Inspector::writes_state, typename Inspector::result_type>::type inspect(Inspector& f,
                                                                                                   Tensor& t) {
+  if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
+    if (auto* bin = dynamic_cast<caf::binary_deserializer*>(&f)) return load_tensor_raw(f, *bin, t);
+  }
   uint8_t dt = 0;
   std::vector<int64_t> dims;
   // A std::string, not a std::vector<char>: CAF 0.17's binary deserializer resizes a byte vector
