@@ -3,7 +3,7 @@
 # ./build-asan and runs the whole test suite there, so a memory error or undefined behaviour
 # fails CI instead of waiting for a lucky run. Called by .ci/run after scripts/test.sh.
 #
-# Excluded: the multi-host tests (see AF_SANITIZER_EXCLUDE below).
+# Excluded: the multi-host tests, ScaleTest, and one test of an open bug (see AF_SANITIZER_EXCLUDE below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -42,7 +42,10 @@ export AF_TEST_SLOWDOWN="${AF_TEST_SLOWDOWN:-4}"
 # failed: ... not Tensor<type: invalid ...>") and the chief's concurrent training step never gets
 # its answer from the ps ("step failed (DeadlineExceeded ...)"); the step is retried and training
 # ends well. Excluded so that it does not hide every other finding; to be fixed, not kept out.
-AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScenarioTest.FaultFree\$}"
+# ScaleTest (17 node processes at once) asserts which TCP connections each task holds, which a
+# sanitizer cannot change; under ASan its 17 instrumented processes on 2 cores only test the
+# machine's patience. It runs in the normal pass.
+AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScenarioTest.FaultFree\$|ScaleTest}"
 cd build-asan
 if [ -n "$AF_SANITIZER_EXCLUDE" ]; then
   ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"
