@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "actorflow/actorflow.h"
+#include "bench/child_process.h"
 #include "net/port_reservation.h"
 
 namespace af = actorflow;
@@ -158,36 +159,8 @@ struct Outcome {
   std::string why;
 };
 
-// Starts argv[0] with `argv`, its stdout and stderr appended to `log`.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (FILE* f = std::fopen(log.c_str(), "a")) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` up to `limit`; kills it after. The exit status, or -1 when it was killed.
-int wait_bounded(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a child process, no other signal
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
+using actorflow::bench::spawn;
+using actorflow::bench::wait_bounded;
 
 Outcome run_actorflow(int64_t elements, double seconds, int workers) {
   Outcome o;

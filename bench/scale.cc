@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "actorflow/actorflow.h"
+#include "bench/child_process.h"
 #include "actors/membership.h"
 #include "core/metrics.h"
 #include "net/port_reservation.h"
@@ -348,36 +349,8 @@ std::map<std::string, double> read_counters(const std::string& p) {
   return m;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (FILE* f = std::fopen(log.c_str(), "a")) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` up to `limit`; SIGKILLs it after. Its exit status, or -1 when killed.
-int wait_bounded(pid_t pid, std::chrono::milliseconds limit) {
-  const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    int st = 0;
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (r < 0) return -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a child process, no other signal
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
+using actorflow::bench::spawn;
+using actorflow::bench::wait_bounded;
 
 // Every child of one run; the destructor ends them all (stop file, SIGCONT, bounded wait,
 // SIGKILL), error or not, and removes the run's directory once the run succeeded.

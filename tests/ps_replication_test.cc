@@ -66,19 +66,31 @@ struct View {
   }
 };
 
-TEST(PsReplicationTest, AcknowledgedUpdatesAreOnTheBackupAndSurviveThePrimary) {
+// A cluster of `hosts` in-process "host" tasks (host/0 the chief) and 2 replicated ps tasks
+// (`actorflow node` processes, each the other's backup), with a short peer timeout.
+struct ReplicatedCluster {
   TempDir dir;
-  const int host = free_port(), p0 = free_port(), p1 = free_port();
-  const std::string file = dir.write(
-      "c.toml", "[jobs]\nhost = [\"localhost:" + std::to_string(host) + "\"]\nps = [\"localhost:" + std::to_string(p0) +
-                    "\", \"localhost:" + std::to_string(p1) +
-                    "\"]\n[server]\nheartbeat_interval_ms = 250\npeer_timeout_ms = 1500\n[supervisor]\nchief = "
-                    "\"host/0\"\nps_replicas = 2\n");
-  auto start_ps = [&](int i) {
+  std::string file;
+  explicit ReplicatedCluster(int hosts) {
+    std::string h;
+    for (int i = 0; i < hosts; ++i) h += std::string(i ? ", " : "") + "\"localhost:" + std::to_string(free_port()) + "\"";
+    file = dir.write("c.toml", "[jobs]\nhost = [" + h + "]\nps = [\"localhost:" + std::to_string(free_port()) +
+                                   "\", \"localhost:" + std::to_string(free_port()) +
+                                   "\"]\n[server]\nheartbeat_interval_ms = 250\npeer_timeout_ms = 1500\n[supervisor]\n"
+                                   "chief = \"host/0\"\nps_replicas = 2\n");
+  }
+  // Starts ps task `i` and waits until it serves.
+  std::unique_ptr<ChildProcess> start_ps(int i) const {
     auto p = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "ps", "--task", std::to_string(i)});
-    EXPECT_TRUE(p->wait_for_output("serving", 30s)) << p->output();
+    EXPECT_TRUE(p && p->wait_for_output("serving", 30s)) << (p ? p->output() : "not started");
     return p;
-  };
+  }
+};
+
+TEST(PsReplicationTest, AcknowledgedUpdatesAreOnTheBackupAndSurviveThePrimary) {
+  ReplicatedCluster rc(1);
+  const std::string& file = rc.file;
+  auto start_ps = [&](int i) { return rc.start_ps(i); };
   auto ps0 = start_ps(0);
   auto ps1 = start_ps(1);
   // Task 0 serves alone until it reaches its backup (a cluster starting up): wait for that.
@@ -164,18 +176,9 @@ struct Counter2 {
 };
 
 TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
-  TempDir dir;
-  const int h0 = free_port(), h1 = free_port(), p0 = free_port(), p1 = free_port();
-  const std::string file = dir.write(
-      "c.toml", "[jobs]\nhost = [\"localhost:" + std::to_string(h0) + "\", \"localhost:" + std::to_string(h1) +
-                    "\"]\nps = [\"localhost:" + std::to_string(p0) + "\", \"localhost:" + std::to_string(p1) +
-                    "\"]\n[server]\nheartbeat_interval_ms = 250\npeer_timeout_ms = 1500\n[supervisor]\nchief = "
-                    "\"host/0\"\nps_replicas = 2\n");
-  auto start_ps = [&](int i) {
-    auto p = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "ps", "--task", std::to_string(i)});
-    EXPECT_TRUE(p->wait_for_output("serving", 30s)) << p->output();
-    return p;
-  };
+  ReplicatedCluster rc(2);
+  const std::string& file = rc.file;
+  auto start_ps = [&](int i) { return rc.start_ps(i); };
   auto ps0 = start_ps(0);
   auto ps1 = start_ps(1);
   ASSERT_TRUE(ps0->wait_for_output("backup /job:ps/replica:0/task:1 connected", 30s)) << ps0->output();
