@@ -1,5 +1,6 @@
 // Child processes for the benchmarks that start their own tasks (bench/ps_throughput.cc,
-// bench/scale.cc): fork/exec with the output appended to a log file, and a bounded wait.
+// bench/scale.cc): fork/exec with the output appended to a log file, a bounded wait, and the
+// small file helpers both use.
 // Header-only; each function is safe to call from any thread (no shared state).
 #pragma once
 
@@ -9,6 +10,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +51,24 @@ inline int wait_bounded(pid_t pid, std::chrono::milliseconds limit) {
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   return -1;
+}
+
+// This executable's path (/proc/self/exe), "" when unreadable.
+inline std::string self_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// Whether `p` exists.
+inline bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
+
+// The whole file `p` ("" when unreadable).
+inline std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace bench

@@ -50,20 +50,9 @@ namespace {
 constexpr float kLr = 1.0f / (1 << 20);
 constexpr int kWarmup = 3;
 
-std::string self_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
-
-bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using actorflow::bench::exists;
+using actorflow::bench::self_path;
+using actorflow::bench::slurp;
 
 // Waits for `p` to exist with a complete line, up to `limit`. True when it did.
 bool await_file(const std::string& p, std::chrono::seconds limit) {

@@ -71,20 +71,9 @@ int64_t wall_ms() {
       .count();
 }
 
-std::string self_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
-
-bool exists(const std::string& p) { return access(p.c_str(), F_OK) == 0; }
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using actorflow::bench::exists;
+using actorflow::bench::self_path;
+using actorflow::bench::slurp;
 
 // Writes `text` to `p` atomically (a reader never sees half a file).
 void put(const std::string& p, const std::string& text) {
