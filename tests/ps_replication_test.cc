@@ -231,12 +231,21 @@ TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
   // whole state). A process that starts now routes ps/0's variables to ps/0, is refused there
   // with the name of the primary, and follows it: one failed run, then its updates count.
   ps0 = start_ps(0);
-  ASSERT_TRUE(ps1->wait_for_output("backup /job:ps/replica:0/task:0 connected (epoch 2)", 30s)) << ps1->output();
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(step().ok());  // the primary's updates resynchronise ps/0
   auto newcomer = Server::create(*cluster, TaskId{"host", 1});
   ASSERT_TRUE(newcomer.ok()) << newcomer.status();
   Counter2 m2;
   Session late(m2.root, (*newcomer)->target());
+  // The acting primary's updates resynchronise ps/0 once its replicator reaches the new process
+  // (it may first retry the dead one): until then ps/0 holds no copy of `a`, which the newcomer,
+  // reading through ps/0 (reads of a backup copy are served), sees as uninitialized.
+  Status synced = Unavailable("not tried");
+  for (const auto deadline = std::chrono::steady_clock::now() + 30s;
+       !synced.ok() && std::chrono::steady_clock::now() < deadline;) {
+    ASSERT_TRUE(step().ok());
+    synced = late.run({m2.read}).status();
+    if (!synced.ok()) std::this_thread::sleep_for(50ms);  // the replicator reconnects in the background
+  }
+  ASSERT_TRUE(synced.ok()) << "ps/0 never got the state back: " << synced;
   auto refused = late.run({m2.add});
   ASSERT_FALSE(refused.ok()) << "a backup copy took an update while its primary is alive";
   EXPECT_NE(refused.status().message().find("is a backup copy"), std::string::npos) << refused.status();
