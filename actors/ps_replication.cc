@@ -221,6 +221,13 @@ bool PsServing::redirect(const std::string& copy_task, const std::string& primar
   return move_all(copy_task, primary_task);
 }
 
+bool PsServing::serves(const std::string& task) const {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [from, server] : serving_)
+    if (server == task) return true;
+  return false;
+}
+
 std::map<std::string, std::string> PsServing::aliases() const {
   std::lock_guard<std::mutex> l(mu_);
   std::map<std::string, std::string> out;

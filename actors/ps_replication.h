@@ -132,6 +132,8 @@ class PsServing {
   // A copy on `copy_task` refused an update and named `primary_task`: the ps tasks served by
   // `copy_task` move there. Returns whether anything changed (false for unknown tasks).
   bool redirect(const std::string& copy_task, const std::string& primary_task);
+  // Whether some ps task's variables are served by `task` now (false after it failed over).
+  bool serves(const std::string& task) const;
   // The non-identity entries (ps task -> serving task), for PlacementOptions::task_aliases.
   std::map<std::string, std::string> aliases() const;
   // Changes with every change of aliases() (starts at 0).

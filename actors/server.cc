@@ -520,7 +520,27 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
     TaskId t{*spec->job, *spec->task};
     auto addr = impl_->cluster_.task_address(t);
     if (!addr.ok()) return addr.status();  // placer would say the same; say it early
-    AF_ASSIGN_OR_RETURN(PeerInfo p, impl_->membership_->ensure(prefix, *addr, timeout));
+    Result<PeerInfo> got = Unavailable("not tried");
+    if (impl_->ps_serving_ && t.job == "ps") {
+      // A replicated ps: connect in slices, and stop as soon as it serves no ps task's variables
+      // any more (it went down and failed over after this run read the serving map; the next run
+      // goes to its backup) instead of retrying a dead task for the whole connect timeout.
+      const auto limit = timeout.count() > 0 ? timeout : std::chrono::milliseconds(impl_->server_options_.connect_timeout_ms);
+      const auto deadline = std::chrono::steady_clock::now() + limit;
+      while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        got = impl_->membership_->ensure(
+            prefix, *addr, std::max(std::chrono::milliseconds(1), std::min(left, std::chrono::milliseconds(1000))),
+            /*quiet=*/true);
+        if (got.ok() || left.count() <= 0) break;
+        if (!impl_->ps_serving_->serves(prefix))
+          return Unavailable("task " + prefix + " failed over to its backup while this run connected to it; the next run goes there");
+      }
+    } else {
+      got = impl_->membership_->ensure(prefix, *addr, timeout);
+    }
+    AF_RETURN_IF_ERROR(got.status());
+    PeerInfo p = std::move(*got);
     static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr);
     peers.push_back(p);
   }
