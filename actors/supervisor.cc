@@ -70,12 +70,19 @@ class Supervisor::Impl {
     AF_RETURN_IF_ERROR(sess->status());
     session_ = sess.get();
     server_ = Server::find(target);
+    // On failure the session dies with this frame: nothing may keep pointing at it (stop() would
+    // save a final checkpoint through it: a use after free, seen when a restore failed).
+    Status ready = Status::OK();
     if (cfg_.is_chief) {
       start_monitor();
-      AF_RETURN_IF_ERROR(prepare_chief(*sess));
-      start_actor();
+      ready = prepare_chief(*sess);
+      if (ready.ok()) start_actor();
     } else {
-      AF_RETURN_IF_ERROR(wait_until_ready(*sess));
+      ready = wait_until_ready(*sess);
+    }
+    if (!ready.ok()) {
+      session_ = nullptr;
+      return ready;
     }
     last_summary_time_ = std::chrono::steady_clock::now();
     return sess;

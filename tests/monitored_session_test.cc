@@ -126,6 +126,43 @@ struct RecordingHook : train::SessionRunHook {
   }
 };
 
+// A chief whose checkpoint directory holds another model (a variable of another shape) gets an
+// error naming the variable and both shapes, and nothing of the failed session outlives it (its
+// supervisor once saved a final checkpoint through the destroyed session: a crash).
+TEST(MonitoredSessionTest, ARestoreOfAnotherModelIsAnErrorNotACrash) {
+  auto server = testing::two_device_server();
+  TempDir dir;
+  {
+    Model m;
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.checkpoint_dir = dir.path();
+    o.hooks = {std::make_shared<train::StopAtStepHook>(0, 2)};
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    while (!(*sess)->should_stop()) ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+    ASSERT_TRUE((*sess)->close().ok());
+  }
+  Scope root = Scope::root();
+  Scope ps = root.with_device("/cpu:1");
+  auto w = train::get_variable(ps, "w", Shape{2}, DType::kFloat32,
+                               [](const Scope& s, const Shape&, DType) { return ops::constant(s, vec({1, 2})); });
+  auto gs = train::get_or_create_global_step(ps);
+  auto init = train::global_variables_initializer(root);
+  ASSERT_TRUE(root.ok()) << root.status();
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.checkpoint_dir = dir.path();
+  auto other = train::MonitoredTrainingSession::create(root, o);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kInvalidArgument) << other.status();
+  EXPECT_NE(other.status().message().find("variable 'w' has shape [2] but checkpoint"), std::string::npos)
+      << other.status();
+  (void)w;
+  (void)gs;
+  (void)init;
+}
+
 TEST(MonitoredSessionTest, LoggingSummaryAndUserHooksSeeTheValuesTheRunsComputed) {
   auto server = testing::two_device_server();
   TempDir dir;
