@@ -19,20 +19,17 @@ tables partitioned over both ps tasks, sparse Adagrad updates). Only python3's s
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from cluster_usage import free_port  # same folder: python puts a script's folder on sys.path
+
 PROGRESS = re.compile(r"Worker : (\d+), Step: (\d+)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(build, sample, args, workers, steps, replicas, timeout):
