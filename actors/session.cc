@@ -201,6 +201,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->placement = impl_->opts_.placement();
   req->placement.log_device_placement |= impl_->server_->server_options().log_device_placement;
   req->placement.allow_soft_placement &= impl_->server_->server_options().allow_soft_placement;
+  req->placement.mixed_bfloat16 |= impl_->server_->server_options().mixed_bfloat16;
   req->timeout = impl_->opts_.timeout();
   // A failed-over parameter server's ops go to its backup (ps_replicas = 2).
   uint64_t serving_generation = 0;

@@ -9,7 +9,10 @@ process_cpu_seconds_total), peak RSS, and the data plane's and control plane's t
 global step), measured over the training window (from the first scrape that sees the global step
 move to the last before the job ends).
 
-  bench/cluster_usage.py [--build build] [--workers 3] [--steps 3000] [--sync] [--interval 1.0]
+  bench/cluster_usage.py [--build build] [--workers 3] [--steps 3000] [--sync] [--interval 1.0] [--bf16]
+
+--bf16 runs the job with `[server] mixed_precision = "bfloat16"` (MatMul and the convolutions take
+bfloat16 operands; graph/mixed_precision.h); the FLOP rate is still set against the FP32 peak.
 
 Then, per task, where its CPU goes per step (issue 19 item 3's breakdown): kernel CPU time per op
 type (`actorflow_kernel_cpu_microseconds_total{op}`, the calling thread's CPU time in each
@@ -66,6 +69,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--sync", action="store_true")
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--bf16", action="store_true", help="[server] mixed_precision = \"bfloat16\"")
     ap.add_argument("--peak-gflops", type=float, default=0.0,
                     help="single-core FP32 peak; 0: ask build/bench/kernels --peak")
     args = ap.parse_args()
@@ -84,6 +88,8 @@ def main():
     with open(os.path.join(tmp, "cluster.toml"), "w") as f:
         f.write("[jobs]\nps = [\"localhost:%d\"]\nworker = [%s]\n" % (
             free_port(), ", ".join("\"localhost:%d\"" % free_port() for _ in range(args.workers))))
+        if args.bf16:
+            f.write("[server]\nmixed_precision = \"bfloat16\"\n")
         f.write("[supervisor]\nlogdir = \"%s\"\n" % os.path.join(tmp, "logs"))
         for (job, i), port in mport.items():
             f.write("[tasks.\"%s/%d\"]\nmetrics_port = %d\n" % (job, i, port))

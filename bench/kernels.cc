@@ -3,7 +3,10 @@
 // passes, against naive loops (the baseline, measured in the same run), with GFLOP/s and the
 // share of this core's single-thread FP32 peak computed from the detected ISA.
 //
-// Usage: kernels [seconds-per-case]   (default 2)
+// Usage: kernels [seconds-per-case] [--bf16]   (default 2 s)
+//        --bf16: the cases marked for bfloat16 operands (graph/mixed_precision.h), still measured
+//        against the FP32 peak; the naive baseline stays float32, so "max rel diff" then shows
+//        bfloat16's rounding (about 1e-2).
 // Run it with AF_INTRA_OP_THREADS unset: the benchmark pins kernels to one thread itself.
 #include <cpuid.h>
 #include <sys/resource.h>
@@ -25,6 +28,7 @@
 #include "device/cpu/nn_kernels.h"
 #include "device/device.h"
 #include "device/kernel.h"
+#include "graph/mixed_precision.h"
 #include "graph/ops.h"
 #include "graph/ops_nn_grad.h"
 
@@ -73,12 +77,15 @@ af::Tensor random_tensor(const af::Shape& s, unsigned seed) {
 
 using af::bench::KernelRunner;
 
+bool g_bf16 = false;  // --bf16
+
 // make_runner() after checking that building the graph succeeded.
 KernelRunner make_runner(af::Device* dev, const af::Scope& root, const af::Output& out, std::vector<af::Tensor> in) {
   if (!root.ok() || !out.valid()) {
     std::fprintf(stderr, "graph: %s\n", root.status().to_string().c_str());
     std::exit(1);
   }
+  if (g_bf16) af::mark_mixed_bfloat16(*root.graph());
   return af::bench::make_runner(dev, out, std::move(in));
 }
 
@@ -109,13 +116,16 @@ double measure_clock_ghz() {
   const long iters = 50'000'000;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
-    unsigned long x = 0;
+    // Register operands: Intel cores since Golden Cove fold adds of an immediate at rename, so a
+    // chain of `add $1` retired several per cycle there (this read 21 GHz on a Sapphire Rapids).
+    unsigned long x = 0, one = 1;
     const double t0 = now_s();
     for (long i = 0; i < iters; ++i) {
       asm volatile(
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-          : "+r"(x));
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+          : "+r"(x)
+          : "r"(one));
     }
     const double dt = now_s() - t0;
     best = std::max(best, 8.0 * static_cast<double>(iters) / dt / 1e9);
@@ -286,10 +296,20 @@ int main(int argc, char** argv) {
   // `kernels --peak`: only the single-core FP32 peak in GFLOP/s, one number (for scripts such as
   // bench/cluster_usage.py); `kernels [seconds per case]`: the whole table.
   const bool peak_only = argc > 1 && std::string(argv[1]) == "--peak";
-  const double budget = argc > 1 && !peak_only ? std::atof(argv[1]) : 2.0;
-  if (budget <= 0) {
-    std::fprintf(stderr, "kernels: usage: kernels [seconds per case > 0] | kernels --peak\n");
-    return 2;
+  double budget = 2.0;
+  for (int i = peak_only ? 2 : 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    char* end = nullptr;
+    const double v = std::strtod(a.c_str(), &end);
+    if (a == "--bf16") {
+      g_bf16 = true;
+    } else if (!a.empty() && *end == '\0' && v > 0) {
+      budget = v;
+    } else {
+      std::fprintf(stderr, "kernels: bad argument '%s' (usage: kernels [seconds per case > 0] [--bf16] | kernels --peak)\n",
+                   a.c_str());
+      return 2;
+    }
   }
   af::set_intra_op_threads(1);  // one OpenMP thread inside every oneDNN call of this thread
 
@@ -317,6 +337,9 @@ int main(int argc, char** argv) {
   std::printf("times are medians; cpu/wall near 1.00 confirms one busy thread; convolution FLOPs count only taps\n"
               "inside the input (SAME zero padding excluded: 64/70 taps per spatial dimension here)\n\n");
 
+  if (g_bf16)
+    std::printf("--bf16: MatMul and convolutions take bfloat16 operands (float32 results)%s\n\n",
+                af::cpu_has_native_bfloat16() ? "" : "; this CPU has no native bfloat16, so they run float32");
   auto dev = af::make_cpu_device("/job:localhost/replica:0/task:0/device:CPU:0", 0);
 
   // MatMul 1024^3.

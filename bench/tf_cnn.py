@@ -52,12 +52,19 @@ def run_task(args):
             seed[0] += 1
             return tf1.get_variable(name, shape, tf.float32, tf1.glorot_uniform_initializer(seed=seed[0]))
 
+        def mixed(op, a, b, *rest):
+            # --bf16: the op's operands in bfloat16 and its result back in float32 (Keras'
+            # mixed_bfloat16 policy per layer; the variables stay float32).
+            if not args.bf16:
+                return op(a, b, *rest)
+            return tf.cast(op(tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16), *rest), tf.float32)
+
         def bias(name, n):
             return tf1.get_variable(name, [n], tf.float32, tf1.zeros_initializer())
 
         def conv(name, inp, cin, cout):
             k, b = weight(name + "/weights", [5, 5, cin, cout]), bias(name + "/biases", cout)
-            return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(inp, k, [1, 1, 1, 1], "SAME"), b))
+            return tf.nn.relu(tf.nn.bias_add(mixed(tf.nn.conv2d, inp, k, [1, 1, 1, 1], "SAME"), b))
 
         def pool(inp):
             return tf.nn.max_pool2d(inp, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
@@ -65,8 +72,9 @@ def run_task(args):
         net = pool(conv("conv1", tf.reshape(x, [-1, 28, 28, 1]), 1, 32))
         net = pool(conv("conv2", net, 32, 64))
         net = tf.reshape(net, [-1, 7 * 7 * 64])
-        net = tf.nn.relu(tf.matmul(net, weight("fully_connected/weights", [3136, 500])) + bias("fully_connected/biases", 500))
-        logits = tf.matmul(net, weight("pred/weights", [500, 10])) + bias("pred/biases", 10)
+        net = tf.nn.relu(mixed(tf.matmul, net, weight("fully_connected/weights", [3136, 500])) +
+                         bias("fully_connected/biases", 500))
+        logits = mixed(tf.matmul, net, weight("pred/weights", [500, 10])) + bias("pred/biases", 10)
         loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
         correct = tf.equal(tf.argmax(logits, 1), tf.argmax(y, 1))
         accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
@@ -107,13 +115,14 @@ def main():
     ap.add_argument("--task", type=int, default=0)
     ap.add_argument("--spec")
     ap.add_argument("--out")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 operands for the convolutions and matmuls")
     args = ap.parse_args()
     if args.job:
         return run_task(args)
     spec = cluster_spec(1, args.workers)
     out = os.path.join(tempfile.mkdtemp(prefix="tf_cnn_"), "result.txt")
     base = ["--steps", str(args.steps), "--workers", str(args.workers), "--data", args.data, "--spec", json.dumps(spec),
-            "--out", out]
+            "--out", out] + (["--bf16"] if args.bf16 else [])
     t0 = time.time()
     ok = run_job(os.path.abspath(__file__), base, spec, 3600)
     wall = time.time() - t0

@@ -6,8 +6,12 @@
 // processes on loopback, JOB_STEPS global steps (default 5000), wall time from launch to the last
 // worker's exit and worker 0's test accuracy, actorflow (`actorflow up -- samples/distributed_cnn`)
 // and TensorFlow (bench/tf_cnn.py with .venv-tf's python, created by bench/tf_venv.sh; --no-tf or
-// a failure to create it skips it with the reason), and the ratio of the wall times.
-//   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf]
+// a failure to create it skips it with the reason), and the ratio of the wall times. With --bf16
+// both sides of the job compute MatMul and the convolutions with bfloat16 operands: actorflow by
+// its cluster file's [server] mixed_precision = "bfloat16", TensorFlow by casting those ops'
+// operands to bfloat16 and their results back (what Keras' mixed_bfloat16 policy does per layer,
+// variables float32).
+//   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf] [--bf16]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -88,7 +92,7 @@ double torch_images_per_sec(int steps) {
 
 // The seed's job on actorflow: `actorflow up -- distributed_cnn --steps N`, 1 ps + 3 workers.
 // Wall seconds and worker 0's test accuracy; false with the reason when it failed.
-bool actorflow_job(int64_t steps, double* wall, double* accuracy, std::string* why) {
+bool actorflow_job(int64_t steps, bool bf16, double* wall, double* accuracy, std::string* why) {
   char tmpl[] = "/tmp/af_training_job_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string file = dir + "/cluster.toml";
@@ -96,6 +100,9 @@ bool actorflow_job(int64_t steps, double* wall, double* accuracy, std::string* w
   if (!f) return *why = "cannot write " + file, false;
   std::fprintf(f, "[jobs]\nps = [\"localhost:%d\"]\nworker = [\"localhost:%d\", \"localhost:%d\", \"localhost:%d\"]\n",
                free_port(), free_port(), free_port(), free_port());
+  if (bf16) std::fprintf(f, "[server]\nmixed_precision = \"bfloat16\"\n");
+  // Its own logdir: the default ./logs would restore an earlier run's final checkpoint and end at once.
+  std::fprintf(f, "[supervisor]\nlogdir = \"%s/logs\"\n", dir.c_str());
   std::fclose(f);
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -127,9 +134,11 @@ bool actorflow_job(int64_t steps, double* wall, double* accuracy, std::string* w
 }
 
 // The same job on TensorFlow's runtime (bench/tf_cnn.py).
-bool tensorflow_job(const std::string& python, int64_t steps, double* wall, double* accuracy, std::string* why) {
+bool tensorflow_job(const std::string& python, int64_t steps, bool bf16, double* wall, double* accuracy,
+                    std::string* why) {
   const std::string cmd = "TF_CPP_MIN_LOG_LEVEL=2 '" + python + "' '" + std::string(AF_SOURCE_DIR) +
-                          "/bench/tf_cnn.py' --steps " + std::to_string(steps) + " --workers 3 2>&1";
+                          "/bench/tf_cnn.py' --steps " + std::to_string(steps) + " --workers 3" +
+                          (bf16 ? " --bf16" : "") + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return *why = "cannot start " + python, false;
   std::string out;
@@ -162,14 +171,15 @@ std::string tf_python() {
 
 int main(int argc, char** argv) {
   int64_t steps = 60, job_steps = 5000;
-  bool tf = true;
+  bool tf = true, bf16 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-tf") tf = false;
+    else if (a == "--bf16") bf16 = true;
     else if (a == "--job-steps" && i + 1 < argc) job_steps = std::atoll(argv[++i]);
     else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) steps = std::atoll(a.c_str());
     else {
-      std::fprintf(stderr, "training: unknown argument '%s' (usage: training [steps_per_worker] [--job-steps N] [--no-tf])\n",
+      std::fprintf(stderr, "training: unknown argument '%s' (usage: training [steps_per_worker] [--job-steps N] [--no-tf] [--bf16])\n",
                    a.c_str());
       return 2;
     }
@@ -199,7 +209,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   double af_wall = 0, af_acc = 0;
   std::string why;
-  if (!actorflow_job(job_steps, &af_wall, &af_acc, &why)) {
+  if (bf16) std::printf("bfloat16 operands for MatMul and the convolutions on both sides\n");
+  if (!actorflow_job(job_steps, bf16, &af_wall, &af_acc, &why)) {
     std::printf("actorflow job FAILED: %s\n", why.c_str());
     return 1;
   }
@@ -208,7 +219,7 @@ int main(int argc, char** argv) {
   const std::string python = tf ? tf_python() : "";
   if (python.empty()) return 0;
   double tf_wall = 0, tf_acc = 0;
-  if (!tensorflow_job(python, job_steps, &tf_wall, &tf_acc, &why)) {
+  if (!tensorflow_job(python, job_steps, bf16, &tf_wall, &tf_acc, &why)) {
     std::printf("TensorFlow job FAILED: %s\n", why.c_str());
     return 1;
   }

@@ -307,6 +307,8 @@ std::string server_option_lines(const ServerOptions& s, const ServerOptions& bas
     o << "log_device_placement = " << toml_bool(s.log_device_placement) << "\n";
   if (s.allow_soft_placement != base.allow_soft_placement)
     o << "allow_soft_placement = " << toml_bool(s.allow_soft_placement) << "\n";
+  if (s.mixed_bfloat16 != base.mixed_bfloat16)
+    o << "mixed_precision = \"" << (s.mixed_bfloat16 ? "bfloat16" : "float32") << "\"\n";
   if (s.gpu_memory_fraction != base.gpu_memory_fraction)
     o << "gpu_memory_fraction = " << toml_double(s.gpu_memory_fraction) << "\n";
   if (s.allow_growth != base.allow_growth) o << "allow_growth = " << toml_bool(s.allow_growth) << "\n";

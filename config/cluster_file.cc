@@ -147,7 +147,7 @@ std::string read_whole_file(const std::string& path, size_t max_bytes, std::stri
 const std::vector<std::string> kTopKeys = {"cluster", "jobs", "server", "tasks", "supervisor"};
 const std::vector<std::string> kClusterKeys = {"name", "secret_file", "tls_dir"};
 const std::vector<std::string> kServerKeys = {
-    "log_device_placement", "allow_soft_placement", "gpu_memory_fraction",
+    "log_device_placement", "allow_soft_placement", "mixed_precision", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
     "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms",
     "bind", "metrics_port"};
@@ -404,6 +404,12 @@ class ClusterFileReader : private TomlReader {
         read_bool(v, path, &o->log_device_placement);
       } else if (key == "allow_soft_placement") {
         read_bool(v, path, &o->allow_soft_placement);
+      } else if (key == "mixed_precision") {
+        std::string m;
+        if (read_string(v, path, &m)) {
+          if (m == "bfloat16" || m == "float32") o->mixed_bfloat16 = m == "bfloat16";
+          else error(toml_pos(v.source()), path, "expected \"float32\" or \"bfloat16\", got \"" + m + "\"");
+        }
       } else if (key == "gpu_memory_fraction") {
         read_number_in(v, path, 0.0, true, 1.0, &o->gpu_memory_fraction);
       } else if (key == "allow_growth") {

@@ -133,6 +133,7 @@ Result<TaskId> TaskId::parse(const std::string& s) {
 
 bool ServerOptions::operator==(const ServerOptions& o) const {
   return log_device_placement == o.log_device_placement && allow_soft_placement == o.allow_soft_placement &&
+         mixed_bfloat16 == o.mixed_bfloat16 &&
          gpu_memory_fraction == o.gpu_memory_fraction && allow_growth == o.allow_growth &&
          visible_devices == o.visible_devices && cpu_devices == o.cpu_devices &&
          connect_timeout_ms == o.connect_timeout_ms && heartbeat_interval_ms == o.heartbeat_interval_ms &&
@@ -310,6 +311,8 @@ std::string ClusterSpec::canonical_form() const {
       << p << "connect_timeout_ms " << s.connect_timeout_ms << "\n"
       << p << "heartbeat_interval_ms " << s.heartbeat_interval_ms << "\n"
       << p << "peer_timeout_ms " << s.peer_timeout_ms << "\n";
+    // Only when set, so that the fingerprints of files written before the option stay the same.
+    if (s.mixed_bfloat16) o << p << "mixed_bfloat16 1\n";
   }
   const SupervisorOptions& v = supervisor_;
   o << "supervisor chief " << quote(v.chief.to_string()) << "\n"

@@ -58,6 +58,10 @@ struct TaskId {
 struct ServerOptions : DeviceOptions {
   bool log_device_placement = false;  // log each node's device when a graph is placed
   bool allow_soft_placement = true;   // fall back to CPU when the requested device is missing
+  // mixed_precision = "bfloat16": every session on the task computes MatMul and the convolutions
+  // with bfloat16 operands (graph/mixed_precision.h); "float32" (the default) leaves it to each
+  // session (SessionOptions::mixed_bfloat16).
+  bool mixed_bfloat16 = false;
   int connect_timeout_ms = 30000;     // how long a task waits for peers it needs (bounded retry)
   int heartbeat_interval_ms = 500;    // liveness: how often a task tells peers it is alive
   int peer_timeout_ms = 3000;         // a peer silent for this long is considered down

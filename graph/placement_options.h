@@ -24,6 +24,10 @@ struct PlacementOptions {
   // key's) is placed as if it named the value's. Set by the runtime when a replicated parameter
   // server failed over to its backup (actors/ps_replication.h, PsServing); empty otherwise.
   std::map<std::string, std::string> task_aliases;
+  // Computes MatMul and the convolutions (and their gradients) with bfloat16 operands and float32
+  // results on CPUs that have native bfloat16 (graph/mixed_precision.h): each step's placed graph
+  // is marked. Not placement, but carried with it to the master that plans the step.
+  bool mixed_bfloat16 = false;
 };
 
 }  // namespace actorflow

@@ -1,5 +1,7 @@
 #include "runtime/step_plan.h"
 
+#include "graph/mixed_precision.h"
+
 namespace actorflow {
 namespace {
 
@@ -30,6 +32,7 @@ Result<StepPlan> plan_step(const Graph& graph, const RunSignature& sig, const st
   AF_ASSIGN_OR_RETURN(Graph g, rewrite_for_run(graph, sig));
   StepPlan plan;
   AF_ASSIGN_OR_RETURN(plan.placement_log, place_graph(g, devices, placer));
+  if (placer.mixed_bfloat16) mark_mixed_bfloat16(g);  // bfloat16 operands (graph/mixed_precision.h)
   plan.num_fetches = sig.fetches.size();
   plan.feed_names = sig.feeds;
   plan.arg_types.assign(sig.feeds.size(), DType::kInvalid);

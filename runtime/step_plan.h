@@ -1,7 +1,8 @@
 // A step's plan, without actors: what the master runs for one (graph, signature, devices,
 // placement options). plan_step rewrites the client graph for its feeds and fetches
 // (graph/subgraph.h), places it (runtime/placer.h) and partitions it per device with _Send/_Recv
-// pairs (runtime/partition.h), and says for each partition which feeds it takes, which fetches it
+// pairs (runtime/partition.h) (marking it for bfloat16 operands when the options ask,
+// graph/mixed_precision.h), and says for each partition which feeds it takes, which fetches it
 // returns, and whether it only passes feeds on to other devices. The master (actors/) registers
 // the partitions with their devices and runs them; nothing here knows how.
 //

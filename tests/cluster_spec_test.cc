@@ -458,7 +458,7 @@ nmae = "x"
   const std::string f = dir_ + "/cluster.toml";
   EXPECT_EQ(msg, f + ":4:1: server.allow_grwoth: unknown key (did you mean 'allow_growth'?)\n" +
                      f + ":5:1: server.zzz: unknown key (known: log_device_placement, allow_soft_placement, "
-                         "gpu_memory_fraction, allow_growth, visible_devices, cpu_devices, connect_timeout_ms, "
+                         "mixed_precision, gpu_memory_fraction, allow_growth, visible_devices, cpu_devices, connect_timeout_ms, "
                          "heartbeat_interval_ms, peer_timeout_ms, bind, metrics_port)\n" +
                      f + ":6:2: servr: unknown table (did you mean 'server'?)\n" +
                      f + ":8:1: supervisor.max_restart: unknown key (did you mean 'max_restarts'?)\n" +
@@ -539,6 +539,28 @@ TEST_F(ClusterSpecTest, BindAddressOption) {
   EXPECT_TRUE(Contains(msg, f + ":4:8: server.bind: 'localhost:2222' looks like host:port")) << msg;
   const std::string msg2 = error_of("[jobs]\nworker = [\"localhost:2222\"]\n[server]\nbind = \"a b\"\n");
   EXPECT_TRUE(Contains(msg2, "server.bind: 'a b' is not a host name or IP address")) << msg2;
+}
+
+TEST_F(ClusterSpecTest, MixedPrecisionOption) {
+  const std::string f = dir_ + "/cluster.toml";
+  {
+    std::ofstream(f) << "[jobs]\nworker = [\"localhost:2222\", \"localhost:2223\"]\n[server]\n"
+                     << "mixed_precision = \"bfloat16\"\n[tasks.\"worker/1\"]\nmixed_precision = \"float32\"\n";
+    auto spec = ClusterSpec::from_file(f);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_TRUE(spec->server_options(TaskId{"worker", 0}).mixed_bfloat16);
+    EXPECT_FALSE(spec->server_options(TaskId{"worker", 1}).mixed_bfloat16);  // the task's override
+  }
+  {
+    std::ofstream(f) << "[jobs]\nworker = [\"localhost:2222\"]\n";
+    auto spec = ClusterSpec::from_file(f);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_FALSE(spec->server_options(TaskId{"worker", 0}).mixed_bfloat16);  // the default
+  }
+  EXPECT_EQ(error_of("[jobs]\nworker = [\"localhost:2222\"]\n[server]\nmixed_precision = \"fp16\"\n"),
+            f + ":4:19: server.mixed_precision: expected \"float32\" or \"bfloat16\", got \"fp16\"");
+  EXPECT_EQ(error_of("[jobs]\nworker = [\"localhost:2222\"]\n[server]\nmixed_precision = true\n"),
+            f + ":4:19: server.mixed_precision: expected a string, got boolean");
 }
 
 TEST_F(ClusterSpecTest, EmptyJobsAndBadSparseKeys) {

@@ -6,6 +6,10 @@
 // outputs are never reordered. Filters alone may be reordered into a blocked layout when
 // oneDNN's fastest convolution wants one (a copy of the small filter tensor per call).
 //
+// A node marked for bfloat16 mixed precision (graph/mixed_precision.h) converts its float32
+// operands to bfloat16 on the way in (one reorder per operand per call, into a buffer the
+// kernel keeps) and still writes float32; on CPUs without native bfloat16 the mark is ignored.
+//
 // Primitives are created on first use and cached per kernel instance, keyed by the input
 // shapes, in a DnnlPrimitiveCache (device/cpu/dnnl_primitive_cache.h). The cache's mutex is
 // held while a kernel runs its primitives, and guards the kernel's reorder buffers and
@@ -36,6 +40,7 @@
 #include "device/cpu/dnnl_primitive_cache.h"
 #include "device/functors.h"
 #include "device/kernel.h"
+#include "graph/mixed_precision.h"
 #include "graph/ops_nn_util.h"
 
 namespace actorflow {
@@ -75,6 +80,13 @@ void apply_intra_op_threads() {
 using dnnl::memory;
 using Tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
+constexpr memory::data_type kBF16 = memory::data_type::bf16;
+
+// Whether node `n` computes with bfloat16 operands (its kMixedBfloat16Attr, on a CPU that has
+// them: without native bfloat16 oneDNN would emulate it, slower than float32).
+bool wants_bf16(const Node& n) {
+  return n.attrs.get_or<bool>(kMixedBfloat16Attr, false) && cpu_has_native_bfloat16();
+}
 
 // One CPU engine per process (oneDNN engines are thread-safe and costly to create).
 dnnl::engine& cpu_engine() {
@@ -141,13 +153,27 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return a;
 }
 
-memory::desc nhwc_md(const Shape& s) { return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, kF32, Tag::nhwc); }
+memory::desc nhwc_md(const Shape& s, memory::data_type t = kF32) {
+  return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, t, Tag::nhwc);
+}
 memory::desc hwio_md(const Shape& f) { return memory::desc({f.dim(3), f.dim(2), f.dim(0), f.dim(1)}, kF32, Tag::hwio); }
 
 memory wrap(const memory::desc& md, const void* p) { return memory(md, cpu_engine(), const_cast<void*>(p)); }
 
 // A memory of `md` in `buf` (grown as needed): scratchpads, reordered filters, workspaces.
 memory buffer_memory(const memory::desc& md, AlignedBuffer& buf) { return wrap(md, buf.get(md.get_size())); }
+
+// `user` in the layout and type `want`: `user` itself when they agree, else converted into
+// `buf` by `reorder` (built on first need; the entry caches it). Used for filters in a blocked
+// layout and for the bfloat16 copies of float32 operands.
+memory staged(const memory::desc& want, memory user, std::optional<dnnl::reorder>& reorder,
+              AlignedBuffer& buf) {
+  if (want == user.get_desc()) return user;
+  memory dst = buffer_memory(want, buf);
+  if (!reorder) reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user.get_desc(), cpu_engine(), want));
+  reorder->execute(cpu_stream(), user, dst);
+  return dst;
+}
 
 // Runs `p` on this thread's stream and waits for it.
 Status execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
@@ -156,18 +182,18 @@ Status execute(const dnnl::primitive& p, const std::unordered_map<int, memory>& 
   return Status::OK();
 }
 
-// What each single-primitive kernel caches per shape: the descriptor, the primitive and, for
-// convolutions, the filter reorder built on first need.
+// What each single-primitive kernel caches per shape: the descriptor, the primitive and the
+// reorders built on first need (filters into a blocked layout; float32 operands into bfloat16).
 template <class Prim>
 struct PrimEntry {
   typename Prim::primitive_desc pd;
   Prim prim;
-  std::optional<dnnl::reorder> w_reorder;
+  std::optional<dnnl::reorder> w_reorder, a_reorder, b_reorder;
 };
 
 template <class Prim>
 PrimEntry<Prim> prim_entry(const typename Prim::primitive_desc& pd) {
-  return PrimEntry<Prim>{pd, Prim(pd), std::nullopt};
+  return PrimEntry<Prim>{pd, Prim(pd), std::nullopt, std::nullopt, std::nullopt};
 }
 
 // ---- MatMul ------------------------------------------------------------------------------
@@ -175,7 +201,10 @@ PrimEntry<Prim> prim_entry(const typename Prim::primitive_desc& pd) {
 class MatMulKernel : public OpKernel {
  public:
   explicit MatMulKernel(const Node& n)
-      : OpKernel(n), ta_(n.attrs.get_or<bool>("transpose_a", false)), tb_(n.attrs.get_or<bool>("transpose_b", false)) {}
+      : OpKernel(n),
+        ta_(n.attrs.get_or<bool>("transpose_a", false)),
+        tb_(n.attrs.get_or<bool>("transpose_b", false)),
+        bf16_(wants_bf16(n)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "a"));
@@ -196,8 +225,10 @@ class MatMulKernel : public OpKernel {
     }
     return guarded(ctx, [&]() -> Status {
       return cache_.with({m, k, n}, [&] { return make_entry(m, k, n); }, [&](Entry& e) {
-        return execute(e.prim, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                {DNNL_ARG_WEIGHTS, wrap(e.pd.weights_desc(), ctx.input(1).raw_data())},
+        memory a = staged(e.pd.src_desc(), wrap(f32_md(m, k, ta_), ctx.input(0).raw_data()), e.a_reorder, a_buf_);
+        memory b = staged(e.pd.weights_desc(), wrap(f32_md(k, n, tb_), ctx.input(1).raw_data()), e.b_reorder, b_buf_);
+        return execute(e.prim, {{DNNL_ARG_SRC, a},
+                                {DNNL_ARG_WEIGHTS, b},
                                 {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
                                 {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
       });
@@ -207,16 +238,23 @@ class MatMulKernel : public OpKernel {
  private:
   using Entry = PrimEntry<dnnl::matmul>;
 
+  // A rows x cols operand as stored in its float32 tensor (transposed: column-major).
+  static memory::desc f32_md(int64_t rows, int64_t cols, bool transposed) {
+    return memory::desc({rows, cols}, kF32, transposed ? Tag::ba : Tag::ab);
+  }
+
   Entry make_entry(int64_t m, int64_t k, int64_t n) const {
-    memory::desc a({m, k}, kF32, ta_ ? Tag::ba : Tag::ab);
-    memory::desc b({k, n}, kF32, tb_ ? Tag::ba : Tag::ab);
+    const memory::data_type in = bf16_ ? kBF16 : kF32;  // bfloat16: operands converted, f32 result
+    memory::desc a({m, k}, in, ta_ ? Tag::ba : Tag::ab);
+    memory::desc b({k, n}, in, tb_ ? Tag::ba : Tag::ab);
     memory::desc c({m, n}, kF32, Tag::ab);
     return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
   }
 
   const bool ta_, tb_;
+  const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
   DnnlPrimitiveCache<std::array<int64_t, 3>, Entry> cache_;
-  AlignedBuffer scratch_;  // guarded by cache_
+  AlignedBuffer scratch_, a_buf_, b_buf_;  // guarded by cache_
 };
 
 // ---- Conv2D geometry ---------------------------------------------------------------------
@@ -273,35 +311,68 @@ ConvKey conv_key(const ConvGeometry& g) {
 }
 
 // The filter descriptor in oneDNN's preferred layout ("any").
-memory::desc filter_any_md(const ConvGeometry& g) {
-  return memory::desc({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, kF32, Tag::any);
+memory::desc filter_any_md(const ConvGeometry& g, memory::data_type t = kF32) {
+  return memory::desc({g.filter.dim(3), g.filter.dim(2), g.filter.dim(0), g.filter.dim(1)}, t, Tag::any);
 }
 
-// Descriptor of the forward convolution with filters in oneDNN's preferred layout.
-dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind) {
-  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input),
-                                         filter_any_md(g), nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+// Below this input depth a bfloat16 forward or filter-gradient convolution is no faster than the
+// float32 one (measured with oneDNN 2.6 on AMX: the seed's first convolution, depth 1, runs its
+// filter gradient 3x slower in bfloat16), so those two stay float32 for such inputs. The input
+// gradient has no such case and always honours the mark.
+constexpr int64_t kBf16MinInputDepth = 16;
+
+// The operand type of a marked convolution: bfloat16 when asked for (and not ruled out above).
+memory::data_type conv_operand_type(bool bf16, const ConvGeometry& g, bool input_gradient) {
+  return bf16 && (input_gradient || g.input.dim(3) >= kBf16MinInputDepth) ? kBF16 : kF32;
 }
 
-// The cache entry of a backward convolution (Prim: convolution_backward_data or _weights),
-// hinted by the forward training convolution of the same geometry.
-template <class Prim>
-PrimEntry<Prim> conv_bwd_entry(const ConvGeometry& g) {
-  dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training), cpu_engine());
-  typename Prim::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), filter_any_md(g), nhwc_md(g.output),
-                        g.strides, g.pad_l, g.pad_r);
-  return prim_entry<Prim>({d, user_scratchpad_attr(), cpu_engine(), hint});
+// An activation operand of type `in`: float32 stays the tensor's own NHWC; a bfloat16 copy is
+// made anyway, so it takes whatever layout the primitive prefers (blocked layouts make the
+// bfloat16 filter gradient about 1.4x faster than NHWC; measured with bench/kernels --bf16).
+memory::desc operand_md(const Shape& s, memory::data_type in) {
+  if (in == kF32) return nhwc_md(s);
+  return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, in, Tag::any);
 }
 
-// Filters in the layout `want`: the tensor itself when it already is HWIO, else reordered into `buf`.
+// Descriptor of the forward convolution with filters in oneDNN's preferred layout; `in` is the
+// type of the input and filter (the output is float32).
+dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind,
+                                              memory::data_type in = kF32) {
+  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input, in),
+                                         filter_any_md(g, in), nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+}
+
+// The cache entry of the backward data convolution, hinted by the forward training convolution
+// of the same geometry; `in` is the type of the filter and the output gradient.
+PrimEntry<dnnl::convolution_backward_data> conv_bwd_data_entry(const ConvGeometry& g, memory::data_type in) {
+  dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training, in),
+                                                 cpu_engine());
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input), filter_any_md(g, in),
+                                          nhwc_md(g.output, in), g.strides, g.pad_l, g.pad_r);
+  return prim_entry<dnnl::convolution_backward_data>({d, user_scratchpad_attr(), cpu_engine(), hint});
+}
+
+// The cache entry of the backward weights convolution (hinted likewise); `in` is the type of the
+// input and the output gradient (the filter gradient is float32).
+PrimEntry<dnnl::convolution_backward_weights> conv_bwd_weights_entry(const ConvGeometry& g, memory::data_type in) {
+  dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training, in),
+                                                 cpu_engine());
+  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, operand_md(g.input, in),
+                                             filter_any_md(g), operand_md(g.output, in), g.strides, g.pad_l, g.pad_r);
+  return prim_entry<dnnl::convolution_backward_weights>({d, user_scratchpad_attr(), cpu_engine(), hint});
+}
+
+// Filters in the layout and type `want`: the tensor itself when it already is HWIO float32, else
+// reordered into `buf`.
 memory filter_as(const memory::desc& want, const Tensor& filter, std::optional<dnnl::reorder>& reorder,
                  AlignedBuffer& buf) {
-  memory user = wrap(hwio_md(filter.shape()), filter.raw_data());
-  if (want == user.get_desc()) return user;
-  memory dst = buffer_memory(want, buf);
-  if (!reorder) reorder.emplace(dnnl::reorder::primitive_desc(cpu_engine(), user.get_desc(), cpu_engine(), want));
-  reorder->execute(cpu_stream(), user, dst);
-  return dst;
+  return staged(want, wrap(hwio_md(filter.shape()), filter.raw_data()), reorder, buf);
+}
+
+// An NHWC float32 activation tensor in the type `want` (the tensor itself for float32).
+memory activation_as(const memory::desc& want, const Tensor& t, std::optional<dnnl::reorder>& reorder,
+                     AlignedBuffer& buf) {
+  return staged(want, wrap(nhwc_md(t.shape()), t.raw_data()), reorder, buf);
 }
 
 bool empty_shape(const Shape& s) { return s.num_elements() == 0; }
@@ -310,7 +381,7 @@ bool empty_shape(const Shape& s) { return s.num_elements() == 0; }
 
 class Conv2DKernel : public OpKernel {
  public:
-  Conv2DKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+  Conv2DKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)), bf16_(wants_bf16(n)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
@@ -324,7 +395,7 @@ class Conv2DKernel : public OpKernel {
     }
     return guarded(ctx, [&]() -> Status {
       return cache_.with(conv_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
-        return execute(e.prim, {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
+        return execute(e.prim, {{DNNL_ARG_SRC, activation_as(e.pd.src_desc(), ctx.input(0), e.a_reorder, a_buf_)},
                                 {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
                                 {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
                                 {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
@@ -335,14 +406,16 @@ class Conv2DKernel : public OpKernel {
  private:
   using Entry = PrimEntry<dnnl::convolution_forward>;
 
-  static Entry make_entry(const ConvGeometry& g) {
+  Entry make_entry(const ConvGeometry& g) const {
     return prim_entry<dnnl::convolution_forward>(
-        {conv_fwd_desc(g, dnnl::prop_kind::forward_inference), user_scratchpad_attr(), cpu_engine()});
+        {conv_fwd_desc(g, dnnl::prop_kind::forward_inference, conv_operand_type(bf16_, g, false)),
+         user_scratchpad_attr(), cpu_engine()});
   }
 
   const ConvAttrs attrs_;
+  const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
   DnnlPrimitiveCache<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
+  AlignedBuffer scratch_, w_buf_, a_buf_;  // guarded by cache_
 };
 
 // Reads Conv2DBackpropInput's input_sizes tensor (int32/int64, 4 elements).
@@ -370,7 +443,7 @@ Status check_out_backprop(const OpKernelContext& ctx, const ConvGeometry& g, con
 // Conv2DBackpropInput(input_sizes, filter, out_backprop) -> dL/dinput.
 class Conv2DBackpropInputKernel : public OpKernel {
  public:
-  Conv2DBackpropInputKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+  Conv2DBackpropInputKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)), bf16_(wants_bf16(n)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 1, "filter"));
@@ -385,8 +458,9 @@ class Conv2DBackpropInputKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      return cache_.with(conv_key(g), [&] { return conv_bwd_entry<Prim>(g); }, [&](Entry& e) {
-        return execute(e.prim, {{DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(2).raw_data())},
+      return cache_.with(conv_key(g), [&] { return conv_bwd_data_entry(g, conv_operand_type(bf16_, g, true)); },
+                         [&](Entry& e) {
+        return execute(e.prim, {{DNNL_ARG_DIFF_DST, activation_as(e.pd.diff_dst_desc(), ctx.input(2), e.a_reorder, a_buf_)},
                                 {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
                                 {DNNL_ARG_DIFF_SRC, wrap(e.pd.diff_src_desc(), out->raw_data())},
                                 {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
@@ -395,19 +469,19 @@ class Conv2DBackpropInputKernel : public OpKernel {
   }
 
  private:
-  using Prim = dnnl::convolution_backward_data;
-  using Entry = PrimEntry<Prim>;
+  using Entry = PrimEntry<dnnl::convolution_backward_data>;
 
   const ConvAttrs attrs_;
+  const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
   DnnlPrimitiveCache<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
+  AlignedBuffer scratch_, w_buf_, a_buf_;  // guarded by cache_
 };
 
 // Conv2DBackpropFilter(input, out_backprop), attr filter_sizes -> dL/dfilter (HWIO).
 class Conv2DBackpropFilterKernel : public OpKernel {
  public:
-  Conv2DBackpropFilterKernel(const Node& n, ConvAttrs a, Shape filter) : OpKernel(n), attrs_(std::move(a)),
-                                                                         filter_(std::move(filter)) {}
+  Conv2DBackpropFilterKernel(const Node& n, ConvAttrs a, Shape filter)
+      : OpKernel(n), attrs_(std::move(a)), filter_(std::move(filter)), bf16_(wants_bf16(n)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
@@ -421,12 +495,14 @@ class Conv2DBackpropFilterKernel : public OpKernel {
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
-      return cache_.with(conv_key(g), [&] { return conv_bwd_entry<Prim>(g); }, [&](Entry& e) {
+      return cache_.with(conv_key(g), [&] { return conv_bwd_weights_entry(g, conv_operand_type(bf16_, g, false)); },
+                         [&](Entry& e) {
         memory user_dw = wrap(hwio_md(filter_), out->raw_data());
         const bool direct = e.pd.diff_weights_desc() == user_dw.get_desc();
         memory dw = direct ? user_dw : buffer_memory(e.pd.diff_weights_desc(), w_buf_);
-        e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.pd.src_desc(), ctx.input(0).raw_data())},
-                                      {DNNL_ARG_DIFF_DST, wrap(e.pd.diff_dst_desc(), ctx.input(1).raw_data())},
+        e.prim.execute(cpu_stream(), {{DNNL_ARG_SRC, activation_as(e.pd.src_desc(), ctx.input(0), e.a_reorder, a_buf_)},
+                                      {DNNL_ARG_DIFF_DST,
+                                       activation_as(e.pd.diff_dst_desc(), ctx.input(1), e.b_reorder, b_buf_)},
                                       {DNNL_ARG_DIFF_WEIGHTS, dw},
                                       {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
         if (!direct) {  // blocked diff_weights -> HWIO
@@ -442,13 +518,13 @@ class Conv2DBackpropFilterKernel : public OpKernel {
   }
 
  private:
-  using Prim = dnnl::convolution_backward_weights;
-  using Entry = PrimEntry<Prim>;
+  using Entry = PrimEntry<dnnl::convolution_backward_weights>;
 
   const ConvAttrs attrs_;
   const Shape filter_;
+  const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
   DnnlPrimitiveCache<ConvKey, Entry> cache_;
-  AlignedBuffer scratch_, w_buf_;  // guarded by cache_
+  AlignedBuffer scratch_, w_buf_, a_buf_, b_buf_;  // guarded by cache_
 };
 
 // ---- MaxPool -----------------------------------------------------------------------------
@@ -781,6 +857,15 @@ Result<std::unique_ptr<OpKernel>> make_backprop_filter(const Node& n) {
 void set_intra_op_threads(int n) { intra_op_setting().store(std::max(n, 0), std::memory_order_relaxed); }
 
 int intra_op_threads() { return intra_op_setting().load(std::memory_order_relaxed); }
+
+bool cpu_has_native_bfloat16() {
+  // oneDNN's ISA values are bit sets, each containing the ones below it (AMX includes BF16).
+  static const bool v = [] {
+    const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  }();
+  return v;
+}
 
 void register_cpu_nn_kernels(KernelRegistry& r) {
   r.add("MatMul", "CPU", simple_factory<MatMulKernel>());

@@ -22,4 +22,9 @@ void set_intra_op_threads(int n);
 // The current setting (0 = one per hardware thread).
 int intra_op_threads();
 
+// True when oneDNN computes bfloat16 natively on this CPU (AVX-512 BF16 or AMX), i.e. when ops
+// marked for bfloat16 mixed precision (graph/mixed_precision.h) really take bfloat16 operands;
+// false means they run float32. Thread-safe; computed once.
+bool cpu_has_native_bfloat16();
+
 }  // namespace actorflow

@@ -49,6 +49,12 @@ class SessionOptions {
   // "actorflow://host:port" is not a server in this process connects to that task as a client,
   // authenticated with the file's secret (and TLS files). "" = $ACTORFLOW_CLUSTER.
   SessionOptions& cluster_file(std::string v) { cluster_file_ = std::move(v); return *this; }
+  // bfloat16 mixed precision (TensorFlow's auto_mixed_precision_onednn_bfloat16): MatMul and the
+  // convolutions with their gradients take bfloat16 operands and accumulate and return float32, on
+  // CPUs with native bfloat16 (AVX-512 BF16, AMX); variables and every other op stay float32.
+  // Default false; a server whose cluster file says [server] mixed_precision = "bfloat16" turns
+  // it on for all its sessions.
+  SessionOptions& mixed_bfloat16(bool v) { placement_.mixed_bfloat16 = v; return *this; }
 
   // Logs every op's placement when true (default false).
   bool log_device_placement() const { return placement_.log_device_placement; }
@@ -63,6 +69,8 @@ class SessionOptions {
   const PlacementOptions& placement() const { return placement_; }
   // The cluster file of a remote session; "" (the default) = $ACTORFLOW_CLUSTER.
   const std::string& cluster_file() const { return cluster_file_; }
+  // Whether MatMul and the convolutions take bfloat16 operands (default false).
+  bool mixed_bfloat16() const { return placement_.mixed_bfloat16; }
 
  private:
   PlacementOptions placement_;
