@@ -767,6 +767,7 @@ TEST(BackwardTest, MaxPoolGradMatchesFiniteDifferences) {
   for (const PoolCase& c : std::vector<PoolCase>{{Shape{2, 4, 4, 3}, 2, 2, "SAME"},
                                                  {Shape{1, 5, 5, 2}, 2, 2, "SAME"},
                                                  {Shape{1, 7, 6, 2}, 3, 2, "VALID"},
+                                                 {Shape{1, 5, 7, 2}, 2, 2, "VALID"},  // a row and a column no window covers
                                                  {Shape{2, 5, 4, 3}, 3, 1, "SAME"}}) {
     SCOPED_TRACE(c.input.to_string() + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " " + c.padding);
     Tensor x = distinct_tensor(c.input, seed++);

@@ -611,6 +611,77 @@ class MaxPoolKernel : public OpKernel {
 
 // MaxPoolGrad(orig_input, orig_output, grad): reruns the forward pass in training mode to get
 // oneDNN's argmax workspace, then the backward pass routes grad through it.
+// MaxPoolGrad without a second forward pass: each output position's gradient goes, channel by
+// channel, to the first maximum of its window in scan order (rows, then columns), the input
+// element TensorFlow's CPU kernel picks; windows that overlap add up. oneDNN's backward pooling
+// needs the forward's workspace, which MaxPool (an inference primitive, no workspace) does not
+// keep, so it recomputed the whole forward pass here: measured 3.4 ms of the seed CNN's 34 ms
+// worker step, against about 0.5 ms for this loop (bench/cluster_usage.py's breakdown).
+// Vectorised across channels (NHWC: a window position's channels are contiguous). When windows
+// do not overlap (stride = window, the usual 2x2/2) every input element is written once, the
+// window's maximum its gradient and the rest zero, instead of zeroing the whole gradient first
+// and adding into it: one pass over memory fewer.
+void max_pool_grad_nhwc(const float* __restrict x, const float* __restrict dy, float* __restrict dx,
+                        const PoolGeometry& g) {
+  const int64_t n_ = g.input.dim(0), h_ = g.input.dim(1), w_ = g.input.dim(2), c_ = g.input.dim(3);
+  const int64_t oh_ = g.output.dim(1), ow_ = g.output.dim(2);
+  const bool tiled = g.strides[0] == g.kernel[0] && g.strides[1] == g.kernel[1];
+  const auto zero = [&](int64_t pos, int64_t count) {
+    if (count > 0) std::memset(dx + pos * c_, 0, static_cast<size_t>(count * c_) * sizeof(float));
+  };
+  if (!tiled) {
+    zero(0, n_ * h_ * w_);
+  } else {  // the rows and columns past the last window (VALID's remainder) get no write below
+    const int64_t hcov = std::clamp<int64_t>(oh_ * g.strides[0] - g.pad_l[0], 0, h_);
+    const int64_t wcov = std::clamp<int64_t>(ow_ * g.strides[1] - g.pad_l[1], 0, w_);
+    for (int64_t n = 0; n < n_; ++n) {
+      for (int64_t h = 0; h < hcov; ++h) zero((n * h_ + h) * w_ + wcov, w_ - wcov);
+      zero((n * h_ + hcov) * w_, (h_ - hcov) * w_);
+    }
+  }
+  std::vector<float> best(static_cast<size_t>(c_));
+  std::vector<int64_t> arg(static_cast<size_t>(c_));
+  float* __restrict bp = best.data();
+  int64_t* __restrict ap = arg.data();
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t oh = 0; oh < oh_; ++oh) {
+      const int64_t h0 = oh * g.strides[0] - g.pad_l[0];
+      const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + g.kernel[0], h_);
+      for (int64_t ow = 0; ow < ow_; ++ow) {
+        const int64_t w0 = ow * g.strides[1] - g.pad_l[1];
+        const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + g.kernel[1], w_);
+        if (hs >= he || ws >= we) continue;  // a window wholly in the padding has no input
+        const int64_t first = (n * h_ + hs) * w_ + ws;
+        const float* x0 = x + first * c_;
+        for (int64_t c = 0; c < c_; ++c) {
+          bp[c] = x0[c];
+          ap[c] = first;
+        }
+        for (int64_t h = hs; h < he; ++h)
+          for (int64_t w = (h == hs ? ws + 1 : ws); w < we; ++w) {
+            const int64_t pos = (n * h_ + h) * w_ + w;
+            const float* xp = x + pos * c_;
+            for (int64_t c = 0; c < c_; ++c) {
+              const bool gt = xp[c] > bp[c];
+              bp[c] = gt ? xp[c] : bp[c];
+              ap[c] = gt ? pos : ap[c];
+            }
+          }
+        const float* gp = dy + ((n * oh_ + oh) * ow_ + ow) * c_;
+        if (tiled) {
+          for (int64_t h = hs; h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) {
+              const int64_t pos = (n * h_ + h) * w_ + w;
+              float* dp = dx + pos * c_;
+              for (int64_t c = 0; c < c_; ++c) dp[c] = ap[c] == pos ? gp[c] : 0.f;
+            }
+        } else {
+          for (int64_t c = 0; c < c_; ++c) dx[ap[c] * c_ + c] += gp[c];
+        }
+      }
+    }
+}
+
 class MaxPoolGradKernel : public OpKernel {
  public:
   MaxPoolGradKernel(const Node& n, PoolAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
@@ -631,44 +702,12 @@ class MaxPoolGradKernel : public OpKernel {
       std::memset(out->raw_data(), 0, out->bytes());
       return Status::OK();
     }
-    return guarded(ctx, [&]() -> Status {
-      return cache_.with(pool_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
-        memory ws = buffer_memory(e.fwd_pd.workspace_desc(), ws_buf_);
-        memory dst = buffer_memory(e.fwd_pd.dst_desc(), dst_buf_);
-        const size_t scratch_bytes =
-            std::max(e.fwd_pd.scratchpad_desc().get_size(), e.bwd_pd.scratchpad_desc().get_size());
-        void* scratch_p = scratch_.get(scratch_bytes);
-        e.fwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(e.fwd_pd.src_desc(), ctx.input(0).raw_data())},
-                                     {DNNL_ARG_DST, dst},
-                                     {DNNL_ARG_WORKSPACE, ws},
-                                     {DNNL_ARG_SCRATCHPAD, wrap(e.fwd_pd.scratchpad_desc(), scratch_p)}});
-        return execute(e.bwd, {{DNNL_ARG_DIFF_DST, wrap(e.bwd_pd.diff_dst_desc(), ctx.input(2).raw_data())},
-                               {DNNL_ARG_WORKSPACE, ws},
-                               {DNNL_ARG_DIFF_SRC, wrap(e.bwd_pd.diff_src_desc(), out->raw_data())},
-                               {DNNL_ARG_SCRATCHPAD, wrap(e.bwd_pd.scratchpad_desc(), scratch_p)}});
-      });
-    });
+    max_pool_grad_nhwc(ctx.input(0).data<float>(), ctx.input(2).data<float>(), out->data<float>(), g);
+    return Status::OK();
   }
 
  private:
-  struct Entry {
-    dnnl::pooling_forward::primitive_desc fwd_pd;
-    dnnl::pooling_forward fwd;
-    dnnl::pooling_backward::primitive_desc bwd_pd;
-    dnnl::pooling_backward bwd;
-  };
-
-  static Entry make_entry(const PoolGeometry& g) {
-    dnnl::pooling_forward::primitive_desc fpd = pool_fwd_pd(g, dnnl::prop_kind::forward_training);
-    dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, nhwc_md(g.input), nhwc_md(g.output), g.strides,
-                                    g.kernel, g.pad_l, g.pad_r);
-    dnnl::pooling_backward::primitive_desc bpd(bd, user_scratchpad_attr(), cpu_engine(), fpd);
-    return Entry{fpd, dnnl::pooling_forward(fpd), bpd, dnnl::pooling_backward(bpd)};
-  }
-
   const PoolAttrs attrs_;
-  DnnlPrimitiveCache<PoolKey, Entry> cache_;
-  AlignedBuffer scratch_, ws_buf_, dst_buf_;  // guarded by cache_
 };
 
 // ---- elementwise and row kernels ---------------------------------------------------------
