@@ -74,6 +74,13 @@ struct VarState {
   caf::actor_addr watched_backup;  // the backup node actor monitored (null: none)
   uint64_t watched_epoch = 0;
   uint64_t synced_epoch = 0; // the backup connection its whole state last went out on (0: none)
+  // Deferred dense updates (see kSyncEvery): on a backup, the replicated dense optimizer calls
+  // held, in order, but not applied yet; on a primary, the dense updates replicated as calls
+  // since its whole state last went to the backup.
+  std::vector<ResourceCallPtr> deferred;
+  size_t deferred_bytes = 0;      // the tensor bytes of `deferred`
+  int dense_since_sync = 0;
+  size_t dense_bytes_since_sync = 0;
   static constexpr const char* name = "variable";
 };
 using VarActor = var_impl_t::stateful_base<VarState>;
@@ -644,7 +651,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "sync_state takes a value and a slot blob"));
     st.dtype = args[0].dtype();
     st.shape = args[0].shape();
-    st.value = args[0].deep_copy();
+    st.value = args[0];  // shares the received buffer: the next update copies it first if still shared
     ++st.version;
     Status s = decode_slots(st, args[1]);
     if (!s.ok()) return fail(s);
@@ -893,6 +900,80 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   return why;
 }
 
+// A backup does not apply the dense optimizer updates it is sent (apply_sgd, _momentum, _adam,
+// _adagrad, _rms_prop: each rewrites the whole variable and its slots, several passes over
+// memory): it holds each call, in order, and acknowledges it. Every kSyncEvery-th dense update the
+// primary sends its whole state (value and slots, after that update) instead of the call, or
+// sooner once the calls since the last whole state carry kHeldStates times the whole state's
+// bytes (so a backup holds at most a few times its variable's own memory: 12 Adam gradients,
+// 4 SGD ones); the backup replaces its state with it and drops the calls it held, which the state
+// includes.
+// Any other call on the backup (a read, a checkpoint save, a sparse or synchronous update, the
+// first update after a failover that promotes it) first applies the held calls, so whatever is
+// read or served from the copy includes every acknowledged update. Measured on the seed CNN
+// with 2 workers on 2 cores (bench/replication_cost.py): the backup's Adam pass over the 6.5 MB
+// of variables was the largest part of the replication cost (docs/benchmarks.md).
+constexpr int kSyncEvery = 16;
+constexpr size_t kHeldStates = 4;
+// A backup holds at most twice that (past it, it applies), whatever its primary sends.
+constexpr size_t kMaxDeferred = 2 * kSyncEvery;
+constexpr size_t kMaxDeferredStates = 2 * kHeldStates;
+
+// The bytes of the variable's value and slots: what a whole state carries.
+size_t state_bytes(const VarState& st) {
+  size_t b = 0;
+  for (const Tensor* t : {&st.value, &st.momentum, &st.adam_m, &st.adam_v, &st.adagrad_accum, &st.rms_ms, &st.rms_mom})
+    if (t->is_initialized()) b += t->bytes();
+  return b;
+}
+
+size_t call_bytes(const ResourceCall& c) {
+  size_t b = 0;
+  for (const Tensor& t : c.args)
+    if (t.is_initialized()) b += t.bytes();
+  return b;
+}
+
+bool dense_optimizer_call(const std::string& m) {
+  return m == "apply_sgd" || m == "apply_momentum" || m == "apply_adam" || m == "apply_adagrad" ||
+         m == "apply_rms_prop";
+}
+
+// Holds `call` unapplied on a backup when it is a replicated dense update (true: acknowledge it
+// now); false when it must run now.
+bool defer_on_backup(VarActor* self, const ResourceCallPtr& call) {
+  auto& st = self->state;
+  if (!st.rep || !call->attrs.get_or<bool>(kReplicaCallAttr, false) || !dense_optimizer_call(call->method)) return false;
+  const size_t bytes = call_bytes(*call);
+  if (!st.value.is_initialized() || st.deferred.size() >= kMaxDeferred ||
+      st.deferred_bytes + bytes > kMaxDeferredStates * state_bytes(st))
+    return false;
+  st.backup_role = true;
+  st.primary = call->attrs.get_or<std::string>(kReplicaFromAttr, "");
+  st.deferred.push_back(call);
+  st.deferred_bytes += bytes;
+  return true;
+}
+
+// Applies the dense updates a backup holds, in order (before any other call), or drops them when
+// `call` is the primary's whole state, which includes them.
+void apply_deferred(VarActor* self, const ResourceCall& call) {
+  auto& st = self->state;
+  if (st.deferred.empty()) return;
+  auto held = std::move(st.deferred);
+  st.deferred.clear();
+  st.deferred_bytes = 0;
+  if (call.method == "sync_state" && call.attrs.get_or<bool>(kReplicaCallAttr, false)) return;
+  for (const auto& c : held) {
+    caf::result<std::vector<Tensor>> r = handle_call(self, c);
+    // The primary applied the same call to the same state, so this cannot fail short of a bug.
+    if (r.flag == caf::rt_error) {
+      AF_LOG(ERROR) << "variable '" << st.var << "': a held update (" << c->method << ") failed on the backup: "
+                    << caf::to_string(r.err);
+    }
+  }
+}
+
 // A direct (not replicated) update reaching a backup copy: while the copy's primary is alive the
 // caller has not failed over (it started after the failover, or noticed a failure the ps tasks
 // did not): refused with Unavailable carrying the served_by marker, so the caller's process
@@ -925,6 +1006,9 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   if (call->attrs.get_or<bool>(kReplicaCallAttr, false)) {
     st.backup_role = true;
     st.primary = call->attrs.get_or<std::string>(kReplicaFromAttr, "");
+    // The primary only waits for the acknowledgement: an update's usual reply (the whole updated
+    // variable) would cross the control plane back for nothing.
+    if (r.flag == caf::rt_value) return std::vector<Tensor>{};
     return r;
   }
   if (r.flag == caf::rt_error) return r;
@@ -941,6 +1025,18 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     args = {st.value, encode_slots(st)};
     attrs.clear();
     st.synced_epoch = b.epoch;
+    st.dense_since_sync = 0;
+    st.dense_bytes_since_sync = 0;
+  } else if (dense_optimizer_call(method) &&
+             (++st.dense_since_sync >= kSyncEvery ||
+              (st.dense_bytes_since_sync += call_bytes(*call)) >= kHeldStates * state_bytes(st))) {
+    // The backup holds the dense updates since the last whole state unapplied: this one goes
+    // as the whole state after it, which replaces them there (see kSyncEvery).
+    method = "sync_state";
+    args = {st.value, encode_slots(st)};
+    attrs.clear();
+    st.dense_since_sync = 0;
+    st.dense_bytes_since_sync = 0;
   }
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
@@ -1011,6 +1107,8 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         // this request and restarts the actor in place (CAF 0.17 would stop the actor).
         try {
           FaultInjector::global().maybe_throw("variable", "");
+          if (defer_on_backup(self, call)) return std::vector<Tensor>{};
+          apply_deferred(self, *call);
           if (!self->state.rep || !replicated_method(call->method, call->attrs)) return handle_call(self, call);
           if (auto refused = backup_refuses(self, *call)) return to_caf_error(*refused);
           return replicate(self, call, handle_call(self, call));
