@@ -13,18 +13,13 @@
 
 #include "actorflow/actorflow.h"
 #include "device/cpu/nn_kernels.h"
-#include "device/executor.h"
 #include "graph/mixed_precision.h"
 #include "graph/ops.h"
 #include "graph/ops_nn_grad.h"
+#include "tests/util/eval.h"
 
 namespace actorflow {
 namespace {
-
-Device* cpu() {
-  static auto dev = make_cpu_device("/job:localhost/replica:0/task:0/device:CPU:0", 0);
-  return dev.get();
-}
 
 // `x` rounded to the nearest bfloat16 (ties to even), as a float: what oneDNN's conversion does.
 float to_bf16(float x) {
@@ -75,11 +70,12 @@ Tensor eval(const BuildFn& build, const std::vector<Tensor>& inputs, bool bf16) 
     feeds[name] = inputs[i];
   }
   Output out = build(root, ph);
-  EXPECT_TRUE(root.ok()) << root.status();
-  if (bf16) EXPECT_EQ(mark_mixed_bfloat16(*root.graph()), 1);
-  auto r = run_local(*root.graph(), {out.name()}, feeds, cpu());
+  if (bf16) {
+    EXPECT_EQ(mark_mixed_bfloat16(*root.graph()), 1);
+  }
+  auto r = testing::eval(root, out, feeds);
   EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? (*r)[0] : Tensor();
+  return r.ok() ? *r : Tensor();
 }
 
 // Runs `build` float32 on the given operands, float32 on the operands rounded to bfloat16, and

@@ -225,8 +225,8 @@ class MatMulKernel : public OpKernel {
     }
     return guarded(ctx, [&]() -> Status {
       return cache_.with({m, k, n}, [&] { return make_entry(m, k, n); }, [&](Entry& e) {
-        memory a = staged(e.pd.src_desc(), wrap(f32_md(m, k, ta_), ctx.input(0).raw_data()), e.a_reorder, a_buf_);
-        memory b = staged(e.pd.weights_desc(), wrap(f32_md(k, n, tb_), ctx.input(1).raw_data()), e.b_reorder, b_buf_);
+        memory a = staged(e.pd.src_desc(), wrap(operand_md(m, k, ta_), ctx.input(0).raw_data()), e.a_reorder, a_buf_);
+        memory b = staged(e.pd.weights_desc(), wrap(operand_md(k, n, tb_), ctx.input(1).raw_data()), e.b_reorder, b_buf_);
         return execute(e.prim, {{DNNL_ARG_SRC, a},
                                 {DNNL_ARG_WEIGHTS, b},
                                 {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
@@ -238,15 +238,14 @@ class MatMulKernel : public OpKernel {
  private:
   using Entry = PrimEntry<dnnl::matmul>;
 
-  // A rows x cols operand as stored in its float32 tensor (transposed: column-major).
-  static memory::desc f32_md(int64_t rows, int64_t cols, bool transposed) {
-    return memory::desc({rows, cols}, kF32, transposed ? Tag::ba : Tag::ab);
+  // A rows x cols operand of type `t` in its tensor's layout (transposed: column-major).
+  static memory::desc operand_md(int64_t rows, int64_t cols, bool transposed, memory::data_type t = kF32) {
+    return memory::desc({rows, cols}, t, transposed ? Tag::ba : Tag::ab);
   }
 
   Entry make_entry(int64_t m, int64_t k, int64_t n) const {
     const memory::data_type in = bf16_ ? kBF16 : kF32;  // bfloat16: operands converted, f32 result
-    memory::desc a({m, k}, in, ta_ ? Tag::ba : Tag::ab);
-    memory::desc b({k, n}, in, tb_ ? Tag::ba : Tag::ab);
+    memory::desc a = operand_md(m, k, ta_, in), b = operand_md(k, n, tb_, in);
     memory::desc c({m, n}, kF32, Tag::ab);
     return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
   }
@@ -326,14 +325,6 @@ memory::data_type conv_operand_type(bool bf16, const ConvGeometry& g, bool input
   return bf16 && (input_gradient || g.input.dim(3) >= kBf16MinInputDepth) ? kBF16 : kF32;
 }
 
-// An activation operand of type `in`: float32 stays the tensor's own NHWC; a bfloat16 copy is
-// made anyway, so it takes whatever layout the primitive prefers (blocked layouts make the
-// bfloat16 filter gradient about 1.4x faster than NHWC; measured with bench/kernels --bf16).
-memory::desc operand_md(const Shape& s, memory::data_type in) {
-  if (in == kF32) return nhwc_md(s);
-  return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, in, Tag::any);
-}
-
 // Descriptor of the forward convolution with filters in oneDNN's preferred layout; `in` is the
 // type of the input and filter (the output is float32).
 dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind,
@@ -357,8 +348,8 @@ PrimEntry<dnnl::convolution_backward_data> conv_bwd_data_entry(const ConvGeometr
 PrimEntry<dnnl::convolution_backward_weights> conv_bwd_weights_entry(const ConvGeometry& g, memory::data_type in) {
   dnnl::convolution_forward::primitive_desc hint(conv_fwd_desc(g, dnnl::prop_kind::forward_training, in),
                                                  cpu_engine());
-  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, operand_md(g.input, in),
-                                             filter_any_md(g), operand_md(g.output, in), g.strides, g.pad_l, g.pad_r);
+  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, nhwc_md(g.input, in),
+                                             filter_any_md(g), nhwc_md(g.output, in), g.strides, g.pad_l, g.pad_r);
   return prim_entry<dnnl::convolution_backward_weights>({d, user_scratchpad_attr(), cpu_engine(), hint});
 }
 
