@@ -19,7 +19,7 @@ struct ClientSessions::Entry {
   uint64_t version = 0;
   std::unique_ptr<Scope> scope;        // holds the client's graph
   std::shared_ptr<Session> session;    // over scope, with `opts`
-  std::tuple<bool, bool, std::string, bool, int64_t> opts;
+  std::tuple<bool, bool, std::string, bool, bool, int64_t> opts;
   std::chrono::steady_clock::time_point last_used;
   int running = 0;                     // guarded by ClientSessions::mu_
 };
@@ -110,13 +110,15 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
       e->session.reset();
     }
     auto opts = std::make_tuple(req.placement.log_device_placement, req.placement.allow_soft_placement,
-                                req.placement.default_device, req.placement.mixed_bfloat16, req.timeout_ms);
+                                req.placement.default_device, req.placement.mixed_bfloat16, req.placement.fuse_kernels,
+                                req.timeout_ms);
     if (!e->session || e->opts != opts) {
       SessionOptions so;
       so.log_device_placement(req.placement.log_device_placement)
           .allow_soft_placement(req.placement.allow_soft_placement)
           .default_device(req.placement.default_device)
           .mixed_bfloat16(req.placement.mixed_bfloat16)
+          .fuse_kernels(req.placement.fuse_kernels)
           .timeout(std::chrono::milliseconds(std::max<int64_t>(0, req.timeout_ms)));
       auto s = std::make_shared<Session>(*e->scope, target_, so);
       if (!s->status().ok()) return s->status();

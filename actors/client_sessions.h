@@ -60,7 +60,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClientRunRequest& x) {
   return f(caf::meta::type_name("actorflow::ClientRunRequest"), x.session, x.graph_version, x.graph_def,
            x.feed_names, x.feeds, x.fetches, x.targets, x.placement.log_device_placement,
-           x.placement.allow_soft_placement, x.placement.default_device, x.placement.mixed_bfloat16, x.timeout_ms);
+           x.placement.allow_soft_placement, x.placement.default_device, x.placement.mixed_bfloat16,
+           x.placement.fuse_kernels, x.timeout_ms);
 }
 
 // Registers ClientRunRequest with an actor system config (register_actorflow_types calls it).

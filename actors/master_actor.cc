@@ -66,7 +66,8 @@ using MasterActor = master_impl_t::stateful_base<MasterState>;
 std::string plan_key(const RunRequest& r) {
   std::string k = std::to_string(r.graph_id) + "#" + std::to_string(r.graph->num_nodes()) + "#" +
                   std::to_string(r.membership_epoch) + "#" + std::to_string(r.devices.size()) + "#" +
-                  (r.placement.allow_soft_placement ? "s" : "h") + (r.placement.mixed_bfloat16 ? "b" : "f") + "#" + r.placement.default_device + "|";
+                  (r.placement.allow_soft_placement ? "s" : "h") + (r.placement.mixed_bfloat16 ? "b" : "f") +
+                  (r.placement.fuse_kernels ? "F" : "u") + "#" + r.placement.default_device + "|";
   for (const auto& f : r.sig.feeds) k += f + ",";
   k += "|";
   for (const auto& f : r.sig.fetches) k += f + ",";

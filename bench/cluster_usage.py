@@ -211,7 +211,7 @@ def print_breakdown(tasks, series, start, end, global_steps, peak):
         if n <= 0:
             continue
         kern = sum(us.values()) / 1e3
-        top = sorted(us.items(), key=lambda kv: -kv[1])[:6]
+        top = sorted(us.items(), key=lambda kv: -kv[1])[:int(os.environ.get("AF_TOP_KERNELS", "6"))]
         tops = ", ".join("%s %.2f" % (k, v / 1e3 / n) for k, v in top if v > 0)
         flops_cell = share_cell = "-"
         if t[0] == "worker":
@@ -220,10 +220,15 @@ def print_breakdown(tasks, series, start, end, global_steps, peak):
             # filter gradients' means conv1's input gradient was computed too.
             bf = calls.get("Conv2DBackpropFilter", 0)
             bi = calls.get("Conv2DBackpropInput", 0)
-            flops = BATCH * (calls.get("Conv2D", 0) / 2 * (CONV1 + CONV2) + bf / 2 * (CONV1 + CONV2) +
+            # Fused kernels (graph/fusion.h) count as their convolution or matmul: the bias
+            # and ReLU they absorb are a few FLOPs per output, well under 1 % of the step's.
+            conv = calls.get("Conv2D", 0) + calls.get("_FusedConv2D", 0)
+            mm = calls.get("MatMul", 0) + calls.get("_FusedMatMul", 0)
+            flops = BATCH * (conv / 2 * (CONV1 + CONV2) + bf / 2 * (CONV1 + CONV2) +
                              (bi / 2 * (CONV1 + CONV2) if bi >= bf else bi * CONV2) +
-                             calls.get("MatMul", 0) / 2 * FC)
-            secs = sum(us.get(k, 0.0) for k in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul")) / 1e6
+                             mm / 2 * FC)
+            secs = sum(us.get(k, 0.0) for k in ("Conv2D", "_FusedConv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
+                                                "MatMul", "_FusedMatMul")) / 1e6
             if secs > 0:
                 flops_cell = "%.1f" % (flops / secs / 1e9)
                 if peak > 0:

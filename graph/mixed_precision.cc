@@ -5,7 +5,8 @@
 namespace actorflow {
 
 bool takes_mixed_bfloat16(const std::string& op) {
-  return op == "MatMul" || op == "Conv2D" || op == "Conv2DBackpropInput" || op == "Conv2DBackpropFilter";
+  return op == "MatMul" || op == "Conv2D" || op == "Conv2DBackpropInput" || op == "Conv2DBackpropFilter" ||
+         op == "_FusedMatMul" || op == "_FusedConv2D";  // graph/fusion.h
 }
 
 int mark_mixed_bfloat16(Graph& g) {

@@ -147,6 +147,21 @@ Status conv2d_shape(InferenceContext& c) {
   return Status::OK();
 }
 
+// The fused ops of graph/fusion.h: the base op's shape, plus a rank-1 bias of the same type as
+// input 2 (the kernel checks its size against the output's channels).
+Status fused_bias_input(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(check_same_type(c.input_type(0), c.input_type(2), "input", "bias"));
+  return check_rank(c.input_shape(2), 1, "bias");
+}
+Status fused_conv2d_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(conv2d_shape(c));
+  return fused_bias_input(c);
+}
+Status fused_matmul_shape(InferenceContext& c) {
+  AF_RETURN_IF_ERROR(matmul_shape(c));
+  return fused_bias_input(c);
+}
+
 Status max_pool_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_floating(c.input_type(0), "input"));
   AF_ASSIGN_OR_RETURN(Shape out, max_pool_output(c.input_shape(0), c.attrs()));
@@ -335,6 +350,10 @@ void register_nn_ops(OpRegistry& r) {
   r.add(op_def("Conv2DBackpropFilter", 2, conv2d_backprop_filter_shape));
   r.add(op_def("MaxPoolGrad", 3, max_pool_grad_shape));
   r.add(op_def("MaxPoolGradGrad", 3, max_pool_grad_grad_shape));
+  // Made only by graph/fusion.h on placed graphs; no gradients (they appear after differentiation).
+  r.add(op_def("_FusedConv2D", 3, fused_conv2d_shape));
+  r.add(op_def("_FusedMatMul", 3, fused_matmul_shape));
+  r.add(op_def("_FusedMaxPoolGrad", 3, max_pool_grad_shape));
 }
 
 namespace ops {

@@ -28,6 +28,10 @@ struct PlacementOptions {
   // results on CPUs that have native bfloat16 (graph/mixed_precision.h): each step's placed graph
   // is marked. Not placement, but carried with it to the master that plans the step.
   bool mixed_bfloat16 = false;
+  // Fuses Conv2D/MatMul + BiasAdd (+ Relu) and MaxPoolGrad + ReluGrad on CPU devices into single
+  // kernels (graph/fusion.h; TensorFlow's grappler remapper). Results equal the unfused ops'.
+  // Default true; false runs every op of the graph as written (debugging, comparisons).
+  bool fuse_kernels = true;
 };
 
 }  // namespace actorflow

@@ -1,5 +1,6 @@
 #include "runtime/step_plan.h"
 
+#include "graph/fusion.h"
 #include "graph/mixed_precision.h"
 
 namespace actorflow {
@@ -32,6 +33,10 @@ Result<StepPlan> plan_step(const Graph& graph, const RunSignature& sig, const st
   AF_ASSIGN_OR_RETURN(Graph g, rewrite_for_run(graph, sig));
   StepPlan plan;
   AF_ASSIGN_OR_RETURN(plan.placement_log, place_graph(g, devices, placer));
+  if (placer.fuse_kernels) {  // one pass over an activation instead of two or three (graph/fusion.h)
+    AF_ASSIGN_OR_RETURN(Graph fused, fuse_cpu_kernels(g));
+    g = std::move(fused);
+  }
   if (placer.mixed_bfloat16) mark_mixed_bfloat16(g);  // bfloat16 operands (graph/mixed_precision.h)
   plan.num_fetches = sig.fetches.size();
   plan.feed_names = sig.feeds;

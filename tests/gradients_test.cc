@@ -9,19 +9,14 @@
 #include "device/executor.h"
 #include "graph/gradients.h"
 #include "graph/ops.h"
+#include "tests/util/eval.h"
 #include "graph/ops_nn_grad.h"
 #include "graph/ops_variables.h"
 
 namespace actorflow {
 namespace {
 
-Tensor random_tensor(const Shape& s, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  Tensor t(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using testing::random_tensor;
 
 // Values (i * 7 mod n) * step + offset: distinct and well apart, so Max/MaxPool have no near-ties.
 Tensor spread_tensor(const Shape& s, float step = 0.1f, float offset = -1.f) {

@@ -32,13 +32,7 @@ float to_bf16(float x) {
   return r;
 }
 
-Tensor random_tensor(const Shape& s, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  Tensor t(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = d(gen);
-  return t;
-}
+using testing::random_tensor;
 
 Tensor rounded(const Tensor& t) {
   Tensor r(DType::kFloat32, t.shape());

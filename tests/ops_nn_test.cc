@@ -16,6 +16,7 @@
 #include "device/cpu/nn_kernels.h"
 #include "device/executor.h"
 #include "graph/ops.h"
+#include "tests/util/eval.h"
 #include "graph/ops_nn_grad.h"
 
 namespace actorflow {
@@ -26,13 +27,7 @@ Device* cpu() {
   return dev.get();
 }
 
-Tensor random_tensor(const Shape& s, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  Tensor t(DType::kFloat32, s);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = d(gen);
-  return t;
-}
+using testing::random_tensor;
 
 // Distinct values (a shuffled ramp with gaps of 0.01) so max pooling has no ties.
 Tensor distinct_tensor(const Shape& s, uint32_t seed) {

@@ -40,6 +40,7 @@
 #include "device/cpu/dnnl_primitive_cache.h"
 #include "device/functors.h"
 #include "device/kernel.h"
+#include "graph/fusion.h"
 #include "graph/mixed_precision.h"
 #include "graph/ops_nn_util.h"
 
@@ -153,6 +154,40 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return a;
 }
 
+// The attributes of a kernel fused by graph/fusion.h: a user scratchpad and, with `relu`, a ReLU
+// post-op (applied by oneDNN to each output block after the bias, while it is in registers).
+dnnl::primitive_attr fused_attr(bool relu) {
+  dnnl::primitive_attr a = user_scratchpad_attr();
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    a.set_post_ops(po);
+  }
+  return a;
+}
+
+// A fused kernel's bias (input 2): float32, rank 1, one value per output channel `channels`.
+Status check_fused_bias(const OpKernelContext& ctx, int64_t channels) {
+  AF_RETURN_IF_ERROR(require_f32(ctx, 2, "bias"));
+  AF_RETURN_IF_ERROR(require_rank(ctx, 2, 1, "bias"));
+  const int64_t nb = ctx.input(2).shape().dim(0);
+  if (nb == channels) return Status::OK();
+  return ctx.invalid_argument("bias of size " + std::to_string(nb) + " does not match the output's last dimension " +
+                              std::to_string(channels));
+}
+
+// `out` (all zero: an empty sum) plus the bias, then the ReLU: a fused kernel's result when its
+// reduction is empty.
+void bias_relu_of_zero(Tensor* out, const Tensor& bias, bool relu) {
+  const int64_t c = bias.num_elements();
+  if (c == 0) return;
+  float* o = out->data<float>();
+  const float* b = bias.data<float>();
+  const int64_t rows = out->num_elements() / c;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < c; ++j) o[r * c + j] = relu ? std::max(b[j], 0.f) : b[j];
+}
+
 memory::desc nhwc_md(const Shape& s, memory::data_type t = kF32) {
   return memory::desc({s.dim(0), s.dim(3), s.dim(1), s.dim(2)}, t, Tag::nhwc);
 }
@@ -200,11 +235,14 @@ PrimEntry<Prim> prim_entry(const typename Prim::primitive_desc& pd) {
 
 class MatMulKernel : public OpKernel {
  public:
+  // MatMul, or _FusedMatMul(a, b, bias) {fused_relu} (graph/fusion.h).
   explicit MatMulKernel(const Node& n)
       : OpKernel(n),
         ta_(n.attrs.get_or<bool>("transpose_a", false)),
         tb_(n.attrs.get_or<bool>("transpose_b", false)),
-        bf16_(wants_bf16(n)) {}
+        bf16_(wants_bf16(n)),
+        bias_(n.op == "_FusedMatMul"),
+        relu_(bias_ && n.attrs.get_or<bool>(kFusedReluAttr, false)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "a"));
@@ -217,20 +255,24 @@ class MatMulKernel : public OpKernel {
     const int64_t kb = bs.dim(tb_ ? 1 : 0), n = bs.dim(tb_ ? 0 : 1);
     if (k != kb)
       return ctx.invalid_argument("inner dimensions " + std::to_string(k) + " and " + std::to_string(kb) + " differ");
+    if (bias_) AF_RETURN_IF_ERROR(check_fused_bias(ctx, n));
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, Shape{m, n}));
     if (m == 0 || n == 0) return Status::OK();
     if (k == 0) {
       std::memset(out->raw_data(), 0, out->bytes());
+      if (bias_) bias_relu_of_zero(out, ctx.input(2), relu_);
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
       return cache_.with({m, k, n}, [&] { return make_entry(m, k, n); }, [&](Entry& e) {
         memory a = staged(e.pd.src_desc(), wrap(operand_md(m, k, ta_), ctx.input(0).raw_data()), e.a_reorder, a_buf_);
         memory b = staged(e.pd.weights_desc(), wrap(operand_md(k, n, tb_), ctx.input(1).raw_data()), e.b_reorder, b_buf_);
-        return execute(e.prim, {{DNNL_ARG_SRC, a},
-                                {DNNL_ARG_WEIGHTS, b},
-                                {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
-                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a},
+                                             {DNNL_ARG_WEIGHTS, b},
+                                             {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+                                             {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}};
+        if (bias_) args.emplace(DNNL_ARG_BIAS, wrap(e.pd.bias_desc(), ctx.input(2).raw_data()));
+        return execute(e.prim, args);
       });
     });
   }
@@ -247,11 +289,15 @@ class MatMulKernel : public OpKernel {
     const memory::data_type in = bf16_ ? kBF16 : kF32;  // bfloat16: operands converted, f32 result
     memory::desc a = operand_md(m, k, ta_, in), b = operand_md(k, n, tb_, in);
     memory::desc c({m, n}, kF32, Tag::ab);
-    return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
+    if (!bias_) return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
+    memory::desc bias({1, n}, kF32, Tag::ab);
+    return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, bias, c), fused_attr(relu_), cpu_engine()});
   }
 
   const bool ta_, tb_;
   const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
+  const bool bias_;  // _FusedMatMul: input 2 is a bias added to each row
+  const bool relu_;  // and a ReLU follows it
   DnnlPrimitiveCache<std::array<int64_t, 3>, Entry> cache_;
   AlignedBuffer scratch_, a_buf_, b_buf_;  // guarded by cache_
 };
@@ -333,6 +379,13 @@ dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_
                                          filter_any_md(g, in), nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
 }
 
+// The same with a float32 bias per output channel (_FusedConv2D).
+dnnl::convolution_forward::desc conv_fwd_bias_desc(const ConvGeometry& g, dnnl::prop_kind kind, memory::data_type in) {
+  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input, in),
+                                         filter_any_md(g, in), memory::desc({g.filter.dim(3)}, kF32, Tag::x),
+                                         nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+}
+
 // The cache entry of the backward data convolution, hinted by the forward training convolution
 // of the same geometry; `in` is the type of the filter and the output gradient.
 PrimEntry<dnnl::convolution_backward_data> conv_bwd_data_entry(const ConvGeometry& g, memory::data_type in) {
@@ -372,24 +425,35 @@ bool empty_shape(const Shape& s) { return s.num_elements() == 0; }
 
 class Conv2DKernel : public OpKernel {
  public:
-  Conv2DKernel(const Node& n, ConvAttrs a) : OpKernel(n), attrs_(std::move(a)), bf16_(wants_bf16(n)) {}
+  // Conv2D, or _FusedConv2D(input, filter, bias) {fused_relu} (graph/fusion.h).
+  Conv2DKernel(const Node& n, ConvAttrs a)
+      : OpKernel(n),
+        attrs_(std::move(a)),
+        bf16_(wants_bf16(n)),
+        bias_(n.op == "_FusedConv2D"),
+        relu_(bias_ && n.attrs.get_or<bool>(kFusedReluAttr, false)) {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "input"));
     AF_RETURN_IF_ERROR(require_f32(ctx, 1, "filter"));
     AF_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(ctx, ctx.input(0).shape(), ctx.input(1).shape(), attrs_));
+    if (bias_) AF_RETURN_IF_ERROR(check_fused_bias(ctx, g.output.dim(3)));
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.output));
     if (empty_shape(g.output)) return Status::OK();
     if (empty_shape(g.input)) {  // zero input depth: every sum is empty
       std::memset(out->raw_data(), 0, out->bytes());
+      if (bias_) bias_relu_of_zero(out, ctx.input(2), relu_);
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
       return cache_.with(conv_key(g), [&] { return make_entry(g); }, [&](Entry& e) {
-        return execute(e.prim, {{DNNL_ARG_SRC, activation_as(e.pd.src_desc(), ctx.input(0), e.a_reorder, a_buf_)},
-                                {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
-                                {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
-                                {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}});
+        std::unordered_map<int, memory> args{
+            {DNNL_ARG_SRC, activation_as(e.pd.src_desc(), ctx.input(0), e.a_reorder, a_buf_)},
+            {DNNL_ARG_WEIGHTS, filter_as(e.pd.weights_desc(), ctx.input(1), e.w_reorder, w_buf_)},
+            {DNNL_ARG_DST, wrap(e.pd.dst_desc(), out->raw_data())},
+            {DNNL_ARG_SCRATCHPAD, buffer_memory(e.pd.scratchpad_desc(), scratch_)}};
+        if (bias_) args.emplace(DNNL_ARG_BIAS, wrap(e.pd.bias_desc(), ctx.input(2).raw_data()));
+        return execute(e.prim, args);
       });
     });
   }
@@ -398,13 +462,16 @@ class Conv2DKernel : public OpKernel {
   using Entry = PrimEntry<dnnl::convolution_forward>;
 
   Entry make_entry(const ConvGeometry& g) const {
-    return prim_entry<dnnl::convolution_forward>(
-        {conv_fwd_desc(g, dnnl::prop_kind::forward_inference, conv_operand_type(bf16_, g, false)),
-         user_scratchpad_attr(), cpu_engine()});
+    const auto kind = dnnl::prop_kind::forward_inference;
+    const memory::data_type in = conv_operand_type(bf16_, g, false);
+    if (!bias_) return prim_entry<dnnl::convolution_forward>({conv_fwd_desc(g, kind, in), user_scratchpad_attr(), cpu_engine()});
+    return prim_entry<dnnl::convolution_forward>({conv_fwd_bias_desc(g, kind, in), fused_attr(relu_), cpu_engine()});
   }
 
   const ConvAttrs attrs_;
   const bool bf16_;  // bfloat16 operands (graph/mixed_precision.h)
+  const bool bias_;  // _FusedConv2D: input 2 is a bias per output channel
+  const bool relu_;  // and a ReLU follows it
   DnnlPrimitiveCache<ConvKey, Entry> cache_;
   AlignedBuffer scratch_, w_buf_, a_buf_;  // guarded by cache_
 };
@@ -612,8 +679,10 @@ class MaxPoolKernel : public OpKernel {
 // do not overlap (stride = window, the usual 2x2/2) every input element is written once, the
 // window's maximum its gradient and the rest zero, instead of zeroing the whole gradient first
 // and adding into it: one pass over memory fewer.
+// With `relu_grad` (_FusedMaxPoolGrad, graph/fusion.h) the gradient routed to a window's maximum
+// is kept only where that maximum is > 0: ReluGrad(dx, x) applied in the same pass.
 void max_pool_grad_nhwc(const float* __restrict x, const float* __restrict dy, float* __restrict dx,
-                        const PoolGeometry& g) {
+                        const PoolGeometry& g, bool relu_grad) {
   const int64_t n_ = g.input.dim(0), h_ = g.input.dim(1), w_ = g.input.dim(2), c_ = g.input.dim(3);
   const int64_t oh_ = g.output.dim(1), ow_ = g.output.dim(2);
   const bool tiled = g.strides[0] == g.kernel[0] && g.strides[1] == g.kernel[1];
@@ -659,6 +728,8 @@ void max_pool_grad_nhwc(const float* __restrict x, const float* __restrict dy, f
             }
           }
         const float* gp = dy + ((n * oh_ + oh) * ow_ + ow) * c_;
+        if (relu_grad)  // every element a window routes to is its maximum bp[c]
+          for (int64_t c = 0; c < c_; ++c) ap[c] = bp[c] > 0.f ? ap[c] : -1;
         if (tiled) {
           for (int64_t h = hs; h < he; ++h)
             for (int64_t w = ws; w < we; ++w) {
@@ -667,7 +738,8 @@ void max_pool_grad_nhwc(const float* __restrict x, const float* __restrict dy, f
               for (int64_t c = 0; c < c_; ++c) dp[c] = ap[c] == pos ? gp[c] : 0.f;
             }
         } else {
-          for (int64_t c = 0; c < c_; ++c) dx[ap[c] * c_ + c] += gp[c];
+          for (int64_t c = 0; c < c_; ++c)
+            if (ap[c] >= 0) dx[ap[c] * c_ + c] += gp[c];
         }
       }
     }
@@ -675,7 +747,9 @@ void max_pool_grad_nhwc(const float* __restrict x, const float* __restrict dy, f
 
 class MaxPoolGradKernel : public OpKernel {
  public:
-  MaxPoolGradKernel(const Node& n, PoolAttrs a) : OpKernel(n), attrs_(std::move(a)) {}
+  // MaxPoolGrad, or _FusedMaxPoolGrad (MaxPoolGrad then ReluGrad by orig_input; graph/fusion.h).
+  MaxPoolGradKernel(const Node& n, PoolAttrs a)
+      : OpKernel(n), attrs_(std::move(a)), relu_grad_(n.op == "_FusedMaxPoolGrad") {}
 
   Status compute(OpKernelContext& ctx) override {
     AF_RETURN_IF_ERROR(require_f32(ctx, 0, "orig_input"));
@@ -693,12 +767,13 @@ class MaxPoolGradKernel : public OpKernel {
       std::memset(out->raw_data(), 0, out->bytes());
       return Status::OK();
     }
-    max_pool_grad_nhwc(ctx.input(0).data<float>(), ctx.input(2).data<float>(), out->data<float>(), g);
+    max_pool_grad_nhwc(ctx.input(0).data<float>(), ctx.input(2).data<float>(), out->data<float>(), g, relu_grad_);
     return Status::OK();
   }
 
  private:
   const PoolAttrs attrs_;
+  const bool relu_grad_;
 };
 
 // ---- elementwise and row kernels ---------------------------------------------------------
@@ -904,6 +979,9 @@ void register_cpu_nn_kernels(KernelRegistry& r) {
   r.add("Conv2DBackpropFilter", "CPU", make_backprop_filter);
   r.add("MaxPool", "CPU", attr_factory<MaxPoolKernel, PoolAttrs>(parse_pool_attrs));
   r.add("MaxPoolGrad", "CPU", attr_factory<MaxPoolGradKernel, PoolAttrs>(parse_pool_attrs));
+  r.add("_FusedConv2D", "CPU", attr_factory<Conv2DKernel, ConvAttrs>(parse_conv_attrs));
+  r.add("_FusedMatMul", "CPU", simple_factory<MatMulKernel>());
+  r.add("_FusedMaxPoolGrad", "CPU", attr_factory<MaxPoolGradKernel, PoolAttrs>(parse_pool_attrs));
   r.add("Relu", "CPU", simple_factory<ReluKernel>());
   r.add("ReluGrad", "CPU", simple_factory<ReluGradKernel>());
   r.add("BiasAdd", "CPU", simple_factory<BiasAddKernel>());

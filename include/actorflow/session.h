@@ -55,6 +55,10 @@ class SessionOptions {
   // Default false; a server whose cluster file says [server] mixed_precision = "bfloat16" turns
   // it on for all its sessions.
   SessionOptions& mixed_bfloat16(bool v) { placement_.mixed_bfloat16 = v; return *this; }
+  // Kernel fusion on CPU devices (TensorFlow's remapper, graph/fusion.h): Conv2D or MatMul with
+  // the BiasAdd and Relu after it run as one kernel, MaxPoolGrad with the ReluGrad after it as
+  // one pass. Same results as the ops as written. Default true; false turns it off.
+  SessionOptions& fuse_kernels(bool v) { placement_.fuse_kernels = v; return *this; }
 
   // Logs every op's placement when true (default false).
   bool log_device_placement() const { return placement_.log_device_placement; }
@@ -71,6 +75,8 @@ class SessionOptions {
   const std::string& cluster_file() const { return cluster_file_; }
   // Whether MatMul and the convolutions take bfloat16 operands (default false).
   bool mixed_bfloat16() const { return placement_.mixed_bfloat16; }
+  // Whether CPU kernels are fused (default true).
+  bool fuse_kernels() const { return placement_.fuse_kernels; }
 
  private:
   PlacementOptions placement_;

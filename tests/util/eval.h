@@ -3,7 +3,9 @@
 // share the static device (gtest runs a binary's tests one at a time).
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,15 @@ inline Result<std::vector<Tensor>> eval_all(const Scope& s, const std::vector<Ou
   std::vector<std::string> names;
   for (const auto& o : outs) names.push_back(o.name());
   return run_local(*s.graph(), names, feeds, cpu());
+}
+
+// A float32 tensor of shape `s` with values uniform in [lo, hi), the same for the same seed.
+inline Tensor random_tensor(const Shape& s, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  Tensor t(DType::kFloat32, s);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = d(gen);
+  return t;
 }
 
 // The elements of `t` (dtype T) in row-major order.
