@@ -357,6 +357,34 @@ int main(int argc, char** argv) {
     print_case("MatMul 1024x1024x1024", 2.0 * n * n * n, ours, &base, max_rel_diff(k.result, ref), peak);
   }
 
+  // The seed CNN's dense layer fc1 and its two gradients, as the graph runs them: x [50,3136],
+  // w [3136,500]; forward x.w, input gradient dy.w^T (transpose_b), weight gradient x^T.dy
+  // (transpose_a). A batch of 50 rows makes these the step's most memory-bound products.
+  {
+    const int64_t m = 50, k = 3136, n = 500;
+    af::Scope root = af::Scope::root();
+    auto x = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{m, k}, "x");
+    auto w = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{k, n}, "w");
+    auto dy = af::ops::placeholder(root, af::DType::kFloat32, af::Shape{m, n}, "dy");
+    auto y = af::ops::matmul(root, x, w);
+    auto dx = af::ops::matmul(root, dy, w, {false, true});
+    auto dw = af::ops::matmul(root, x, dy, {true, false});
+    af::Tensor xv = random_tensor(af::Shape{m, k}, 11), wv = random_tensor(af::Shape{k, n}, 12);
+    af::Tensor dyv = random_tensor(af::Shape{m, n}, 13);
+    KernelRunner fwd = make_runner(dev.get(), root, y, {xv, wv});
+    KernelRunner bwd_data = make_runner(dev.get(), root, dx, {dyv, wv});
+    KernelRunner bwd_filter = make_runner(dev.get(), root, dw, {xv, dyv});
+    std::vector<float> ref(static_cast<size_t>(m * n));
+    const Timing base = measure(budget, [&] { naive_matmul(xv.data<float>(), wv.data<float>(), ref.data(), m, k, n); });
+    const double flops = 2.0 * m * k * n;
+    const Timing tfwd = measure(budget, [&] { fwd.run(); });  // runs before result is read
+    print_case("MatMul fc1 fwd 50x3136 . 3136x500", flops, tfwd, &base, max_rel_diff(fwd.result, ref), peak);
+    const Timing td = measure(budget, [&] { bwd_data.run(); });
+    print_case("MatMul fc1 input gradient 50x500 . (3136x500)^T", flops, td, nullptr, 0, peak);
+    const Timing tw = measure(budget, [&] { bwd_filter.run(); });
+    print_case("MatMul fc1 weight gradient (50x3136)^T . 50x500", flops, tw, nullptr, 0, peak);
+  }
+
   // The seed CNN's conv2: [50,14,14,32] * [5,5,32,64], SAME, stride 1.
   {
     const int64_t n = 50, h = 14, w = 14, ci = 32, co = 64, kk = 5;

@@ -74,7 +74,9 @@ def run_task(args):
         net = tf.reshape(net, [-1, 7 * 7 * 64])
         net = tf.nn.relu(mixed(tf.matmul, net, weight("fully_connected/weights", [3136, 500])) +
                          bias("fully_connected/biases", 500))
-        logits = mixed(tf.matmul, net, weight("pred/weights", [500, 10])) + bias("pred/biases", 10)
+        # The logits layer stays float32 with --bf16, as actorflow keeps every product with a
+        # dimension below 16 (device/cpu/nn_kernels.cc, kBf16MinMatMulDim; Keras' guide likewise).
+        logits = tf.matmul(net, weight("pred/weights", [500, 10])) + bias("pred/biases", 10)
         loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
         correct = tf.equal(tf.argmax(logits, 1), tf.argmax(y, 1))
         accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))

@@ -121,6 +121,21 @@ TEST(MixedPrecisionTest, MatMulAndItsTransposes) {
     }
 }
 
+TEST(MixedPrecisionTest, MatMulsWithASmallDimensionStayFloat32) {
+  // A classifier's last layer (500 -> 10) and both its gradients: every product has a dimension
+  // below 16 (kBf16MinMatMulDim), so all three stay float32 when marked.
+  const Tensor x = random_tensor(Shape{50, 500}, 21), w = random_tensor(Shape{500, 10}, 22);
+  const Tensor dy = random_tensor(Shape{50, 10}, 23);
+  check("logits", [](const Scope& s, const std::vector<Output>& in) { return ops::matmul(s, in[0], in[1]); }, {x, w},
+        {true, true}, /*takes_bf16=*/false);
+  check("logits input gradient",
+        [](const Scope& s, const std::vector<Output>& in) { return ops::matmul(s, in[0], in[1], {false, true}); },
+        {dy, w}, {true, true}, /*takes_bf16=*/false);
+  check("logits weight gradient",
+        [](const Scope& s, const std::vector<Output>& in) { return ops::matmul(s, in[0], in[1], {true, false}); },
+        {x, dy}, {true, true}, /*takes_bf16=*/false);
+}
+
 TEST(MixedPrecisionTest, ConvolutionForwardAndBothGradients) {
   const std::vector<int64_t> s1{1, 1, 1, 1};
   const Tensor x = random_tensor(Shape{2, 9, 9, 32}, 3), f = random_tensor(Shape{3, 3, 32, 16}, 4);
@@ -166,9 +181,13 @@ TEST(MixedPrecisionTest, SessionOptionMarksEachStepsGraph) {
   // 1 + 2^-9 is 1 in bfloat16 (7 stored mantissa bits): the product is 3 with bfloat16 operands
   // and 3.005859375 in float32. Only the session with the option rounds; relu (not a marked op)
   // passes the product through unchanged.
+  // 16x16 operands, zero but for [0][0] (a smaller product stays float32: kBf16MinMatMulDim).
   Scope root = Scope::root();
-  auto a = ops::constant(root, {1.0f + 1.0f / 512}, {1, 1}, "a");
-  auto b = ops::constant(root, {3.0f}, {1, 1}, "b");
+  std::vector<float> av(256, 0.f), bv(256, 0.f);
+  av[0] = 1.0f + 1.0f / 512;
+  bv[0] = 3.0f;
+  auto a = ops::constant(root, av, {16, 16}, "a");
+  auto b = ops::constant(root, bv, {16, 16}, "b");
   auto c = ops::relu(root.with_op_name("c"), ops::matmul(root.with_op_name("mm"), a, b));
   ASSERT_TRUE(root.ok()) << root.status();
   const float want_bf16 = cpu_has_native_bfloat16() ? 3.0f : 3.005859375f;
