@@ -210,9 +210,13 @@ TEST(ScenarioTest, Partition) {
 }
 
 TEST(ScenarioTest, SlowDevice) {
+  // 3000 steps: the job must outlast the fault (started once the first progress line is out, plus
+  // the chaos tool's own start-up under load, 0.5 s, then 3 s) or "fault healed" is never
+  // printed; 2000 steps of the small model take ~5 s here, less with faster kernels.
   auto o = run_job("slow worker/1 x5 for 3 s",
                    "seed = 10\n[[fault]]\nkind = \"slow\"\ntask = \"worker/1\"\nfactor = 5\nafter_secs = 0.5\n"
-                   "duration_secs = 3\n");
+                   "duration_secs = 3\n",
+                   {}, 3000);
   EXPECT_TRUE(contains(o.out, "fault healed")) << o.out;
 }
 
