@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/denormal.h"
 #include "core/metrics.h"
 #include "graph/subgraph.h"
 
@@ -233,6 +234,7 @@ void StepExecution::process(int id) {
   Status s;
   const int64_t kernel_start = thread_cpu_micros();
   try {
+    ScopedFlushDenormal flush;  // denormals are 0 in kernels, as in TensorFlow (core/denormal.h)
     s = info.kernel->compute(*ctx);
   } catch (const std::bad_alloc&) {
     s = ResourceExhausted(node->op + " '" + node->name + "': out of host memory");
