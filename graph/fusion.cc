@@ -93,21 +93,25 @@ Result<Graph> fuse_cpu_kernels(const Graph& g, FusionStats* stats) {
 
   Graph out;
   std::vector<int> new_id(static_cast<size_t>(g.num_nodes()), -1);
-  auto remap = [&](const Node& src, Node* dst, const std::vector<int>& skip) {
-    for (auto& in : dst->inputs) in = Endpoint{new_id[static_cast<size_t>(in.node)], in.index};
+  auto remap_inputs = [&](Node* n) {
+    for (auto& in : n->inputs) in = Endpoint{new_id[static_cast<size_t>(in.node)], in.index};
+  };
+  // The new ids of `ids`, without those in `skip` and without repeats, in order.
+  auto remap_controls = [&](const std::vector<int>& ids, const std::vector<int>& skip) {
     std::vector<int> ctrl;
-    for (int c : src.control_inputs) {
+    for (int c : ids) {
       if (std::find(skip.begin(), skip.end(), c) != skip.end()) continue;
       const int id = new_id[static_cast<size_t>(c)];
       if (std::find(ctrl.begin(), ctrl.end(), id) == ctrl.end()) ctrl.push_back(id);
     }
-    dst->control_inputs = std::move(ctrl);
+    return ctrl;
   };
   for (int id : order) {
     const int c = chain_of[static_cast<size_t>(id)];
     if (c < 0) {
       Node n = *g.node(id);
-      remap(*g.node(id), &n, {});
+      remap_inputs(&n);
+      n.control_inputs = remap_controls(n.control_inputs, {});
       AF_ASSIGN_OR_RETURN(Node * added, out.add_node(std::move(n)));
       new_id[static_cast<size_t>(id)] = added->id;
       continue;
@@ -120,12 +124,10 @@ Result<Graph> fuse_cpu_kernels(const Graph& g, FusionStats* stats) {
     f.name = last.name;
     f.op = ch.op;
     f.inputs = first.inputs;
+    f.attrs = first.attrs;
     if (ch.op != "_FusedMaxPoolGrad") {
       f.inputs.push_back(g.node(ch.members[1])->inputs[1]);  // BiasAdd's bias
-      f.attrs = first.attrs;
       f.attrs.set(kFusedReluAttr, ch.relu);
-    } else {
-      f.attrs = first.attrs;
     }
     f.requested_device = first.requested_device;
     f.assigned_device = first.assigned_device;
@@ -133,13 +135,11 @@ Result<Graph> fuse_cpu_kernels(const Graph& g, FusionStats* stats) {
     f.output_types = last.output_types;
     f.output_shapes = last.output_shapes;
     // Control inputs of every member, in order, without the members themselves.
-    Node ctrl_src;
+    std::vector<int> ctrl;
     for (int m : ch.members)
-      for (int ci : g.node(m)->control_inputs) ctrl_src.control_inputs.push_back(ci);
-    for (auto& in : f.inputs) in = Endpoint{new_id[static_cast<size_t>(in.node)], in.index};
-    Node tmp;
-    remap(ctrl_src, &tmp, ch.members);
-    f.control_inputs = std::move(tmp.control_inputs);
+      for (int ci : g.node(m)->control_inputs) ctrl.push_back(ci);
+    remap_inputs(&f);
+    f.control_inputs = remap_controls(ctrl, ch.members);
     AF_ASSIGN_OR_RETURN(Node * added, out.add_node(std::move(f)));
     new_id[static_cast<size_t>(id)] = added->id;
   }
