@@ -215,9 +215,16 @@ TEST(FusionTest, FusedKernelsByHand) {
                 .attr("strides", std::vector<int64_t>{1, 2, 2, 1})
                 .attr("padding", std::string("VALID"))
                 .output();
+  // An empty inner dimension: each row is the bias, then the ReLU: [[1, 0], [1, 0]].
+  auto a0 = ops::constant(root, Tensor(DType::kFloat32, Shape{2, 0}), "a0");
+  auto w0 = ops::constant(root, Tensor(DType::kFloat32, Shape{0, 2}), "w0");
+  auto b0 = ops::constant(root, {1.f, -1.f}, {2}, "b0");
+  auto mm_empty =
+      NodeBuilder(root.with_op_name("fme"), "_FusedMatMul").input(a0).input(w0).input(b0).attr(kFusedReluAttr, true).output();
   ASSERT_TRUE(root.ok()) << root.status();
-  auto out = testing::eval_all(root, {conv, mm, mm_relu, pg});
+  auto out = testing::eval_all(root, {conv, mm, mm_relu, pg, mm_empty});
   ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(testing::vals<float>((*out)[4]), (std::vector<float>{1.f, 0.f, 1.f, 0.f}));
   EXPECT_EQ(testing::vals<float>((*out)[0]), (std::vector<float>{4.f, 0.f, 2.5f}));
   EXPECT_EQ(testing::vals<float>((*out)[1]), (std::vector<float>{1.5f, -1.5f, -2.5f, -0.5f}));
   EXPECT_EQ(testing::vals<float>((*out)[2]), (std::vector<float>{1.5f, 0.f, 0.f, 0.f}));

@@ -154,8 +154,9 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return a;
 }
 
-// The attributes of a kernel fused by graph/fusion.h: a user scratchpad and, with `relu`, a ReLU
-// post-op (applied by oneDNN to each output block after the bias, while it is in registers).
+// A MatMul's or convolution's attributes: a user scratchpad and, with `relu` (kernels fused by
+// graph/fusion.h), a ReLU post-op applied by oneDNN to each output block after the bias, while
+// it is in registers.
 dnnl::primitive_attr fused_attr(bool relu) {
   dnnl::primitive_attr a = user_scratchpad_attr();
   if (relu) {
@@ -176,8 +177,8 @@ Status check_fused_bias(const OpKernelContext& ctx, int64_t channels) {
                               std::to_string(channels));
 }
 
-// `out` (all zero: an empty sum) plus the bias, then the ReLU: a fused kernel's result when its
-// reduction is empty.
+// A fused kernel's result when its reduction is empty: each row of `out` is the bias, then the
+// ReLU. Writes every element of `out` (whose last dimension is the bias's size).
 void bias_relu_of_zero(Tensor* out, const Tensor& bias, bool relu) {
   const int64_t c = bias.num_elements();
   if (c == 0) return;
@@ -264,9 +265,9 @@ class MatMulKernel : public OpKernel {
     if (bias_) AF_RETURN_IF_ERROR(check_fused_bias(ctx, n));
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, Shape{m, n}));
     if (m == 0 || n == 0) return Status::OK();
-    if (k == 0) {
-      std::memset(out->raw_data(), 0, out->bytes());
+    if (k == 0) {  // every sum is empty
       if (bias_) bias_relu_of_zero(out, ctx.input(2), relu_);
+      else std::memset(out->raw_data(), 0, out->bytes());
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
@@ -297,8 +298,7 @@ class MatMulKernel : public OpKernel {
     const memory::data_type in = bf16_ && std::min({m, k, n}) >= kBf16MinMatMulDim ? kBF16 : kF32;
     memory::desc a = operand_md(m, k, ta_, in), b = operand_md(k, n, tb_, in);
     memory::desc c({m, n}, kF32, Tag::ab);
-    if (!bias_) return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, c), user_scratchpad_attr(), cpu_engine()});
-    memory::desc bias({1, n}, kF32, Tag::ab);
+    const memory::desc bias = bias_ ? memory::desc({1, n}, kF32, Tag::ab) : memory::desc();
     return prim_entry<dnnl::matmul>({dnnl::matmul::desc(a, b, bias, c), fused_attr(relu_), cpu_engine()});
   }
 
@@ -381,17 +381,13 @@ memory::data_type conv_operand_type(bool bf16, const ConvGeometry& g, bool input
 
 // Descriptor of the forward convolution with filters in oneDNN's preferred layout; `in` is the
 // type of the input and filter (the output is float32).
+// With `bias`, a float32 bias per output channel is added (_FusedConv2D).
 dnnl::convolution_forward::desc conv_fwd_desc(const ConvGeometry& g, dnnl::prop_kind kind,
-                                              memory::data_type in = kF32) {
+                                              memory::data_type in = kF32, bool bias = false) {
+  const memory::desc bias_md = bias ? memory::desc({g.filter.dim(3)}, kF32, Tag::x) : memory::desc();
   return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input, in),
-                                         filter_any_md(g, in), nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
-}
-
-// The same with a float32 bias per output channel (_FusedConv2D).
-dnnl::convolution_forward::desc conv_fwd_bias_desc(const ConvGeometry& g, dnnl::prop_kind kind, memory::data_type in) {
-  return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, nhwc_md(g.input, in),
-                                         filter_any_md(g, in), memory::desc({g.filter.dim(3)}, kF32, Tag::x),
-                                         nhwc_md(g.output), g.strides, g.pad_l, g.pad_r);
+                                         filter_any_md(g, in), bias_md, nhwc_md(g.output), g.strides, g.pad_l,
+                                         g.pad_r);
 }
 
 // The cache entry of the backward data convolution, hinted by the forward training convolution
@@ -449,8 +445,8 @@ class Conv2DKernel : public OpKernel {
     AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, g.output));
     if (empty_shape(g.output)) return Status::OK();
     if (empty_shape(g.input)) {  // zero input depth: every sum is empty
-      std::memset(out->raw_data(), 0, out->bytes());
       if (bias_) bias_relu_of_zero(out, ctx.input(2), relu_);
+      else std::memset(out->raw_data(), 0, out->bytes());
       return Status::OK();
     }
     return guarded(ctx, [&]() -> Status {
@@ -470,10 +466,9 @@ class Conv2DKernel : public OpKernel {
   using Entry = PrimEntry<dnnl::convolution_forward>;
 
   Entry make_entry(const ConvGeometry& g) const {
-    const auto kind = dnnl::prop_kind::forward_inference;
-    const memory::data_type in = conv_operand_type(bf16_, g, false);
-    if (!bias_) return prim_entry<dnnl::convolution_forward>({conv_fwd_desc(g, kind, in), user_scratchpad_attr(), cpu_engine()});
-    return prim_entry<dnnl::convolution_forward>({conv_fwd_bias_desc(g, kind, in), fused_attr(relu_), cpu_engine()});
+    return prim_entry<dnnl::convolution_forward>({conv_fwd_desc(g, dnnl::prop_kind::forward_inference,
+                                                                conv_operand_type(bf16_, g, false), bias_),
+                                                  fused_attr(relu_), cpu_engine()});
   }
 
   const ConvAttrs attrs_;
