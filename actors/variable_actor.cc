@@ -469,8 +469,8 @@ void close_sync(VarState& st, const std::string& why) {
 }
 
 // Finishes the current sync step: average, apply once, release everyone.
+// Runs inside handle_call, under its ScopedFlushDenormal.
 void finish_sync_step(VarState& st, const AttrMap& attrs) {
-  ScopedFlushDenormal flush;  // TensorFlow's arithmetic: denormals are 0 (core/denormal.h)
   const std::string opt = attrs.get_or<std::string>("optimizer", "adam");
   const float lr = attr_f(attrs, "lr", 1e-4);
   Status s;
