@@ -1,6 +1,7 @@
 #include "actors/node_actor.h"
 #include "actors/ps_replication.h"
 
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -31,9 +32,24 @@ namespace {
 // Self-message: has `node` authenticated by now? (node, generation of its auth watch)
 using authcheck_atom = caf::atom_constant<caf::atom("authcheck")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweepconn")>;
+// Self-message: the replicated calls queued for that primary (its queue id) may go on now (their
+// tensors arrived over the data plane, or the first one's wait timed out).
+using replready_atom = caf::atom_constant<caf::atom("replready")>;
 // The node actor's interface with its private timers.
 using node_impl_t = node_actor_t::extend<caf::reacts_to<authcheck_atom, caf::node_id, uint64_t>,
-                                         caf::reacts_to<sweep_atom>>;
+                                         caf::reacts_to<sweep_atom>, caf::reacts_to<replready_atom, uint64_t>>;
+
+// A replicated call waiting for the tensors it sent ahead over the data plane (kReplicaDataAttr),
+// or queued behind one that waits: a primary's calls are applied in the order they came.
+struct PendingReplica {
+  caf::typed_response_promise<std::vector<Tensor>> rp;
+  variable_actor_t var;
+  std::shared_ptr<ResourceCall> call;  // its args hold uninitialised tensors where the data plane's go
+  std::string key;       // the data plane's call key; empty: the call carries every tensor
+  size_t n = 0;          // tensors sent ahead
+  std::chrono::steady_clock::time_point deadline;
+  bool armed = false;    // the inbox will send replready when they are all here
+};
 
 struct NodeState {
   NodeActorConfig cfg;
@@ -47,6 +63,10 @@ struct NodeState {
   uint64_t auth_generation = 0;
   // Primaries replicating to this task (ps_replicas = 2), monitored: actor address -> task.
   std::map<caf::actor_addr, std::string> primaries;
+  // Replicated calls waiting for their data-plane tensors, per sending variable actor (queue id).
+  std::map<caf::actor_addr, uint64_t> replica_queue_ids;
+  std::map<uint64_t, std::deque<PendingReplica>> replica_queues;
+  uint64_t next_replica_queue = 0;
   static constexpr const char* name = "node";
 };
 using NodeActor = node_impl_t::stateful_base<NodeState>;
@@ -105,6 +125,63 @@ bool allowed(NodeActor* self, const char* what) {
   const auto& sender = self->current_sender();
   if (sender) check_auth_later(self, sender->node(), self->state.cfg.auth_timeout);
   return false;
+}
+
+// Applies the queued replicated calls of queue `qid` whose tensors are all here, in order: the
+// first whose tensors are missing stops it (the inbox is asked to say when they arrive) unless
+// its wait passed its deadline, which fails it (the primary then counts its backup as failed and
+// sends the whole state on the next connection).
+void drain_replicas(NodeActor* self, uint64_t qid) {
+  auto& st = self->state;
+  auto qit = st.replica_queues.find(qid);
+  if (qit == st.replica_queues.end()) return;
+  auto& q = qit->second;
+  while (!q.empty()) {
+    PendingReplica& p = q.front();
+    if (!p.key.empty()) {
+      std::vector<std::pair<size_t, Tensor>> got;
+      if (!st.cfg.replica_inbox->take(p.key, p.n, &got)) {
+        if (std::chrono::steady_clock::now() >= p.deadline) {
+          st.cfg.replica_inbox->forget(p.key);
+          p.rp.deliver(to_caf_error(DeadlineExceeded("replicated call " + p.call->method + " of variable '" +
+                                                     p.call->resource + "': its tensors did not arrive over the data plane")));
+          q.pop_front();
+          continue;
+        }
+        if (!p.armed) {
+          p.armed = true;
+          caf::actor me = caf::actor_cast<caf::actor>(self);
+          st.cfg.replica_inbox->notify(p.key, [me, qid] { caf::anon_send(me, replready_atom::value, qid); });
+          self->delayed_send(self, p.deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1),
+                             replready_atom::value, qid);
+        }
+        return;
+      }
+      for (auto& [i, t] : got) {
+        if (i >= p.call->args.size() || p.call->args[i].is_initialized()) {
+          p.rp.deliver(to_caf_error(InvalidArgument("replicated call " + p.call->method + " of variable '" +
+                                                    p.call->resource + "': data-plane tensor for argument " +
+                                                    std::to_string(i) + " has no place in the call")));
+          p.call.reset();
+          break;
+        }
+        p.call->args[i] = std::move(t);
+      }
+    }
+    if (p.call) {
+      auto rp = p.rp;
+      self->request(p.var, caf::infinite, resource_atom::value, ResourceCallPtr(std::move(p.call)))
+          .then([rp](const std::vector<Tensor>& v) mutable { rp.deliver(v); },
+                [rp](const caf::error& e) mutable { rp.deliver(e); });
+    }
+    q.pop_front();
+  }
+  st.replica_queues.erase(qit);
+  for (auto it = st.replica_queue_ids.begin(); it != st.replica_queue_ids.end(); ++it)
+    if (it->second == qid) {
+      st.replica_queue_ids.erase(it);
+      break;
+    }
 }
 
 node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
@@ -254,12 +331,56 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         call->method = method;
         call->args = std::move(args);
         call->attrs = std::move(*decoded);
+        // Tensors sent ahead over the data plane: "<count>;<call key>".
+        std::string key;
+        size_t n = 0;
+        if (auto data = call->attrs.get_or<std::string>(kReplicaDataAttr, ""); !data.empty()) {
+          const size_t semi = data.find(';');
+          try {
+            n = semi == std::string::npos ? 0 : std::stoul(data.substr(0, semi));
+          } catch (const std::exception&) {
+            n = 0;
+          }
+          if (n == 0 || n > ReplicaInbox::kMaxArgs || semi + 1 >= data.size())
+            return to_caf_error(InvalidArgument("replicated call " + method + " of variable '" + var + "': bad " +
+                                                kReplicaDataAttr + " '" + data.substr(0, 80) + "'"));
+          if (!self->state.cfg.replica_inbox)
+            return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " takes no replicated tensors over the data plane"));
+          key = data.substr(semi + 1);
+          call->attrs.erase(kReplicaDataAttr);
+        }
         call->attrs.set(kReplicaCallAttr, true);
         call->attrs.set(kReplicaFromAttr, from);
         // A held synchronous contribution is the primary's to release; the backup only counts it.
         call->attrs.set("wait", false);
-        self->delegate(*a, resource_atom::value, ResourceCallPtr(std::move(call)));
-        return caf::delegated<std::vector<Tensor>>();
+        // A primary's calls are applied in their order: behind any of its calls still waiting
+        // for data-plane tensors, and (with tensors of their own) once those are here.
+        const caf::actor_addr sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        auto& st = self->state;
+        auto qid_it = st.replica_queue_ids.find(sender);
+        if (key.empty() && qid_it == st.replica_queue_ids.end()) {
+          self->delegate(*a, resource_atom::value, ResourceCallPtr(std::move(call)));
+          return caf::delegated<std::vector<Tensor>>();
+        }
+        uint64_t qid;
+        if (qid_it == st.replica_queue_ids.end()) {
+          qid = ++st.next_replica_queue;
+          st.replica_queue_ids.emplace(sender, qid);
+        } else {
+          qid = qid_it->second;
+        }
+        PendingReplica p;
+        p.rp = self->make_response_promise<std::vector<Tensor>>();
+        p.var = *a;
+        p.call = std::move(call);
+        p.key = std::move(key);
+        p.n = n;
+        p.deadline = std::chrono::steady_clock::now() +
+                     (st.cfg.replicator ? st.cfg.replicator->timeout() : std::chrono::milliseconds(5000));
+        auto rp = p.rp;
+        st.replica_queues[qid].push_back(std::move(p));
+        drain_replicas(self, qid);
+        return rp;
       },
       [=](run_atom, const std::string& dev, const std::string& handle, int64_t step_id,
           std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
@@ -317,6 +438,14 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
                                   " did not authenticate within " + std::to_string(st.cfg.auth_timeout.count()) +
                                   " ms or failed to");
         st.peer_tasks.erase(node);
+      },
+      [=](replready_atom, uint64_t qid) {
+        // Only this process's own timer or inbox (a remote sender could only make it look sooner).
+        if (self->current_sender() && self->current_sender()->node() != self->home_system().node()) return;
+        auto& st = self->state;
+        auto q = st.replica_queues.find(qid);
+        if (q != st.replica_queues.end() && !q->second.empty()) q->second.front().armed = false;
+        drain_replicas(self, qid);
       },
       [=](sweep_atom) {
         // Only this process's own timer (a remote sender could only make it sweep more often).

@@ -85,6 +85,7 @@ bool is_remote(const caf::local_actor* self, const Handle& a) {
 }
 
 class PsReplicator;
+class ReplicaInbox;
 
 struct NodeActorConfig {
   std::string task;          // "/job:worker/replica:0/task:1"
@@ -107,6 +108,9 @@ struct NodeActorConfig {
   // A ps task's replicator with ps_replicas = 2 (null otherwise): told which primaries replicate
   // to this task and when one's node actor is gone (actors/ps_replication.h).
   std::shared_ptr<PsReplicator> replicator;
+  // Where the data plane puts the tensors that replicated calls sent ahead of themselves
+  // (kReplicaDataAttr; null: such calls are refused).
+  std::shared_ptr<ReplicaInbox> replica_inbox;
   // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "actors/auth.h"
 #include "actors/membership.h"
 #include "core/logging.h"
 
@@ -168,6 +169,7 @@ PsReplicator::PsReplicator(std::string own_task, std::string backup_task, std::s
     : own_task_(std::move(own_task)),
       backup_task_(std::move(backup_task)),
       backup_address_(std::move(backup_address)),
+      instance_(random_nonce()),
       timeout_(timeout) {}
 
 void PsReplicator::primary_seen(const std::string& task) {
@@ -241,11 +243,166 @@ uint64_t PsServing::generation() const {
   return generation_;
 }
 
+namespace {
+// Never the start of a rendezvous key (those start with a device name, "/job:...").
+constexpr char kReplicaFramePrefix[] = "!replica;";
+
+// Parses a decimal size_t at s[*pos..] up to ';' (moves *pos past it). False on anything else.
+bool parse_field(const std::string& s, size_t* pos, size_t* v) {
+  const size_t semi = s.find(';', *pos);
+  if (semi == std::string::npos || semi == *pos || semi - *pos > 6) return false;
+  size_t x = 0;
+  for (size_t i = *pos; i < semi; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    x = x * 10 + static_cast<size_t>(s[i] - '0');
+  }
+  *v = x;
+  *pos = semi + 1;
+  return true;
+}
+}  // namespace
+
+ReplicaInbox::ReplicaInbox(size_t max_bytes, std::chrono::milliseconds ttl) : max_bytes_(max_bytes), ttl_(ttl) {}
+
+bool ReplicaInbox::is_replica_frame(const net::TensorMessage& m) {
+  return m.kind == net::FrameKind::kTensor && m.key.compare(0, sizeof(kReplicaFramePrefix) - 1, kReplicaFramePrefix) == 0;
+}
+
+std::string ReplicaInbox::frame_key(size_t i, size_t n, const std::string& call_key) {
+  return kReplicaFramePrefix + std::to_string(i) + ";" + std::to_string(n) + ";" + call_key;
+}
+
+void ReplicaInbox::expire_locked(std::chrono::steady_clock::time_point now) {
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (it->second.n > 0 && now - it->second.first > ttl_) {
+      AF_LOG(WARNING) << "ps replication: dropped the tensors of replicated call " << it->first << " (not taken within "
+                      << ttl_.count() << " ms)";
+      bytes_ -= it->second.bytes;
+      it = calls_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ReplicaInbox::put(const net::TensorMessage& m) {
+  const std::string from = m.reply ? m.reply->peer() : std::string("a peer");
+  size_t pos = sizeof(kReplicaFramePrefix) - 1, i = 0, n = 0;
+  if (!is_replica_frame(m) || !parse_field(m.key, &pos, &i) || !parse_field(m.key, &pos, &n) || pos == m.key.size() ||
+      n == 0 || n > kMaxArgs || i >= kMaxArgs || !m.status_error.empty() || !m.tensor.is_initialized()) {
+    AF_LOG(WARNING) << "ps replication: dropped a malformed replica frame from " << from << " (key '"
+                    << m.key.substr(0, 80) << "')";
+    return;
+  }
+  const std::string call_key = m.key.substr(pos);
+  std::function<void()> ready;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    expire_locked(now);
+    Entry& e = calls_[call_key];
+    const bool dup = std::any_of(e.tensors.begin(), e.tensors.end(), [&](const auto& t) { return t.first == i; });
+    std::string why;
+    if (e.n != 0 && e.n != n) why = "its count " + std::to_string(n) + " disagrees with the call's " + std::to_string(e.n);
+    else if (dup) why = "argument " + std::to_string(i) + " came twice";
+    else if (e.tensors.size() >= n) why = "more than " + std::to_string(n) + " arguments";
+    else if (bytes_ + m.tensor.bytes() > max_bytes_) why = "the inbox holds " + std::to_string(bytes_) + " bytes already";
+    if (!why.empty()) {
+      AF_LOG(WARNING) << "ps replication: dropped a replica frame of call " << call_key.substr(0, 120) << " from " << from
+                      << ": " << why;
+      if (e.n == 0 && !e.ready) calls_.erase(call_key);
+      return;
+    }
+    if (e.n == 0) {
+      e.n = n;
+      e.first = now;
+    }
+    if (!said_first_) {
+      said_first_ = true;
+      AF_LOG(INFO) << "ps replication: tensors of replicated calls arrive over the data plane from " << from;
+    }
+    e.tensors.emplace_back(i, m.tensor);
+    e.bytes += m.tensor.bytes();
+    bytes_ += m.tensor.bytes();
+    if (e.tensors.size() == e.n && e.ready) ready = std::move(e.ready);
+  }
+  if (ready) ready();
+}
+
+bool ReplicaInbox::take(const std::string& call_key, size_t n, std::vector<std::pair<size_t, Tensor>>* out) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = calls_.find(call_key);
+  if (it == calls_.end() || it->second.n != n || it->second.tensors.size() != n) return false;
+  *out = std::move(it->second.tensors);
+  bytes_ -= it->second.bytes;
+  calls_.erase(it);
+  return true;
+}
+
+void ReplicaInbox::notify(const std::string& call_key, std::function<void()> ready) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Entry& e = calls_[call_key];
+    if (e.n == 0 || e.tensors.size() != e.n) {
+      e.ready = std::move(ready);
+      return;
+    }
+  }
+  ready();
+}
+
+void ReplicaInbox::forget(const std::string& call_key) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = calls_.find(call_key);
+  if (it == calls_.end()) return;
+  bytes_ -= it->second.bytes;
+  calls_.erase(it);
+}
+
+size_t ReplicaInbox::held_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return bytes_;
+}
+
+size_t ReplicaInbox::held_calls() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return calls_.size();
+}
+
 PsReplicator::~PsReplicator() { stop(); }
 
-void PsReplicator::start(Membership* membership) {
+void PsReplicator::start(Membership* membership, std::optional<net::TransportOptions> data) {
   membership_ = membership;
+  if (data) {
+    // A stalled backup fails a send within the peer timeout, as it fails a call.
+    data->io_timeout = timeout_;
+    data->connect_timeout = std::max(timeout_, std::chrono::milliseconds(1000));
+    data_ = std::make_unique<net::TensorClient>(*data);
+  }
   thread_ = std::thread([this] { run(); });
+}
+
+void PsReplicator::send_tensors(uint64_t epoch, const std::string& call_key,
+                                std::vector<std::pair<size_t, Tensor>> tensors) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_ || epoch != epoch_ || !node_) return;
+    outgoing_.push_back(Outgoing{epoch, call_key, std::move(tensors)});
+  }
+  cv_.notify_all();
+}
+
+void PsReplicator::send_now(const Outgoing& o, const std::string& data_addr) {
+  std::vector<net::TensorMessage> frames(o.tensors.size());
+  for (size_t k = 0; k < o.tensors.size(); ++k) {
+    frames[k].key = ReplicaInbox::frame_key(o.tensors[k].first, o.tensors.size(), o.call_key);
+    frames[k].tensor = o.tensors[k].second;
+  }
+  Status s = data_->send_batch(data_addr, frames);
+  if (!s.ok()) {
+    data_->disconnect(data_addr);
+    backup_failed(o.epoch, "data plane: " + s.message());
+  }
 }
 
 void PsReplicator::stop() {
@@ -253,6 +410,7 @@ void PsReplicator::stop() {
     std::lock_guard<std::mutex> l(mu_);
     stopping_ = true;
     node_ = node_actor_t();
+    outgoing_.clear();
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -260,7 +418,7 @@ void PsReplicator::stop() {
 
 PsReplicator::Backup PsReplicator::backup() const {
   std::lock_guard<std::mutex> l(mu_);
-  return Backup{node_, epoch_};
+  return Backup{node_, epoch_, node_ ? data_addr_ : std::string()};
 }
 
 void PsReplicator::backup_failed(uint64_t epoch, const std::string& why) {
@@ -268,6 +426,7 @@ void PsReplicator::backup_failed(uint64_t epoch, const std::string& why) {
     std::lock_guard<std::mutex> l(mu_);
     if (epoch != epoch_ || !node_) return;
     node_ = node_actor_t();
+    outgoing_.clear();
   }
   AF_LOG(WARNING) << "ps replication: backup " << backup_task_ << " failed (" << why
                   << "); serving without it until it is back";
@@ -281,7 +440,16 @@ void PsReplicator::run() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
     if (node_) {
-      cv_.wait(l, [&] { return stopping_ || !node_; });
+      cv_.wait(l, [&] { return stopping_ || !node_ || !outgoing_.empty(); });
+      if (stopping_ || !node_ || outgoing_.empty()) continue;
+      // The tensors of replicated calls, in order, while the connection lasts.
+      Outgoing o = std::move(outgoing_.front());
+      outgoing_.pop_front();
+      if (o.epoch != epoch_) continue;
+      const std::string addr = data_addr_;
+      l.unlock();
+      send_now(o, addr);
+      l.lock();
       continue;
     }
     l.unlock();
@@ -292,6 +460,10 @@ void PsReplicator::run() {
     if (p.ok() && p->node) {
       node_ = p->node;
       ++epoch_;
+      data_addr_ = data_ ? p->data_addr : std::string();
+      if (!data_addr_.empty()) {
+        AF_LOG(INFO) << "ps replication: replicated tensors go to " << backup_task_ << "'s data plane at " << data_addr_;
+      }
       AF_LOG(INFO) << "ps replication: backup " << backup_task_ << " connected (epoch " << epoch_ << ")";
       continue;
     }

@@ -19,8 +19,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +32,7 @@
 #include "actors/interfaces.h"
 #include "core/status.h"
 #include "graph/graph.h"
+#include "net/tensor_transport.h"
 
 namespace actorflow {
 
@@ -54,9 +58,72 @@ bool parse_served_by(const std::string& message, std::string* copy_task, std::st
 std::string encode_call_attrs(const AttrMap& attrs);
 Result<AttrMap> decode_call_attrs(const std::string& bytes);
 
+// The attr of a replicated call whose large tensors travel over the tensor data plane instead
+// of with the call: "<count>;<call key>" (the BASP call carries uninitialised tensors in their
+// places; the backup's node actor takes them from its ReplicaInbox before applying the call).
+inline constexpr const char* kReplicaDataAttr = "_replica_data";
+// Arguments of at least this many bytes go over the data plane (smaller ones stay in the call).
+inline constexpr size_t kReplicaDataMinBytes = 16 * 1024;
+// A call whose arguments would move more than this over the data plane goes whole over the
+// control plane instead (so one call never needs more of a backup's ReplicaInbox than this).
+inline constexpr size_t kReplicaDataMaxCallBytes = size_t{512} << 20;
+
 // True for the variable methods that change state (and so are replicated); `attrs` tells a
 // sync_control "stats" (a read) from "leave"/"close". Pure.
 bool replicated_method(const std::string& method, const AttrMap& attrs);
+
+// The backup side of the data plane for replicated calls: the tensors a primary sends ahead of
+// (or after) its call, held until the call takes them. Frames arrive on the data plane's reader
+// threads (put), calls on the node actor (take, notify, forget).
+//
+// A frame is a kTensor frame whose key is frame_key(i, n, call key): argument i of the n the
+// call moved. Memory is bounded: at most `max_bytes` of tensors are held (a frame past it is
+// dropped with a log line, and its call then times out on the node actor), and a call's
+// tensors not taken within `ttl` of their first frame are dropped. Thread-safe.
+class ReplicaInbox {
+ public:
+  ReplicaInbox(size_t max_bytes, std::chrono::milliseconds ttl);
+  static constexpr size_t kMaxArgs = 64;
+
+  // Whether `m` is a replica frame (its key starts with the replica prefix). Pure.
+  static bool is_replica_frame(const net::TensorMessage& m);
+  // The key of the frame carrying argument `i` of the `n` a call moved. Pure.
+  static std::string frame_key(size_t i, size_t n, const std::string& call_key);
+
+  // Holds the tensor of frame `m` (is_replica_frame). A malformed key, an index out of range, a
+  // count that disagrees with the call's earlier frames, a repeated index or a frame past
+  // max_bytes is dropped with a log line naming `m`'s peer. Runs the call's notify callback
+  // (on this thread, with no lock held) when this frame completes it. The first frame held is
+  // logged ("tensors of replicated calls arrive over the data plane from <peer>").
+  void put(const net::TensorMessage& m);
+  // When all `n` tensors of `call_key` are here: moves them into `out` as (argument index,
+  // tensor), forgets the call and returns true. False otherwise (nothing changes).
+  bool take(const std::string& call_key, size_t n, std::vector<std::pair<size_t, Tensor>>* out);
+  // Calls `ready` once all tensors of `call_key` are here: now (on this thread) when they are,
+  // else from the put() that completes them. Replaces an earlier callback of the call.
+  void notify(const std::string& call_key, std::function<void()> ready);
+  // Drops the call's tensors and callback (its call gave up on them).
+  void forget(const std::string& call_key);
+  // Bytes of tensors held now; calls with tensors or callbacks held. For tests.
+  size_t held_bytes() const;
+  size_t held_calls() const;
+
+ private:
+  struct Entry {
+    size_t n = 0;  // 0 until the first frame
+    std::vector<std::pair<size_t, Tensor>> tensors;
+    size_t bytes = 0;
+    std::chrono::steady_clock::time_point first;
+    std::function<void()> ready;
+  };
+  void expire_locked(std::chrono::steady_clock::time_point now);
+  const size_t max_bytes_;
+  const std::chrono::milliseconds ttl_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> calls_;  // guarded by mu_
+  size_t bytes_ = 0;                    // guarded by mu_
+  bool said_first_ = false;             // guarded by mu_; the first frame is logged
+};
 
 class PsReplicator {
  public:
@@ -71,20 +138,31 @@ class PsReplicator {
   PsReplicator& operator=(const PsReplicator&) = delete;
 
   // Starts the thread that connects to the backup through `membership` (which must outlive
-  // stop()) and reconnects after backup_failed(). Call once.
-  void start(Membership* membership);
+  // stop()) and reconnects after backup_failed(). With `data` (the task's data-plane settings)
+  // the same thread also sends the tensors of send_tensors() to the backup's data plane; without
+  // it, Backup::data_addr stays empty and calls carry their tensors. Call once.
+  void start(Membership* membership, std::optional<net::TransportOptions> data = std::nullopt);
   // Stops and joins the thread. Idempotent; thread-safe.
   void stop();
 
   struct Backup {
     node_actor_t node;   // null while not connected: the primary then serves alone
     uint64_t epoch = 0;  // changes with every connection
+    std::string data_addr;  // the backup's data plane ("host:port"); empty: send tensors with the call
   };
   // The backup as now known. Thread-safe.
   Backup backup() const;
   // A replicated call of connection `epoch` failed: forget that connection (when it is still
   // the current one) and reconnect. Thread-safe.
   void backup_failed(uint64_t epoch, const std::string& why);
+  // Queues `tensors` (argument index, tensor: host tensors the caller no longer changes) for the
+  // backup of connection `epoch` as the frames of `call_key`, in the order of the calls. Sent by
+  // the replicator's thread; dropped when the connection changed meanwhile. A failed send calls
+  // backup_failed(epoch). Thread-safe.
+  void send_tensors(uint64_t epoch, const std::string& call_key, std::vector<std::pair<size_t, Tensor>> tensors);
+  // A name no other replicator (of this process or any other, before or after) has: the start
+  // of this replicator's data-plane call keys. Thread-safe.
+  const std::string& instance() const { return instance_; }
   const std::string& backup_task() const { return backup_task_; }
   const std::string& own_task() const { return own_task_; }
 
@@ -100,14 +178,24 @@ class PsReplicator {
 
  private:
   void run();
+  struct Outgoing {
+    uint64_t epoch;
+    std::string call_key;
+    std::vector<std::pair<size_t, Tensor>> tensors;
+  };
+  // Sends `o` (on the replicator's thread, mu_ not held).
+  void send_now(const Outgoing& o, const std::string& data_addr);
 
-  const std::string own_task_, backup_task_, backup_address_;
+  const std::string own_task_, backup_task_, backup_address_, instance_;
   const std::chrono::milliseconds timeout_;
   Membership* membership_ = nullptr;
+  std::unique_ptr<net::TensorClient> data_;  // set by start() when given data-plane settings
   mutable std::mutex mu_;
   std::condition_variable cv_;
   node_actor_t node_;        // guarded by mu_
   uint64_t epoch_ = 0;       // guarded by mu_
+  std::string data_addr_;    // guarded by mu_; the connected backup's data plane
+  std::deque<Outgoing> outgoing_;  // guarded by mu_
   bool stopping_ = false;    // guarded by mu_
   std::set<std::string> primaries_alive_;  // guarded by mu_
   std::thread thread_;

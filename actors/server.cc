@@ -371,7 +371,6 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
       AF_LOG(WARNING) << me << ": ps failover: " << task << " is down; served now:" << moved;
     });
   }
-  if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get());
   NodeActorConfig nc;
   nc.resources = impl_->resources_;
   nc.replicator = impl_->replicator_;
@@ -408,14 +407,28 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     const std::string advertised = bind_ip;
     if (!opts.bind.empty()) bind_ip = opts.bind;
     auto* router = static_cast<ProcessRouter*>(impl_->router_.get());
-    auto ds = net::TensorServer::start(topts, bind_ip, 0,
-                                       [router](const net::TensorMessage& m) { router->deliver(m); });
+    // A replicated ps task takes its primaries' tensors over the data plane too (they wait in
+    // the inbox for their calls, which come over the control plane: actors/ps_replication.h).
+    std::shared_ptr<ReplicaInbox> inbox;
+    if (impl_->replicator_) {
+      inbox = std::make_shared<ReplicaInbox>(size_t{2} << 30, std::max(4 * impl_->replicator_->timeout(),
+                                                                        std::chrono::milliseconds(10000)));
+      nc.replica_inbox = inbox;
+    }
+    auto ds = net::TensorServer::start(topts, bind_ip, 0, [router, inbox](const net::TensorMessage& m) {
+      if (inbox && ReplicaInbox::is_replica_frame(m)) {
+        inbox->put(m);
+        return;
+      }
+      router->deliver(m);
+    });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
     impl_->data_server_ = std::move(*ds);
     impl_->data_client_ = std::make_shared<net::TensorClient>(topts);
     nc.data_addr = (advertised.find(':') != std::string::npos ? "[" + advertised + "]" : advertised) + ":" +
                    std::to_string(impl_->data_server_->port());
     router->set_data_client(impl_->data_client_, nc.data_addr);
+    if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get(), topts);
   }
   impl_->shutdown_token_ = random_nonce();
   nc.shutdown_token = impl_->shutdown_token_;

@@ -72,6 +72,7 @@ struct VarState {
   };
   std::map<uint64_t, PendingAck> pending_acks;
   uint64_t next_ack = 0;
+  uint64_t next_data_call = 0;  // numbers the calls whose tensors go over the data plane
   caf::actor_addr watched_backup;  // the backup node actor monitored (null: none)
   uint64_t watched_epoch = 0;
   uint64_t synced_epoch = 0; // the backup connection its whole state last went out on (0: none)
@@ -1000,6 +1001,31 @@ std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
   return std::nullopt;
 }
 
+// With the backup's data plane known, the call's large host tensors (kReplicaDataMinBytes and
+// up, kReplicaDataMaxCallBytes in all) go ahead of it over the data plane (fewer copies than the
+// control plane: written from the tensor's buffer, read into a fresh one): each leaves an
+// uninitialised tensor in `args`, and `attrs` gets kReplicaDataAttr naming the frames. The
+// tensors are shared, not copied, until the replicator's thread has written them: a whole
+// state's value is safe because an update writes the value in place only when nobody else holds
+// its buffer (writable_value copies it first), and the slots go as encode_slots' copy.
+void send_large_args_ahead(VarActor* self, const PsReplicator::Backup& b, std::vector<Tensor>& args, AttrMap& attrs) {
+  auto& st = self->state;
+  if (b.data_addr.empty()) return;
+  std::vector<std::pair<size_t, Tensor>> moved;
+  size_t bytes = 0;
+  for (size_t i = 0; i < args.size() && i < ReplicaInbox::kMaxArgs; ++i) {
+    const Tensor& t = args[i];
+    if (!t.is_initialized() || !t.on_host() || t.bytes() < kReplicaDataMinBytes) continue;
+    moved.emplace_back(i, t);
+    bytes += t.bytes();
+  }
+  if (moved.empty() || bytes > kReplicaDataMaxCallBytes) return;
+  const std::string key = st.rep->instance() + "|" + st.var + "|" + std::to_string(++st.next_data_call);
+  for (const auto& [i, t] : moved) args[i] = Tensor();
+  attrs.set(kReplicaDataAttr, std::to_string(moved.size()) + ";" + key);
+  st.rep->send_tensors(b.epoch, key, std::move(moved));
+}
+
 // Replication of a mutating call whose local outcome is `r` (actors/ps_replication.h). A call
 // that came from a primary (kReplicaCallAttr) makes this copy a backup and is answered as it
 // is. A call from a kernel on a copy that was a backup promotes it (its primary's task failed
@@ -1024,13 +1050,13 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   if (!st.value.is_initialized()) return r;  // nothing to copy yet
   std::string method = call->method;
   std::vector<Tensor> args = call->args;
-  std::string attrs = encode_call_attrs(call->attrs);
+  AttrMap attr_map = call->attrs;
   if (st.synced_epoch != b.epoch) {
     // The backup (re)connected since this variable's last full copy: it may hold nothing or an
     // old state, so it gets the whole state (value and slots) instead of the call.
     method = "sync_state";
     args = {st.value, encode_slots(st)};
-    attrs.clear();
+    attr_map = AttrMap();
     st.synced_epoch = b.epoch;
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
@@ -1041,10 +1067,12 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     // as the whole state after it, which replaces them there (see kSyncEvery).
     method = "sync_state";
     args = {st.value, encode_slots(st)};
-    attrs.clear();
+    attr_map = AttrMap();
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
   }
+  send_large_args_ahead(self, b, args, attr_map);
+  const std::string attrs = encode_call_attrs(attr_map);
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
     // backup counts the same contributions in the same order; see docs/architecture.md).

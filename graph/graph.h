@@ -28,6 +28,8 @@ class AttrMap {
  public:
   void set(const std::string& name, AttrValue v) { attrs_[name] = std::move(v); }
   bool has(const std::string& name) const { return attrs_.count(name) != 0; }
+  // Removes `name` (nothing when absent).
+  void erase(const std::string& name) { attrs_.erase(name); }
   // Returns the value of `name` as T; NotFound or InvalidArgument (wrong type) naming the attr.
   template <typename T>
   Result<T> get(const std::string& name) const {
