@@ -569,7 +569,10 @@ Tensor encode_slots(VarState& st) {
   if (ids.empty() && st.adam_t == 0) return Tensor(DType::kUInt8, Shape{0});
   const size_t slot_bytes = st.value.bytes();
   const size_t total = 8 + 8 + 4 + ids.size() * (1 + slot_bytes);
-  Tensor out(DType::kUInt8, Shape{static_cast<int64_t>(total)});
+  // Every byte is written below: allocated without the zero fill of Tensor(dtype, shape).
+  Result<Tensor> blob = Tensor::allocate(cpu_host_pool(), DType::kUInt8, Shape{static_cast<int64_t>(total)});
+  if (!blob.ok()) throw std::bad_alloc();
+  Tensor out = std::move(*blob);
   uint8_t* p = out.data<uint8_t>();
   std::memcpy(p, kSlotsMagic, 8);
   p += 8;
@@ -617,7 +620,9 @@ Status decode_slots(VarState& st, const Tensor& blob) {
       const uint8_t id = *p++;
       if (id < 1 || id > 6 || slots[id].is_initialized())
         return err(st, Code::kInvalidArgument, "slots: bad or repeated slot id " + std::to_string(id));
-      slots[id] = Tensor(like.dtype(), like.shape());
+      Result<Tensor> slot = Tensor::allocate(cpu_host_pool(), like.dtype(), like.shape());  // overwritten whole
+      if (!slot.ok()) return err(st, slot.status().code(), slot.status().message());
+      slots[id] = std::move(*slot);
       std::memcpy(slots[id].raw_data(), p, slot_bytes);
       p += slot_bytes;
     }
@@ -1002,15 +1007,23 @@ std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
 }
 
 // With the backup's data plane known, the call's large host tensors (kReplicaDataMinBytes and
-// up, kReplicaDataMaxCallBytes in all) go ahead of it over the data plane (fewer copies than the
-// control plane: written from the tensor's buffer, read into a fresh one): each leaves an
-// uninitialised tensor in `args`, and `attrs` gets kReplicaDataAttr naming the frames. The
-// tensors are shared, not copied, until the replicator's thread has written them: a whole
-// state's value is safe because an update writes the value in place only when nobody else holds
-// its buffer (writable_value copies it first), and the slots go as encode_slots' copy.
-void send_large_args_ahead(VarActor* self, const PsReplicator::Backup& b, std::vector<Tensor>& args, AttrMap& attrs) {
+// up, kReplicaDataMaxCallBytes in all) go over the data plane (fewer copies than the control
+// plane: written from the tensor's buffer, read into a fresh one) ahead of the call, which
+// carries uninitialised tensors in their places and kReplicaDataAttr naming the frames.
+struct SentAhead {
+  uint64_t epoch = 0;         // the backup connection they went to
+  std::vector<size_t> moved;  // the arguments sent
+  std::string attr;           // the call's kReplicaDataAttr
+};
+
+// Queues the large tensors of `args` for the backup `b`; nullopt when none qualify or the
+// backup's data plane is unknown. The tensors are shared, not copied, until the replicator's
+// thread has written them: a whole state's value is safe because an update writes the value in
+// place only when nobody else holds its buffer (writable_value copies it first), and the slots
+// go as encode_slots' copy.
+std::optional<SentAhead> send_ahead(VarActor* self, const PsReplicator::Backup& b, const std::vector<Tensor>& args) {
   auto& st = self->state;
-  if (b.data_addr.empty()) return;
+  if (b.data_addr.empty()) return std::nullopt;
   std::vector<std::pair<size_t, Tensor>> moved;
   size_t bytes = 0;
   for (size_t i = 0; i < args.size() && i < ReplicaInbox::kMaxArgs; ++i) {
@@ -1019,11 +1032,39 @@ void send_large_args_ahead(VarActor* self, const PsReplicator::Backup& b, std::v
     moved.emplace_back(i, t);
     bytes += t.bytes();
   }
-  if (moved.empty() || bytes > kReplicaDataMaxCallBytes) return;
+  if (moved.empty() || bytes > kReplicaDataMaxCallBytes) return std::nullopt;
+  SentAhead out;
+  out.epoch = b.epoch;
   const std::string key = st.rep->instance() + "|" + st.var + "|" + std::to_string(++st.next_data_call);
-  for (const auto& [i, t] : moved) args[i] = Tensor();
-  attrs.set(kReplicaDataAttr, std::to_string(moved.size()) + ";" + key);
+  out.attr = std::to_string(moved.size()) + ";" + key;
+  for (const auto& m : moved) out.moved.push_back(m.first);
   st.rep->send_tensors(b.epoch, key, std::move(moved));
+  return out;
+}
+
+// Takes the tensors `ahead` sent out of the call's `args` and names them in `attrs`.
+void mark_sent_ahead(const SentAhead& ahead, std::vector<Tensor>& args, AttrMap& attrs) {
+  for (size_t i : ahead.moved) args[i] = Tensor();
+  attrs.set(kReplicaDataAttr, ahead.attr);
+}
+
+// Whether a dense update `call` goes to the backup as the whole state rather than as itself
+// (see kSyncEvery). Pure.
+bool whole_state_due(const VarState& st, const ResourceCall& call) {
+  return st.dense_since_sync + 1 >= kSyncEvery ||
+         st.dense_bytes_since_sync + call_bytes(call) >= kHeldStates * state_bytes(st);
+}
+
+// Before a primary applies `call`: when it will go to the connected backup as itself (not as
+// the whole state), its large tensors are sent now, so that their trip overlaps the local
+// update instead of following it. Nullopt when nothing went.
+std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& call) {
+  auto& st = self->state;
+  if (call.attrs.get_or<bool>(kReplicaCallAttr, false) || !st.value.is_initialized()) return std::nullopt;
+  const PsReplicator::Backup b = st.rep->backup();
+  if (!b.node || st.synced_epoch != b.epoch) return std::nullopt;
+  if (dense_optimizer_call(call.method) && whole_state_due(st, call)) return std::nullopt;
+  return send_ahead(self, b, call.args);
 }
 
 // Replication of a mutating call whose local outcome is `r` (actors/ps_replication.h). A call
@@ -1034,7 +1075,7 @@ void send_large_args_ahead(VarActor* self, const PsReplicator::Backup& b, std::v
 // backup (none connected, or the call to it failed: the backup is down) it answers alone. A
 // failed local call is not replicated.
 caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr& call,
-                                           caf::result<std::vector<Tensor>> r) {
+                                           caf::result<std::vector<Tensor>> r, const std::optional<SentAhead>& early) {
   auto& st = self->state;
   if (call->attrs.get_or<bool>(kReplicaCallAttr, false)) {
     st.backup_role = true;
@@ -1060,9 +1101,7 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     st.synced_epoch = b.epoch;
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
-  } else if (dense_optimizer_call(method) &&
-             (++st.dense_since_sync >= kSyncEvery ||
-              (st.dense_bytes_since_sync += call_bytes(*call)) >= kHeldStates * state_bytes(st))) {
+  } else if (dense_optimizer_call(method) && whole_state_due(st, *call)) {
     // The backup holds the dense updates since the last whole state unapplied: this one goes
     // as the whole state after it, which replaces them there (see kSyncEvery).
     method = "sync_state";
@@ -1070,8 +1109,18 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     attr_map = AttrMap();
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
+  } else if (dense_optimizer_call(method)) {
+    ++st.dense_since_sync;
+    st.dense_bytes_since_sync += call_bytes(*call);
   }
-  send_large_args_ahead(self, b, args, attr_map);
+  // Tensors of the call sent before it was applied go with this call only when it goes as
+  // itself to the same connection (the local update can change what is due: they then expire
+  // unclaimed in the backup's inbox).
+  if (early && early->epoch == b.epoch && method == call->method) {
+    mark_sent_ahead(*early, args, attr_map);
+  } else if (auto ahead = send_ahead(self, b, args)) {
+    mark_sent_ahead(*ahead, args, attr_map);
+  }
   const std::string attrs = encode_call_attrs(attr_map);
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
@@ -1146,7 +1195,8 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           apply_deferred(self, *call);
           if (!self->state.rep || !replicated_method(call->method, call->attrs)) return handle_call(self, call);
           if (auto refused = backup_refuses(self, *call)) return to_caf_error(*refused);
-          return replicate(self, call, handle_call(self, call));
+          const std::optional<SentAhead> early = send_call_early(self, *call);
+          return replicate(self, call, handle_call(self, call), early);
         } catch (const std::exception& e) {
           return to_caf_error(restart_in_place(self, e.what()));
         }

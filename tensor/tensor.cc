@@ -41,8 +41,12 @@ Result<Tensor> Tensor::reshaped(const Shape& shape) const {
 
 Tensor Tensor::deep_copy() const {
   if (!is_initialized()) return Tensor();
-  Tensor t(dtype_, shape_);
-  if (bytes()) std::memcpy(t.raw_data(), raw_data(), bytes());
+  // Every byte is written by the copy: no zero fill first.
+  const size_t n = bytes();
+  void* p = cpu_host_pool()->allocate(n);
+  if (!p && n > 0) throw std::bad_alloc();
+  Tensor t(dtype_, shape_, std::make_shared<Buffer>(cpu_host_pool(), p, n));
+  if (n) std::memcpy(t.raw_data(), raw_data(), n);
   return t;
 }
 
