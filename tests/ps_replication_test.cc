@@ -9,7 +9,12 @@
 #include <thread>
 
 #include "actorflow/embedding.h"
+#include "actorflow/server.h"
+#include "actors/node_actor.h"
 #include "actors/ps_replication.h"
+#include "actors/resources.h"
+#include "actors/variable_actor.h"
+#include "device/kernel.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
 
@@ -131,6 +136,72 @@ TEST(ReplicaInboxTest, TensorsNobodyTakesExpire) {
   EXPECT_EQ(inbox.held_calls(), 1u);
   EXPECT_TRUE(inbox.take("new", 1, &got));
   EXPECT_EQ(inbox.held_bytes(), 0u);
+}
+
+Tensor filled(int64_t n, float v) {
+  Tensor t(DType::kFloat32, Shape{n});
+  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
+  return t;
+}
+
+// A backup's node actor (in process, with its inbox) gets a primary's two calls before the first
+// one's data-plane tensor: the second, which carries its tensor, must wait behind the first.
+// Applied out of order, assign(5) after assign_add(1) would leave 5, not 6.
+TEST(ReplicaInboxTest, ABackupAppliesAPrimarysCallsInTheirOrderWhateverArrivesFirst) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto resources = std::make_shared<ResourceManager>(sys, variable_actor_factory(RestartPolicy{}, nullptr));
+  auto inbox = std::make_shared<ReplicaInbox>(1 << 20, std::chrono::milliseconds(60000));
+  NodeActorConfig nc;
+  nc.task = "/job:ps/replica:0/task:1";
+  nc.resources = resources;
+  nc.replica_inbox = inbox;
+  nc.shutdown_token = "test-token";
+  node_actor_t node = spawn_node_actor(sys, nc);
+  {
+    caf::scoped_actor self{sys};
+    AttrMap ahead;
+    ahead.set(kReplicaDataAttr, std::string("1;primary|w|1"));
+    self->send(node, replicate_atom::value, std::string("w"), std::string("assign"), TensorList{Tensor()},
+               encode_call_attrs(ahead));
+    self->send(node, replicate_atom::value, std::string("w"), std::string("assign_add"), TensorList{filled(8, 1.f)},
+               encode_call_attrs(AttrMap()));
+    // A bad data attribute is refused, naming it.
+    AttrMap bad;
+    bad.set(kReplicaDataAttr, std::string("x;k"));
+    std::string refused;
+    self->request(node, std::chrono::seconds(10), replicate_atom::value, std::string("v"), std::string("assign"),
+                  TensorList{Tensor()}, encode_call_attrs(bad))
+        .receive([&](const TensorList&) { refused = "answered"; },
+                 [&](const caf::error& e) { refused = caf::to_string(e); });
+    EXPECT_NE(refused.find(kReplicaDataAttr), std::string::npos) << refused;
+    // Now the first call's tensor arrives over the data plane: both calls are applied, in order.
+    net::TensorMessage m;
+    m.key = ReplicaInbox::frame_key(0, 1, "primary|w|1");
+    m.tensor = filled(8, 5.f);
+    inbox->put(m);
+    int answered = 0;
+    for (int i = 0; i < 2; ++i)
+      self->receive([&](const TensorList&) { ++answered; },
+                    [&](const caf::error& e) { ADD_FAILURE() << caf::to_string(e); },
+                    caf::after(std::chrono::seconds(10)) >> [&] { ADD_FAILURE() << "no answer"; });
+    EXPECT_EQ(answered, 2);
+    EXPECT_EQ(inbox->held_calls(), 0u);
+    auto w = resources->find("w");
+    ASSERT_TRUE(w);
+    auto read = std::make_shared<ResourceCall>();
+    read->resource = "w";
+    read->method = "read";
+    Tensor value;
+    self->request(w, std::chrono::seconds(10), resource_atom::value, ResourceCallPtr(read))
+        .receive([&](const TensorList& v) { value = v.empty() ? Tensor() : v[0]; },
+                 [&](const caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+    ASSERT_TRUE(value.is_initialized());
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(value.data<float>()[i], 6.f) << i;
+    self->send(node, shutdown_atom::value, std::string("test-token"));
+  }
+  resources->close();
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
