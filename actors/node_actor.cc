@@ -150,8 +150,12 @@ void drain_replicas(NodeActor* self, uint64_t qid) {
         }
         if (!p.armed) {
           p.armed = true;
-          caf::actor me = caf::actor_cast<caf::actor>(self);
-          st.cfg.replica_inbox->notify(p.key, [me, qid] { caf::anon_send(me, replready_atom::value, qid); });
+          // A weak handle: the inbox (which the node actor's config owns) must not keep it alive.
+          caf::weak_actor_ptr me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl());
+          st.cfg.replica_inbox->notify(p.key, [me, qid] {
+            if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(me))
+              caf::anon_send(caf::actor_cast<caf::actor>(strong), replready_atom::value, qid);
+          });
           self->delayed_send(self, p.deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1),
                              replready_atom::value, qid);
         }
