@@ -10,6 +10,7 @@
 
 #include "actorflow/embedding.h"
 #include "actorflow/server.h"
+#include "actors/membership.h"
 #include "actors/node_actor.h"
 #include "actors/ps_replication.h"
 #include "actors/resources.h"
@@ -330,6 +331,64 @@ void acknowledged_updates_survive(int64_t n, bool data_plane) {
   else EXPECT_EQ(ps0->output().find(kOverDataPlane), std::string::npos) << ps0->output();
   (*late)->stop();
   (*server)->stop();
+}
+
+// A cluster member sends a ps task's data plane replica frames no primary sent: malformed keys,
+// out-of-range indices and counts, counts that disagree, error frames, and a flood of calls that
+// never come. The node drops them (its inbox bounded and expiring), keeps serving, and a member
+// with the wrong secret cannot even deliver one.
+TEST(PsReplicationTest, ForgedReplicaFramesAreDroppedAndTheNodeServesOn) {
+  ReplicatedCluster rc(1);
+  auto ps1 = rc.start_ps(1);
+  auto cluster = ClusterSpec::from_file(rc.file);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  MembershipConfig mc;
+  mc.self_task = "/job:host/replica:0/task:0";
+  mc.fingerprint = cluster->fingerprint();
+  Membership m(sys, mc);
+  auto addr = cluster->task_address(TaskId{"ps", 1});
+  ASSERT_TRUE(addr.ok());
+  auto peer = m.ensure("/job:ps/replica:0/task:1", *addr, 10s);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  net::TransportOptions o;
+  o.cluster_fingerprint = cluster->fingerprint();
+  o.task_name = "host/0";
+  {
+    net::TransportOptions wrong = o;
+    wrong.secret = "not-the-cluster-secret";
+    net::TensorClient stranger(wrong);
+    EXPECT_FALSE(stranger.send(peer->data_addr, replica_frame(0, 1, "x", 1.f)).ok());
+  }
+  net::TensorClient c(o);
+  std::vector<net::TensorMessage> forged;
+  for (const char* k : {"!replica;", "!replica;0;0;k", "!replica;64;65;k", "!replica;99999999;1;k", "!replica;0;1;"}) {
+    net::TensorMessage f = replica_frame(0, 1, "x", 1.f);
+    f.key = k;
+    forged.push_back(f);
+  }
+  forged.push_back(replica_frame(0, 2, "c", 1.f));
+  forged.push_back(replica_frame(0, 2, "c", 1.f));  // repeated index
+  forged.push_back(replica_frame(1, 3, "c", 1.f));  // count disagrees
+  ASSERT_TRUE(c.send_batch(peer->data_addr, forged).ok());
+  // A flood: 2000 calls whose BASP message never comes (64 MB held at most, dropped by expiry).
+  for (int i = 0; i < 2000; i += 100) {
+    std::vector<net::TensorMessage> flood;
+    for (int k = i; k < i + 100; ++k) flood.push_back(replica_frame(0, 2, "flood|" + std::to_string(k), 2.f, 8192));
+    ASSERT_TRUE(c.send_batch(peer->data_addr, flood).ok());
+  }
+  // Still serving: the node actor answers a member, and the data plane takes a frame.
+  caf::scoped_actor self{sys};
+  std::string task;
+  self->request(peer->node, 10s, ping_atom::value)
+      .receive([&](std::string& t) { task = t; }, [&](caf::error& e) { task = caf::to_string(e); });
+  EXPECT_EQ(task, "/job:ps/replica:0/task:1");
+  EXPECT_TRUE(c.send(peer->data_addr, replica_frame(0, 1, "after", 3.f)).ok());
+  EXPECT_TRUE(ps1->running()) << ps1->output();
+  EXPECT_TRUE(ps1->wait_for_output("dropped a replica frame of call c", 10s)) << ps1->output();
+  EXPECT_NE(ps1->output().find("dropped a malformed replica frame"), std::string::npos) << ps1->output();
 }
 
 TEST(PsReplicationTest, AcknowledgedUpdatesAreOnTheBackupAndSurviveThePrimary) {
