@@ -97,6 +97,11 @@ bool fault_gate(NodeActor* self) {
 }
 
 // ---- unauthenticated peers ----------------------------------------------------------------
+// Whether the current message came from another process (the node actor's self-timers ignore those).
+bool from_another_process(NodeActor* self) {
+  return self->current_sender() && self->current_sender()->node() != self->home_system().node();
+}
+
 // A remote node that says hello or sends anything before authenticating must complete the
 // handshake within cfg.auth_timeout; one whose proof fails is checked at once. A node still
 // unauthenticated at its check has its CAF connection closed (actors/peer_link.h).
@@ -445,7 +450,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](replready_atom, uint64_t qid) {
         // Only this process's own timer or inbox (a remote sender could only make it look sooner).
-        if (self->current_sender() && self->current_sender()->node() != self->home_system().node()) return;
+        if (from_another_process(self)) return;
         auto& st = self->state;
         auto q = st.replica_queues.find(qid);
         if (q != st.replica_queues.end() && !q->second.empty()) q->second.front().armed = false;
@@ -453,7 +458,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](sweep_atom) {
         // Only this process's own timer (a remote sender could only make it sweep more often).
-        if (self->current_sender() && self->current_sender()->node() != self->home_system().node()) return;
+        if (from_another_process(self)) return;
         auto& sw = self->state.cfg.sweeper;
         if (!sw) return;
         sw->sweep();
