@@ -344,18 +344,11 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         std::string key;
         size_t n = 0;
         if (auto data = call->attrs.get_or<std::string>(kReplicaDataAttr, ""); !data.empty()) {
-          const size_t semi = data.find(';');
-          try {
-            n = semi == std::string::npos ? 0 : std::stoul(data.substr(0, semi));
-          } catch (const std::exception&) {
-            n = 0;
-          }
-          if (n == 0 || n > ReplicaInbox::kMaxArgs || semi + 1 >= data.size())
+          if (!ReplicaInbox::parse_data_attr(data, &n, &key))
             return to_caf_error(InvalidArgument("replicated call " + method + " of variable '" + var + "': bad " +
                                                 kReplicaDataAttr + " '" + data.substr(0, 80) + "'"));
           if (!self->state.cfg.replica_inbox)
             return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " takes no replicated tensors over the data plane"));
-          key = data.substr(semi + 1);
           call->attrs.erase(kReplicaDataAttr);
         }
         call->attrs.set(kReplicaCallAttr, true);

@@ -272,6 +272,18 @@ std::string ReplicaInbox::frame_key(size_t i, size_t n, const std::string& call_
   return kReplicaFramePrefix + std::to_string(i) + ";" + std::to_string(n) + ";" + call_key;
 }
 
+std::string ReplicaInbox::data_attr(size_t n, const std::string& call_key) {
+  return std::to_string(n) + ";" + call_key;
+}
+
+bool ReplicaInbox::parse_data_attr(const std::string& value, size_t* n, std::string* call_key) {
+  size_t pos = 0, count = 0;
+  if (!parse_field(value, &pos, &count) || count == 0 || count > kMaxArgs || pos >= value.size()) return false;
+  *n = count;
+  *call_key = value.substr(pos);
+  return true;
+}
+
 void ReplicaInbox::expire_locked(std::chrono::steady_clock::time_point now) {
   for (auto it = calls_.begin(); it != calls_.end();) {
     if (it->second.n > 0 && now - it->second.first > ttl_) {

@@ -89,6 +89,10 @@ class ReplicaInbox {
   static bool is_replica_frame(const net::TensorMessage& m);
   // The key of the frame carrying argument `i` of the `n` a call moved. Pure.
   static std::string frame_key(size_t i, size_t n, const std::string& call_key);
+  // A call's kReplicaDataAttr value for `n` tensors sent as `call_key`, and its parse (false for
+  // a malformed value, n outside 1..kMaxArgs or an empty key; outputs then untouched). Pure.
+  static std::string data_attr(size_t n, const std::string& call_key);
+  static bool parse_data_attr(const std::string& value, size_t* n, std::string* call_key);
 
   // Holds the tensor of frame `m` (is_replica_frame). A malformed key, an index out of range, a
   // count that disagrees with the call's earlier frames, a repeated index or a frame past

@@ -1036,7 +1036,7 @@ std::optional<SentAhead> send_ahead(VarActor* self, const PsReplicator::Backup& 
   SentAhead out;
   out.epoch = b.epoch;
   const std::string key = st.rep->instance() + "|" + st.var + "|" + std::to_string(++st.next_data_call);
-  out.attr = std::to_string(moved.size()) + ";" + key;
+  out.attr = ReplicaInbox::data_attr(moved.size(), key);
   for (const auto& m : moved) out.moved.push_back(m.first);
   st.rep->send_tensors(b.epoch, key, std::move(moved));
   return out;
