@@ -13,7 +13,8 @@
 namespace actorflow {
 
 // Protocol version of the actorflow wire (control and data plane). Peers must agree.
-constexpr uint32_t kProtocolVersion = 1;
+// 2: NodeInfo carries serves_for (replicated parameter servers).
+constexpr uint32_t kProtocolVersion = 2;
 
 // 32 random bytes from the OS CSPRNG (OpenSSL RAND_bytes), hex-encoded.
 std::string random_nonce();

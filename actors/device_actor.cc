@@ -156,7 +156,7 @@ void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, Dev
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   const int64_t step = call.step_id;
-  Result<variable_actor_t> a = rm_ ? rm_->get_or_create(call.resource)
+  Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
                                    : Result<variable_actor_t>(FailedPrecondition(
                                          "no resource container on this task for '" + call.resource + "'"));
   if (!a.ok()) {

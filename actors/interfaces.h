@@ -169,11 +169,15 @@ struct NodeInfo {
   std::string task;                 // "/job:worker/replica:0/task:1"
   std::vector<DeviceInfo> devices;
   std::string data_addr;            // "host:port" of its tensor data plane
+  // ps_replicas = 2: the other ps tasks whose variables this task serves now (it took them over
+  // when they failed); empty otherwise. A ps task that returns learns from its backup here that
+  // its own variables are served there.
+  std::vector<std::string> serves_for;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
-  return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr);
+  return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr, x.serves_for);
 }
 
 }  // namespace actorflow

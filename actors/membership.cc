@@ -264,6 +264,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
               d.node = node;
             }
             p.data_addr = std::move(info.data_addr);
+            p.serves_for = std::move(info.serves_for);
             out = std::move(p);
           },
           [&](caf::error& e) { out = from_caf_error(e, "task " + task + " at " + address); });

@@ -35,6 +35,7 @@ struct PeerInfo {
   node_actor_t node;             // its node actor
   std::vector<DeviceInfo> devices;
   std::string data_addr;
+  std::vector<std::string> serves_for;  // NodeInfo::serves_for as the peer said at connection
 };
 
 struct MembershipConfig {

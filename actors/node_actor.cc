@@ -286,8 +286,16 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         }
         if (sender->node() != self->home_system().node()) st.cfg.peers->add(sender->node());
         st.auth_pending.erase(sender->node());
+        NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, {}};
+        std::set<std::string> serves;
+        if (st.cfg.replicator)
+          for (auto& t : st.cfg.replicator->taken_over()) serves.insert(std::move(t));
+        if (st.cfg.serving)
+          for (auto& t : st.cfg.serving->served_by(st.cfg.task)) serves.insert(std::move(t));
+        serves.erase(st.cfg.task);
+        info.serves_for.assign(serves.begin(), serves.end());
         return caf::result<NodeInfo, std::string>(
-            NodeInfo{st.cfg.task, advertised(), st.cfg.data_addr},
+            std::move(info),
             auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
       },
       [=](devices_atom) -> caf::result<std::vector<DeviceInfo>> {

@@ -6,7 +6,9 @@
 //   (hello_atom, uint32 version, string fingerprint, string client_task) -> string server_nonce
 //        FailedPrecondition on a protocol version or cluster-file mismatch
 //   (auth_atom, string client_proof, string client_nonce) -> (NodeInfo, string server_proof)
-//        Unauthenticated (and a log line) when client_proof does not prove the secret
+//        Unauthenticated (and a log line) when client_proof does not prove the secret.
+//        NodeInfo::serves_for: the ps tasks whose copies this task took over (the replicator's
+//        taken_over()) and those the serving map says it serves, without itself
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
 //   (ping_atom) -> std::string task name                   authenticated peers only
 //   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks
@@ -85,6 +87,7 @@ bool is_remote(const caf::local_actor* self, const Handle& a) {
 }
 
 class PsReplicator;
+class PsServing;
 class ReplicaInbox;
 
 struct NodeActorConfig {
@@ -111,6 +114,9 @@ struct NodeActorConfig {
   // Where the data plane puts the tensors that replicated calls sent ahead of themselves
   // (kReplicaDataAttr; null: such calls are refused).
   std::shared_ptr<ReplicaInbox> replica_inbox;
+  // ps_replicas = 2: which ps task serves which ps task's variables, as this task sees it (null
+  // otherwise). With the replicator it makes NodeInfo::serves_for: the tasks this one took over.
+  std::shared_ptr<PsServing> serving;
   // The only way to stop the node actor short of exit_reason::kill: (shutdown_atom, token) from
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).

@@ -175,6 +175,17 @@ PsReplicator::PsReplicator(std::string own_task, std::string backup_task, std::s
 void PsReplicator::primary_seen(const std::string& task) {
   std::lock_guard<std::mutex> l(mu_);
   primaries_alive_.insert(task);
+  taken_over_.erase(task);
+}
+
+std::vector<std::string> PsReplicator::taken_over() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return {taken_over_.begin(), taken_over_.end()};
+}
+
+void PsReplicator::set_on_connect(std::function<void(const std::vector<std::string>&)> f) {
+  std::lock_guard<std::mutex> l(mu_);
+  on_connect_ = std::move(f);
 }
 
 void PsReplicator::primary_lost(const std::string& task) {
@@ -182,6 +193,7 @@ void PsReplicator::primary_lost(const std::string& task) {
   {
     std::lock_guard<std::mutex> l(mu_);
     was = primaries_alive_.erase(task) > 0;
+    if (was) taken_over_.insert(task);
   }
   if (was) {
     AF_LOG(WARNING) << "ps replication: primary " << task << " is gone; its copies here take over at their first update";
@@ -228,6 +240,22 @@ bool PsServing::serves(const std::string& task) const {
   for (const auto& [from, server] : serving_)
     if (server == task) return true;
   return false;
+}
+
+std::string PsServing::server_of(const std::string& task) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = serving_.find(task);
+  return it == serving_.end() ? task : it->second;
+}
+
+std::vector<std::string> PsServing::served_by(const std::string& task) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> out;
+  for (const auto& t : ps_) {
+    auto it = serving_.find(t);
+    if (t != task && it != serving_.end() && it->second == task) out.push_back(t);
+  }
+  return out;
 }
 
 std::map<std::string, std::string> PsServing::aliases() const {
@@ -477,6 +505,13 @@ void PsReplicator::run() {
         AF_LOG(INFO) << "ps replication: replicated tensors go to " << backup_task_ << "'s data plane at " << data_addr_;
       }
       AF_LOG(INFO) << "ps replication: backup " << backup_task_ << " connected (epoch " << epoch_ << ")";
+      if (on_connect_) {
+        auto f = on_connect_;
+        const std::vector<std::string> serves_for = p->serves_for;
+        l.unlock();
+        f(serves_for);
+        l.lock();
+      }
       continue;
     }
     cv_.wait_for(l, backoff, [&] { return stopping_; });

@@ -178,6 +178,15 @@ class PsReplicator {
   void primary_seen(const std::string& task);
   void primary_lost(const std::string& task);
   bool primary_alive(const std::string& task) const;
+  // The primaries this task's copies took over: every task given to primary_lost() after it was
+  // seen alive, until primary_seen() sees it replicate again. Sorted. Thread-safe.
+  std::vector<std::string> taken_over() const;
+
+  // `f(serves_for)` is called on the replicator's thread each time it connects to the backup,
+  // with the ps tasks the backup said it serves for (NodeInfo::serves_for): how a ps task that
+  // returns after a failover learns that its backup serves its variables now. Set before
+  // start(); `f` must not block.
+  void set_on_connect(std::function<void(const std::vector<std::string>& serves_for)> f);
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
@@ -202,6 +211,8 @@ class PsReplicator {
   std::deque<Outgoing> outgoing_;  // guarded by mu_
   bool stopping_ = false;    // guarded by mu_
   std::set<std::string> primaries_alive_;  // guarded by mu_
+  std::set<std::string> taken_over_;       // guarded by mu_
+  std::function<void(const std::vector<std::string>&)> on_connect_;  // set before start()
   std::thread thread_;
 };
 
@@ -226,6 +237,11 @@ class PsServing {
   bool redirect(const std::string& copy_task, const std::string& primary_task);
   // Whether some ps task's variables are served by `task` now (false after it failed over).
   bool serves(const std::string& task) const;
+  // The task that serves ps task `task`'s variables now (`task` itself for a task this map does
+  // not know).
+  std::string server_of(const std::string& task) const;
+  // The other ps tasks whose variables `task` serves now (it took them over), in index order.
+  std::vector<std::string> served_by(const std::string& task) const;
   // The non-identity entries (ps task -> serving task), for PlacementOptions::task_aliases.
   std::map<std::string, std::string> aliases() const;
   // Changes with every change of aliases() (starts at 0).

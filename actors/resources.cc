@@ -15,6 +15,22 @@ Result<variable_actor_t> ResourceManager::get_or_create(const std::string& name)
   return a;
 }
 
+Result<variable_actor_t> ResourceManager::get_for_kernel(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!closed_ && kernel_gate_ && !actors_.count(name)) {
+      Status gate = kernel_gate_(name);
+      if (!gate.ok()) return gate;
+    }
+  }
+  return get_or_create(name);
+}
+
+void ResourceManager::set_kernel_gate(std::function<Status(const std::string&)> gate) {
+  std::lock_guard<std::mutex> l(mu_);
+  kernel_gate_ = std::move(gate);
+}
+
 variable_actor_t ResourceManager::find(const std::string& name) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = actors_.find(name);

@@ -37,6 +37,15 @@ class ResourceManager {
   // The actor of `name`, spawned on first use. FailedPrecondition when no factory is set;
   // Cancelled once close() ran (nothing is spawned then).
   Result<variable_actor_t> get_or_create(const std::string& name);
+  // For a kernel's call (a direct access, not a replicated one): get_or_create(), except that a
+  // name not held here is first put to the kernel gate (set_kernel_gate), whose error is
+  // returned instead of spawning an empty actor. Same errors as get_or_create() otherwise.
+  Result<variable_actor_t> get_for_kernel(const std::string& name);
+  // The gate get_for_kernel() asks before it spawns `name` (OK: spawn it). A ps task that
+  // returned after a failover refuses so: its variables are served by another task, and an
+  // empty copy here would fork the model. Called under the container's lock: `gate` must not
+  // call back into this container. Null: no gate (the default).
+  void set_kernel_gate(std::function<Status(const std::string& name)> gate);
   // The actor of `name` or null.
   variable_actor_t find(const std::string& name) const;
   // Every resource, by name.
@@ -57,6 +66,7 @@ class ResourceManager {
  private:
   caf::actor_system& sys_;
   ResourceFactory factory_;
+  std::function<Status(const std::string&)> kernel_gate_;  // guarded by mu_
   mutable std::mutex mu_;
   std::map<std::string, variable_actor_t> actors_;  // guarded by mu_
   bool closed_ = false;                             // guarded by mu_

@@ -119,6 +119,42 @@ void Server::note_step_failure(const Status& why) {
   }
 }
 
+void Server::learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers) {
+  std::weak_ptr<PsServing> serving = impl_->ps_serving_;
+  const std::string own = impl_->replicator_->own_task();
+  // A ps task that says it serves this one's variables took them over when this task failed (its
+  // backup, or further on after a chain of failures): they stay there (sticky, as every other
+  // process sees it) and this task keeps backup copies only.
+  auto learn = [serving, own](const std::string& peer, const std::vector<std::string>& serves_for) {
+    auto s = serving.lock();
+    if (!s || std::find(serves_for.begin(), serves_for.end(), own) == serves_for.end()) return false;
+    if (s->redirect(own, peer))
+      AF_LOG(WARNING) << own << ": ps failover: this task came back after a failover; its variables are served by "
+                      << peer << ", and it keeps backup copies only";
+    return true;
+  };
+  const std::string backup = impl_->replicator_->backup_task();
+  impl_->replicator_->set_on_connect([learn, backup](const std::vector<std::string>& serves_for) { learn(backup, serves_for); });
+  // Before this task serves anyone (its node actor is not published yet): one connection attempt
+  // to each other ps task, the backup first. A task that is not up refuses at once (then it serves
+  // nothing of this task's), so a cluster's first start is not slowed.
+  for (const auto& [peer, addr] : ps_peers) {
+    auto p = impl_->membership_->ensure(peer, addr, std::chrono::milliseconds(1), /*quiet=*/true);
+    if (p.ok() && learn(peer, p->serves_for)) break;
+  }
+  // A kernel's access to a variable that is not here, on a task whose variables are served
+  // elsewhere, comes from a process that has not failed over (it started after the failover):
+  // refused with the served_by marker (which moves that process's routing to the serving task),
+  // never answered with an empty, uninitialized copy that a chief would then initialize.
+  impl_->resources_->set_kernel_gate([serving, own](const std::string& name) -> Status {
+    auto s = serving.lock();
+    const std::string by = s ? s->server_of(own) : own;
+    if (by == own) return Status::OK();
+    return Unavailable("variable '" + name + "' is not on " + own + ": this ps task came back after a failover and " + by +
+                       " serves its variables " + served_by_marker(own, by));
+  });
+}
+
 Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
   s->impl_->own_cfg_ = std::make_unique<caf::actor_system_config>();
@@ -334,11 +370,19 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
   // Replicated parameter servers: ps task p's variables have their backup on the next ps task
   // (in index order, cyclically); actors/ps_replication.h.
+  // A replicated ps task's peers (task prefix, address), its backup first, then on around the ring.
+  std::vector<std::pair<std::string, std::string>> ps_peers;
   if (task.job == "ps" && cluster.supervisor().ps_replicas == 2) {
     const std::vector<int> ps = cluster.task_indices("ps");
     auto at = std::find(ps.begin(), ps.end(), task.index);
     const TaskId backup{"ps", (at + 1 == ps.end()) ? ps.front() : *(at + 1)};
     AF_ASSIGN_OR_RETURN(std::string backup_addr, cluster.task_address(backup));
+    const size_t me = static_cast<size_t>(at - ps.begin());
+    for (size_t k = 1; k < ps.size(); ++k) {
+      const TaskId peer{"ps", ps[(me + k) % ps.size()]};
+      AF_ASSIGN_OR_RETURN(std::string addr, cluster.task_address(peer));
+      ps_peers.emplace_back(peer.device_prefix(), addr);
+    }
     impl_->replicator_ = std::make_shared<PsReplicator>(task.device_prefix(), backup.device_prefix(), backup_addr,
                                                         std::chrono::milliseconds(opts.peer_timeout_ms));
   }
@@ -371,9 +415,11 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
       AF_LOG(WARNING) << me << ": ps failover: " << task << " is down; served now:" << moved;
     });
   }
+  if (impl_->replicator_ && impl_->ps_serving_) learn_own_failover(ps_peers);
   NodeActorConfig nc;
   nc.resources = impl_->resources_;
   nc.replicator = impl_->replicator_;
+  nc.serving = impl_->ps_serving_;
   nc.task = impl_->task_prefix_;
   nc.fingerprint = mc.fingerprint;
   nc.secret = mc.secret;

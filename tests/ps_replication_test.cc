@@ -50,6 +50,59 @@ TEST(PsReplicationTest, CallAttributesRoundTrip) {
   EXPECT_FALSE(replicated_method("sync_control", AttrMap{}));
 }
 
+// The serving map through a chain of failures and a redirect, as every process keeps it.
+TEST(PsServingTest, ServerOfAndServedByFollowFailuresAndRedirects) {
+  const std::string p0 = "/job:ps/replica:0/task:0", p1 = "/job:ps/replica:0/task:1", p2 = "/job:ps/replica:0/task:2";
+  PsServing s({p0, p1, p2});
+  EXPECT_EQ(s.server_of(p0), p0);
+  EXPECT_TRUE(s.served_by(p1).empty());
+  EXPECT_EQ(s.server_of("/job:ps/replica:0/task:9"), "/job:ps/replica:0/task:9");
+  ASSERT_TRUE(s.task_down(p0));  // p0 -> its backup p1
+  EXPECT_EQ(s.server_of(p0), p1);
+  EXPECT_EQ(s.served_by(p1), std::vector<std::string>{p0});
+  ASSERT_TRUE(s.task_down(p1));  // p1, and what it served, -> p2
+  EXPECT_EQ(s.server_of(p0), p2);
+  EXPECT_EQ(s.server_of(p1), p2);
+  EXPECT_EQ(s.served_by(p2), (std::vector<std::string>{p0, p1}));
+  EXPECT_TRUE(s.served_by(p0).empty());
+  // A returned task told that p2 serves it: redirect moves what it serves (itself) there.
+  PsServing fresh({p0, p1, p2});
+  ASSERT_TRUE(fresh.redirect(p0, p2));
+  EXPECT_EQ(fresh.server_of(p0), p2);
+  EXPECT_EQ(fresh.server_of(p1), p1);
+  EXPECT_FALSE(fresh.redirect(p0, p2));  // nothing changes twice
+}
+
+// The kernel gate refuses spawning a resource for a kernel, never one that exists or comes by
+// replication (get_or_create), and nothing once the gate says OK.
+TEST(PsServingTest, TheKernelGateRefusesOnlyResourcesNotHeld) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  ResourceManager rm(sys, variable_actor_factory(RestartPolicy{}, nullptr));
+  bool refuse = true;
+  int asked = 0;
+  rm.set_kernel_gate([&](const std::string& name) {
+    ++asked;
+    return refuse ? Unavailable("not here: " + name) : Status::OK();
+  });
+  auto r = rm.get_for_kernel("w");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_EQ(r.status().message(), "not here: w");
+  EXPECT_FALSE(rm.find("w")) << "a refused kernel access spawned the resource";
+  auto copy = rm.get_or_create("w");  // a replicated call's copy
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  auto again = rm.get_for_kernel("w");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *copy);
+  EXPECT_EQ(asked, 1) << "the gate was asked about a resource that is held";
+  refuse = false;
+  EXPECT_TRUE(rm.get_for_kernel("v").ok());
+  EXPECT_EQ(asked, 2);
+  rm.close();
+}
+
 net::TensorMessage replica_frame(size_t i, size_t n, const std::string& key, float v, int64_t elems = 4) {
   net::TensorMessage m;
   m.key = ReplicaInbox::frame_key(i, n, key);
@@ -228,17 +281,18 @@ struct View {
   }
 };
 
-// A cluster of `hosts` in-process "host" tasks (host/0 the chief) and 2 replicated ps tasks
-// (`actorflow node` processes, each the other's backup), with a short peer timeout.
+// A cluster of `hosts` in-process "host" tasks (host/0 the chief) and `ps_tasks` replicated ps
+// tasks (`actorflow node` processes, each the backup of the one before it, cyclically), with a
+// short peer timeout.
 struct ReplicatedCluster {
   TempDir dir;
   std::string file;
-  explicit ReplicatedCluster(int hosts) {
-    std::string h;
+  explicit ReplicatedCluster(int hosts, int ps_tasks = 2) {
+    std::string h, p;
     for (int i = 0; i < hosts; ++i) h += std::string(i ? ", " : "") + "\"localhost:" + std::to_string(free_port()) + "\"";
-    file = dir.write("c.toml", "[jobs]\nhost = [" + h + "]\nps = [\"localhost:" + std::to_string(free_port()) +
-                                   "\", \"localhost:" + std::to_string(free_port()) +
-                                   "\"]\n[server]\nheartbeat_interval_ms = 250\npeer_timeout_ms = 1500\n[supervisor]\n"
+    for (int i = 0; i < ps_tasks; ++i) p += std::string(i ? ", " : "") + "\"localhost:" + std::to_string(free_port()) + "\"";
+    file = dir.write("c.toml", "[jobs]\nhost = [" + h + "]\nps = [" + p +
+                                   "]\n[server]\nheartbeat_interval_ms = 250\npeer_timeout_ms = 1500\n[supervisor]\n"
                                    "chief = \"host/0\"\nps_replicas = 2\n");
   }
   // Starts ps task `i` and waits until it serves.
@@ -399,108 +453,175 @@ TEST(PsReplicationTest, LargeUpdatesGoOverTheDataPlaneAndSurviveThePrimary) {
   acknowledged_updates_survive(8192, /*data_plane=*/true);
 }
 
-// Counts the updates of a job whose variables live on two ps tasks, each the other's backup.
-struct Counter2 {
+// Counts the updates of a job with one variable on each of `n` ps tasks ("v<i>" on ps task i,
+// the backup of ps task i - 1).
+struct Counters {
   Scope root = Scope::root();
-  Output a, b, add, read;
-  Counter2() {
-    Scope s0 = root.with_device("/job:ps/task:0"), s1 = root.with_device("/job:ps/task:1");
-    a = ops::variable(s0.with_op_name("a"), Shape{}, DType::kFloat32);
-    b = ops::variable(s1.with_op_name("b"), Shape{}, DType::kFloat32);
-    auto one0 = ops::constant(s0, Tensor::scalar<float>(1.f));
-    auto one1 = ops::constant(s1, Tensor::scalar<float>(1.f));
-    auto inc_a = ops::assign_add(s0.with_op_name("a_add"), a, one0);
-    auto inc_b = ops::assign_add(s1.with_op_name("b_add"), b, one1);
-    add = ops::add_n(root.with_op_name("both"), {inc_a, inc_b});
-    read = ops::add_n(root.with_op_name("sum"), {ops::identity(s0, a), ops::identity(s1, b)});
+  std::vector<Output> vars;
+  Output add, read;
+  explicit Counters(int n) {
+    std::vector<Output> incs, ids;
+    for (int i = 0; i < n; ++i) {
+      Scope si = root.with_device("/job:ps/task:" + std::to_string(i));
+      vars.push_back(ops::variable(si.with_op_name("v" + std::to_string(i)), Shape{}, DType::kFloat32));
+      incs.push_back(ops::assign_add(si.with_op_name("v" + std::to_string(i) + "_add"), vars.back(),
+                                     ops::constant(si, Tensor::scalar<float>(1.f))));
+      ids.push_back(ops::identity(si, vars.back()));
+    }
+    add = ops::add_n(root.with_op_name("all"), incs);
+    read = ops::add_n(root.with_op_name("sum"), ids);
   }
   Output init(float v) {
-    auto ia = ops::assign(root.with_device("/job:ps/task:0"), a, ops::constant(root.with_device("/job:ps/task:0"), Tensor::scalar<float>(v)));
-    auto ib = ops::assign(root.with_device("/job:ps/task:1"), b, ops::constant(root.with_device("/job:ps/task:1"), Tensor::scalar<float>(v)));
-    return ops::add_n(root.with_op_name("init"), {ia, ib});
+    std::vector<Output> as;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      Scope si = root.with_device("/job:ps/task:" + std::to_string(i));
+      as.push_back(ops::assign(si, vars[i], ops::constant(si, Tensor::scalar<float>(v))));
+    }
+    return ops::add_n(root.with_op_name("init"), as);
   }
 };
 
+// A process that updates a Counters model and counts its acknowledged and failed runs.
+struct CountingClient {
+  Counters& m;
+  Session& sess;
+  int64_t acked = 0, failed = 0;
+  Status step() {
+    auto r = sess.run({m.add});
+    r.ok() ? ++acked : ++failed;
+    return r.status();
+  }
+  // Runs until `n` runs succeeded (or 20 s passed); returns how many did.
+  int64_t succeed(int64_t n) {
+    int64_t ok = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (ok < n && std::chrono::steady_clock::now() < deadline)
+      if (step().ok()) ++ok;
+    return ok;
+  }
+  float sum() {
+    auto r = sess.run({m.read});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->at(0).data<float>()[0] : -1.f;
+  }
+};
+
+// The replicated ps tasks of `rc` (0..n-1), started, each connected to its backup.
+std::vector<std::unique_ptr<ChildProcess>> start_replicated_ps(const ReplicatedCluster& rc, int n) {
+  std::vector<std::unique_ptr<ChildProcess>> ps;
+  for (int i = 0; i < n; ++i) ps.push_back(rc.start_ps(i));
+  for (int i = 0; i < n; ++i) {
+    const std::string backup = "backup /job:ps/replica:0/task:" + std::to_string((i + 1) % n) + " connected";
+    EXPECT_TRUE(ps[static_cast<size_t>(i)]->wait_for_output(backup, 30s)) << ps[static_cast<size_t>(i)]->output();
+  }
+  return ps;
+}
+
+// Kills ps task 0 of a Counters job run by `c` (30 acknowledged runs before) and checks the
+// failover: at most a few failed runs, then 30 acknowledged ones, ps/0's variable served by ps/1
+// with every acknowledged update (and at most the failed runs besides: at-least-once, as a
+// retried step).
+void kill_ps0_and_fail_over(CountingClient& c, Server& server, ChildProcess& ps0, int n) {
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(c.step().ok());
+  ps0.signal(SIGKILL);
+  ps0.wait(10s);
+  Status first = c.step();
+  EXPECT_EQ(c.succeed(30), 30) << "no failover; the first run after the kill: " << first;
+  const auto aliases = server.ps_serving()->aliases();
+  ASSERT_EQ(aliases.size(), 1u);
+  EXPECT_EQ(aliases.begin()->first, "/job:ps/replica:0/task:0");
+  EXPECT_EQ(aliases.begin()->second, "/job:ps/replica:0/task:1");
+  const float total = c.sum();
+  EXPECT_GE(total, static_cast<float>(n * c.acked));
+  EXPECT_LE(total, static_cast<float>(n * (c.acked + c.failed)));
+  EXPECT_LE(c.failed, 3) << "failover took more than a few failed runs";
+}
+
 TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
   ReplicatedCluster rc(2);
-  const std::string& file = rc.file;
-  auto start_ps = [&](int i) { return rc.start_ps(i); };
-  auto ps0 = start_ps(0);
-  auto ps1 = start_ps(1);
-  ASSERT_TRUE(ps0->wait_for_output("backup /job:ps/replica:0/task:1 connected", 30s)) << ps0->output();
-  ASSERT_TRUE(ps1->wait_for_output("backup /job:ps/replica:0/task:0 connected", 30s)) << ps1->output();
-  auto cluster = ClusterSpec::from_file(file);
+  auto ps = start_replicated_ps(rc, 2);
+  auto cluster = ClusterSpec::from_file(rc.file);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto server = Server::create(*cluster, TaskId{"host", 0});
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_NE((*server)->ps_serving(), nullptr);
-
-  Counter2 m;
-  auto init = m.init(0.f);
+  Counters m(2);
   Session sess(m.root, (*server)->target());
-  ASSERT_TRUE(sess.run({init}).ok());
-  // Every run that answered OK is an acknowledged update of both variables.
-  int64_t acked = 0, failed = 0;
-  auto step = [&] {
-    auto r = sess.run({m.add});
-    r.ok() ? ++acked : ++failed;
-    return r.status();
-  };
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE(step().ok());
+  ASSERT_TRUE(sess.run({m.init(0.f)}).ok());
+  CountingClient c{m, sess};
+  // ps/0 dies: its variable is served by its backup on ps/1 from then on, with every
+  // acknowledged update: no restore, no rollback.
+  kill_ps0_and_fail_over(c, **server, *ps[0], 2);
+  if (HasFatalFailure()) return;
 
-  // ps/0 dies. The run that involved it fails (at most one: the one in flight when the
-  // connection closed); from then on ps/0's variable is served by its backup on ps/1, with
-  // every acknowledged update: no restore, no rollback.
-  ps0->signal(SIGKILL);
-  ps0->wait(10s);
-  Status first = step();
-  int64_t ok_after = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (ok_after < 30 && std::chrono::steady_clock::now() < deadline) {
-    if (step().ok()) ++ok_after;
-  }
-  EXPECT_EQ(ok_after, 30) << "no failover; the first run after the kill: " << first;
-  const auto aliases = (*server)->ps_serving()->aliases();
-  ASSERT_EQ(aliases.size(), 1u);
-  EXPECT_EQ(aliases.begin()->first, "/job:ps/replica:0/task:0");
-  EXPECT_EQ(aliases.begin()->second, "/job:ps/replica:0/task:1");
-  auto sum = sess.run({m.read});
-  ASSERT_TRUE(sum.ok()) << sum.status();
-  // a and b each hold every acknowledged update; an update applied but not answered (the one
-  // in flight at the kill) may be there too (at-least-once, as a retried step).
-  const float total = sum->at(0).data<float>()[0];
-  EXPECT_GE(total, 2.f * static_cast<float>(acked));
-  EXPECT_LE(total, 2.f * static_cast<float>(acked + failed));
-  EXPECT_LE(failed, 3) << "failover took more than a few failed runs";
-
-  // ps/0 returns empty and becomes the backup of both variables (the acting primary sends it the
-  // whole state). A process that starts now routes ps/0's variables to ps/0, is refused there
-  // with the name of the primary, and follows it: one failed run, then its updates count.
-  ps0 = start_ps(0);
+  // ps/0 returns empty. Its backup ps/1, which serves ps/0's variable now, tells it so, and
+  // replicates both variables to it (ps/0 is ps/1's backup). A process that starts now routes
+  // ps/0's variable to ps/0 and is refused there once with the name of the primary, whether ps/0
+  // holds its backup copy yet (an update of a copy is refused while its primary lives) or not (a
+  // variable not there is refused, never created empty); then it follows the primary.
+  ps[0] = rc.start_ps(0);
+  ASSERT_TRUE(ps[0]->wait_for_output("its variables are served by /job:ps/replica:0/task:1", 30s)) << ps[0]->output();
   auto newcomer = Server::create(*cluster, TaskId{"host", 1});
   ASSERT_TRUE(newcomer.ok()) << newcomer.status();
-  Counter2 m2;
+  Counters m2(2);
   Session late(m2.root, (*newcomer)->target());
-  // The acting primary's updates resynchronise ps/0 once its replicator reaches the new process
-  // (it may first retry the dead one): until then ps/0 holds no copy of `a`, which the newcomer,
-  // reading through ps/0 (reads of a backup copy are served), sees as uninitialized.
-  Status synced = Unavailable("not tried");
-  for (const auto deadline = std::chrono::steady_clock::now() + 30s;
-       !synced.ok() && std::chrono::steady_clock::now() < deadline;) {
-    ASSERT_TRUE(step().ok());
-    synced = late.run({m2.read}).status();
-    if (!synced.ok()) std::this_thread::sleep_for(50ms);  // the replicator reconnects in the background
-  }
-  ASSERT_TRUE(synced.ok()) << "ps/0 never got the state back: " << synced;
+  ASSERT_TRUE(c.step().ok());
   auto refused = late.run({m2.add});
-  ASSERT_FALSE(refused.ok()) << "a backup copy took an update while its primary is alive";
-  EXPECT_NE(refused.status().message().find("is a backup copy"), std::string::npos) << refused.status();
+  ASSERT_FALSE(refused.ok()) << "ps/0 took an update of a variable its backup serves";
+  EXPECT_NE(refused.status().message().find("[served_by /job:ps/replica:0/task:0 -> /job:ps/replica:0/task:1]"),
+            std::string::npos)
+      << refused.status();
   auto accepted = late.run({m2.add});
   EXPECT_TRUE(accepted.ok()) << accepted.status();
   auto both = late.run({m2.read});
-  auto mine = sess.run({m.read});
-  ASSERT_TRUE(both.ok() && mine.ok()) << both.status() << " " << mine.status();
-  EXPECT_EQ(both->at(0).data<float>()[0], mine->at(0).data<float>()[0]) << "two primaries";
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->at(0).data<float>()[0], c.sum()) << "two primaries";
+  (*newcomer)->stop();
+  (*server)->stop();
+}
+
+// With 3 ps tasks a returning ps/0 is the backup of ps/2 only, so it never gets a copy of its own
+// old variable, which ps/1 serves: ps/0 learns that from ps/1 when it starts, and refuses every
+// access to that variable (reads too) with ps/1's name, instead of creating an empty one that a
+// newcomer would read as uninitialized and a restarted chief would initialize (a second, forked
+// model). The newcomer follows the refusal and sees the one model.
+TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
+  ReplicatedCluster rc(2, 3);
+  auto ps = start_replicated_ps(rc, 3);
+  auto cluster = ClusterSpec::from_file(rc.file);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto server = Server::create(*cluster, TaskId{"host", 0});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Counters m(3);
+  Session sess(m.root, (*server)->target());
+  ASSERT_TRUE(sess.run({m.init(0.f)}).ok());
+  CountingClient c{m, sess};
+  kill_ps0_and_fail_over(c, **server, *ps[0], 3);
+  if (HasFatalFailure()) return;
+
+  ps[0] = rc.start_ps(0);
+  ASSERT_TRUE(ps[0]->wait_for_output("its variables are served by /job:ps/replica:0/task:1", 30s)) << ps[0]->output();
+  // ps/2 replicates its variable to the returned ps/0 (its backup) on its next update.
+  ASSERT_TRUE(c.step().ok());
+  auto newcomer = Server::create(*cluster, TaskId{"host", 1});
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  Counters m2(3);
+  Session late(m2.root, (*newcomer)->target());
+  auto refused = late.run({m2.read});
+  ASSERT_FALSE(refused.ok()) << "ps/0 served its old variable, which ps/1 serves now";
+  EXPECT_NE(refused.status().message().find("came back after a failover"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("[served_by /job:ps/replica:0/task:0 -> /job:ps/replica:0/task:1]"),
+            std::string::npos)
+      << refused.status();
+  auto seen = late.run({m2.read});
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->at(0).data<float>()[0], c.sum()) << "the newcomer sees another model";
+  ASSERT_TRUE(late.run({m2.add}).ok());
+  ASSERT_TRUE(c.step().ok());
+  EXPECT_EQ(c.sum(), seen->at(0).data<float>()[0] + 6.f) << "an update of one process is missing in the other's model";
+  const auto aliases = (*newcomer)->ps_serving()->aliases();
+  ASSERT_EQ(aliases.size(), 1u);
+  EXPECT_EQ(aliases.begin()->second, "/job:ps/replica:0/task:1");
   (*newcomer)->stop();
   (*server)->stop();
 }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/cluster_spec.h"
@@ -164,6 +165,12 @@ class Server {
   Status init(const std::string& task_prefix, const DeviceOptions& dopts);
   Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
   Status connect_tasks(const std::vector<std::string>& task_prefixes);
+  // A replicated ps task (ps_replicas = 2) at start: asks the other ps tasks (`ps_peers`: task
+  // prefix and address, its backup first; one attempt each) whether one took this task's
+  // variables over, and its backup again at every reconnection of the replicator; if so this
+  // task's serving map says so, and kernels' accesses to variables it does not hold are refused
+  // with the served_by marker instead of creating empty ones.
+  void learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers);
 
   std::unique_ptr<Impl> impl_;
 };
