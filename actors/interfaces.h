@@ -63,6 +63,7 @@ using cclose_atom = caf::atom_constant<caf::atom("cclose")>;
 using resource_atom = caf::atom_constant<caf::atom("resource")>;
 using next_atom = caf::atom_constant<caf::atom("next")>;
 using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
+using servesfor_atom = caf::atom_constant<caf::atom("servesfor")>;
 
 // ---- device actor (actors/device_actor.h) -------------------------------------------------
 using device_actor_t = caf::typed_actor<
@@ -115,7 +116,10 @@ using node_actor_t = caf::typed_actor<
     caf::replies_to<cclose_atom, uint64_t>::with<bool>,
     // (variable, method, args, encoded attrs): a primary ps's mutating call, applied to this
     // task's backup copy of the variable (actors/ps_replication.h) -> the call's results.
-    caf::replies_to<replicate_atom, std::string, std::string, TensorList, std::string>::with<TensorList>>;
+    caf::replies_to<replicate_atom, std::string, std::string, TensorList, std::string>::with<TensorList>,
+    // ps_replicas = 2: the other ps tasks whose variables this task serves now (NodeInfo::serves_for,
+    // as of this moment).
+    caf::replies_to<servesfor_atom>::with<std::vector<std::string>>>;
 
 // ---- master actor (actors/master_actor.h) -------------------------------------------------
 using master_actor_t = caf::typed_actor<

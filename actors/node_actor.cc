@@ -193,6 +193,18 @@ void drain_replicas(NodeActor* self, uint64_t qid) {
     }
 }
 
+// The ps tasks (other than this one) whose variables this task serves now: the primaries its
+// copies took over and those its serving map moved to it (NodeInfo::serves_for).
+std::vector<std::string> serves_for(const NodeActorConfig& cfg) {
+  std::set<std::string> serves;
+  if (cfg.replicator)
+    for (auto& t : cfg.replicator->taken_over()) serves.insert(std::move(t));
+  if (cfg.serving)
+    for (auto& t : cfg.serving->served_by(cfg.task)) serves.insert(std::move(t));
+  serves.erase(cfg.task);
+  return {serves.begin(), serves.end()};
+}
+
 node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
   if (self->state.cfg.shutdown_token.empty()) self->state.cfg.shutdown_token = random_nonce();
@@ -286,14 +298,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         }
         if (sender->node() != self->home_system().node()) st.cfg.peers->add(sender->node());
         st.auth_pending.erase(sender->node());
-        NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, {}};
-        std::set<std::string> serves;
-        if (st.cfg.replicator)
-          for (auto& t : st.cfg.replicator->taken_over()) serves.insert(std::move(t));
-        if (st.cfg.serving)
-          for (auto& t : st.cfg.serving->served_by(st.cfg.task)) serves.insert(std::move(t));
-        serves.erase(st.cfg.task);
-        info.serves_for.assign(serves.begin(), serves.end());
+        NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, serves_for(st.cfg)};
         return caf::result<NodeInfo, std::string>(
             std::move(info),
             auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
@@ -464,6 +469,11 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         if (!sw) return;
         sw->sweep();
         self->delayed_send(self, sw->limit() / 2, sweep_atom::value);
+      },
+      [=](servesfor_atom) -> caf::result<std::vector<std::string>> {
+        if (!allowed(self, "serving query")) return unauth("servesfor");
+        if (fault_gate(self)) return caf::delegated<std::vector<std::string>>();
+        return serves_for(self->state.cfg);
       },
       [=](ping_atom) -> caf::result<std::string> {
         if (!allowed(self, "ping")) return unauth("ping");

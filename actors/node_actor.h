@@ -11,6 +11,8 @@
 //        taken_over()) and those the serving map says it serves, without itself
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
 //   (ping_atom) -> std::string task name                   authenticated peers only
+//   (servesfor_atom) -> std::vector<std::string>           NodeInfo::serves_for as of now;
+//        authenticated peers only
 //   (peers_atom, std::vector<std::string> task prefixes) -> bool   connect to these tasks
 //   (crun_atom, ClientRunRequest) -> std::vector<Tensor>   a remote client's run, on a detached
 //        worker (actors/client_sessions.h); authenticated peers only

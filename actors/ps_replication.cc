@@ -242,6 +242,19 @@ bool PsServing::serves(const std::string& task) const {
   return false;
 }
 
+bool PsServing::assign(const std::map<std::string, std::string>& serving) {
+  std::lock_guard<std::mutex> l(mu_);
+  bool changed = false;
+  for (const auto& [task, server] : serving) {
+    auto it = serving_.find(task);
+    if (it == serving_.end() || !serving_.count(server) || it->second == server) continue;
+    it->second = server;
+    changed = true;
+  }
+  if (changed) ++generation_;
+  return changed;
+}
+
 std::string PsServing::server_of(const std::string& task) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = serving_.find(task);

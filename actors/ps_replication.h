@@ -242,6 +242,11 @@ class PsServing {
   std::string server_of(const std::string& task) const;
   // The other ps tasks whose variables `task` serves now (it took them over), in index order.
   std::vector<std::string> served_by(const std::string& task) const;
+  // Sets the serving task of each ps task in `serving` (unknown tasks ignored; others kept).
+  // Returns whether anything changed.
+  bool assign(const std::map<std::string, std::string>& serving);
+  // The ps tasks in index order.
+  const std::vector<std::string>& ps_tasks() const { return ps_; }
   // The non-identity entries (ps task -> serving task), for PlacementOptions::task_aliases.
   std::map<std::string, std::string> aliases() const;
   // Changes with every change of aliases() (starts at 0).

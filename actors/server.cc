@@ -104,19 +104,54 @@ std::shared_ptr<PsServing> Server::ps_serving() const { return impl_->ps_serving
 void Server::note_step_failure(const Status& why) {
   if (!impl_->ps_serving_ || why.ok() || !impl_->membership_) return;
   std::string copy, primary;
-  if (!parse_served_by(why.message(), &copy, &primary)) return;
-  // Only towards a primary that answers now: a backup that has not yet noticed its primary's
-  // death names a dead task, and following it would undo this process's failover.
-  auto spec = DeviceSpec::parse(primary);
-  if (!spec.ok() || !spec->job || !spec->task) return;
-  auto addr = impl_->cluster_.task_address(TaskId{*spec->job, *spec->task});
-  if (!addr.ok()) return;
-  auto p = impl_->membership_->ensure(primary, *addr, std::chrono::milliseconds(1), /*quiet=*/true);
-  if (!p.ok()) return;
-  if (impl_->ps_serving_->redirect(copy, primary)) {
-    AF_LOG(WARNING) << impl_->task_prefix_ << ": ps failover: " << copy << " keeps only backup copies; its variables are served by "
-                    << primary << " from now on";
+  if (parse_served_by(why.message(), &copy, &primary)) {
+    // A refusal: this process routes some ps task's variables to a task that does not serve them.
+    refresh_ps_serving("a ps task refused a variable (" + copy + " names " + primary + " as its primary)");
+  } else if (why.code() == Code::kFailedPrecondition && why.message().find("is not initialized") != std::string::npos &&
+             !impl_->ps_serving_->aliases().empty()) {
+    // A failed-over route that finds no variable: the copies it followed may have died too, and
+    // the model been restored where it was placed.
+    refresh_ps_serving("a variable was not initialized where this process routes it after a failover");
   }
+}
+
+bool Server::refresh_ps_serving(const std::string& why) {
+  if (!impl_->ps_serving_ || !impl_->membership_) return false;
+  // Which ps task a refused or missing variable belongs to, and whether the other routes are
+  // wrong too, one error cannot say (after both copies died and the model was restored, ps/0 may
+  // rightly serve its own variables and hold backup copies of ps/1's). So every ps task that
+  // answers now says which ps tasks it serves for; each ps task is routed to the one that claims
+  // it (the first after it in ring order, where failovers move it), or to itself when it answers
+  // and nobody claims it; a task that does not answer and that nobody claims keeps its route.
+  const std::vector<std::string>& ps = impl_->ps_serving_->ps_tasks();
+  const auto timeout = std::chrono::milliseconds(std::max(1000, impl_->server_options_.peer_timeout_ms));
+  std::map<std::string, std::vector<std::string>> claims;  // answering ps task -> what it serves for
+  caf::scoped_actor self{*impl_->sys_};
+  for (const auto& t : ps) {
+    auto spec = DeviceSpec::parse(t);
+    if (!spec.ok() || !spec->job || !spec->task) continue;
+    auto addr = impl_->cluster_.task_address(TaskId{*spec->job, *spec->task});
+    if (!addr.ok()) continue;
+    auto p = impl_->membership_->ensure(t, *addr, std::chrono::milliseconds(1), /*quiet=*/true);
+    if (!p.ok() || !p->node) continue;
+    self->request(p->node, timeout, servesfor_atom::value)
+        .receive([&](std::vector<std::string>& v) { claims[t] = std::move(v); }, [](const caf::error&) {});
+  }
+  std::map<std::string, std::string> next;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    for (size_t k = 1; k < ps.size() && !next.count(ps[i]); ++k) {
+      auto c = claims.find(ps[(i + k) % ps.size()]);
+      if (c != claims.end() && std::find(c->second.begin(), c->second.end(), ps[i]) != c->second.end())
+        next[ps[i]] = c->first;
+    }
+    if (!next.count(ps[i]) && claims.count(ps[i])) next[ps[i]] = ps[i];
+  }
+  if (!impl_->ps_serving_->assign(next)) return false;
+  std::string moved;
+  for (const auto& [from, to] : impl_->ps_serving_->aliases()) moved += " " + from + "->" + to;
+  AF_LOG(WARNING) << impl_->task_prefix_ << ": ps failover: " << why << "; as the ps tasks say, served now:"
+                  << (moved.empty() ? std::string(" each by itself") : moved);
+  return true;
 }
 
 void Server::learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers) {

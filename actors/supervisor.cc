@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/membership.h"
+#include "actors/ps_replication.h"
 #include "actors/server.h"
 #include "core/logging.h"
 #include "core/metrics.h"
@@ -219,6 +220,10 @@ class Supervisor::Impl {
     std::chrono::milliseconds backoff(100);
     auto last_log = std::chrono::steady_clock::now();
     while (true) {
+      // Replicated ps tasks: a route that failed over may lead where the model no longer is (both
+      // copies died and the chief restored it where it was placed); the ps tasks say where.
+      if (server_ && server_->ps_serving() && !server_->ps_serving()->aliases().empty())
+        server_->refresh_ps_serving(cfg_.task_name + " is recovering");
       auto ready = model_ready(*session_);
       if (ready.ok() && *ready) {
         AF_LOG(INFO) << cfg_.task_name << ": model is available again; resuming";

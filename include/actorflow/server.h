@@ -152,11 +152,19 @@ class Server {
   // as this process sees it (actors/ps_replication.h; updated when a ps task goes down), else
   // null. Shared with the caller; thread-safe.
   std::shared_ptr<PsServing> ps_serving() const;
-  // Runtime: a step run by this process failed with `why`. A backup copy's refusal naming its
-  // primary (the served_by marker) moves the serving of that ps task there, when the primary
-  // answers a connection attempt (one, bounded by the peer timeout). Called by Session::run on
-  // the client thread; a no-op without ps_serving(). Thread-safe.
+  // Runtime: a step run by this process failed with `why`. A ps task's refusal (the served_by
+  // marker: a backup copy whose primary lives, or a returned ps task whose variables are served
+  // elsewhere), or a variable not initialized where a failed-over route leads, makes this process
+  // refresh its routes (refresh_ps_serving). Called by Session::run on the client thread; a no-op
+  // without ps_serving(). Thread-safe.
   void note_step_failure(const Status& why);
+  // Runtime (ps_replicas = 2): asks every ps task that answers now (one connection attempt each,
+  // then a request bounded by the peer timeout) which ps tasks it serves for, and routes each ps
+  // task to the one that claims it (the first after it in index order, cyclically), or to itself
+  // when it answers and nobody claims it; a task that neither answers nor is claimed keeps its
+  // route. Returns whether a route changed (logged with `why`). Blocks the calling thread; never
+  // call it from an actor. Thread-safe.
+  bool refresh_ps_serving(const std::string& why);
 
  private:
   struct Impl;
