@@ -1,6 +1,7 @@
 #include "actors/master_actor.h"
 
 #include <atomic>
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <random>
@@ -48,6 +49,14 @@ struct MasterState {
   std::map<int64_t, std::shared_ptr<StepRun>> inflight;
   std::string default_device;
   std::map<std::string, std::shared_ptr<Plan>> plans;
+  // A partition's handle names it on its device, which several processes' masters share (every
+  // worker's master registers on the ps devices): "m<task>.<this master's random nonce>_p<seq>".
+  // It must be unique across them and across restarts of a task. (It was the address of this
+  // state: equal in two processes whose heaps lie alike, as under ASan's fixed-address allocator;
+  // then the chief's registration replaced worker/1's partition of the same handle on the ps,
+  // and each ran the other's partition: steps that never finished, and a checkpoint that sent
+  // tensors to worker/1.)
+  std::string handle_prefix;
   uint64_t handle_seq = 0;
   std::shared_ptr<Router> router;  // may dispatch steps over the data plane (may be null)
   std::string task;                // this master's task prefix
@@ -76,6 +85,13 @@ std::string plan_key(const RunRequest& r) {
   k += "|";
   for (const auto& [from, to] : r.placement.task_aliases) k += from + ">" + to + ",";
   return k;
+}
+
+std::string partition_handle_prefix(const std::string& task) {
+  std::random_device rd;
+  char nonce[17];
+  std::snprintf(nonce, sizeof nonce, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+  return "m" + task + "." + nonce;
 }
 
 namespace {
@@ -111,7 +127,7 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
     if (!dev) return Internal("placer chose unknown device " + p.device);
     PartitionRef ref;
     ref.device = *dev;
-    ref.handle = "m" + std::to_string(reinterpret_cast<uintptr_t>(&st)) + "_p" + std::to_string(++st.handle_seq);
+    ref.handle = st.handle_prefix + "_p" + std::to_string(++st.handle_seq);
     ref.arg_indices = std::move(p.arg_indices);
     ref.retval_indices = std::move(p.retval_indices);
     ref.forwarder = p.forwarder;
@@ -270,6 +286,7 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
   self->state.direct = std::move(direct);
   ignore_remote_exits(self, "master actor");
   self->state.task = task_of_device(default_device);
+  self->state.handle_prefix = partition_handle_prefix(self->state.task);
   // Step ids (next_step_id) must be unique across every master that uses a device (several
   // workers' masters share the ps devices): random 62-bit start.
   self->state.devices = std::move(devices);

@@ -50,6 +50,12 @@ class DirectSteps;
 // epoch, placement options); direct-step plans are published under the same key. Pure.
 std::string plan_key(const RunRequest& r);
 
+// The prefix of the partition handles a master of `task` gives out: "m<task>.<random nonce>".
+// Handles name partitions on devices that several processes' masters share (every worker's on
+// the ps devices), so they must differ across processes and across restarts of one task; the
+// nonce (64 bits from std::random_device) makes two calls differ, even for one task. Thread-safe.
+std::string partition_handle_prefix(const std::string& task);
+
 // Spawns a master that places on `devices` and puts unconstrained ops on `default_device`.
 // With a `router` that can dispatch steps over the data plane (Router::can_dispatch), runs of
 // remote partitions without arguments are sent that way instead of as CAF requests (fewer

@@ -2,8 +2,10 @@
 // steps and every bad input named by the error.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
+#include "actors/master_actor.h"
 #include "actors/resources.h"
 #include "actors/server.h"
 #include "actors/session.h"
@@ -156,6 +158,23 @@ TEST(SessionTest, UnknownTarget) {
   Scope root = Scope::root();
   Session sess(root, "local://does-not-exist");
   EXPECT_EQ(sess.status().code(), Code::kNotFound);
+}
+
+// Partition handles name partitions on devices several processes' masters share (every
+// worker's on the ps devices): they carry the task and a random nonce, so two masters never give
+// out the same one, even two of one task (a restarted task). They were the address of the
+// master's state: alike in two processes with alike heaps (ASan's allocator), and the chief's
+// registration then replaced worker/1's partition on the ps.
+TEST(SessionTest, PartitionHandlesDifferAcrossMastersOfOneTask) {
+  const std::string task = "/job:worker/replica:0/task:1";
+  std::set<std::string> seen;
+  for (int i = 0; i < 64; ++i) {
+    const std::string p = partition_handle_prefix(task);
+    EXPECT_EQ(p.rfind("m" + task + ".", 0), 0u) << p;
+    EXPECT_EQ(p.size(), 1 + task.size() + 1 + 16) << p;
+    EXPECT_TRUE(seen.insert(p).second) << "two masters of one task got " << p;
+  }
+  EXPECT_NE(partition_handle_prefix("/job:worker/replica:0/task:0").find("task:0."), std::string::npos);
 }
 
 }  // namespace
