@@ -163,9 +163,10 @@ void Server::learn_own_failover(const std::vector<std::pair<std::string, std::st
   auto learn = [serving, own](const std::string& peer, const std::vector<std::string>& serves_for) {
     auto s = serving.lock();
     if (!s || std::find(serves_for.begin(), serves_for.end(), own) == serves_for.end()) return false;
-    if (s->redirect(own, peer))
+    if (s->redirect(own, peer)) {
       AF_LOG(WARNING) << own << ": ps failover: this task came back after a failover; its variables are served by "
                       << peer << ", and it keeps backup copies only";
+    }
     return true;
   };
   const std::string backup = impl_->replicator_->backup_task();
@@ -521,9 +522,10 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     const std::string t = impl_->task_prefix_;
     impl_->node_->attach_functor([stopping, t](const caf::error& reason) {
       auto s = stopping.lock();
-      if (s && !s->load())
+      if (s && !s->load()) {
         AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
                       << "): this task no longer serves its peers";
+      }
     });
   }
   static_cast<ProcessRouter*>(impl_->router_.get())->set_self_node(impl_->node_);
