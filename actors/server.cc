@@ -75,6 +75,8 @@ struct Server::Impl {
   std::unique_ptr<net::MetricsHttpServer> metrics_;  // [server] metrics_port (cluster mode)
   std::string shutdown_token_;                      // stops node_ (actors/node_actor.h)
   std::shared_ptr<std::atomic<bool>> stopping_flag_ = std::make_shared<std::atomic<bool>>(false);
+  // Set by ~Server once every actor of the server has ended (before the actor system's teardown).
+  std::shared_ptr<std::atomic<bool>> actors_ended_ = std::make_shared<std::atomic<bool>>(false);
   std::string routes_key_;
   std::unique_ptr<actorflow::net::TensorServer> data_server_;
   std::shared_ptr<actorflow::net::TensorClient> data_client_;  // shared with the router
@@ -300,6 +302,7 @@ Server::~Server() {
       self->wait_for(info.actor);
     }
   }
+  impl_->actors_ended_->store(true);
   impl_->device_infos_.clear();
   impl_->master_ = master_actor_t();
   impl_->node_ = node_actor_t();
@@ -677,15 +680,24 @@ Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task) {
   return Status::OK();
 }
 
-void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout) {
+void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout,
+                            int exit_code_if_actors_ended) {
   if (!server) return;
   const std::string task = server->task_prefix();
+  std::shared_ptr<std::atomic<bool>> actors_ended = server->impl_->actors_ended_;
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   std::thread watchdog([&] {
     std::unique_lock<std::mutex> l(mu);
     if (cv.wait_for(l, bound, [&] { return done; })) return;
+    if (actors_ended->load()) {
+      // Every actor ended, its work with it; only CAF's teardown waits (docs/architecture.md).
+      AF_LOG(WARNING) << task << ": every actor ended, but CAF's actor-system teardown still waits after "
+                      << bound.count() << " ms (a finished detached actor not released); exiting";
+      std::fflush(nullptr);
+      _exit(exit_code_if_actors_ended);
+    }
     AF_LOG(ERROR) << task << ": shutdown took longer than " << bound.count() << " ms; exiting";
     std::fflush(nullptr);
     _exit(exit_code_on_timeout);

@@ -141,6 +141,6 @@ int main(int argc, char** argv) {
   to.step_timeout_secs = step_timeout;
   auto r = af::train_mnist_cnn_worker(**server, mo, to);
   if (!r.ok()) std::cerr << "distributed_cnn: worker " << task << ": " << r.status() << "\n";
-  af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), r.ok() ? 0 : 1);
+  af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), r.ok() ? 0 : 1, r.ok() ? 0 : 1);
   return r.ok() ? 0 : 1;
 }

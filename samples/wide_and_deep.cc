@@ -242,6 +242,6 @@ int main(int argc, char** argv) {
   };
   af::Status st = run();
   if (!st.ok()) std::cerr << "wide_and_deep: " << who << ": " << st << "\n";
-  af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), st.ok() ? 0 : 1);
+  af::destroy_server_bounded(std::move(*server), std::chrono::seconds(10), st.ok() ? 0 : 1, st.ok() ? 0 : 1);
   return st.ok() ? 0 : 1;
 }
