@@ -301,6 +301,11 @@ struct ReplicatedCluster {
     EXPECT_TRUE(p && p->wait_for_output("serving", 30s)) << (p ? p->output() : "not started");
     return p;
   }
+  // An in-process server of host task `i` of this cluster.
+  Result<std::unique_ptr<Server>> host(int i) const {
+    AF_ASSIGN_OR_RETURN(ClusterSpec cluster, ClusterSpec::from_file(file));
+    return Server::create(cluster, TaskId{"host", i});
+  }
 };
 
 // Acknowledged updates of an `n`-float variable are on the backup, which serves them once the
@@ -540,9 +545,7 @@ void kill_ps0_and_fail_over(CountingClient& c, Server& server, ChildProcess& ps0
 TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
   ReplicatedCluster rc(2);
   auto ps = start_replicated_ps(rc, 2);
-  auto cluster = ClusterSpec::from_file(rc.file);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto server = Server::create(*cluster, TaskId{"host", 0});
+  auto server = rc.host(0);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_NE((*server)->ps_serving(), nullptr);
   Counters m(2);
@@ -561,7 +564,7 @@ TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
   // variable not there is refused, never created empty); then it follows the primary.
   ps[0] = rc.start_ps(0);
   ASSERT_TRUE(ps[0]->wait_for_output("its variables are served by /job:ps/replica:0/task:1", 30s)) << ps[0]->output();
-  auto newcomer = Server::create(*cluster, TaskId{"host", 1});
+  auto newcomer = rc.host(1);
   ASSERT_TRUE(newcomer.ok()) << newcomer.status();
   Counters m2(2);
   Session late(m2.root, (*newcomer)->target());
@@ -588,9 +591,7 @@ TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
 TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
   ReplicatedCluster rc(2, 3);
   auto ps = start_replicated_ps(rc, 3);
-  auto cluster = ClusterSpec::from_file(rc.file);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto server = Server::create(*cluster, TaskId{"host", 0});
+  auto server = rc.host(0);
   ASSERT_TRUE(server.ok()) << server.status();
   Counters m(3);
   Session sess(m.root, (*server)->target());
@@ -603,7 +604,7 @@ TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
   ASSERT_TRUE(ps[0]->wait_for_output("its variables are served by /job:ps/replica:0/task:1", 30s)) << ps[0]->output();
   // ps/2 replicates its variable to the returned ps/0 (its backup) on its next update.
   ASSERT_TRUE(c.step().ok());
-  auto newcomer = Server::create(*cluster, TaskId{"host", 1});
+  auto newcomer = rc.host(1);
   ASSERT_TRUE(newcomer.ok()) << newcomer.status();
   Counters m2(3);
   Session late(m2.root, (*newcomer)->target());
@@ -635,9 +636,7 @@ TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
 TEST(PsReplicationTest, AProcessThatLivedThroughBothFailoversFollowsTheRestoredModel) {
   ReplicatedCluster rc(2);
   auto ps = start_replicated_ps(rc, 2);
-  auto cluster = ClusterSpec::from_file(rc.file);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto server = Server::create(*cluster, TaskId{"host", 0});
+  auto server = rc.host(0);
   ASSERT_TRUE(server.ok()) << server.status();
   Counters m(2);
   Session sess(m.root, (*server)->target());
@@ -656,7 +655,7 @@ TEST(PsReplicationTest, AProcessThatLivedThroughBothFailoversFollowsTheRestoredM
   EXPECT_EQ(old_routes.begin()->second, "/job:ps/replica:0/task:0");
 
   ps = start_replicated_ps(rc, 2);
-  auto chief = Server::create(*cluster, TaskId{"host", 1});
+  auto chief = rc.host(1);
   ASSERT_TRUE(chief.ok()) << chief.status();
   Counters m2(2);
   Session fresh(m2.root, (*chief)->target());
