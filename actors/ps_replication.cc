@@ -242,14 +242,30 @@ bool PsServing::serves(const std::string& task) const {
   return false;
 }
 
-bool PsServing::assign(const std::map<std::string, std::string>& serving) {
+bool PsServing::follow_claims(const std::map<std::string, std::vector<std::string>>& claims) {
+  auto claimed_by = [&](const std::string& claimant, const std::string& task) {
+    auto c = claims.find(claimant);
+    return c != claims.end() && std::find(c->second.begin(), c->second.end(), task) != c->second.end();
+  };
   std::lock_guard<std::mutex> l(mu_);
   bool changed = false;
-  for (const auto& [task, server] : serving) {
-    auto it = serving_.find(task);
-    if (it == serving_.end() || !serving_.count(server) || it->second == server) continue;
-    it->second = server;
-    changed = true;
+  for (size_t i = 0; i < ps_.size(); ++i) {
+    const std::string& task = ps_[i];
+    std::string& server = serving_[task];
+    std::string next = server;
+    bool claimed = false;
+    for (size_t k = 1; k < ps_.size() && !claimed; ++k) {
+      const std::string& other = ps_[(i + k) % ps_.size()];
+      if (claimed_by(other, task)) {
+        next = other;
+        claimed = true;
+      }
+    }
+    if (!claimed && (claims.count(task) || claims.count(server))) next = task;
+    if (next != server) {
+      server = next;
+      changed = true;
+    }
   }
   if (changed) ++generation_;
   return changed;

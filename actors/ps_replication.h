@@ -242,9 +242,13 @@ class PsServing {
   std::string server_of(const std::string& task) const;
   // The other ps tasks whose variables `task` serves now (it took them over), in index order.
   std::vector<std::string> served_by(const std::string& task) const;
-  // Sets the serving task of each ps task in `serving` (unknown tasks ignored; others kept).
-  // Returns whether anything changed.
-  bool assign(const std::map<std::string, std::string>& serving);
+  // Routes every ps task as the ps tasks that answered say: `claims` maps each answering ps
+  // task to the other ps tasks it serves for now (NodeInfo::serves_for). Each ps task goes to
+  // the first claimant after it in ring order; else, nobody claiming it, to itself when it
+  // answered or when its present server answered without claiming it (that route leads where
+  // its variables are not: after both copies died a chief would restore them there); else (it
+  // and its server both silent) it keeps its route. Returns whether anything changed.
+  bool follow_claims(const std::map<std::string, std::vector<std::string>>& claims);
   // The ps tasks in index order.
   const std::vector<std::string>& ps_tasks() const { return ps_; }
   // The non-identity entries (ps task -> serving task), for PlacementOptions::task_aliases.

@@ -117,14 +117,14 @@ void Server::note_step_failure(const Status& why) {
   }
 }
 
-bool Server::refresh_ps_serving(const std::string& why) {
-  if (!impl_->ps_serving_ || !impl_->membership_) return false;
+Server::PsRefresh Server::refresh_ps_serving(const std::string& why) {
+  PsRefresh out;
+  if (!impl_->ps_serving_ || !impl_->membership_) return out;
   // Which ps task a refused or missing variable belongs to, and whether the other routes are
   // wrong too, one error cannot say (after both copies died and the model was restored, ps/0 may
   // rightly serve its own variables and hold backup copies of ps/1's). So every ps task that
-  // answers now says which ps tasks it serves for; each ps task is routed to the one that claims
-  // it (the first after it in ring order, where failovers move it), or to itself when it answers
-  // and nobody claims it; a task that does not answer and that nobody claims keeps its route.
+  // answers now says which ps tasks it serves for, and PsServing::follow_claims routes by that:
+  // to the claimant, else to the task itself when it or its present server answered.
   const std::vector<std::string>& ps = impl_->ps_serving_->ps_tasks();
   const auto timeout = std::chrono::milliseconds(std::max(1000, impl_->server_options_.peer_timeout_ms));
   std::map<std::string, std::vector<std::string>> claims;  // answering ps task -> what it serves for
@@ -139,21 +139,14 @@ bool Server::refresh_ps_serving(const std::string& why) {
     self->request(p->node, timeout, servesfor_atom::value)
         .receive([&](std::vector<std::string>& v) { claims[t] = std::move(v); }, [](const caf::error&) {});
   }
-  std::map<std::string, std::string> next;
-  for (size_t i = 0; i < ps.size(); ++i) {
-    for (size_t k = 1; k < ps.size() && !next.count(ps[i]); ++k) {
-      auto c = claims.find(ps[(i + k) % ps.size()]);
-      if (c != claims.end() && std::find(c->second.begin(), c->second.end(), ps[i]) != c->second.end())
-        next[ps[i]] = c->first;
-    }
-    if (!next.count(ps[i]) && claims.count(ps[i])) next[ps[i]] = ps[i];
-  }
-  if (!impl_->ps_serving_->assign(next)) return false;
+  out.all_answered = claims.size() == ps.size();
+  out.changed = impl_->ps_serving_->follow_claims(claims);
+  if (!out.changed) return out;
   std::string moved;
   for (const auto& [from, to] : impl_->ps_serving_->aliases()) moved += " " + from + "->" + to;
   AF_LOG(WARNING) << impl_->task_prefix_ << ": ps failover: " << why << "; as the ps tasks say, served now:"
                   << (moved.empty() ? std::string(" each by itself") : moved);
-  return true;
+  return out;
 }
 
 void Server::learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers) {

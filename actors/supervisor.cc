@@ -221,15 +221,19 @@ class Supervisor::Impl {
     auto last_log = std::chrono::steady_clock::now();
     while (true) {
       // Replicated ps tasks: a route that failed over may lead where the model no longer is (both
-      // copies died and the chief restored it where it was placed); the ps tasks say where.
+      // copies died and the chief restored it where it was placed); the ps tasks say where. The
+      // chief restores only through routes every ps task confirmed: a route kept because its
+      // tasks were silent could write one task's variables on another (which would then hold
+      // them as their primary, and the task they belong to as refusing backup copies).
+      bool routes_confirmed = true;
       if (server_ && server_->ps_serving() && !server_->ps_serving()->aliases().empty())
-        server_->refresh_ps_serving(cfg_.task_name + " is recovering");
+        routes_confirmed = server_->refresh_ps_serving(cfg_.task_name + " is recovering").all_answered;
       auto ready = model_ready(*session_);
       if (ready.ok() && *ready) {
         AF_LOG(INFO) << cfg_.task_name << ": model is available again; resuming";
         return Status::OK();
       }
-      if (ready.ok() && cfg_.is_chief) {
+      if (ready.ok() && cfg_.is_chief && routes_confirmed) {
         // A parameter server came back empty: restore it.
         Status s = prepare_chief(*session_);
         if (s.ok()) {

@@ -73,6 +73,40 @@ TEST(PsServingTest, ServerOfAndServedByFollowFailuresAndRedirects) {
   EXPECT_FALSE(fresh.redirect(p0, p2));  // nothing changes twice
 }
 
+// Routing by what the ps tasks that answer say they serve for (Server::refresh_ps_serving).
+TEST(PsServingTest, FollowClaimsRoutesWhereTheAnsweringTasksSay) {
+  const std::string p0 = "/job:ps/replica:0/task:0", p1 = "/job:ps/replica:0/task:1", p2 = "/job:ps/replica:0/task:2";
+  using Claims = std::map<std::string, std::vector<std::string>>;
+  // Both copies died, p0 then p1: p0's variables went to p1, then p1's (and p0's) to p0.
+  PsServing s({p0, p1});
+  ASSERT_TRUE(s.task_down(p0));
+  ASSERT_TRUE(s.task_down(p1));
+  ASSERT_EQ(s.server_of(p0), p0);
+  ASSERT_EQ(s.server_of(p1), p0);
+  // Nobody answers: nothing is known, every route stays.
+  EXPECT_FALSE(s.follow_claims({}));
+  EXPECT_EQ(s.server_of(p1), p0);
+  // The restarted p0 answers first and serves for nobody: its own variables come home, and p1's
+  // must not stay on p0 (a chief would restore p1's variables there; seen in CI), even though p1
+  // is still silent.
+  EXPECT_TRUE(s.follow_claims(Claims{{p0, {}}}));
+  EXPECT_EQ(s.server_of(p0), p0);
+  EXPECT_EQ(s.server_of(p1), p1);
+  EXPECT_TRUE(s.aliases().empty());
+  EXPECT_FALSE(s.follow_claims(Claims{{p0, {}}, {p1, {}}}));  // nothing changes twice
+  // A live backup that took over: its claim wins, whether or not the dead primary answers.
+  PsServing t({p0, p1, p2});
+  EXPECT_TRUE(t.follow_claims(Claims{{p1, {p0}}, {p2, {}}}));
+  EXPECT_EQ(t.server_of(p0), p1);
+  EXPECT_TRUE(t.follow_claims(Claims{{p0, {}}, {p1, {}}, {p2, {p0}}}));  // the first claimant in ring order
+  EXPECT_EQ(t.server_of(p0), p2);
+  // A failed-over route whose server is silent, as is the task: it stays.
+  PsServing u({p0, p1, p2});
+  ASSERT_TRUE(u.task_down(p0));
+  EXPECT_FALSE(u.follow_claims(Claims{{p2, {}}}));
+  EXPECT_EQ(u.server_of(p0), p1);
+}
+
 // The kernel gate refuses spawning a resource for a kernel, never one that exists or comes by
 // replication (get_or_create), and nothing once the gate says OK.
 TEST(PsServingTest, TheKernelGateRefusesOnlyResourcesNotHeld) {

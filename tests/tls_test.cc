@@ -220,12 +220,14 @@ TEST(TlsTest, RequestsAndRepliesCrossOneSessionInBothDirectionsAtOnce) {
   auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0,
                                          [&](const net::TensorMessage& m) {
                                            // Echo: the request's size, its first value plus 1.
+                                           // Counted before the reply goes out: once the client
+                                           // holds every reply, every request was counted.
+                                           served.fetch_add(1);
                                            const int64_t n = m.tensor.num_elements();
                                            Tensor t = filled(n, m.tensor.data<float>()[0] + 1.f);
                                            Status st = m.reply->send_batch(
                                                {net::TensorMessage{m.step_id, "re:" + m.key, t, "", nullptr}});
                                            EXPECT_TRUE(st.ok()) << st;
-                                           served.fetch_add(1);
                                          });
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());

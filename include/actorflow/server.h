@@ -158,13 +158,19 @@ class Server {
   // refresh its routes (refresh_ps_serving). Called by Session::run on the client thread; a no-op
   // without ps_serving(). Thread-safe.
   void note_step_failure(const Status& why);
+  // What refresh_ps_serving found.
+  struct PsRefresh {
+    bool changed = false;       // a route changed (logged)
+    bool all_answered = false;  // every ps task answered: the routes are as the ps tasks say
+  };
   // Runtime (ps_replicas = 2): asks every ps task that answers now (one connection attempt each,
   // then a request bounded by the peer timeout) which ps tasks it serves for, and routes each ps
   // task to the one that claims it (the first after it in index order, cyclically), or to itself
-  // when it answers and nobody claims it; a task that neither answers nor is claimed keeps its
-  // route. Returns whether a route changed (logged with `why`). Blocks the calling thread; never
-  // call it from an actor. Thread-safe.
-  bool refresh_ps_serving(const std::string& why);
+  // when it or the task it is routed to answers and nobody claims it; a task that is silent, as
+  // is its route's task, and that nobody claims keeps its route (PsServing::follow_claims). A
+  // change is logged with `why`. Blocks the calling thread; never call it from an actor.
+  // Thread-safe.
+  PsRefresh refresh_ps_serving(const std::string& why);
 
  private:
   friend void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound,
