@@ -148,7 +148,9 @@ class Supervisor::Impl {
       if (s.ok()) return s;
       const bool transient = s.code() == Code::kUnavailable || s.code() == Code::kDeadlineExceeded;
       if (!transient || std::chrono::steady_clock::now() + backoff > deadline) return s.with_prefix(what);
-      if (++attempt % 10 == 1) AF_LOG(INFO) << cfg_.task_name << ": " << what << " (retrying): " << s.message();
+      if (++attempt % 10 == 1) {
+        AF_LOG(INFO) << cfg_.task_name << ": " << what << " (retrying): " << s.message();
+      }
       std::this_thread::sleep_for(backoff);  // pacing retries while peers start
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
@@ -411,7 +413,9 @@ class Supervisor::Impl {
     std::lock_guard<std::mutex> l(summary_mu_);
     if (!open_events()) return;
     Status s = events_->add_histograms(step, values);
-    if (!s.ok()) AF_LOG(WARNING) << "Supervisor: " << s;
+    if (!s.ok()) {
+      AF_LOG(WARNING) << "Supervisor: " << s;
+    }
   }
 
   // This task's event file, opened on first use with the graph as its first event (TensorBoard's
@@ -423,7 +427,9 @@ class Supervisor::Impl {
       if (w.ok()) {
         events_ = std::move(*w);
         Status g = events_->add_graph(tf_graph_def_proto(*scope_.graph()));
-        if (!g.ok()) AF_LOG(WARNING) << "Supervisor: " << g;
+        if (!g.ok()) {
+          AF_LOG(WARNING) << "Supervisor: " << g;
+        }
       } else {
         events_failed_ = true;
         AF_LOG(WARNING) << "Supervisor: no TensorBoard event file: " << w.status();
@@ -440,7 +446,9 @@ class Supervisor::Impl {
       self->delayed_send(self, period, tick_atom::value);
       return {[=](tick_atom) {
         auto p = impl->save_checkpoint();
-        if (!p.ok()) AF_LOG(WARNING) << impl->cfg_.task_name << ": periodic checkpoint failed: " << p.status();
+        if (!p.ok()) {
+          AF_LOG(WARNING) << impl->cfg_.task_name << ": periodic checkpoint failed: " << p.status();
+        }
         self->delayed_send(self, period, tick_atom::value);
       }};
     });
@@ -530,7 +538,9 @@ Status Supervisor::stop() {
   impl_->stop_monitor();
   if (impl_->cfg_.is_chief && impl_->ckpt_ && impl_->session_) {
     auto p = impl_->save_checkpoint();
-    if (!p.ok()) AF_LOG(WARNING) << impl_->cfg_.task_name << ": final checkpoint failed: " << p.status();
+    if (!p.ok()) {
+      AF_LOG(WARNING) << impl_->cfg_.task_name << ": final checkpoint failed: " << p.status();
+    }
   }
   return impl_->stop_reason_;
 }
