@@ -55,7 +55,34 @@ class FrameReader {
 
   // Reads exactly n bytes into dst. `frame_started` false means we are between frames: then a
   // receive timeout just keeps waiting and a clean close yields Cancelled("eof").
+  //
+  // The socket's low-water mark is 1 whenever this returns: a raised mark also governs poll()
+  // (POLLIN only once that many bytes are queued), so a mark left raised after a large payload
+  // hid the small frame behind it (a step's kDone after its fetched tensor) from whoever polls
+  // the socket next (ClientConnection::lead), until its wait ran out.
   Status read(void* dst, size_t n, bool frame_started) {
+    Status st = read_raw(dst, n, frame_started);
+    if (lowat_ != 1) set_lowat(1);
+    return st;
+  }
+
+  // True when bytes received earlier wait in the buffer.
+  bool buffered() const { return pos_ < end_; }
+
+  // Discards n bytes.
+  Status skip(size_t n) {
+    unsigned char scratch[4096];
+    while (n > 0) {
+      size_t k = std::min(n, sizeof scratch);
+      AF_RETURN_IF_ERROR(read(scratch, k, true));
+      n -= k;
+    }
+    return Status::OK();
+  }
+
+ private:
+  // read() without restoring the low-water mark.
+  Status read_raw(void* dst, size_t n, bool frame_started) {
     auto* out = static_cast<unsigned char*>(dst);
     while (n > 0) {
       if (pos_ < end_) {
@@ -94,21 +121,6 @@ class FrameReader {
     return Status::OK();
   }
 
-  // True when bytes received earlier wait in the buffer.
-  bool buffered() const { return pos_ < end_; }
-
-  // Discards n bytes.
-  Status skip(size_t n) {
-    unsigned char scratch[4096];
-    while (n > 0) {
-      size_t k = std::min(n, sizeof scratch);
-      AF_RETURN_IF_ERROR(read(scratch, k, true));
-      n -= k;
-    }
-    return Status::OK();
-  }
-
- private:
   static constexpr size_t kCap = 64 * 1024;
   static constexpr size_t kLowatMin = 1 << 20;  // payloads from this size wake the reader in parts of
   static constexpr size_t kLowat = 512 * 1024;  // this size

@@ -1378,6 +1378,210 @@ TEST(TensorTransportTest, ConnectionFoundBrokenIsNotCounted) {
   EXPECT_EQ(client.num_connections(), 0u);
 }
 
+// A step's outcome as the device actor sends it: a large fetched tensor, then a small frame
+// (kDone). The reader wakes for large payloads in parts (SO_RCVLOWAT); a reader that left the
+// socket's low-water mark raised after the large payload never saw the small frame behind it
+// (poll(POLLIN) honours the mark), so await_replies waited for its whole bound with the reply
+// sitting in the socket: the lost replies of multi-MB fetches over plain TCP.
+class BigThenSmall {
+ public:
+  explicit BigThenSmall(int64_t floats) : floats_(floats) {}
+  TensorServer::Callback callback() {
+    return [this](const TensorMessage& m) {
+      Tensor big(DType::kFloat32, Shape{floats_});
+      float* p = big.data<float>();
+      for (int64_t i = 0; i < floats_; ++i) p[i] = static_cast<float>(m.step_id + i % 1000);
+      TensorMessage a{m.step_id, "big", big, "", nullptr};
+      TensorMessage b{m.step_id, "small", Tensor::scalar<int64_t>(m.step_id), "", nullptr};
+      Status st = m.reply ? m.reply->send_batch({a, b}) : Internal("no reply channel");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++sent_;
+        if (!st.ok()) errors_.push_back(st);
+      }
+      cv_.notify_all();
+    };
+  }
+  // Waits until `n` answers were written whole into the socket.
+  bool wait_sent(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return sent_ >= n; });
+  }
+  std::vector<Status> errors() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return errors_;
+  }
+
+ private:
+  const int64_t floats_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int sent_ = 0;
+  std::vector<Status> errors_;
+};
+
+// One round trip of BigThenSmall: the small frame must arrive within await_replies' bound (a
+// reply still in the socket when the bound passes is the defect). `read_after_sent`: the client
+// starts reading only once the server's write returned, so every byte is in the socket already.
+void big_then_small_round_trip(TensorClient& client, const std::string& addr, BigThenSmall& server_side,
+                               int64_t step, int64_t floats, bool read_after_sent, int sent_before) {
+  auto conn = client.send_batch_awaiting(addr, {request(step, 0)});
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  if (read_after_sent) {
+    ASSERT_TRUE(server_side.wait_sent(sent_before + 1));
+  }
+  bool got_big = false, got_small = false;
+  std::atomic<bool> done{false};
+  Status st = client.await_replies(
+      **conn,
+      [&](const TensorMessage& m) {
+        ASSERT_EQ(m.step_id, step);
+        if (m.key == "big") {
+          ASSERT_EQ(m.tensor.num_elements(), floats);
+          const float* p = m.tensor.data<float>();
+          EXPECT_EQ(p[0], static_cast<float>(step));
+          EXPECT_EQ(p[floats - 1], static_cast<float>(step + (floats - 1) % 1000));
+          got_big = true;
+        } else {
+          EXPECT_EQ(m.key, "small");
+          EXPECT_TRUE(got_big) << "the small frame came before the big one";
+          got_small = true;
+          done.store(true);
+        }
+      },
+      [&] { return done.load(); }, microseconds(0), kWait);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(got_big) << "step " << step << ": the " << floats * 4 << "-byte reply did not arrive within "
+                       << kWait.count() << " ms";
+  ASSERT_TRUE(got_small) << "step " << step << ": the small frame behind a " << floats * 4
+                         << "-byte reply did not arrive within " << kWait.count() << " ms";
+}
+
+// Deterministic: buffers large enough for the whole answer, read only once it is all there (the
+// reader's last large recv then takes everything at once).
+TEST(TensorTransportTest, SmallFrameBehindAMultiMegabyteReplyIsReadAtOnce) {
+  auto o = options();
+  o.socket_buffer_bytes = 4 << 20;
+  for (int64_t floats : {int64_t{300} << 10, int64_t{600} << 10}) {  // 1.2 MB and 2.4 MB
+    SCOPED_TRACE(floats * 4);
+    BigThenSmall answers(floats);
+    auto server = start_server_with(o, answers.callback());
+    ASSERT_TRUE(server);
+    TensorClient client(o);
+    for (int i = 0; i < 4 && !HasFatalFailure(); ++i)
+      big_then_small_round_trip(client, addr_of(*server), answers, 100 + i, floats, true, i);
+    if (HasFatalFailure()) return;
+    EXPECT_TRUE(answers.errors().empty());
+  }
+}
+
+// As a fetch loop meets it: default (auto-tuned) buffers, one connection, back-to-back fetches of
+// sizes from 1 KiB to 16 MiB, the reader racing the writer.
+TEST(TensorTransportTest, BackToBackFetchesOfEverySizeOnOneConnection) {
+  auto o = options();
+  for (int64_t bytes : {int64_t{1} << 10, int64_t{1} << 20, int64_t{3} << 20, int64_t{6272000}, int64_t{16} << 20}) {
+    SCOPED_TRACE(bytes);
+    const int64_t floats = bytes / 4;
+    BigThenSmall answers(floats);
+    auto server = start_server_with(o, answers.callback());
+    ASSERT_TRUE(server);
+    TensorClient client(o);
+    for (int i = 0; i < 12 && !HasFatalFailure(); ++i)
+      big_then_small_round_trip(client, addr_of(*server), answers, 7 + i, floats, false, i);
+    if (HasFatalFailure()) return;
+    EXPECT_TRUE(answers.errors().empty());
+  }
+}
+
+// Both processes' roles at once, in one process: two servers, each with a client to the other;
+// on each side three threads share the one connection to the other side and fetch alternately a
+// 6 MB tensor (then a small frame) and a small answer alone, so multi-MB replies and small
+// requests cross on every connection in both directions at the same time. Every fetch must be
+// answered, with its own values, within the bound.
+TEST(TensorTransportTest, MultiMegabyteRepliesAndSmallRequestsCrossInBothDirections) {
+  constexpr int kThreads = 3, kPerThread = 16;
+  constexpr int64_t kFloats = 1568000;  // 6.27 MB, the seed CNN's fc1 order of size
+  auto o = options();
+  // Requests with value > 0 get that many floats then a small frame; value 0 only the small frame.
+  auto answer = [](const TensorMessage& m) {
+    const int64_t n = m.tensor.data<int64_t>()[0];
+    std::vector<TensorMessage> out;
+    if (n > 0) {
+      Tensor big(DType::kFloat32, Shape{n});
+      float* p = big.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((m.step_id + i) % 4096);
+      out.push_back(TensorMessage{m.step_id, "big", big, "", nullptr});
+    }
+    out.push_back(TensorMessage{m.step_id, "small", Tensor::scalar<int64_t>(m.step_id * 3), "", nullptr});
+    Status st = m.reply->send_batch(out);
+    EXPECT_TRUE(st.ok()) << st;
+  };
+  auto a = start_server_with(o, answer);
+  auto b = start_server_with(o, answer);
+  ASSERT_TRUE(a && b);
+  TensorClient from_a(o), from_b(o);
+
+  struct Fetch {
+    bool big = false, small = false;
+  };
+  std::mutex mu;
+  std::map<int64_t, Fetch> got;  // by step id, filled by whichever thread reads
+  std::atomic<int> failures{0};
+  auto on_reply = [&](const TensorMessage& m) {
+    std::lock_guard<std::mutex> l(mu);
+    Fetch& f = got[m.step_id];
+    if (m.key == "big") {
+      const float* p = m.tensor.data<float>();
+      const int64_t n = m.tensor.num_elements();
+      if (n != kFloats || p[0] != static_cast<float>(m.step_id % 4096) ||
+          p[n - 1] != static_cast<float>((m.step_id + n - 1) % 4096))
+        failures.fetch_add(1);
+      f.big = true;
+    } else if (m.key == "small" && m.tensor.data<int64_t>()[0] == m.step_id * 3) {
+      f.small = true;
+    } else {
+      failures.fetch_add(1);
+    }
+  };
+  auto fetcher = [&](TensorClient& client, const std::string& addr, int64_t first_step) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const int64_t step = first_step + i;
+      const bool big = i % 2 == 0;
+      auto conn = client.send_batch_awaiting(addr, {request(step, big ? kFloats : 0)});
+      if (!conn.ok()) {
+        ADD_FAILURE() << conn.status();
+        return;
+      }
+      auto done = [&] {
+        auto it = got.find(step);  // done() runs under the connection's lock: only a lookup
+        return it != got.end() && it->second.small;
+      };
+      auto locked_done = [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return done();
+      };
+      Status st = client.await_replies(**conn, on_reply, locked_done, microseconds(0), kWait);
+      std::lock_guard<std::mutex> l(mu);
+      if (!st.ok() || !done() || got[step].big != big) {
+        ADD_FAILURE() << "step " << step << " (" << (big ? "6 MB" : "small") << " answer): " << st
+                      << (done() ? "" : ", not answered within the bound");
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back(fetcher, std::ref(from_a), addr_of(*b), 1000 * (t + 1));
+    threads.emplace_back(fetcher, std::ref(from_b), addr_of(*a), -1000 * (t + 1));
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(got.size(), size_t{2 * kThreads * kPerThread});
+  EXPECT_EQ(from_a.num_connections(), 1u);
+  EXPECT_EQ(from_b.num_connections(), 1u);
+}
+
 TEST(WireTest, ParseHostPort) {
   auto hp = parse_host_port("localhost:2222");
   ASSERT_TRUE(hp.ok());
