@@ -1,4 +1,5 @@
 #include "actors/control_plane.h"
+#include "actors/messages.h"
 
 #include "net/conn_traffic.h"
 
@@ -85,7 +86,7 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
   net::ConnectionTraffic::control_plane().track(conn->fd(), peer_task.empty() ? addr : peer_task);
   AF_ASSIGN_OR_RETURN(net::Fd fd, net::Stream::into_fd(std::move(conn), addr));
   caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
-  caf::scoped_actor self{sys};
+  ScopedActor self{sys};
   Result<caf::actor> out = Unavailable("control plane of " + addr + ": no answer to CAF's handshake");
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now());
   self->request(basp_broker(sys), std::max(left, std::chrono::milliseconds(100)), caf::connect_atom_v,

@@ -61,7 +61,7 @@ data_actor_t spawn_data_actor(caf::actor_system& sys, DatasetIterator it, size_t
 
 Result<std::vector<Tensor>> next_batch(caf::actor_system& sys, const data_actor_t& data,
                                        std::chrono::milliseconds timeout) {
-  caf::scoped_actor self{sys};
+  ScopedActor self{sys};
   Result<std::vector<Tensor>> out = Internal("no answer from the data actor");
   self->request(data, timeout, next_atom::value)
       .receive([&](std::vector<Tensor>& v) { out = std::move(v); },

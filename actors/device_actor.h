@@ -149,6 +149,18 @@ class Router {
   virtual InlinePartitions* inline_partitions() { return nullptr; }
   // How many dispatched steps this process ran on a data-plane reader thread. Thread-safe.
   virtual uint64_t inline_steps_run() const { return 0; }
+  // Asks the task of `device` (another process) whether step `step_id`, dispatched there with
+  // dispatch_step or dispatch_step_awaiting, is running there (net/wire.h: query). The answer
+  // travels as an outcome does: back on the connection the step went on when
+  // `on_request_connection` (read by await_dispatched), else to this process's data-plane
+  // address; it reaches DirectSteps::on_state. "Not running" means the task never got the run
+  // request or already sent the outcome ahead of the answer. OK when the query was written;
+  // Unavailable when it could not be; the default Unimplemented (callers then wait for their
+  // deadline). Thread-safe.
+  virtual Status query_step(const std::string& device, int64_t step_id, bool on_request_connection) {
+    (void)device; (void)step_id; (void)on_request_connection;
+    return Unimplemented("step queries over the data plane");
+  }
   // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are
   // skipped) of `device` back to `reply_to`: a data-plane address, or a token for the connection
   // the request came on (see dispatch_step_awaiting).

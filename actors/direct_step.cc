@@ -52,6 +52,10 @@ std::chrono::microseconds spin_budget() {
 
 // How often a waiting step checks its connections and deadline.
 constexpr std::chrono::milliseconds kLivenessSlice{250};
+// When a step without an outcome first asks its tasks whether they run it, and the longest gap
+// between two such queries (the gap doubles from the first).
+constexpr std::chrono::milliseconds kFirstQuery{1000};
+constexpr std::chrono::milliseconds kMaxQueryGap{8000};
 
 }  // namespace
 
@@ -114,6 +118,16 @@ void DirectSteps::task_down(const std::string& task, const std::string& reason) 
   }
 }
 
+void DirectSteps::cancel_all(const Status& why) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (cancelled_.ok()) cancelled_ = why;
+  plans_.clear();
+  for (auto& [id, w] : waiting_) {
+    std::lock_guard<std::mutex> wl(w->mu);
+    finish(*w, cancelled_);
+  }
+}
+
 void DirectSteps::abort_others(Router& router, const DirectPlan& plan, int64_t step_id,
                                const std::set<std::string>& pending, const std::string& why) {
   // Partitions that reported already ended on their device: only the others need the abort.
@@ -141,6 +155,7 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
   for (const auto& d : plan.dispatches) w->pending.insert(d.device.name);
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (!cancelled_.ok()) return Result<std::vector<Tensor>>(cancelled_);
     waiting_[w->step_id] = w;
   }
   auto fail_now = [&](const Status& s) {
@@ -151,7 +166,29 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
   auto timed_out = [&] { return timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout; };
   auto deadline_error = [&] {
     const std::string first = w->pending.empty() ? std::string("the step") : *w->pending.begin();
-    return from_caf_error(caf::make_error(caf::sec::request_timeout), first);
+    return step_deadline_error(w->step_id, first, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      std::chrono::steady_clock::now() - start));
+  };
+  // A step still without an outcome asks the tasks it waits for whether they run it (after 1 s,
+  // then 2, 4, 8, 8, ... s): a task that never got the request, or sent an outcome that never
+  // came, says so at once (on_state), instead of the wait running into the deadline.
+  auto next_query = start + kFirstQuery;
+  auto query_gap = kFirstQuery;
+  bool queries = true;
+  auto maybe_query = [&](bool on_request_connection) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!queries || now < next_query) return;
+    std::set<std::string> pending;
+    {
+      std::lock_guard<std::mutex> wl(w->mu);
+      pending = w->pending;
+    }
+    for (const auto& device : pending) {
+      Status q = router.query_step(device, w->step_id, on_request_connection);
+      if (q.code() == Code::kUnimplemented) queries = false;
+    }
+    query_gap = std::min(query_gap * 2, kMaxQueryGap);
+    next_query = now + query_gap;
   };
   // Each run request goes with the feeds of its partition, in one write.
   std::vector<std::pair<std::string, Tensor>> carried;
@@ -181,6 +218,7 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
       }
       Status s = router.await_dispatched(**conn, is_done, spin, wait);
       spin = std::chrono::microseconds(0);
+      if (s.ok() && !is_done()) maybe_query(/*on_request_connection=*/true);
       std::lock_guard<std::mutex> wl(w->mu);
       if (w->done.load(std::memory_order_relaxed)) break;
       if (!s.ok()) {
@@ -204,6 +242,9 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
     // deadline and the connections.
     const auto spin_end = start + spin_budget();
     while (!w->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < spin_end) cpu_relax();
+    // While this process may hold back what it sends (FaultInjector::add's link faults) a run
+    // request may still be on its way: no queries then, whose "not running" would be premature.
+    queries = !FaultInjector::global().acts_on_sends();
     std::unique_lock<std::mutex> wl(w->mu);
     while (!w->done.load(std::memory_order_relaxed)) {
       if (w->cv.wait_for(wl, kLivenessSlice, [&] { return w->done.load(std::memory_order_relaxed); })) break;
@@ -211,6 +252,10 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
         finish(*w, deadline_error());
         break;
       }
+      wl.unlock();
+      maybe_query(/*on_request_connection=*/false);
+      wl.lock();
+      if (w->done.load(std::memory_order_relaxed)) break;
       for (const auto& d : w->pending)
         if (!router.dispatch_connection_open(d)) {
           finish(*w, Unavailable("the data-plane connection to " + task_of_device(d) + " closed during step " +
@@ -233,6 +278,19 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
     return Result<std::vector<Tensor>>(w->status);
   }
   return Result<std::vector<Tensor>>(std::move(w->fetches));
+}
+
+bool DirectSteps::on_state(int64_t step_id, const std::string& device, bool running) {
+  std::shared_ptr<Waiter> w = waiter(step_id);
+  if (!w) return false;
+  if (running) return true;
+  std::lock_guard<std::mutex> wl(w->mu);
+  if (w->done.load(std::memory_order_relaxed) || !w->pending.count(device)) return true;
+  // The task answered behind any outcome it sent for this step: none is coming.
+  finish(*w, Aborted("step " + std::to_string(step_id) + ": " + task_of_device(device) +
+                     " is alive but does not run it on " + device +
+                     " (it never got the run request, or its outcome was lost on the way)"));
+  return true;
 }
 
 std::shared_ptr<DirectSteps::Waiter> DirectSteps::waiter(int64_t step_id) const {

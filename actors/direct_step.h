@@ -12,8 +12,10 @@
 //
 // Failures behave as through the master: a partition's error fails the step and aborts the
 // other partitions; a task reported down (Membership -> master) fails the steps that use it
-// and withdraws the plans that use it; a step timeout is DeadlineExceeded naming the device;
-// a data-plane connection that closes while a step waits fails it (Unavailable).
+// and withdraws the plans that use it; a step timeout is DeadlineExceeded naming the step, the
+// device and how long it waited (step_deadline_error); a data-plane connection that closes
+// while a step waits fails it (Unavailable); a task that answers a query (after 1 s without an
+// outcome, then at growing gaps) that it does not run the step fails it at once (Aborted).
 #pragma once
 
 #include <caf/all.hpp>
@@ -88,6 +90,9 @@ class DirectSteps {
   // Task `task` (a prefix such as "/job:worker/task:0") went down: withdraws the plans that
   // use it and fails the waiting steps that use it with Unavailable naming the task.
   void task_down(const std::string& task, const std::string& reason);
+  // The server stops: every waiting step ends with `why` now, and every later run() too (it
+  // returns `why` without sending anything). Idempotent.
+  void cancel_all(const Status& why);
 
   // Runs one step of `plan` with `feeds` (in the plan's feed order) from the calling thread,
   // through `router` (which owns the data-plane connections). Waits at most `timeout` (0: no
@@ -103,6 +108,11 @@ class DirectSteps {
   // then belongs to the master).
   bool on_ret(int64_t step_id, const std::string& device, int32_t index, Tensor t);
   bool on_done(int64_t step_id, const std::string& device, int32_t code, const std::string& message);
+  // From the data plane's reader: the answer of `device`'s task to a query about step
+  // `step_id` (Router::query_step). Not running while the step still waits for `device` fails
+  // the step at once with Aborted naming the task (the answer comes behind any outcome). Returns
+  // false when no direct step waits for it.
+  bool on_state(int64_t step_id, const std::string& device, bool running);
 
   // How many steps went direct (run() did not return nullopt) since this object was made.
   uint64_t steps_run() const { return steps_run_.load(std::memory_order_relaxed); }
@@ -121,6 +131,7 @@ class DirectSteps {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const DirectPlan>> plans_;
   std::unordered_map<int64_t, std::shared_ptr<Waiter>> waiting_;
+  Status cancelled_;  // set by cancel_all (under mu_)
   std::atomic<uint64_t> steps_run_{0};
 };
 

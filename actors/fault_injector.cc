@@ -366,6 +366,17 @@ bool FaultInjector::targets_device(const std::string& device_name) const {
   return false;
 }
 
+bool FaultInjector::acts_on_sends() const {
+  if (!armed()) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  const auto now = Clock::now();
+  for (const auto& a : faults_) {
+    if (!a->send_side || !(is_link_fault(a->f.kind) || a->f.kind == FaultKind::kPartition)) continue;
+    if (!(a->end && now >= *a->end)) return true;  // pending or active
+  }
+  return false;
+}
+
 double FaultInjector::slow_factor(const std::string& device_name) {
   if (!armed()) return 1.0;
   std::vector<std::function<void()>> actions;

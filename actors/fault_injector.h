@@ -106,6 +106,11 @@ class FaultInjector {
   // device `device_name` (full name): pending, active, or not yet fired. Such a device runs its
   // steps in its actor, where those faults act (never inline on a reader thread).
   bool targets_device(const std::string& device_name) const;
+  // True while a fault loaded here may still hold back or drop messages this process sends (a
+  // link fault or partition added with its sending side, as FaultInjector::add does; a plan's
+  // link faults act only where messages arrive). A step then cannot tell a request still on its
+  // way from one never sent.
+  bool acts_on_sends() const;
   // Slow-down factor of device `device_name` (full name) now; 1.0 when none.
   double slow_factor(const std::string& device_name);
   // Throws InjectedFault when an armed throw fault targets an actor of kind `actor_kind` at

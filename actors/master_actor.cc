@@ -61,6 +61,7 @@ struct MasterState {
   std::shared_ptr<Router> router;  // may dispatch steps over the data plane (may be null)
   std::string task;                // this master's task prefix
   std::shared_ptr<DirectSteps> direct;  // where direct-step plans are published (may be null)
+  Status stopping;                 // set when the master exits: every run is answered with it
   static constexpr const char* name = "master";
 };
 
@@ -197,6 +198,7 @@ struct StepRun {
   // Partitions dispatched over the data plane whose stepdone has not arrived (device names).
   std::set<std::string> dispatched;
   std::function<void()> one_done;  // a partition finished OK
+  std::chrono::milliseconds timeout{0};  // the step's deadline (0: none)
 };
 
 void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
@@ -204,6 +206,10 @@ void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const s
 }
 
 void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, caf::response_promise rp) {
+  if (!self->state.stopping.ok()) {
+    rp.deliver(to_caf_error(self->state.stopping));
+    return;
+  }
   if (!plan->error.ok()) {
     rp.deliver(to_caf_error(plan->error));
     return;
@@ -234,6 +240,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     self->state.inflight.erase(run->step_id);
   };
   const caf::duration timeout = req->timeout.count() > 0 ? caf::duration{req->timeout} : caf::duration{caf::infinite};
+  run->timeout = req->timeout;
   run->one_done = [self, weak_run, req] {
     auto run = weak_run.lock();
     if (!run || run->failed) return;
@@ -275,7 +282,10 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
         if (retvals[i].is_initialized()) run->fetches[i] = std::move(retvals[i]);
       run->one_done();
     };
-    auto on_err = [run, dev_name](caf::error& err) { run->fail(from_caf_error(err, dev_name)); };
+    auto on_err = [run, dev_name](caf::error& err) {
+      if (err == caf::sec::request_timeout) run->fail(step_deadline_error(run->step_id, dev_name, run->timeout));
+      else run->fail(from_caf_error(err, dev_name));
+    };
     device_ref(self, part.device).request_run(timeout, part.handle, run->step_id, std::move(args)).then(on_ok, on_err);
   }
 }
@@ -284,7 +294,20 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
                            std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
   self->state.router = std::move(router);
   self->state.direct = std::move(direct);
-  ignore_remote_exits(self, "master actor");
+  // Stopping (Server::stop sends the exit): every run still waiting for its plan or its
+  // partitions is answered, so no session's thread waits for a master that is gone.
+  ignore_remote_exits(self, "master actor", [self](const caf::error& reason) {
+    auto& st = self->state;
+    const Status s = Cancelled("the server stopped while the step ran (" + caf::to_string(reason) + ")");
+    st.stopping = s;
+    std::vector<std::function<void()>> waiters;
+    for (auto& [key, plan] : st.plans)
+      for (auto& w : plan->waiters) waiters.push_back(std::move(w));
+    for (auto& w : waiters) w();  // run_plan answers `stopping`
+    auto inflight = st.inflight;
+    for (auto& [id, run] : inflight)
+      if (run->fail) run->fail(s);
+  });
   self->state.task = task_of_device(default_device);
   self->state.handle_prefix = partition_handle_prefix(self->state.task);
   // Step ids (next_step_id) must be unique across every master that uses a device (several
@@ -366,7 +389,7 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
         if (it == self->state.inflight.end()) return;
         auto run = it->second;
         if (run->failed || !run->dispatched.count(dev)) return;
-        run->fail(from_caf_error(caf::make_error(caf::sec::request_timeout), dev));
+        run->fail(step_deadline_error(step_id, dev, run->timeout));
       },
       [=](devices_atom) { return self->state.devices; },
       [=](devices_atom, std::vector<DeviceInfo>& devs) {

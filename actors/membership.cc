@@ -217,7 +217,7 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   }
   // What a task publishes on its control-plane port is its node actor.
   const node_actor_t node = caf::actor_cast<node_actor_t>(*conn);
-  caf::scoped_actor self{sys_};
+  ScopedActor self{sys_};
   Result<PeerInfo> out = Internal("handshake with " + task + " got no answer");
   std::string server_nonce;
   bool hello_ok = false;
@@ -271,12 +271,21 @@ Result<PeerInfo> Membership::connect_once(const std::string& task, const std::st
   return out;
 }
 
+void Membership::cancel(const Status& why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (cancelled_.ok()) cancelled_ = why.ok() ? Cancelled("membership cancelled") : why;
+  }
+  cancel_cv_.notify_all();
+}
+
 Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& address,
                                     std::chrono::milliseconds timeout, bool quiet) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = up_.find(task);
     if (it != up_.end()) return it->second;
+    if (!cancelled_.ok()) return cancelled_;
   }
   if (timeout.count() <= 0) timeout = cfg_.connect_timeout;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -318,7 +327,11 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
     if (std::chrono::steady_clock::now() + backoff > deadline) break;
     if (!quiet && (attempt == 1 || attempt % 10 == 0))
       AF_LOG(INFO) << "waiting for task " << task << " at " << address << " (attempt " << attempt << "): " << last.message();
-    std::this_thread::sleep_for(backoff);  // retry pacing while a peer starts, not synchronisation
+    {
+      // Retry pacing while a peer starts (not synchronisation); cancel() ends it at once.
+      std::unique_lock<std::mutex> l(mu_);
+      if (cancel_cv_.wait_for(l, backoff, [&] { return !cancelled_.ok(); })) return cancelled_;
+    }
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   return Unavailable("task " + task + " at " + address + " never answered within " + std::to_string(timeout.count()) +

@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -86,6 +87,10 @@ class Membership {
   // callers that poll).
   Result<PeerInfo> ensure(const std::string& task, const std::string& address,
                           std::chrono::milliseconds timeout = std::chrono::milliseconds(0), bool quiet = false);
+  // Ends every ensure() that waits to retry, and every later one that would, with `why` (the
+  // server stopped); a connection attempt under way finishes first (bounded by its timeouts).
+  // Idempotent; thread-safe.
+  void cancel(const Status& why);
   // Forgets `task` (it will be reconnected by the next ensure()).
   void mark_down(const std::string& task, const std::string& reason);
   // Actors told (down_atom, task, reason) whenever a peer goes down. Thread-safe.
@@ -102,6 +107,8 @@ class Membership {
 
   caf::actor_system& sys_;
   MembershipConfig cfg_;
+  std::condition_variable cancel_cv_;  // wakes ensure()'s retry pacing (under mu_)
+  Status cancelled_;                   // set by cancel() (under mu_)
   mutable std::mutex mu_;
   std::map<std::string, PeerInfo> up_;
   std::map<std::string, caf::actor> watchers_;

@@ -1,9 +1,11 @@
 #include "actors/messages.h"
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "actors/client_sessions.h"
+#include "config/task_names.h"
 #include "core/logging.h"
 #include "tensor/pooling_allocator.h"
 
@@ -60,7 +62,8 @@ bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t pre
     if (__builtin_mul_overflow(total, static_cast<uint64_t>(d), &total)) return false;
   return total == present;
 }
-void ignore_remote_exits(caf::scheduled_actor* self, std::string who) {
+void ignore_remote_exits(caf::scheduled_actor* self, std::string who,
+                         std::function<void(const caf::error&)> before_quit) {
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   auto note = [last, who](const std::string& what) {
     const auto now = std::chrono::steady_clock::now();
@@ -68,12 +71,14 @@ void ignore_remote_exits(caf::scheduled_actor* self, std::string who) {
     *last = now;
     AF_LOG(WARNING) << who << " ignored " << what << " from another process";
   };
-  self->set_exit_handler([self, note](caf::scheduled_actor*, caf::exit_msg& m) {
+  self->set_exit_handler([self, note, before_quit](caf::scheduled_actor*, caf::exit_msg& m) {
     if (m.source && m.source.node() != self->home_system().node()) {
       note("an exit message (" + caf::to_string(m.reason) + ")");
       return;
     }
-    if (m.reason) self->quit(std::move(m.reason));
+    if (!m.reason) return;
+    if (before_quit) before_quit(m.reason);
+    self->quit(std::move(m.reason));
   });
   self->set_error_handler([self, note](caf::scheduled_actor*, caf::error& e) {
     const auto& sender = self->current_sender();
@@ -92,6 +97,14 @@ const caf::atom_value kCategory = caf::atom("actorflow");
 caf::error to_caf_error(const Status& s) {
   if (s.ok()) return caf::none;
   return caf::error(static_cast<uint8_t>(s.code()), kCategory, caf::make_message(s.message()));
+}
+
+Status step_deadline_error(int64_t step_id, const std::string& device, std::chrono::milliseconds waited) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(waited.count()) / 1000.0);
+  return DeadlineExceeded("step " + std::to_string(step_id) + ": no outcome from " + device + " (task " +
+                          task_of_device(device) + ") after " + secs +
+                          " s, the step's deadline (SessionOptions::timeout, else [server] step_timeout_secs)");
 }
 
 Status from_caf_error(const caf::error& e, const std::string& where) {

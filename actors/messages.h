@@ -6,8 +6,11 @@
 #include <caf/all.hpp>
 #include <caf/binary_deserializer.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -81,18 +84,48 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
   return f(caf::meta::type_name("actorflow::Tensor"), dt, dims, bytes, caf::meta::load_callback(load));
 }
 
+// ---- blocking calls from threads outside the actor system ------------------------------
+// caf::scoped_actor for a thread that is not one of the actor system's (a session's caller, a
+// tool's main thread). CAF 0.17's scoped_actor makes its system's logger the thread's current
+// logger (a thread-local reference) and never lets go: a thread that outlives the system keeps
+// the logger alive, and ~actor_system then waits for the logger's destructor forever (a Server
+// destroyed on one thread while another thread had run a step hung there). This one ends the
+// thread's reference when it ends. Use it like caf::scoped_actor (self->request(...)); one per
+// thread at a time.
+class ScopedActor {
+ public:
+  explicit ScopedActor(caf::actor_system& sys) : self_(std::in_place, sys) {}
+  ~ScopedActor() {
+    self_.reset();
+    caf::logger::set_current_actor_system(nullptr);
+  }
+  ScopedActor(const ScopedActor&) = delete;
+  ScopedActor& operator=(const ScopedActor&) = delete;
+  caf::blocking_actor* operator->() { return self_->ptr(); }
+  caf::scoped_actor& operator*() { return *self_; }
+
+ private:
+  std::optional<caf::scoped_actor> self_;
+};
+
 // ---- Status <-> caf::error (the only conversion point) ---------------------------------
 // Our errors travel with category atom "actorflow", code = Code, context = the message.
 caf::error to_caf_error(const Status& s);
 // Converts any caf::error (ours or CAF's own, e.g. request timeouts or unreachable remote
 // actors) into a Status whose message says what happened; `where` names the peer/task.
 Status from_caf_error(const caf::error& e, const std::string& where = "");
+// The error of a step that got no outcome from `device` within its deadline: DeadlineExceeded
+// naming the step, the device, its task and how long the step waited. Pure.
+Status step_deadline_error(int64_t step_id, const std::string& device, std::chrono::milliseconds waited);
 
 // Makes `self` ignore exit messages whose source lives in another process, and error messages
 // (not responses) sent from another process, logging at most one line per second; local ones keep
 // CAF's default effect (a non-normal exit or an error ends the actor). Call first in the behavior
 // factory of every actor that other processes may reach. `who` names the actor in the log.
-void ignore_remote_exits(caf::scheduled_actor* self, std::string who);
+// `before_quit`, when given, runs on a local exit just before the actor quits (to answer what it
+// still owes: requests whose responses it holds).
+void ignore_remote_exits(caf::scheduled_actor* self, std::string who,
+                         std::function<void(const caf::error&)> before_quit = nullptr);
 
 // Registers every actorflow message type and the error category with `cfg`. Call once per
 // actor_system_config before creating the actor_system (Server does this for its own

@@ -1,6 +1,8 @@
 // The client end of remote sessions (actors/remote_client.h).
 #include "actors/remote_client.h"
 
+#include <cmath>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -66,6 +68,9 @@ struct RemoteClient::Impl {
   std::string task;
   std::string address;
   std::chrono::milliseconds connect_timeout{30000};
+  // The step deadline the task applies to a request that sets none ([server] step_timeout_secs
+  // of its entry in the cluster file): this client waits no longer than that either.
+  std::chrono::milliseconds default_step_timeout{600000};
 };
 
 RemoteClient::RemoteClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)), task_(impl_->task) {}
@@ -87,12 +92,14 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::create(const std::string& ta
     return InvalidArgument("remote session target '" + target + "' has no port");
   // Which task of the cluster file serves that address?
   std::string task;
+  double step_timeout_secs = 600;
   for (const auto& t : cluster.all_tasks()) {
     auto a = cluster.task_address(t);
     if (!a.ok()) continue;
     const auto c = a->rfind(':');
     if (*a == address || (same_host(*a, address) && a->substr(c + 1) == address.substr(colon + 1))) {
       task = t.device_prefix();
+      step_timeout_secs = cluster.server_options(t).step_timeout_secs;
       break;
     }
   }
@@ -109,21 +116,23 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::create(const std::string& ta
   impl->task = task;
   impl->address = address;
   impl->connect_timeout = mc.connect_timeout;
+  impl->default_step_timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(step_timeout_secs * 1000.0)));
   return std::unique_ptr<RemoteClient>(new RemoteClient(std::move(impl)));
 }
 
 Result<std::vector<Tensor>> RemoteClient::run(ClientRunRequest req, const Graph& graph, bool send_graph,
                                               bool* graph_sent) {
   if (graph_sent) *graph_sent = false;
+  const auto step_timeout = req.timeout_ms > 0 ? std::chrono::milliseconds(req.timeout_ms) : impl_->default_step_timeout;
+  // Reaching the task: the request's own deadline, else the cluster's connect_timeout_ms.
   const auto connect = req.timeout_ms > 0 ? std::chrono::milliseconds(req.timeout_ms) : std::chrono::milliseconds(0);
   AF_ASSIGN_OR_RETURN(PeerInfo peer, impl_->membership->ensure(impl_->task, impl_->address, connect));
   if (send_graph) req.graph_def = serialize_graph(graph);
-  const caf::duration timeout = req.timeout_ms > 0
-                                    ? caf::duration{std::chrono::milliseconds(req.timeout_ms) + std::chrono::seconds(5)}
-                                    : caf::duration{caf::infinite};
+  // The task ends the step at its deadline; this bound is for a task that cannot answer.
+  const caf::duration timeout{step_timeout + std::chrono::seconds(5)};
   for (int attempt = 0;; ++attempt) {
     const bool carried = !req.graph_def.empty();
-    caf::scoped_actor self{*impl_->sys};
+    ScopedActor self{*impl_->sys};
     Result<std::vector<Tensor>> out = Internal("no reply from task " + impl_->task);
     self->request(impl_->waiter, timeout, crun_atom::value, peer.node, req)
         .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
@@ -147,7 +156,7 @@ void RemoteClient::close(uint64_t session) {
   auto peers = impl_->membership->peers();
   for (const auto& p : peers) {
     if (p.task != impl_->task) continue;
-    caf::scoped_actor self{*impl_->sys};
+    ScopedActor self{*impl_->sys};
     self->send(p.node, cclose_atom::value, session);
   }
 }

@@ -144,7 +144,24 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
   // here, whatever step path sent it. A run request's feeds travel with it and share its fate
   // (they are judged with the run frame that follows them in the same write).
   FaultInjector& inj = FaultInjector::global();
+  // A query is answered at once, whatever the links: it asks about a run request that went
+  // before it on the same connection, which the faults below judged already.
+  if (m.kind == net::FrameKind::kQuery) {
+    on_query(m);
+    return;
+  }
+  auto note_run = [&] {
+    if (m.kind != net::FrameKind::kRun) return;
+    std::lock_guard<std::mutex> l(mu_);
+    if (live_runs_.size() >= kMaxLiveRuns) {
+      AF_LOG(WARNING) << "data plane: " << live_runs_.size()
+                      << " dispatched steps never reported an outcome; forgetting them (queries now say 'not running')";
+      live_runs_.clear();
+    }
+    live_runs_.emplace(m.step_id, m.step.device);
+  };
   if (!inj.armed() || m.kind == net::FrameKind::kFeed) {
+    note_run();
     deliver_now(m);
     return;
   }
@@ -162,6 +179,7 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
     if (m.kind == net::FrameKind::kRun) drop_carried(m.step_id);
     return;
   }
+  note_run();  // a delayed run request is known (running) from now on
   if (d.delay_ms > 0) {
     std::weak_ptr<ProcessRouter> weak = weak_from_this();
     const int copies = d.duplicate && repeatable ? 2 : 1;
@@ -185,7 +203,9 @@ void ProcessRouter::deliver_now(const net::TensorMessage& m) {
     case net::FrameKind::kFeed: on_feed(m); return;
     case net::FrameKind::kRun: on_run(m); return;
     case net::FrameKind::kRet:
-    case net::FrameKind::kDone: on_outcome(m); return;
+    case net::FrameKind::kDone:
+    case net::FrameKind::kState: on_outcome(m); return;
+    case net::FrameKind::kQuery: on_query(m); return;
   }
   AF_LOG(WARNING) << "data plane: ignored a frame of unknown kind (step " << m.step_id << ")";
 }

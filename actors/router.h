@@ -7,7 +7,7 @@
 //     actor so the receiver can authenticate it). Tensors arriving over the data plane go to the
 //     local device actor their key names.
 //   - Step dispatch (actors/step_dispatch.cc): steps sent over the data plane as typed frames
-//     (net/wire.h: feed, run, ret, done). A run request goes with its partition's feeds in one
+//     (net/wire.h: feed, run, ret, done; query and state ask whether a step runs). A run request goes with its partition's feeds in one
 //     write; on the receiving task the reader thread hands it to the device actor as one message,
 //     or runs a self-contained partition inline (InlinePartitions). Outcomes go back to the
 //     dispatching process (to its data-plane address, or on the request's own connection), where
@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,6 +85,7 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
                           std::chrono::microseconds spin, std::chrono::milliseconds wait) override;
   Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
                     const std::vector<Tensor>& retvals) override;
+  Status query_step(const std::string& device, int64_t step_id, bool on_request_connection) override;
   void abort_remote_step(const node_actor_t& node, const std::string& device, int64_t step_id,
                          const std::string& why) override;
   InlinePartitions* inline_partitions() override { return &inline_; }
@@ -100,6 +102,12 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   void on_feed(const net::TensorMessage& m);
   void on_run(const net::TensorMessage& m);
   void on_outcome(const net::TensorMessage& m);
+  // A query (net/wire.h): answers at once, on this reader thread, from live_runs_.
+  void on_query(const net::TensorMessage& m);
+  // Writes `msgs` (an outcome or a state answer of step `step_id`) to `reply_to`: a token of a
+  // request connection (channels_), "" for `channel` itself, or a member's data-plane address.
+  Status send_back(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel, int64_t step_id,
+                   const std::vector<net::TensorMessage>& msgs);
   // The outcome of a step this process dispatched, read from the request's own connection.
   void deliver_reply(const net::TensorMessage& m);
   void drop_carried(int64_t step_id);
@@ -126,6 +134,7 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // Feeds of dispatched steps whose run request has not been read yet (they precede it in the
   // same write); bounded.
   static constexpr size_t kMaxCarried = 4096;
+  static constexpr size_t kMaxLiveRuns = 1 << 16;
 
   const std::string own_task_;
   mutable std::mutex mu_;
@@ -140,6 +149,11 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   master_actor_t master_;
   std::shared_ptr<DirectSteps> direct_;
   std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
+  // (step, device) of the run requests that entered over the data plane (held back by a link
+  // delay included, dropped ones not) whose outcome has not been sent yet: what a query asks.
+  // Bounded: past kMaxLiveRuns (outcomes never sent: a device restarted mid-step) it is cleared
+  // with a warning; a query then answers "not running" and the caller retries.
+  std::set<std::pair<int64_t, std::string>> live_runs_;
   // Connections run requests came on that want their replies there, by token ("#<id>").
   std::unordered_map<std::string, std::weak_ptr<net::ReplyChannel>> channels_;
   size_t channels_pruned_at_ = 16;

@@ -1,4 +1,5 @@
 #include "actors/server.h"
+#include "actors/server_gate.h"
 
 #include "core/metrics.h"
 #include "net/metrics_http.h"
@@ -84,9 +85,12 @@ struct Server::Impl {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopped_ = false;
+  std::shared_ptr<ServerGate> gate_ = std::make_shared<ServerGate>();
 };
 
 Server::Server() : impl_(std::make_unique<Impl>()) {}
+
+std::shared_ptr<ServerGate> Server::gate() const { return impl_->gate_; }
 
 const std::string& Server::target() const { return impl_->target_; }
 const std::string& Server::task_prefix() const { return impl_->task_prefix_; }
@@ -128,7 +132,7 @@ Server::PsRefresh Server::refresh_ps_serving(const std::string& why) {
   const std::vector<std::string>& ps = impl_->ps_serving_->ps_tasks();
   const auto timeout = std::chrono::milliseconds(std::max(1000, impl_->server_options_.peer_timeout_ms));
   std::map<std::string, std::vector<std::string>> claims;  // answering ps task -> what it serves for
-  caf::scoped_actor self{*impl_->sys_};
+  ScopedActor self{*impl_->sys_};
   for (const auto& t : ps) {
     auto spec = DeviceSpec::parse(t);
     if (!spec.ok() || !spec->job || !spec->task) continue;
@@ -245,6 +249,12 @@ Server* Server::find(const std::string& target) {
   return it == registry().end() ? nullptr : it->second;
 }
 
+std::shared_ptr<ServerGate> Server::gate_of(const std::string& target) {
+  std::lock_guard<std::mutex> l(g_registry_mu);
+  auto it = registry().find(target);
+  return it == registry().end() ? nullptr : it->second->impl_->gate_;
+}
+
 void Server::join() {
   std::unique_lock<std::mutex> l(impl_->mu_);
   impl_->cv_.wait(l, [this] { return impl_->stopped_; });
@@ -260,6 +270,12 @@ void Server::stop() {
     std::lock_guard<std::mutex> l(g_registry_mu);
     registry().erase(impl_->target_);
   }
+  // Sessions: no new call gets in; the waits of those inside end (the master answers its
+  // in-flight runs when it exits below, direct steps and connection attempts here).
+  impl_->gate_->close();
+  const Status stopping = Cancelled("the server " + impl_->target_ + " stopped");
+  if (impl_->membership_) impl_->membership_->cancel(stopping);
+  if (impl_->direct_) impl_->direct_->cancel_all(stopping);
   if (auto* lr = dynamic_cast<ProcessRouter*>(impl_->router_.get())) lr->clear();
   if (impl_->replicator_) impl_->replicator_->stop();
   if (impl_->node_) {
@@ -283,6 +299,12 @@ void Server::stop() {
 
 Server::~Server() {
   stop();
+  // Sessions' calls still inside use the server: let them leave first (their waits were cancelled
+  // by stop(); what is left is bounded by the transport's timeouts).
+  if (!impl_->gate_->wait_empty(std::chrono::seconds(60))) {
+    AF_LOG(ERROR) << impl_->target_ << ": " << impl_->gate_->inside()
+                  << " session call(s) still inside after 60 s; destroying the server anyway";
+  }
   impl_->membership_.reset();
   impl_->data_server_.reset();
   impl_->data_client_.reset();
@@ -290,7 +312,7 @@ Server::~Server() {
     impl_->own_sys_->await_all_actors_done();
   } else {
     // Embedded: wait until our device actors are gone before the devices they borrow die.
-    caf::scoped_actor self{*impl_->sys_};
+    ScopedActor self{*impl_->sys_};
     for (auto& info : impl_->device_infos_) {
       self->wait_for(info.actor);
     }
@@ -645,7 +667,7 @@ Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, 
     return k;
   }();
   if (key != impl_->routes_key_) {
-    caf::scoped_actor self{*impl_->sys_};
+    ScopedActor self{*impl_->sys_};
     for (const auto& p : peers) {
       Status st;
       self->request(p.node, std::chrono::seconds(60), peers_atom::value, involved)

@@ -1,6 +1,7 @@
 #include "actors/session.h"
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <cstdlib>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "actors/remote_client.h"
 #include "actors/ps_replication.h"
 #include "actors/server.h"
+#include "actors/server_gate.h"
 #include "config/tf_cluster.h"
 
 namespace actorflow {
@@ -23,19 +25,55 @@ struct Session::Impl {
   Status status_;
   std::unique_ptr<Server> own_server_;
   Server* server_ = nullptr;
+  // The server's gate (actors/server_gate.h): every call that touches server_ holds an entry,
+  // so a server destroyed while the session lives fails the call instead of being used freed.
+  std::shared_ptr<ServerGate> gate_;
+  std::string target_;
+
+  Status server_gone() const {
+    return Cancelled("the server " + target_ + " this session runs on was stopped or destroyed");
+  }
   uint64_t graph_id_ = 0;
   std::mutex mu_;
   std::shared_ptr<const Graph> snapshot_;
   int snapshot_nodes_ = -1;
   bool closed_ = false;
-  // The cluster devices of snapshot_ while the membership epoch stays `devices_epoch_` (no task
-  // came or went, so every task the graph names is still up and routed). Guarded by mu_.
-  std::shared_ptr<const Graph> devices_graph_;
-  uint64_t devices_epoch_ = 0;
-  uint64_t devices_serving_ = 0;  // and the ps failover generation stays this (ps_replicas = 2)
-  std::vector<DeviceInfo> devices_;
+  // The cluster devices of snapshot_ while the membership epoch stays `epoch` (no task came or
+  // went, so every task the graph names is still up and routed). Its device actor handles keep
+  // the server's detached device actors alive: the server's gate empties it when it closes.
+  struct DeviceCache {
+    std::mutex mu;
+    std::shared_ptr<const Graph> graph;
+    uint64_t epoch = 0;
+    uint64_t serving = 0;  // and the ps failover generation stays this (ps_replicas = 2)
+    std::vector<DeviceInfo> devices;
+  };
+  std::shared_ptr<DeviceCache> cache_ = std::make_shared<DeviceCache>();
+
+  // Takes the server's gate and lets go of the cached devices when it closes.
+  void use_gate(std::shared_ptr<ServerGate> gate) {
+    gate_ = std::move(gate);
+    if (!gate_) return;
+    std::weak_ptr<DeviceCache> weak = cache_;
+    gate_->on_close(weak, [weak] {
+      if (auto c = weak.lock()) {
+        std::lock_guard<std::mutex> l(c->mu);
+        c->graph.reset();
+        c->devices.clear();
+      }
+    });
+  }
   std::unique_ptr<RemoteClient> remote_;      // remote sessions only (actors/remote_client.h)
   std::shared_ptr<const Graph> sent_graph_;   // the snapshot the remote task holds; guarded by mu_
+
+  // The deadline of each step: the session's own, else its server's [server] step_timeout_secs
+  // (10 min by default), so that no step waits without a bound. A remote session's task applies
+  // its own default when this one sets none.
+  std::chrono::milliseconds step_timeout() const {
+    if (opts_.timeout().count() > 0 || !server_) return opts_.timeout();
+    return std::chrono::milliseconds(
+        static_cast<int64_t>(std::ceil(server_->server_options().step_timeout_secs * 1000.0)));
+  }
 
   std::shared_ptr<const Graph> snapshot() {
     std::lock_guard<std::mutex> l(mu_);
@@ -106,6 +144,7 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     : impl_(std::make_unique<Impl>(scope, std::move(opts))) {
   static std::atomic<uint64_t> ids{0};
   impl_->graph_id_ = ++ids;
+  impl_->target_ = target.empty() ? std::string("of this session") : target;
   if (target.empty()) {
     auto s = Server::local();
     if (!s.ok()) {
@@ -114,8 +153,12 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     }
     impl_->own_server_ = std::move(*s);
     impl_->server_ = impl_->own_server_.get();
+    impl_->use_gate(impl_->server_->gate());
   } else {
-    impl_->server_ = Server::find(target);
+    // The gate is taken while the registry holds the server (Server::find's pointer is valid
+    // until the server is destroyed, which needs its gate first).
+    impl_->use_gate(Server::gate_of(target));
+    impl_->server_ = impl_->gate_ ? Server::find(target) : nullptr;
     if (!impl_->server_ && target.rfind("actorflow://", 0) == 0) {
       impl_->status_ = impl_->open_remote(target);
     } else if (!impl_->server_) {
@@ -168,6 +211,8 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   static Histogram& latency = Metrics::global().histogram(
       "actorflow_session_run_seconds", "Wall time of this process's Session::run calls, in seconds.");
   const auto t0 = std::chrono::steady_clock::now();
+  ServerGate::Entry in(impl_->gate_);
+  if (impl_->gate_ && !in) return impl_->server_gone();
   auto r = run_by_name(f, fe, ta);
   if (!r.ok() && impl_->server_) impl_->server_->note_step_failure(r.status());
   latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -175,7 +220,10 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   return r;
 }
 
-caf::actor Session::master() const { return impl_->server_ ? impl_->server_->master() : caf::actor(); }
+caf::actor Session::master() const {
+  ServerGate::Entry in(impl_->gate_);
+  return impl_->server_ && in ? impl_->server_->master() : caf::actor();
+}
 
 Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                            const std::vector<std::string>& fetches,
@@ -183,6 +231,8 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   if (impl_->remote_)
     return FailedPrecondition("prepare: a remote session's steps run on its task, not through a local master");
   if (!impl_->status_.ok()) return impl_->status_;
+  ServerGate::Entry in(impl_->gate_);
+  if (!in) return impl_->server_gone();
   if (!impl_->scope_.ok()) return impl_->scope_.status();
   {
     std::lock_guard<std::mutex> l(impl_->mu_);
@@ -202,7 +252,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->placement.log_device_placement |= impl_->server_->server_options().log_device_placement;
   req->placement.allow_soft_placement &= impl_->server_->server_options().allow_soft_placement;
   req->placement.mixed_bfloat16 |= impl_->server_->server_options().mixed_bfloat16;
-  req->timeout = impl_->opts_.timeout();
+  req->timeout = impl_->step_timeout();
   // A failed-over parameter server's ops go to its backup (ps_replicas = 2).
   uint64_t serving_generation = 0;
   if (auto serving = impl_->server_->ps_serving()) {
@@ -212,27 +262,31 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   if (Membership* membership = impl_->server_->membership()) {
     // Connecting and routing happen once per graph version, membership change and failover.
     const uint64_t epoch = membership->epoch();
+    Impl::DeviceCache& cache = *impl_->cache_;
     {
-      std::lock_guard<std::mutex> l(impl_->mu_);
-      if (impl_->devices_graph_ == req->graph && impl_->devices_epoch_ == epoch &&
-          impl_->devices_serving_ == serving_generation) {
-        req->devices = impl_->devices_;
+      std::lock_guard<std::mutex> l(cache.mu);
+      if (cache.graph == req->graph && cache.epoch == epoch && cache.serving == serving_generation) {
+        req->devices = cache.devices;
         req->membership_epoch = epoch;
       }
     }
     if (req->devices.empty()) {
-      const auto connect_timeout = impl_->opts_.timeout().count() > 0 ? impl_->opts_.timeout() : std::chrono::milliseconds(0);
+      // Reaching the tasks: the session's own deadline, else the server's connect_timeout_ms.
+      const auto connect_timeout = impl_->opts_.timeout();
       const uint64_t before = membership->epoch();
       auto devs = impl_->server_->cluster_devices_for(*req->graph, connect_timeout, req->placement.task_aliases);
       if (!devs.ok()) return devs.status();
       req->devices = std::move(*devs);
       req->membership_epoch = membership->epoch();
       if (req->membership_epoch == before) {
-        std::lock_guard<std::mutex> l(impl_->mu_);
-        impl_->devices_graph_ = req->graph;
-        impl_->devices_epoch_ = req->membership_epoch;
-        impl_->devices_serving_ = serving_generation;
-        impl_->devices_ = req->devices;
+        std::lock_guard<std::mutex> l(cache.mu);
+        // Not once the server stops: its gate's close hook has emptied the cache already.
+        if (impl_->gate_->is_open()) {
+          cache.graph = req->graph;
+          cache.epoch = req->membership_epoch;
+          cache.serving = serving_generation;
+          cache.devices = req->devices;
+        }
       }
     }
   }
@@ -269,6 +323,9 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
     return out;
   }
   if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
+  if (!impl_->status_.ok()) return impl_->status_;
+  ServerGate::Entry in(impl_->gate_);
+  if (!in) return impl_->server_gone();
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
@@ -278,14 +335,14 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
     auto plan = direct->find(plan_key(*req));
     std::shared_ptr<Router> router = plan ? impl_->server_->router() : nullptr;
     if (plan && router) {
-      auto r = direct->run(*router, *plan, req->feeds, impl_->opts_.timeout());
+      auto r = direct->run(*router, *plan, req->feeds, req->timeout);
       if (r) return std::move(*r);
     }
   }
-  caf::scoped_actor self{impl_->server_->system()};
+  ScopedActor self{impl_->server_->system()};
   Result<std::vector<Tensor>> out = Internal("no reply from the master");
-  const caf::duration timeout =
-      impl_->opts_.timeout().count() > 0 ? caf::duration{impl_->opts_.timeout() + std::chrono::seconds(5)} : caf::duration{caf::infinite};
+  // The master ends the step at its deadline; this bound is only for a master that cannot answer.
+  const caf::duration timeout{req->timeout + std::chrono::seconds(5)};
   self->request(impl_->server_->master(), timeout, run_atom::value, RunRequestPtr(req))
       .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
                [&](caf::error& err) { out = from_caf_error(err, "master"); });

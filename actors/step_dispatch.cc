@@ -148,8 +148,8 @@ Status ProcessRouter::await_dispatched(net::ClientConnection& conn, const std::f
 }
 
 void ProcessRouter::deliver_reply(const net::TensorMessage& m) {
-  // Only step outcomes are accepted on a request's connection.
-  if (m.kind == net::FrameKind::kRet || m.kind == net::FrameKind::kDone) {
+  // Only step outcomes (and answers to queries) are accepted on a request's connection.
+  if (m.kind == net::FrameKind::kRet || m.kind == net::FrameKind::kDone || m.kind == net::FrameKind::kState) {
     deliver(m);
     return;
   }
@@ -244,18 +244,6 @@ void ProcessRouter::on_run(const net::TensorMessage& m) {
 
 Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, const std::string& device,
                                  const Status& status, const std::vector<Tensor>& retvals) {
-  std::shared_ptr<net::TensorClient> client;
-  std::shared_ptr<net::ReplyChannel> channel;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    client = client_;
-    if (!reply_to.empty() && reply_to[0] == kChannelToken) {
-      auto it = channels_.find(reply_to);
-      if (it != channels_.end()) channel = it->second.lock();
-      if (!channel) return Unavailable("the connection step " + std::to_string(step_id) + " came on is closed");
-    }
-  }
-  if (!channel && !client) return Unavailable("no data plane in this process");
   // The fetched tensors and the outcome in one write: the master's reader gets them together.
   std::vector<net::TensorMessage> msgs;
   if (status.ok())
@@ -276,7 +264,29 @@ Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, c
   m.step.number = static_cast<int32_t>(status.code());
   if (!status.ok()) m.status_error = status.message().empty() ? std::string("error") : status.message();
   msgs.push_back(std::move(m));
+  Status sent = send_back(reply_to, nullptr, step_id, msgs);
+  // After the write: a query answered from now on ("not running") comes behind the outcome.
+  std::lock_guard<std::mutex> l(mu_);
+  live_runs_.erase({step_id, device});
+  return sent;
+}
+
+Status ProcessRouter::send_back(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel_in,
+                                int64_t step_id, const std::vector<net::TensorMessage>& msgs) {
+  std::shared_ptr<net::TensorClient> client;
+  std::shared_ptr<net::ReplyChannel> channel = reply_to.empty() ? channel_in : nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    client = client_;
+    if (!reply_to.empty() && reply_to[0] == kChannelToken) {
+      auto it = channels_.find(reply_to);
+      if (it != channels_.end()) channel = it->second.lock();
+      if (!channel) return Unavailable("the connection step " + std::to_string(step_id) + " came on is closed");
+    }
+  }
+  if (reply_to.empty() && !channel) return Unavailable("step " + std::to_string(step_id) + " came on no connection");
   if (channel) return channel->send_batch(msgs);
+  if (!client) return Unavailable("no data plane in this process");
   {
     // Only to a member's data plane (learned from its authenticated NodeInfo, whose host
     // Membership checked against the cluster file): a request cannot make this task dial an
@@ -291,6 +301,33 @@ Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, c
   return client->send_batch(reply_to, msgs);
 }
 
+void ProcessRouter::on_query(const net::TensorMessage& m) {
+  net::TensorMessage a;
+  a.kind = net::FrameKind::kState;
+  a.step_id = m.step_id;
+  a.step.device = m.step.device;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    a.step.number = live_runs_.count({m.step_id, m.step.device}) ? 1 : 0;
+  }
+  Status s = send_back(m.step.reply_to, m.reply, m.step_id, {a});
+  if (!s.ok()) {
+    AF_LOG(WARNING) << "cannot answer a query about step " << m.step_id << " on " << m.step.device << ": " << s;
+  }
+}
+
+Status ProcessRouter::query_step(const std::string& device, int64_t step_id, bool on_request_connection) {
+  std::string addr, own;
+  std::shared_ptr<net::TensorClient> client;
+  if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
+  net::TensorMessage q;
+  q.kind = net::FrameKind::kQuery;
+  q.step_id = step_id;
+  q.step.device = device;
+  q.step.reply_to = on_request_connection ? std::string() : own;
+  return client->send(addr, q);
+}
+
 // ---- the dispatching side again: outcomes ------------------------------------------------------
 
 void ProcessRouter::on_outcome(const net::TensorMessage& m) {
@@ -300,6 +337,10 @@ void ProcessRouter::on_outcome(const net::TensorMessage& m) {
     std::lock_guard<std::mutex> l(mu_);
     master = master_;
     direct = direct_;
+  }
+  if (m.kind == net::FrameKind::kState) {  // only direct steps ask
+    if (direct) direct->on_state(m.step_id, m.step.device, m.step.number != 0);
+    return;
   }
   const bool ret = m.kind == net::FrameKind::kRet;
   // A direct step's outcome completes its caller's wait here, on this reader thread.

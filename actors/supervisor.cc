@@ -456,7 +456,7 @@ class Supervisor::Impl {
 
   void stop_actor() {
     if (!actor_) return;
-    caf::scoped_actor self{server_->system()};
+    ScopedActor self{server_->system()};
     caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
     self->wait_for(actor_);
     actor_ = nullptr;

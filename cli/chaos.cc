@@ -52,7 +52,7 @@ int run_chaos(const ChaosOptions& o) {
   }
   Membership m(sys, *mc);
   std::vector<std::string> failed;
-  caf::scoped_actor self{sys};
+  ScopedActor self{sys};
   for (const auto& t : cluster->all_tasks()) {
     auto addr = cluster->task_address(t);
     std::cout << t.to_string() << "  ";

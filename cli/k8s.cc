@@ -318,6 +318,8 @@ std::string server_option_lines(const ServerOptions& s, const ServerOptions& bas
   if (s.heartbeat_interval_ms != base.heartbeat_interval_ms)
     o << "heartbeat_interval_ms = " << s.heartbeat_interval_ms << "\n";
   if (s.peer_timeout_ms != base.peer_timeout_ms) o << "peer_timeout_ms = " << s.peer_timeout_ms << "\n";
+  if (s.step_timeout_secs != base.step_timeout_secs)
+    o << "step_timeout_secs = " << toml_double(s.step_timeout_secs) << "\n";
   return o.str();
 }
 

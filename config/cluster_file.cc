@@ -150,7 +150,7 @@ const std::vector<std::string> kServerKeys = {
     "log_device_placement", "allow_soft_placement", "mixed_precision", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
     "connect_timeout_ms",   "heartbeat_interval_ms", "peer_timeout_ms",
-    "bind", "metrics_port"};
+    "bind", "metrics_port", "step_timeout_secs"};
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs",
@@ -438,6 +438,8 @@ class ClusterFileReader : private TomlReader {
         read_int(v, path, 1, 4096, &o->cpu_devices);
       } else if (key == "metrics_port") {
         read_int(v, path, 0, 65535, &o->metrics_port);
+      } else if (key == "step_timeout_secs") {
+        read_number_in(v, path, 0.0, false, 7 * 86400.0, &o->step_timeout_secs);
       } else if (key == "connect_timeout_ms") {
         read_int(v, path, 0, INT_MAX, &o->connect_timeout_ms);
       } else if (key == "heartbeat_interval_ms" || key == "peer_timeout_ms") {

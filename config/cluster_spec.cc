@@ -138,7 +138,7 @@ bool ServerOptions::operator==(const ServerOptions& o) const {
          visible_devices == o.visible_devices && cpu_devices == o.cpu_devices &&
          connect_timeout_ms == o.connect_timeout_ms && heartbeat_interval_ms == o.heartbeat_interval_ms &&
          peer_timeout_ms == o.peer_timeout_ms && bind == o.bind &&
-         metrics_port == o.metrics_port;
+         metrics_port == o.metrics_port && step_timeout_secs == o.step_timeout_secs;
 }
 
 bool SupervisorOptions::operator==(const SupervisorOptions& o) const {

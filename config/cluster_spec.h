@@ -65,6 +65,10 @@ struct ServerOptions : DeviceOptions {
   int connect_timeout_ms = 30000;     // how long a task waits for peers it needs (bounded retry)
   int heartbeat_interval_ms = 500;    // liveness: how often a task tells peers it is alive
   int peer_timeout_ms = 3000;         // a peer silent for this long is considered down
+  // The deadline of every step of a session on this task that sets none (SessionOptions::timeout
+  // 0): a step without its outcome after this long ends DeadlineExceeded naming what it waited
+  // for. Long enough for any honest step (10 min); a per-process choice, not in the fingerprint.
+  double step_timeout_secs = 600;
   // Address both ports bind ("" = the task's own address from [jobs], never all interfaces);
   // e.g. "0.0.0.0" inside a container whose cluster file names a DNS name. Peers still dial
   // the [jobs] address. Not part of the fingerprint (a per-host choice).

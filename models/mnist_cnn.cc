@@ -1,5 +1,6 @@
 #include "models/mnist_cnn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -133,6 +134,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   int64_t step = 0;
   const auto t0 = std::chrono::steady_clock::now();
   Status loop_status;
+  double worst_step_ms = 0;
   while (!sess->should_stop()) {
     auto batch = batches.next();
     if (!batch.ok() || !batch->has_value()) {
@@ -140,7 +142,10 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
       break;
     }
     const auto& b = **batch;
+    const auto run_t0 = std::chrono::steady_clock::now();
     auto r = sess->run({{m.x, b[0]}, {m.labels, b[1]}}, {m.accuracy, m.global_step}, {m.train_op});
+    // The hooks' work (a chief's checkpoint or summary) counts: it holds this worker's training.
+    worst_step_ms = std::max(worst_step_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - run_t0).count());
     if (!r.ok()) {
       // Synchronous training closed: fewer replicas than a step aggregates are left (the others
       // finished), so this step can never fill. Training is over for this worker too.
@@ -199,6 +204,9 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   // What the scenario suite checks "no acknowledged update lost" with: the global step, read after
   // this worker's own training ended, against the workers' acknowledged steps.
   std::snprintf(line, sizeof line, "Local-Steps: %lld", static_cast<long long>(res.local_steps));
+  out(line);
+  // The longest training run of this worker, hooks included (a stalled step shows here).
+  std::snprintf(line, sizeof line, "Worst-Step-Ms: %.1f", worst_step_ms);
   out(line);
   AF_ASSIGN_OR_RETURN(auto gs, raw.run({m.global_step}));
   std::snprintf(line, sizeof line, "Global-Step: %lld", static_cast<long long>(gs[0].data<int64_t>()[0]));

@@ -53,8 +53,8 @@ class TlsContext;
 class Stream;
 
 // The handshake protocol version this build speaks (2: fingerprint checked after the proof,
-// plane byte).
-constexpr uint16_t kProtocolVersion = 2;
+// plane byte; 3: the data plane's step query and state frames, net/wire.h).
+constexpr uint16_t kProtocolVersion = 3;
 
 // Which listener a connection is meant for.
 enum class Plane : uint8_t { kData = 0, kControl = 1 };

@@ -212,8 +212,8 @@ Status encode_message(const std::string& addr, const TensorMessage& msg, std::st
   const bool control = is_step_control(msg.kind);
   if (msg.kind == FrameKind::kError) return InvalidArgument("send an error as a tensor message with status_error set");
   const std::string key = control ? encode_step_fields(msg.kind, msg.step) : msg.key;
-  if (msg.kind == FrameKind::kRun)
-    return encode_frame_prefix(FrameKind::kRun, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
+  if (msg.kind == FrameKind::kRun || msg.kind == FrameKind::kQuery || msg.kind == FrameKind::kState)
+    return encode_frame_prefix(msg.kind, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
   if (msg.kind == FrameKind::kDone)
     return encode_frame_prefix(FrameKind::kDone, msg.step_id, key, DType::kInvalid, {}, 0, msg.status_error, prefix);
   if (!msg.status_error.empty()) {

@@ -61,6 +61,8 @@ const char* step_kind_name(FrameKind k) {
     case FrameKind::kRun: return "run";
     case FrameKind::kRet: return "ret";
     case FrameKind::kDone: return "done";
+    case FrameKind::kQuery: return "query";
+    case FrameKind::kState: return "state";
     default: return "non-step";
   }
 }
@@ -86,7 +88,9 @@ std::string encode_step_fields(FrameKind kind, const StepFields& f) {
     case FrameKind::kFeed: str(f.key); break;
     case FrameKind::kRun: str(f.device); str(f.handle); str(f.reply_to); str(f.from_task); break;
     case FrameKind::kRet:
-    case FrameKind::kDone: str(f.device); num(f.number); break;
+    case FrameKind::kDone:
+    case FrameKind::kState: str(f.device); num(f.number); break;
+    case FrameKind::kQuery: str(f.device); str(f.reply_to); break;
     default: break;
   }
   return out;
@@ -122,8 +126,13 @@ Result<StepFields> decode_step_fields(FrameKind kind, const char* p, size_t n) {
       break;
     case FrameKind::kRet:
     case FrameKind::kDone:
+    case FrameKind::kState:
       AF_RETURN_IF_ERROR(field(&f.device));
       AF_RETURN_IF_ERROR(number(&f.number));
+      break;
+    case FrameKind::kQuery:
+      AF_RETURN_IF_ERROR(field(&f.device));
+      AF_RETURN_IF_ERROR(field(&f.reply_to));
       break;
     default: return DataLoss("not a step-control frame kind: " + std::to_string(static_cast<int>(kind)));
   }
@@ -168,11 +177,13 @@ Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits
     if (dtype != 0 || h.rank != 0 || h.data_bytes != 0)
       return DataLoss("error frame carries tensor fields");
     if (h.error_bytes == 0) return DataLoss("error frame without error text");
-  } else if (kind == static_cast<uint8_t>(FrameKind::kRun) || kind == static_cast<uint8_t>(FrameKind::kDone)) {
+  } else if (kind == static_cast<uint8_t>(FrameKind::kRun) || kind == static_cast<uint8_t>(FrameKind::kDone) ||
+             kind == static_cast<uint8_t>(FrameKind::kQuery) || kind == static_cast<uint8_t>(FrameKind::kState)) {
     h.kind = static_cast<FrameKind>(kind);
     if (dtype != 0 || h.rank != 0 || h.data_bytes != 0)
-      return DataLoss(std::string(h.kind == FrameKind::kRun ? "run" : "done") + " frame carries tensor fields");
-    if (h.kind == FrameKind::kRun && h.error_bytes != 0) return DataLoss("run frame carries error text");
+      return DataLoss(std::string(step_kind_name(h.kind)) + " frame carries tensor fields");
+    if (h.kind != FrameKind::kDone && h.error_bytes != 0)
+      return DataLoss(std::string(step_kind_name(h.kind)) + " frame carries error text");
   } else {
     return DataLoss("bad frame kind " + std::to_string(kind));
   }

@@ -19,6 +19,9 @@
 //   4 run     device, handle, reply_to, from_task   no tensor, no error: run a registered partition
 //   5 ret     device, fetch index (4 bytes, i32)     + a tensor: a fetched value of a step
 //   6 done    device, status code (4 bytes, i32)     error text = the status message (none when OK)
+//   7 query   device, reply_to                      no tensor, no error: is step `step_id` running there?
+//   8 state   device, running (4 bytes, i32: 1 yes, 0 no) the answer to a query; 0 means the task
+//             never got the step's run request or already sent its outcome (before this answer)
 //
 // The data block is written straight from the tensor's buffer (writev) and read straight into a
 // freshly allocated tensor: no per-element work, no staging copy. Receivers validate every field
@@ -42,10 +45,12 @@ constexpr uint32_t kFrameMagic = 0x46544641;  // "AFTF" little-endian
 constexpr size_t kFrameFixedBytes = 32;
 constexpr int kMaxFrameRank = 32;
 
-enum class FrameKind : uint8_t { kTensor = 1, kError = 2, kFeed = 3, kRun = 4, kRet = 5, kDone = 6 };
+enum class FrameKind : uint8_t {
+  kTensor = 1, kError = 2, kFeed = 3, kRun = 4, kRet = 5, kDone = 6, kQuery = 7, kState = 8
+};
 
-// True for the step-control kinds (feed, run, ret, done). Pure.
-inline bool is_step_control(FrameKind k) { return k >= FrameKind::kFeed && k <= FrameKind::kDone; }
+// True for the step-control kinds (feed, run, ret, done, query, state). Pure.
+inline bool is_step_control(FrameKind k) { return k >= FrameKind::kFeed && k <= FrameKind::kState; }
 // True for the kinds that carry a tensor (tensor, feed, ret). Pure.
 inline bool carries_tensor(FrameKind k) {
   return k == FrameKind::kTensor || k == FrameKind::kFeed || k == FrameKind::kRet;
@@ -55,11 +60,11 @@ inline bool carries_tensor(FrameKind k) {
 // Plain value.
 struct StepFields {
   std::string key;        // feed: the rendezvous key of the _Recv it feeds
-  std::string device;     // run, ret, done: the partition's device
+  std::string device;     // run, ret, done, query, state: the partition's device
   std::string handle;     // run: the registered partition
-  std::string reply_to;   // run: where the outcome goes ("" = back on this connection)
+  std::string reply_to;   // run, query: where the outcome/answer goes ("" = back on this connection)
   std::string from_task;  // run: the task that dispatched the step
-  int32_t number = 0;     // ret: the fetch index; done: the status code (0 = OK)
+  int32_t number = 0;     // ret: the fetch index; done: the status code (0 = OK); state: 1 running, 0 not
 };
 
 // The key area of a step-control frame of `kind` (is_step_control) holding `f`'s fields for that

@@ -242,6 +242,7 @@ TEST_F(ClusterSpecTest, DesignExampleParses) {
   EXPECT_EQ(w0.connect_timeout_ms, 30000);
   EXPECT_EQ(w0.heartbeat_interval_ms, 500);
   EXPECT_EQ(w0.peer_timeout_ms, 3000);
+  EXPECT_DOUBLE_EQ(w0.step_timeout_secs, 600);  // every step is bounded by default
   const ServerOptions w1 = c.server_options(TaskId{"worker", 1});
   EXPECT_EQ(w1.visible_devices, "1");
   EXPECT_DOUBLE_EQ(w1.gpu_memory_fraction, 0.2);  // inherited from [server]
@@ -459,7 +460,7 @@ nmae = "x"
   EXPECT_EQ(msg, f + ":4:1: server.allow_grwoth: unknown key (did you mean 'allow_growth'?)\n" +
                      f + ":5:1: server.zzz: unknown key (known: log_device_placement, allow_soft_placement, "
                          "mixed_precision, gpu_memory_fraction, allow_growth, visible_devices, cpu_devices, connect_timeout_ms, "
-                         "heartbeat_interval_ms, peer_timeout_ms, bind, metrics_port)\n" +
+                         "heartbeat_interval_ms, peer_timeout_ms, bind, metrics_port, step_timeout_secs)\n" +
                      f + ":6:2: servr: unknown table (did you mean 'server'?)\n" +
                      f + ":8:1: supervisor.max_restart: unknown key (did you mean 'max_restarts'?)\n" +
                      f + ":10:1: cluster.nmae: unknown key (did you mean 'name'?)");
@@ -666,6 +667,20 @@ TEST_F(ClusterSpecTest, PsReplicas) {
   EXPECT_EQ(error_of("[jobs]\nps=[\"localhost:1\"]\nworker=[\"localhost:3\"]\n[supervisor]\nps_replicas = 2\n"),
             f + ":5:15: supervisor.ps_replicas: 2 needs at least 2 ps tasks (a variable's replica lives on another "
                 "ps task), the cluster has 1");
+}
+
+TEST_F(ClusterSpecTest, StepTimeoutIsPositiveAndBounded) {
+  const std::string f = dir_ + "/cluster.toml";
+  auto c = ClusterSpec::from_string("[jobs]\nw = [\"localhost:1\", \"localhost:2\"]\n[server]\nstep_timeout_secs = 2.5\n"
+                                    "[tasks.\"w/1\"]\nstep_timeout_secs = 90\n", "inline");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->server_options(TaskId{"w", 0}).step_timeout_secs, 2.5);
+  EXPECT_DOUBLE_EQ(c->server_options(TaskId{"w", 1}).step_timeout_secs, 90);
+  EXPECT_NE(error_of("[jobs]\nw = [\"localhost:1\"]\n[server]\nstep_timeout_secs = 0\n").find(
+                "server.step_timeout_secs: must be in (0, 604800]"),
+            std::string::npos);
+  EXPECT_NE(error_of("[jobs]\nw = [\"localhost:1\"]\n[server]\nstep_timeout_secs = 1e9\n").find("must be in"),
+            std::string::npos);
 }
 
 TEST_F(ClusterSpecTest, PeerTimeoutMustExceedHeartbeat) {

@@ -2,6 +2,8 @@
 // permutations, authentication, a task killed mid-step, a silent (SIGSTOPped) task.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <regex>
 #include <sstream>
 #include <arpa/inet.h>
@@ -40,12 +42,13 @@ struct Cluster {
   int host_port = free_port(), w0 = free_port(), w1 = free_port();
   std::string file;
 
-  explicit Cluster(const std::string& extra = "", int connect_timeout_ms = 20000) {
+  explicit Cluster(const std::string& extra = "", int connect_timeout_ms = 20000, int peer_timeout_ms = 1500) {
     file = dir.write("cluster.toml", "[cluster]\nname = \"test\"\n" + extra + "\n[jobs]\nhost = [\"localhost:" +
                                          std::to_string(host_port) + "\"]\nworker = [\"localhost:" +
                                          std::to_string(w0) + "\", \"localhost:" + std::to_string(w1) + "\"]\n" +
                                          "\n[server]\nconnect_timeout_ms = " + std::to_string(connect_timeout_ms) +
-                                         "\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n");
+                                         "\nheartbeat_interval_ms = 200\npeer_timeout_ms = " +
+                                         std::to_string(peer_timeout_ms) + "\n");
   }
   std::unique_ptr<ChildProcess> node(const std::string& job, int task,
                                      const std::map<std::string, std::string>& env = {}) {
@@ -404,6 +407,112 @@ TEST(ClusterTest, ConcurrentDirectStepsGetTheirOwnResults) {
   for (auto& th : threads) th.join();
   for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
   EXPECT_GE(h.server->direct_steps()->steps_run(), static_cast<uint64_t>(kThreads * kSteps));
+}
+
+// A step whose run request never reached its task (lost on the way: a drop fault on the
+// receiving task) ends about a second later, not at its deadline: the waiting step asks the
+// task, which answers that it does not run the step (net/wire.h: query, state). Heartbeats are
+// dropped too, so the peer timeout is made long: only the answer can end the step early.
+TEST(ClusterTest, ALiveTaskThatNeverGotAStepSaysSoAtOnce) {
+  Cluster c("", 20000, /*peer_timeout_ms=*/120000);
+  Workers workers;  // `actorflow chaos` reaches every task of the file
+  ASSERT_TRUE(workers.start(c));
+  HostFixture h(c);
+  Scope root = Scope::root();
+  auto host = root.with_device("/job:host/task:0");
+  auto x = ops::placeholder(host, DType::kInt32, Shape{2}, "x");
+  auto q = ops::mul(root.with_device("/job:worker/task:0").with_op_name("q"), x, 3);
+  Session sess(root, h.server->target(), SessionOptions{}.timeout(std::chrono::seconds(90)));
+  for (int i = 0; i < 3; ++i) {
+    auto r = sess.run({{x, Tensor::from_vector<int32_t>({i, 1}, {2})}}, {q});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)[0].data<int32_t>()[0], 3 * i);
+  }
+  ASSERT_GE(h.server->direct_steps()->steps_run(), 2u);
+  auto chaos = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {binary("actorflow"), "chaos", "--cluster", c.file};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto p = ChildProcess::start(argv);
+    const int code = p ? p->wait(60s) : -1;
+    EXPECT_EQ(code, 0) << (p ? p->output() : std::string("chaos did not start"));
+    return code;
+  };
+  const std::string plan = c.dir.write("drop.toml", "seed = 1\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"worker/0\"\n");
+  ASSERT_EQ(chaos({"--plan", plan}), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lost = sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {q});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), Code::kAborted) << lost.status();
+  EXPECT_NE(lost.status().message().find("/job:worker/replica:0/task:0 is alive but does not run it"), std::string::npos)
+      << lost.status();
+  EXPECT_LT(secs, 45.0) << "the step waited for its deadline instead of the task's answer";
+  ASSERT_EQ(chaos({"--clear"}), 0);
+  auto again = sess.run({{x, Tensor::from_vector<int32_t>({7, 1}, {2})}}, {q});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].data<int32_t>()[0], 21);
+
+  // Two remote partitions (outcomes come through the reader threads): worker 1 never gets its
+  // run request, worker 0 runs its part and waits for worker 1's tensor. Worker 1 says so.
+  auto y = ops::mul(root.with_device("/job:worker/task:1").with_op_name("y"), x, 2);
+  auto z = ops::add(root.with_device("/job:worker/task:0").with_op_name("z"), y, 1);
+  for (int i = 0; i < 3; ++i) {
+    auto r = sess.run({{x, Tensor::from_vector<int32_t>({i, 1}, {2})}}, {z});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)[0].data<int32_t>()[0], 2 * i + 1);
+  }
+  const std::string plan1 = c.dir.write("drop1.toml", "seed = 1\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"worker/1\"\n");
+  ASSERT_EQ(chaos({"--plan", plan1}), 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto lost1 = sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {z});
+  const double secs1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  ASSERT_FALSE(lost1.ok());
+  EXPECT_EQ(lost1.status().code(), Code::kAborted) << lost1.status();
+  EXPECT_NE(lost1.status().message().find("/job:worker/replica:0/task:1 is alive but does not run it"), std::string::npos)
+      << lost1.status();
+  EXPECT_LT(secs1, 45.0) << "the step waited for its deadline instead of the task's answer";
+  ASSERT_EQ(chaos({"--clear"}), 0);
+  auto again1 = sess.run({{x, Tensor::from_vector<int32_t>({7, 1}, {2})}}, {z});
+  ASSERT_TRUE(again1.ok()) << again1.status();
+  EXPECT_EQ((*again1)[0].data<int32_t>()[0], 15);
+}
+
+// The host's server destroyed while one thread waits in a direct step (its worker is stopped:
+// alive and silent) and another connects to a task that never comes: both calls return
+// Cancelled naming the server, and ~Server returns; the session answers Cancelled afterwards.
+TEST(ClusterTest, DestroyingTheServerEndsStepsAndConnectionsInFlight) {
+  Cluster c;  // worker/1 is never started
+  auto w0 = c.node("worker", 0);
+  ASSERT_TRUE(started(w0.get())) << w0->output();
+  HostFixture h(c);
+  const std::string target = h.server->target();
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kInt32, Shape{2}, "x");
+  auto q = ops::mul(root.with_device("/job:worker/task:0").with_op_name("q"), x, 3);
+  Session sess(root, target, SessionOptions{}.timeout(std::chrono::seconds(120)));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sess.run({{x, Tensor::from_vector<int32_t>({i, 1}, {2})}}, {q}).ok());
+  Scope other = Scope::root();
+  auto never = ops::add(other.with_device("/job:worker/task:1"), ops::constant(other, {1.f}, {1}), 1.f);
+  Session sess2(other, target, SessionOptions{}.timeout(std::chrono::seconds(120)));
+
+  const uint64_t direct_before = h.server->direct_steps()->steps_run();
+  w0->signal(SIGSTOP);
+  ASSERT_TRUE(w0->wait_stopped(5s));
+  auto stuck = std::async(std::launch::async, [&] { return sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {q}).status(); });
+  auto connecting = std::async(std::launch::async, [&] { return sess2.run({never}).status(); });
+  while (h.server->direct_steps()->steps_run() == direct_before) std::this_thread::yield();  // the step waits
+  auto destroyed = std::async(std::launch::async, [&] { h.server.reset(); });
+  const bool ended = destroyed.wait_for(30s) == std::future_status::ready;
+  w0->signal(SIGCONT);
+  ASSERT_TRUE(ended) << "~Server hangs";
+  ASSERT_EQ(stuck.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(connecting.wait_for(30s), std::future_status::ready);
+  const Status a = stuck.get(), b = connecting.get();
+  EXPECT_EQ(a.code(), Code::kCancelled) << a;
+  EXPECT_NE(a.message().find(target), std::string::npos) << a;
+  EXPECT_EQ(b.code(), Code::kCancelled) << b;
+  auto after = sess.run({{x, Tensor::from_vector<int32_t>({1, 1}, {2})}}, {q});
+  EXPECT_EQ(after.status().code(), Code::kCancelled) << after.status();
 }
 
 TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {

@@ -91,6 +91,20 @@ TEST(FuzzWireTest, FrameDecoderChecksShapeAgainstBytes) {
   std::string err;
   ASSERT_TRUE(net::encode_frame_prefix(net::FrameKind::kError, 9, "key", DType::kInvalid, {}, 0, "bad", &err).ok());
   corpus.push_back(err);
+  // Step control: every kind without a tensor, its fields in the key area.
+  for (net::FrameKind k : {net::FrameKind::kRun, net::FrameKind::kDone, net::FrameKind::kQuery, net::FrameKind::kState}) {
+    net::StepFields f;
+    f.device = "/job:ps/replica:0/task:0/device:CPU:0";
+    f.handle = "m1.abc_p2";
+    f.reply_to = "127.0.0.1:9";
+    f.from_task = "/job:worker/replica:0/task:0";
+    f.number = 1;
+    std::string out;
+    ASSERT_TRUE(net::encode_frame_prefix(k, 11, net::encode_step_fields(k, f), DType::kInvalid, {}, 0,
+                                         k == net::FrameKind::kDone ? "oops" : "", &out)
+                    .ok());
+    corpus.push_back(out);
+  }
   net::FrameLimits limits;
   limits.max_tensor_bytes = 1 << 20;
   std::mt19937_64 rng(424242);
@@ -110,6 +124,15 @@ TEST(FuzzWireTest, FrameDecoderChecksShapeAgainstBytes) {
     if (h->kind == net::FrameKind::kTensor) {
       // What a reader allocates next: exactly data_bytes, which the shape must describe.
       ASSERT_TRUE(tensor_bytes_match(h->dtype, *dims, h->data_bytes)) << "case " << i;
+    }
+    if (net::is_step_control(h->kind)) {
+      // The typed fields: decoded whole or refused, never read past the key area.
+      const char* key = reinterpret_cast<const char*>(p + net::kFrameFixedBytes) + size_t{h->rank} * 8;
+      auto f = net::decode_step_fields(h->kind, key, h->key_bytes);
+      if (f.ok() && (h->kind == net::FrameKind::kQuery || h->kind == net::FrameKind::kState)) {
+        ASSERT_EQ(h->data_bytes, 0u) << "case " << i;
+        ASSERT_EQ(h->error_bytes, 0u) << "case " << i;
+      }
     }
     ++accepted;
   }

@@ -2,6 +2,8 @@
 // steps and every bad input named by the error.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -181,6 +183,75 @@ TEST(SessionTest, PartitionHandlesDifferAcrossMastersOfOneTask) {
 // reference is never released (here: a handle leaked on purpose; in the wild about once in 40 TLS
 // cluster runs under ASan, cause open): every actor of the server ended, so the process ends with
 // the "actors ended" code and a WARNING saying so, after the bound.
+// Destroying a Server whose Sessions live: every order ends in errors, never a crash or a hang.
+// (A Session holds the server by pointer; each of its calls enters the server's gate, which the
+// server closes when it stops, cancelling what the calls inside wait for: actors/server_gate.h.)
+
+// A graph worth a few milliseconds per step, so that a destroying thread meets steps in flight.
+struct BusyGraph {
+  Scope root = Scope::root();
+  Output out;
+  BusyGraph() {
+    auto x = ops::constant(root, std::vector<float>(256 * 256, 0.5f), {256, 256}, "x");
+    Output y = x;
+    for (int i = 0; i < 8; ++i) y = ops::matmul(root.with_device(i % 2 ? "/cpu:1" : "/cpu:0"), y, x);
+    out = ops::reduce_sum(root, y);
+  }
+};
+
+TEST(SessionTest, DestroyedServerFailsLaterRunsWithCancelled) {
+  auto server = two_cpu_server();
+  BusyGraph g;
+  ASSERT_TRUE(g.root.ok()) << g.root.status();
+  const std::string target = server->target();
+  Session sess(g.root, target);
+  ASSERT_TRUE(sess.run({g.out}).ok());
+  server.reset();
+  for (int i = 0; i < 3; ++i) {
+    auto r = sess.run({g.out});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kCancelled) << r.status();
+    EXPECT_NE(r.status().message().find(target), std::string::npos) << r.status();
+  }
+  auto p = sess.prepare({}, {g.out.name()});
+  EXPECT_EQ(p.status().code(), Code::kCancelled) << p.status();
+  EXPECT_FALSE(sess.master());
+  // A session made after the server is gone reports it at construction.
+  Session late(g.root, target);
+  EXPECT_EQ(late.status().code(), Code::kNotFound) << late.status();
+}
+
+// Threads inside run() while the server is destroyed: each run returns (an error, or its
+// result if it finished first), ~Server returns, in every one of many repetitions.
+TEST(SessionTest, DestroyingAServerWhileOtherThreadsRunStepsAnswersThem) {
+  for (int rep = 0; rep < 12; ++rep) {
+    SCOPED_TRACE(rep);
+    auto server = two_cpu_server();
+    BusyGraph g;
+    Session sess(g.root, server->target());
+    ASSERT_TRUE(sess.run({g.out}).ok());
+    constexpr int kThreads = 3;
+    std::atomic<int> steps{0};
+    std::vector<std::future<Status>> last(kThreads);
+    for (int t = 0; t < kThreads; ++t)
+      last[t] = std::async(std::launch::async, [&] {
+        for (;;) {
+          auto r = sess.run({g.out});
+          if (!r.ok()) return r.status();
+          steps.fetch_add(1);
+        }
+      });
+    while (steps.load() < 2 * kThreads + rep) std::this_thread::yield();  // steps are flowing
+    auto destroyed = std::async(std::launch::async, [&] { server.reset(); });
+    ASSERT_EQ(destroyed.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "~Server hangs";
+    for (auto& f : last) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "a run hangs";
+      const Status st = f.get();
+      EXPECT_TRUE(st.code() == Code::kCancelled || st.code() == Code::kUnavailable) << st;
+    }
+  }
+}
+
 TEST(SessionDeathTest, BoundedShutdownAfterEveryActorEndedExitsWithItsCode) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

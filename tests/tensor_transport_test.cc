@@ -1595,6 +1595,36 @@ TEST(WireTest, ParseHostPort) {
   EXPECT_FALSE(parse_host_port("a:65536").ok());
 }
 
+TEST(WireTest, QueryAndStateFramesRoundTripAndRefuseExtras) {
+  StepFields q;
+  q.device = "/job:ps/replica:0/task:0/device:CPU:0";
+  q.reply_to = "10.0.0.1:5";
+  const std::string qk = encode_step_fields(FrameKind::kQuery, q);
+  auto qd = decode_step_fields(FrameKind::kQuery, qk.data(), qk.size());
+  ASSERT_TRUE(qd.ok()) << qd.status();
+  EXPECT_EQ(qd->device, q.device);
+  EXPECT_EQ(qd->reply_to, q.reply_to);
+  StepFields a;
+  a.device = q.device;
+  a.number = 1;
+  const std::string ak = encode_step_fields(FrameKind::kState, a);
+  auto ad = decode_step_fields(FrameKind::kState, ak.data(), ak.size());
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  EXPECT_EQ(ad->number, 1);
+  // A query's fields read as a state's are refused (a number field of the wrong size).
+  EXPECT_FALSE(decode_step_fields(FrameKind::kState, qk.data(), qk.size()).ok());
+  // Neither kind carries a tensor or error text.
+  std::string p;
+  ASSERT_TRUE(encode_frame_prefix(FrameKind::kQuery, 3, qk, DType::kInvalid, {}, 0, "why", &p).ok());
+  auto h = decode_frame_fixed(reinterpret_cast<const unsigned char*>(p.data()), FrameLimits{});
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("query frame carries error text"), std::string::npos) << h.status();
+  ASSERT_TRUE(encode_frame_prefix(FrameKind::kState, 3, ak, DType::kFloat32, {2}, 8, "", &p).ok());
+  h = decode_frame_fixed(reinterpret_cast<const unsigned char*>(p.data()), FrameLimits{});
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("state frame carries tensor fields"), std::string::npos) << h.status();
+}
+
 TEST(WireTest, HeaderRoundTripAndLayout) {
   std::string p;
   ASSERT_TRUE(encode_frame_prefix(FrameKind::kTensor, -9, "key", DType::kInt64, {2, 3}, 48, "", &p).ok());

@@ -43,6 +43,7 @@ class DirectSteps;
 class Membership;
 class ResourceManager;
 class Router;
+class ServerGate;
 
 // Options of a process-local server (Server::local). A plain value type.
 // The device fields (cpu_devices, visible_devices, gpu_memory_fraction, allow_growth) are the
@@ -122,6 +123,9 @@ class Server {
   // The in-process server registered under `target`, or nullptr. The pointer is not owning and
   // is valid until that server is destroyed. Thread-safe.
   static Server* find(const std::string& target);
+  // Runtime: the gate of the in-process server registered under `target` (see gate()), or null;
+  // taken under the registry's lock, so the server cannot be destroyed in between. Thread-safe.
+  static std::shared_ptr<ServerGate> gate_of(const std::string& target);
 
   // Embedding (needs <actorflow/embedding.h>): the actor system the server's actors run in (its
   // own, or the one given to local_in/create_in). Valid for the server's life.
@@ -135,6 +139,10 @@ class Server {
   // `task_aliases` (PlacementOptions::task_aliases) redirect the tasks the graph names.
   Result<std::vector<DeviceInfo>> cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
                                                       const std::map<std::string, std::string>& task_aliases = {});
+  // Runtime: what sessions pass to use this server (actors/server_gate.h): open from creation
+  // until stop(), which closes it and cancels the waits of the calls inside; ~Server waits,
+  // bounded, until they have left. Shared with the caller; never null.
+  std::shared_ptr<ServerGate> gate() const;
   // Runtime: the membership of a cluster server (nullptr for local servers); owned by the server.
   Membership* membership();
   // Runtime: the task's resource container (variables), shared.
