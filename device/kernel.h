@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -104,6 +105,10 @@ class KernelRegistry {
   // Creates the kernel of `node` for `device_type`; NotFound "no GPU kernel for MatMul 'c'"
   // when missing.
   Result<std::unique_ptr<OpKernel>> create(const Node& node, const std::string& device_type) const;
+  // Every registration as (op, device_type), sorted by op, then device type; each pair once.
+  // For tools and tests that walk the kernels of a device type (tests/gpu_backend_ops_test.cc
+  // compares every GPU kernel with its CPU kernel). Thread-safe after start-up (no add() running).
+  std::vector<std::pair<std::string, std::string>> registered() const;
 
  private:
   std::map<std::pair<std::string, std::string>, KernelFactory> factories_;
