@@ -6,6 +6,7 @@
 #include "core/logging.h"
 #include "device/cuda/cuda_status.h"
 #include "device/cuda/gpu_device.h"
+#include "device/cuda/optimizer_kernels.h"
 #include "device/gpu_options.h"
 
 namespace actorflow {
@@ -279,6 +280,48 @@ Result<Tensor> GpuDevice::copy_from_host(const Tensor& t) {
   Status s = staged_copy(dev->raw_data(), t.raw_data(), t.bytes(), /*to_device=*/true);
   if (!s.ok()) return Status(s.code(), name() + ": copying " + t.debug_string() + " to the device: " + s.message());
   return dev;
+}
+
+Result<Tensor> GpuDevice::duplicate(const Tensor& t) {
+  if (!t.is_initialized()) return t;
+  if (t.on_host()) return copy_from_host(t);
+  if (t.buffer()->allocator() != allocator_.get())
+    return InvalidArgument(name() + ": duplicate of a tensor that lives on another device (allocator '" +
+                           t.buffer()->allocator()->name() + "')");
+  auto d = Tensor::allocate(allocator_.get(), t.dtype(), t.shape());
+  if (!d.ok()) return Status(d.status().code(), name() + ": " + d.status().message() + "; " + allocator_->summary());
+  if (t.bytes() == 0) return d;
+  AF_RETURN_IF_ERROR(activate());
+  Status s = cuda_status(cudaMemcpyAsync(d->raw_data(), t.raw_data(), t.bytes(), cudaMemcpyDeviceToDevice, stream_.get()),
+                         "cudaMemcpyAsync(device to device)");
+  if (!s.ok()) return Status(s.code(), name() + ": copying " + t.debug_string() + ": " + s.message());
+  return d;
+}
+
+Status GpuDevice::apply_dense_update(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g) {
+  auto need = [&](Tensor* s, const char* what) -> Status {
+    if (!s || !s->is_initialized()) return InvalidArgument(name() + ": the update needs " + what);
+    return Status::OK();
+  };
+  switch (u.kind) {
+    case DenseUpdate::Kind::kSgd:
+      return gpu_apply_sgd(*this, w, g, u.lr);
+    case DenseUpdate::Kind::kMomentum:
+      AF_RETURN_IF_ERROR(need(s1, "the accumulator"));
+      return gpu_apply_momentum(*this, w, *s1, g, u.lr, u.momentum, u.use_nesterov);
+    case DenseUpdate::Kind::kAdam:
+      AF_RETURN_IF_ERROR(need(s1, "the first moment (m)"));
+      AF_RETURN_IF_ERROR(need(s2, "the second moment (v)"));
+      return gpu_apply_adam(*this, w, *s1, *s2, g, u.lr, u.beta1, u.beta2, u.epsilon, u.adam_t);
+    case DenseUpdate::Kind::kAdagrad:
+      AF_RETURN_IF_ERROR(need(s1, "the accumulator"));
+      return gpu_apply_adagrad(*this, w, *s1, g, u.lr);
+    case DenseUpdate::Kind::kRmsProp:
+      AF_RETURN_IF_ERROR(need(s1, "the mean square (ms)"));
+      AF_RETURN_IF_ERROR(need(s2, "the momentum (mom)"));
+      return gpu_apply_rms_prop(*this, w, *s1, *s2, g, u.lr, u.decay, u.momentum, u.epsilon);
+  }
+  return InvalidArgument(name() + ": unknown dense update kind");
 }
 
 int cuda_device_count(std::string* why) {

@@ -33,6 +33,9 @@ void register_gpu_kernels(KernelRegistry& r) {
   register_gpu_elementwise_kernels(r);
   register_gpu_reduction_kernels(r);
   register_gpu_nn_kernels(r);
+  // Variables on a GPU: the variable actor keeps their value in the GPU's memory and runs the
+  // dense optimizer updates there (Device::apply_dense_update, optimizer_kernels.cu).
+  register_variable_kernels(r, "GPU");
 }
 
 }  // namespace actorflow
