@@ -13,8 +13,6 @@
 // The data is random per run; the seed is printed with every failure (AF_TEST_SEED=<n> repeats it).
 #include <gtest/gtest.h>
 
-#include <caf/all.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -26,14 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.h"
-#include "actors/resources.h"
-#include "actors/server.h"
-#include "actors/variable_actor.h"
 #include "device/device.h"
-#include "device/executor.h"
 #include "device/kernel.h"
 #include "graph/op_registry.h"
+#include "tests/util/kernel_run.h"
 
 #ifdef AF_WITH_CUDA
 #include "device/cuda/cuda_device.h"
@@ -554,66 +548,8 @@ Result<Node> make_node(const std::string& op, const AttrMap& attrs, const std::v
   return n;
 }
 
-// The task's variables for kernels run by hand: a real variable actor per name; replies are
-// handed to the kernels after call() returned (drain()), as the ResourceEnv contract asks.
-class ActorResources final : public ResourceEnv {
- public:
-  explicit ActorResources(caf::actor_system& sys) : sys_(sys), self_(sys) {}
-  ~ActorResources() override {
-    for (auto& [n, a] : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  }
-  void call(ResourceCall call, ResourceDone done) override {
-    auto& a = actors_[call.resource];
-    if (!a) a = spawn_variable_actor(sys_, call.resource);
-    Result<std::vector<Tensor>> r = Internal("no reply from variable '" + call.resource + "'");
-    self_->request(a, std::chrono::seconds(60), resource_atom::value,
-                   ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
-        .receive([&](std::vector<Tensor>& out) { r = std::move(out); },
-                 [&](caf::error& e) { r = from_caf_error(e, "variable"); });
-    pending_.emplace_back(std::move(done), std::move(r));
-  }
-  void drain() {
-    auto p = std::move(pending_);
-    pending_.clear();
-    for (auto& [done, r] : p) done(std::move(r));
-  }
-
- private:
-  caf::actor_system& sys_;
-  caf::scoped_actor self_;
-  std::map<std::string, variable_actor_t> actors_;
-  std::vector<std::pair<ResourceDone, Result<std::vector<Tensor>>>> pending_;
-};
-
-// Runs `node` once on `dev` with host inputs; returns host outputs.
-Result<std::vector<Tensor>> run_node(const Node& node, Device* dev, const std::vector<Tensor>& host_in,
-                                     ActorResources* res) {
-  AF_ASSIGN_OR_RETURN(auto kernel, KernelRegistry::global().create(node, dev->type()));
-  std::vector<Tensor> in;
-  for (const Tensor& t : host_in) {
-    AF_ASSIGN_OR_RETURN(Tensor d, dev->copy_from_host(t));
-    in.push_back(d);
-  }
-  auto ctx = std::make_shared<OpKernelContext>(node, dev, in, 1, res);
-  if (auto* async = dynamic_cast<AsyncOpKernel*>(kernel.get())) {
-    if (!res) return FailedPrecondition("an asynchronous kernel needs the variable resources");
-    Status st = Internal("the kernel never finished");
-    async->compute_async(ctx, [&st](Status s) { st = s; });
-    res->drain();
-    AF_RETURN_IF_ERROR(st);
-  } else {
-    AF_RETURN_IF_ERROR(kernel->compute(*ctx));
-  }
-  AF_RETURN_IF_ERROR(dev->sync());
-  std::vector<Tensor> out;
-  for (int o = 0; o < node.num_outputs(); ++o) {
-    const Tensor& t = ctx->outputs()[static_cast<size_t>(o)];
-    if (!t.is_initialized()) return Internal("the kernel did not produce output " + std::to_string(o));
-    AF_ASSIGN_OR_RETURN(Tensor h, dev->copy_to_host(t));
-    out.push_back(h);
-  }
-  return out;
-}
+using testing::ActorResources;
+using testing::run_node;
 
 // One kernel run of a case: its node and host inputs.
 struct Run {
@@ -789,16 +725,7 @@ bool refuses(const OpCase& c, DType t, Device* dev, ActorResources* res, uint64_
 
 // ---- the tests -------------------------------------------------------------------------------------------
 
-// An actor system with actorflow's types, for the variable actors.
-struct ActorSystem {
-  ActorSystem() : sys(configured(cfg)) {}
-  static caf::actor_system_config& configured(caf::actor_system_config& c) {
-    Server::configure(c);
-    return c;
-  }
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-};
+using ActorSystem = testing::TestActorSystem;
 
 TEST(GpuBackendOpsTest, RegistryListsEveryRegistrationOnceSorted) {
   KernelRegistry r;
