@@ -1,11 +1,13 @@
 #include "device/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/logging.h"
 #include "device/cuda/cuda_status.h"
 #include "device/cuda/gpu_device.h"
+#include "device/cuda/gpu_profile.h"
 #include "device/cuda/optimizer_kernels.h"
 #include "device/gpu_options.h"
 
@@ -238,19 +240,30 @@ Status GpuDevice::staged_copy(void* dst, const void* src, size_t bytes, bool to_
   std::lock_guard<std::mutex> lock(staging_mu_);
   AF_RETURN_IF_ERROR(activate());
   char* stage = static_cast<char*>(staging_.get());
+  GpuProfiler& prof = GpuProfiler::global();
+  const bool timed = prof.enabled();
+  auto host_copy = [&](void* to, const void* from, size_t n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(to, from, n);
+    if (timed) prof.add_staging_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  };
   for (size_t off = 0; off < bytes; off += staging_bytes_) {
     const size_t n = std::min(staging_bytes_, bytes - off);
     if (to_device) {
-      std::memcpy(stage, static_cast<const char*>(src) + off, n);
+      host_copy(stage, static_cast<const char*>(src) + off, n);
+      const GpuProfiler::Mark mark = prof.begin(stream_.get());
       AF_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, stream_.get()));
+      prof.end(mark, "host to device", /*copy=*/true);
       // The staging buffer is reused by the next chunk: wait for this one.
       AF_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     } else {
+      const GpuProfiler::Mark mark = prof.begin(stream_.get());
       AF_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(stage, static_cast<const char*>(src) + off, n, cudaMemcpyDeviceToHost, stream_.get()));
+      prof.end(mark, "device to host", /*copy=*/true);
       AF_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-      std::memcpy(static_cast<char*>(dst) + off, stage, n);
+      host_copy(static_cast<char*>(dst) + off, stage, n);
     }
   }
   return Status::OK();
@@ -299,6 +312,16 @@ Result<Tensor> GpuDevice::duplicate(const Tensor& t) {
 }
 
 Status GpuDevice::apply_dense_update(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g) {
+  AF_RETURN_IF_ERROR(activate());
+  GpuProfiler& prof = GpuProfiler::global();
+  const GpuProfiler::Mark mark = prof.begin(stream());
+  Status s = apply_dense_update_unprofiled(u, w, s1, s2, g);
+  prof.end(mark, "variable update", /*copy=*/false);
+  return s;
+}
+
+Status GpuDevice::apply_dense_update_unprofiled(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2,
+                                                const Tensor& g) {
   auto need = [&](Tensor* s, const char* what) -> Status {
     if (!s || !s->is_initialized()) return InvalidArgument(name() + ": the update needs " + what);
     return Status::OK();

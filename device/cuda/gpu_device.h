@@ -84,6 +84,7 @@ class GpuDevice final : public Device {
 
  private:
   GpuDevice(DeviceAttributes attrs, GpuInfo info) : Device(std::move(attrs)), info_(std::move(info)) {}
+  Status apply_dense_update_unprofiled(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g);
   // Copies `bytes` between host memory and device memory in staging-sized chunks.
   Status staged_copy(void* dst, const void* src, size_t bytes, bool to_device);
 

@@ -1,6 +1,7 @@
 #include "device/cuda/gpu_kernel.h"
 
 #include "device/cuda/cuda_device.h"
+#include "device/cuda/gpu_profile.h"
 
 namespace actorflow {
 
@@ -8,7 +9,12 @@ Status GpuOpKernel::compute(OpKernelContext& ctx) {
   auto* dev = dynamic_cast<GpuDevice*>(ctx.device());
   if (!dev) return ctx.error(Code::kInternal, "GPU kernel run on non-GPU device " + ctx.device()->name());
   Status s = dev->activate();
-  if (s.ok()) s = compute_gpu(ctx, *dev);
+  if (s.ok()) {
+    GpuProfiler& prof = GpuProfiler::global();
+    const GpuProfiler::Mark mark = prof.begin(dev->stream());
+    s = compute_gpu(ctx, *dev);
+    prof.end(mark, node().op, /*copy=*/false);
+  }
   if (s.ok()) return s;
   const std::string prefix = node().op + " '" + node().name + "': ";
   if (s.message().compare(0, prefix.size(), prefix) == 0) return s;
