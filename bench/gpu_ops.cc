@@ -101,8 +101,9 @@ Result<Peaks> read_peaks(const GpuDevice& dev) {
     const char* match;
     double fp32, tf32;
   };
-  const Known known[] = {{"H200", 67, 495}, {"H100 80GB HBM3", 67, 495}, {"H100 SXM", 67, 495},
-                         {"H100 PCIe", 51, 378}, {"H100 NVL", 60, 418}, {"A100", 19.5, 156}};
+  const Known known[] = {{"H200 NVL", 60, 418},      {"H200", 67, 495},     {"H100 80GB HBM3", 67, 495},
+                         {"H100 SXM", 67, 495},       {"H100 PCIe", 51, 378}, {"H100 NVL", 60, 418},
+                         {"A100", 19.5, 156}};  // first match wins
   for (const Known& k : known) {
     if (p.gpu.find(k.match) != std::string::npos) {
       p.fp32_tflops = k.fp32;
