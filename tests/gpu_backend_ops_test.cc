@@ -13,6 +13,7 @@
 // The data is random per run; the seed is printed with every failure (AF_TEST_SEED=<n> repeats it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device/device.h"
