@@ -16,6 +16,7 @@
 #include "tensor/pooling_allocator.h"
 #include "actors/restart.h"
 #include "core/logging.h"
+#include "device/device.h"
 #include "device/functors.h"
 
 namespace actorflow {
@@ -36,6 +37,9 @@ struct VarState {
   int64_t adam_t = 0;
   Tensor adagrad_accum;      // ApplyAdagrad slot (starts at initial_accumulator_value)
   Tensor rms_ms, rms_mom;    // ApplyRMSProp slots (ms starts at 1, mom at 0: TF 1.x)
+  // Where the value and the slots above live: null = host memory; a GPU once a kernel on it
+  // wrote the variable (device_call below). The host-only state (sync_sum, ...) stays on the host.
+  Device* home = nullptr;
   // Synchronous replicas.
   int64_t sync_step = 0;     // the global step the accumulator collects for
   bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
@@ -412,7 +416,7 @@ std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 // Fault injection: the global step variable reports its value (at_step faults).
 void observe_global_step(const VarState& st) {
   if (FaultInjector::global().armed() && is_global_step_name(st.var) && st.value.is_initialized() &&
-      st.value.dtype() == DType::kInt64 && st.value.num_elements() == 1)
+      st.value.on_host() && st.value.dtype() == DType::kInt64 && st.value.num_elements() == 1)
     FaultInjector::global().on_global_step(st.value.data<int64_t>()[0]);
 }
 
@@ -633,6 +637,216 @@ Status decode_slots(VarState& st, const Tensor& blob) {
   return Status::OK();
 }
 
+// ---- values in a GPU's memory -------------------------------------------------------------------
+// A variable whose kernels run on a GPU keeps its value and optimizer slots in that GPU's memory:
+// read, assign/restore, is_initialized and the dense optimizer updates (apply_sgd, _momentum,
+// _adam, _adagrad, _rms_prop) called from a kernel on that GPU run there (Device::duplicate,
+// Device::apply_dense_update) without a host copy. Every other call runs on the host: the value
+// and the slots move to host memory first (they return with the next device-side write), a GPU
+// caller's arguments are copied to the host, and the kernel copies the reply to its device.
+// A read from elsewhere gets a copy and leaves the variable where it is. Replicated variables
+// ([supervisor] ps_replicas = 2) always stay on the host.
+
+bool dense_optimizer_call(const std::string& m);
+
+// The device memory a call's tensors live in: its kernel's device, unless that is host memory.
+Device* device_of(const ResourceCall& c) {
+  return c.device && !c.device->allocator()->host_accessible() ? c.device : nullptr;
+}
+
+// The methods served in a GPU's memory for a kernel on that GPU.
+bool device_method(const std::string& m) {
+  return m == "read" || m == "save" || m == "is_initialized" || m == "assign" || m == "restore" ||
+         dense_optimizer_call(m);
+}
+
+// The methods that leave the value where it lives (read and save copy it to the host).
+bool leaves_value_in_place(const std::string& m) { return m == "read" || m == "save" || m == "is_initialized"; }
+
+std::string memory_name(const Device* d) { return d ? d->name() : std::string("host memory"); }
+
+// Moves the value and the slots to `to` (null: host memory). Nothing changes on an error.
+Status move_state(VarState& st, Device* to) {
+  if (st.home == to) return Status::OK();
+  Tensor* const ts[] = {&st.value, &st.momentum, &st.adam_m, &st.adam_v, &st.adagrad_accum, &st.rms_ms, &st.rms_mom};
+  std::vector<Tensor> moved;
+  for (Tensor* t : ts) {
+    if (!t->is_initialized()) {
+      moved.emplace_back();
+      continue;
+    }
+    Result<Tensor> host = st.home ? st.home->copy_to_host(*t) : Result<Tensor>(*t);
+    Result<Tensor> there = !host.ok() ? host : to ? to->copy_from_host(*host) : host;
+    if (!there.ok())
+      return err(st, there.status().code(), "moving from " + memory_name(st.home) + " to " + memory_name(to) + ": " +
+                                                there.status().message());
+    moved.push_back(std::move(*there));
+  }
+  for (size_t i = 0; i < moved.size(); ++i)
+    if (moved[i].is_initialized()) *ts[i] = std::move(moved[i]);
+  st.home = to;
+  return Status::OK();
+}
+
+// `call` with its arguments copied from `dev` to the host.
+Result<ResourceCallPtr> host_call(const ResourceCall& call, Device* dev) {
+  auto c = std::make_shared<ResourceCall>(call);
+  for (Tensor& t : c->args) {
+    if (!t.is_initialized()) continue;
+    AF_ASSIGN_OR_RETURN(t, dev->copy_to_host(t));
+  }
+  c->device = nullptr;
+  return ResourceCallPtr(std::move(c));
+}
+
+// A hyper-parameter argument (lr, beta1, ...) of a call from `dev`, read on the host.
+Result<double> scalar_arg(const VarState& st, Device* dev, const std::vector<Tensor>& args, size_t i) {
+  if (i >= args.size() || !args[i].is_initialized() || args[i].num_elements() < 1)
+    return err(st, Code::kInvalidArgument, "argument " + std::to_string(i) + " must be a scalar");
+  AF_ASSIGN_OR_RETURN(Tensor h, dev->copy_to_host(args[i]));
+  return scalar_of(h);
+}
+
+// A slot (zeros, or `fill` everywhere) like the value, in `dev`'s memory.
+Result<Tensor> device_slot(Device* dev, const Tensor& like, float fill) {
+  return dev->copy_from_host(fill == 0.f ? zeros_like(like) : filled_like(like, fill));
+}
+
+// Dense optimizer updates applied in a GPU's memory (the variable test checks they ran there).
+void count_device_update() {
+  static Counter& updates = Metrics::global().counter(
+      "actorflow_variable_device_updates_total",
+      "Dense optimizer updates applied to this task's variables in a GPU's memory (Device::apply_dense_update).");
+  updates.inc();
+}
+
+// A call from a kernel on GPU `dev` served in `dev`'s memory (device_method; no replication).
+Status dense_update_on_device(VarState& st, Device* dev, const ResourceCall& call) {
+  const std::string& m = call.method;
+  const auto& args = call.args;
+  const size_t want = m == "apply_adam" || m == "apply_rms_prop" ? 5 : m == "apply_momentum" ? 3 : 2;
+  if (args.size() != want) return err(st, Code::kInvalidArgument, m + " takes " + std::to_string(want) + " inputs");
+  AF_RETURN_IF_ERROR(require_init(st));
+  AF_RETURN_IF_ERROR(require_float(st));
+  DenseUpdate u;
+  AF_ASSIGN_OR_RETURN(u.lr, scalar_arg(st, dev, args, 0));
+  size_t grad_at = 1;
+  if (m == "apply_sgd") {
+    u.kind = DenseUpdate::Kind::kSgd;
+  } else if (m == "apply_momentum") {
+    u.kind = DenseUpdate::Kind::kMomentum;
+    AF_ASSIGN_OR_RETURN(u.momentum, scalar_arg(st, dev, args, 2));
+  } else if (m == "apply_adam") {
+    u.kind = DenseUpdate::Kind::kAdam;
+    AF_ASSIGN_OR_RETURN(u.beta1, scalar_arg(st, dev, args, 1));
+    AF_ASSIGN_OR_RETURN(u.beta2, scalar_arg(st, dev, args, 2));
+    AF_ASSIGN_OR_RETURN(u.epsilon, scalar_arg(st, dev, args, 3));
+    grad_at = 4;
+  } else if (m == "apply_adagrad") {
+    u.kind = DenseUpdate::Kind::kAdagrad;
+  } else {  // apply_rms_prop
+    u.kind = DenseUpdate::Kind::kRmsProp;
+    AF_ASSIGN_OR_RETURN(u.decay, scalar_arg(st, dev, args, 1));
+    AF_ASSIGN_OR_RETURN(u.momentum, scalar_arg(st, dev, args, 2));
+    AF_ASSIGN_OR_RETURN(u.epsilon, scalar_arg(st, dev, args, 3));
+    grad_at = 4;
+  }
+  AF_RETURN_IF_ERROR(check_like(st, args[grad_at], "the gradient"));
+  Result<Tensor> g = dev->copy_from_host(args[grad_at]);  // as is when already on dev
+  if (!g.ok()) return err(st, g.status().code(), "the gradient: " + g.status().message());
+  const float init_accum = attr_f(call.attrs, "initial_accumulator_value", 0.1);
+  if (u.kind == DenseUpdate::Kind::kAdagrad && !(init_accum > 0))
+    return err(st, Code::kInvalidArgument, "apply_adagrad: initial_accumulator_value must be > 0");
+  AF_RETURN_IF_ERROR(move_state(st, dev));
+  // Slots, created as on the host (zeros; Adagrad's accumulator at its initial value; RMSProp's
+  // ms at 1), in the device's memory.
+  auto ensure = [&](Tensor& slot, float fill) -> Status {
+    if (slot.is_initialized()) return Status::OK();
+    AF_ASSIGN_OR_RETURN(slot, device_slot(dev, st.value, fill));
+    return Status::OK();
+  };
+  Tensor* s1 = nullptr;
+  Tensor* s2 = nullptr;
+  switch (u.kind) {
+    case DenseUpdate::Kind::kSgd: break;
+    case DenseUpdate::Kind::kMomentum:
+      AF_RETURN_IF_ERROR(ensure(st.momentum, 0.f));
+      s1 = &st.momentum;
+      break;
+    case DenseUpdate::Kind::kAdam:
+      AF_RETURN_IF_ERROR(ensure(st.adam_m, 0.f));
+      AF_RETURN_IF_ERROR(ensure(st.adam_v, 0.f));
+      s1 = &st.adam_m;
+      s2 = &st.adam_v;
+      break;
+    case DenseUpdate::Kind::kAdagrad:
+      AF_RETURN_IF_ERROR(ensure(st.adagrad_accum, init_accum));
+      s1 = &st.adagrad_accum;
+      break;
+    case DenseUpdate::Kind::kRmsProp:
+      AF_RETURN_IF_ERROR(ensure(st.rms_ms, 1.f));
+      AF_RETURN_IF_ERROR(ensure(st.rms_mom, 0.f));
+      s1 = &st.rms_ms;
+      s2 = &st.rms_mom;
+      break;
+  }
+  // Copy-on-write, as writable_value: a reader still holding the value keeps what it read.
+  if (st.value.buffer().use_count() > 1) {
+    Result<Tensor> own = dev->duplicate(st.value);
+    if (!own.ok()) return err(st, own.status().code(), own.status().message());
+    st.value = std::move(*own);
+  }
+  if (u.kind == DenseUpdate::Kind::kAdam) u.adam_t = st.adam_t + 1;
+  Status s = dev->apply_dense_update(u, st.value, s1, s2, *g);
+  if (!s.ok()) return err(st, s.code(), s.message());
+  if (u.kind == DenseUpdate::Kind::kAdam) st.adam_t = u.adam_t;
+  count_device_update();
+  return Status::OK();
+}
+
+caf::result<std::vector<Tensor>> device_call(VarActor* self, const ResourceCall& call, Device* dev) {
+  ScopedFlushDenormal flush;  // as handle_call (the host-side copies of slots)
+  auto& st = self->state;
+  const std::string& m = call.method;
+  const auto& args = call.args;
+  auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
+  Status decl = check_declared(st, call.attrs);
+  if (!decl.ok()) return fail(decl);
+  // A host scalar: the kernel copies it to its device.
+  if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
+  if (m == "read" || m == "save") {
+    Status s = require_init(st);
+    if (!s.ok()) return fail(s);
+    if (st.home == dev) return one(st.value);
+    // Held elsewhere: a copy in the caller's memory; the variable stays where it is.
+    Result<Tensor> h = st.home ? st.home->copy_to_host(st.value) : Result<Tensor>(st.value);
+    Result<Tensor> d = h.ok() ? dev->copy_from_host(*h) : h;
+    if (!d.ok()) return fail(err(st, d.status().code(), d.status().message()));
+    return one(std::move(*d));
+  }
+  if (m == "assign" || m == "restore") {
+    if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
+    if (st.dtype == DType::kInvalid) {
+      st.dtype = args[0].dtype();
+      st.shape = args[0].shape();
+    }
+    Status s = check_like(st, args[0], "the assigned value");
+    if (s.ok()) s = move_state(st, dev);
+    if (!s.ok()) return fail(s);
+    Result<Tensor> v = dev->duplicate(args[0]);  // a private copy, as on the host
+    if (!v.ok()) return fail(err(st, v.status().code(), v.status().message()));
+    st.value = std::move(*v);
+    ++st.version;
+    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
+    return one(st.value);
+  }
+  Status s = dense_update_on_device(st, dev, call);
+  if (!s.ok()) return fail(s);
+  count_update();
+  ++st.version;
+  return one(st.value);
+}
+
 // One request to the variable (see the handler). May throw (a kernel bug, bad_alloc, an
 // injected fault): the caller restarts the actor in place.
 caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallPtr& call) {
@@ -649,6 +863,11 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
   if (m == "read" || m == "save") {
     Status s = require_init(st);
     if (!s.ok()) return fail(s);
+    if (st.home) {  // the value lives on a GPU: a host copy, the variable stays there
+      auto h = st.home->copy_to_host(st.value);
+      if (!h.ok()) return fail(err(st, h.status().code(), h.status().message()));
+      return one(std::move(*h));
+    }
     return one(st.value);
   }
   if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
@@ -1191,12 +1410,26 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         // this request and restarts the actor in place (CAF 0.17 would stop the actor).
         try {
           FaultInjector::global().maybe_throw("variable", "");
-          if (defer_on_backup(self, call)) return std::vector<Tensor>{};
-          apply_deferred(self, *call);
-          if (!self->state.rep || !replicated_method(call->method, call->attrs)) return handle_call(self, call);
-          if (auto refused = backup_refuses(self, *call)) return to_caf_error(*refused);
-          const std::optional<SentAhead> early = send_call_early(self, *call);
-          return replicate(self, call, handle_call(self, call), early);
+          // A kernel on a GPU: served in the GPU's memory where it can be (see device_call),
+          // otherwise on the host with its arguments copied there.
+          Device* dev = device_of(*call);
+          if (dev && !self->state.rep && device_method(call->method)) return device_call(self, *call, dev);
+          if (self->state.home && !leaves_value_in_place(call->method)) {
+            Status moved = move_state(self->state, nullptr);
+            if (!moved.ok()) return to_caf_error(moved);
+          }
+          ResourceCallPtr c = call;
+          if (dev) {
+            auto h = host_call(*call, dev);
+            if (!h.ok()) return to_caf_error(err(self->state, h.status().code(), h.status().message()));
+            c = std::move(*h);
+          }
+          if (defer_on_backup(self, c)) return std::vector<Tensor>{};
+          apply_deferred(self, *c);
+          if (!self->state.rep || !replicated_method(c->method, c->attrs)) return handle_call(self, c);
+          if (auto refused = backup_refuses(self, *c)) return to_caf_error(*refused);
+          const std::optional<SentAhead> early = send_call_early(self, *c);
+          return replicate(self, c, handle_call(self, c), early);
         } catch (const std::exception& e) {
           return to_caf_error(restart_in_place(self, e.what()));
         }

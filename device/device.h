@@ -25,6 +25,21 @@ struct DeviceAttributes {
   std::string description;   // e.g. "device: 0, name: NVIDIA A100, pci bus id: 0000:02:00.0"
 };
 
+// One dense optimizer update of a variable whose value lives in a device's memory
+// (Device::apply_dense_update): the functors of device/functors.h, as TensorFlow's
+// ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad and ApplyRMSProp compute them.
+struct DenseUpdate {
+  enum class Kind { kSgd, kMomentum, kAdam, kAdagrad, kRmsProp };
+  Kind kind = Kind::kSgd;
+  double lr = 0;
+  double momentum = 0;          // kMomentum, kRmsProp
+  bool use_nesterov = false;    // kMomentum
+  double beta1 = 0, beta2 = 0;  // kAdam
+  double epsilon = 0;           // kAdam, kRmsProp
+  double decay = 0;             // kRmsProp
+  int64_t adam_t = 0;           // kAdam: the number of this update, >= 1 (bias correction)
+};
+
 class Device {
  public:
   explicit Device(DeviceAttributes attrs) : attrs_(std::move(attrs)) {}
@@ -44,6 +59,21 @@ class Device {
   virtual Result<Tensor> copy_from_host(const Tensor& t) { return t; }
   // Waits for all queued work on the device. OK for CPU devices.
   virtual Status sync() { return Status::OK(); }
+  // A copy of `t` with its own buffer in this device's memory: a host deep copy for CPU devices
+  // (precondition there: t.on_host()); on a GPU, a device-to-device copy of a tensor of this
+  // device, or a host-to-device copy of a host tensor (another device's tensor is an error).
+  // Variables use it for copy-on-write of values that readers still hold.
+  virtual Result<Tensor> duplicate(const Tensor& t) { return t.deep_copy(); }
+  // Applies `u` in place to the variable value `w` with gradient `g` and the optimizer slots its
+  // kind needs (s1: the momentum accumulator, Adam's m, Adagrad's accumulator or RMSProp's ms;
+  // s2: Adam's v or RMSProp's mom; null where not needed), every tensor in this device's memory
+  // with w's dtype and shape. Queued in order with the device's kernels, like a kernel's work.
+  // Errors name the wrong operand. Unimplemented on devices without device-side updates (CPU
+  // devices: variable actors update host values themselves).
+  virtual Status apply_dense_update(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g) {
+    (void)u, (void)w, (void)s1, (void)s2, (void)g;
+    return Unimplemented(name() + " has no device-side optimizer updates");
+  }
 
  private:
   DeviceAttributes attrs_;

@@ -48,6 +48,13 @@ Result<std::unique_ptr<OpKernel>> KernelRegistry::create(const Node& node, const
   return it->second(node);
 }
 
+std::vector<std::pair<std::string, std::string>> KernelRegistry::registered() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(factories_.size());
+  for (const auto& [key, factory] : factories_) out.push_back(key);  // the map's order: (op, device)
+  return out;
+}
+
 namespace {
 
 class ConstKernel : public OpKernel {

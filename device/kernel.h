@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -27,6 +28,10 @@ struct ResourceCall {
   std::vector<Tensor> args;
   AttrMap attrs;                 // e.g. dtype/shape for creation, optimizer hyper-parameters
   int64_t step_id = 0;
+  // The calling kernel's device: where `args` live (null or a host device: host memory). A
+  // variable whose kernels run on a GPU keeps its value there (actors/variable_actor.h). The
+  // device outlives the call (it outlives the task's actors).
+  Device* device = nullptr;
 };
 using ResourceDone = std::function<void(Result<std::vector<Tensor>>)>;
 
@@ -104,6 +109,10 @@ class KernelRegistry {
   // Creates the kernel of `node` for `device_type`; NotFound "no GPU kernel for MatMul 'c'"
   // when missing.
   Result<std::unique_ptr<OpKernel>> create(const Node& node, const std::string& device_type) const;
+  // Every registration as (op, device_type), sorted by op, then device type; each pair once.
+  // For tools and tests that walk the kernels of a device type (tests/gpu_backend_ops_test.cc
+  // compares every GPU kernel with its CPU kernel). Thread-safe after start-up (no add() running).
+  std::vector<std::pair<std::string, std::string>> registered() const;
 
  private:
   std::map<std::pair<std::string, std::string>, KernelFactory> factories_;
@@ -121,7 +130,12 @@ void register_cpu_math_kernels(KernelRegistry& r);   // device/cpu/math_kernels.
 void register_cpu_array_kernels(KernelRegistry& r);  // device/cpu/array_kernels.cc
 void register_cpu_nn_kernels(KernelRegistry& r);  // device/cpu/nn_kernels.cc (oneDNN)
 void register_cpu_nn_grad_kernels(KernelRegistry& r);  // device/cpu/nn_grad_kernels.cc (second-order ops)
-void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_kernels.cc
+void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_kernels.cc: register_variable_kernels(r, "CPU")
+// The variable ops (calls on the task's variable actors, naming the kernel's device) and the
+// initializers Fill, RandomUniform and TruncatedNormal (computed on the host, then copied to a
+// non-host device) for `device_type` (device/cpu/variable_kernels.cc; the GPU backend registers
+// them for "GPU"). Start-up only.
+void register_variable_kernels(KernelRegistry& r, const std::string& device_type);
 void register_cpu_indexing_kernels(KernelRegistry& r);  // device/cpu/indexing_kernels.cc
 // Every kernel: register_core_kernels, then every backend's (register_backend_kernels,
 // device/backends.h).

@@ -201,6 +201,9 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   out(line);
   std::snprintf(line, sizeof line, "Test-Loss: %.4f", res.test_loss);
   out(line);
+  // This worker's training throughput (local steps x batch / training seconds).
+  std::snprintf(line, sizeof line, "Images-Per-Sec: %.1f", res.images_per_sec);
+  out(line);
   // What the scenario suite checks "no acknowledged update lost" with: the global step, read after
   // this worker's own training ended, against the workers' acknowledged steps.
   std::snprintf(line, sizeof line, "Local-Steps: %lld", static_cast<long long>(res.local_steps));

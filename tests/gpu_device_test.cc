@@ -12,6 +12,9 @@
 #include "device/functors.h"
 #include "device/gpu_options.h"
 #include "device/kernel.h"
+#include "actorflow/actorflow.h"
+#include "actorflow/train.h"
+#include "core/metrics.h"
 
 #ifdef AF_WITH_CUDA
 #include "device/cuda/cuda_device.h"
@@ -163,6 +166,138 @@ TEST(AllocateOutputTest, OutOfMemoryNamesOpRequestAndCap) {
   EXPECT_NE(m.find("gpu_0_bfc"), std::string::npos) << m;
   EXPECT_NE(m.find("memory limit 4096 bytes"), std::string::npos) << m;
   EXPECT_NE(m.find("device:CPU:7"), std::string::npos) << m;
+}
+
+// True when a CUDA GPU is visible (`why` says why not).
+bool gpu_visible(std::string* why) {
+#ifdef AF_WITH_CUDA
+  return cuda_device_count(why) > 0;
+#else
+  *why = "built without CUDA (AF_ENABLE_CUDA=OFF or nvcc not found)";
+  return false;
+#endif
+}
+
+Tensor random_floats(const Shape& s, std::mt19937* rng) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Tensor t(DType::kFloat32, s);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = u(*rng);
+  return t;
+}
+
+// ---- variables on a GPU ----------------------------------------------------------------------
+
+// Dense optimizer updates applied in a GPU's memory so far (actors/variable_actor.cc).
+int64_t device_updates() {
+  return Metrics::global()
+      .counter("actorflow_variable_device_updates_total",
+               "Dense optimizer updates applied to this task's variables in a GPU's memory (Device::apply_dense_update).")
+      .value();
+}
+
+struct Trained {
+  std::vector<std::vector<float>> w, b;  // after each step
+  int64_t device_updates = 0;            // updates that ran in GPU memory
+};
+
+// Variables w [4, 3] (constant initializer) and b [3] (the default glorot initializer, seeded) on
+// `var_device`, trained by `opt` for 4 steps on y = x w + b with the loss and the gradients on
+// /cpu:0, soft placement off (so the variables' ops must have kernels where they are placed).
+Result<Trained> train_variables(const std::string& var_device, const train::Optimizer& opt) {
+  LocalServerOptions so;
+  so.gpu_memory_fraction = 0.1;
+  so.allow_growth = true;
+  AF_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::local(so));
+  Scope root = Scope::root();
+  Scope vs = root.with_device(var_device), cpu = root.with_device("/cpu:0");
+  Tensor w0 = Tensor::from_vector<float>({0.5f, -0.25f, 1, 0.75f, -1, 0.125f, 0.3f, 0.2f, -0.6f, 0.9f, -0.4f, 0.05f}, Shape{4, 3});
+  Output w = train::get_variable(vs, "w", Shape{4, 3}, DType::kFloat32,
+                                 [&](const Scope& s, const Shape&, DType) { return ops::constant(s, w0); });
+  Output b = train::get_variable(vs, "b", Shape{3}, DType::kFloat32, train::glorot_uniform_initializer(7));
+  Output x = ops::placeholder(cpu, DType::kFloat32, Shape{5, 4}, "x");
+  Output t = ops::placeholder(cpu, DType::kFloat32, Shape{5, 3}, "t");
+  Output y = ops::add(cpu, ops::matmul(cpu, x, w), b);
+  Output loss = ops::reduce_mean(cpu, ops::square(cpu, ops::sub(cpu, y, t)));
+  AF_ASSIGN_OR_RETURN(Output step, opt.minimize(cpu, loss));
+  AF_ASSIGN_OR_RETURN(Output init, train::global_variables_initializer(root));
+  Session sess(root, server->target(), SessionOptions{}.allow_soft_placement(false));
+  AF_RETURN_IF_ERROR(sess.run({}, {}, {init}).status());
+  std::mt19937 rng(3);
+  Trained out;
+  const int64_t before = device_updates();
+  for (int i = 0; i < 4; ++i) {
+    AF_RETURN_IF_ERROR(sess.run({{x, random_floats(Shape{5, 4}, &rng)}, {t, random_floats(Shape{5, 3}, &rng)}}, {},
+                                {step})
+                           .status());
+    AF_ASSIGN_OR_RETURN(auto v, sess.run({w, b}));
+    out.w.push_back(std::vector<float>(v[0].data<float>(), v[0].data<float>() + v[0].num_elements()));
+    out.b.push_back(std::vector<float>(v[1].data<float>(), v[1].data<float>() + v[1].num_elements()));
+  }
+  out.device_updates = device_updates() - before;
+  return out;
+}
+
+void expect_same_training(const Trained& gpu, const Trained& cpu) {
+  ASSERT_EQ(gpu.w.size(), cpu.w.size());
+  for (size_t s = 0; s < cpu.w.size(); ++s) {
+    for (size_t i = 0; i < cpu.w[s].size(); ++i)
+      EXPECT_NEAR(gpu.w[s][i], cpu.w[s][i], 1e-5f * std::max(1.f, std::fabs(cpu.w[s][i]))) << "w, step " << s + 1 << ", element " << i;
+    for (size_t i = 0; i < cpu.b[s].size(); ++i)
+      EXPECT_NEAR(gpu.b[s][i], cpu.b[s][i], 1e-5f * std::max(1.f, std::fabs(cpu.b[s][i]))) << "b, step " << s + 1 << ", element " << i;
+  }
+  EXPECT_NE(cpu.w.front(), cpu.w.back()) << "training changed nothing: the comparison would prove nothing";
+  EXPECT_EQ(cpu.device_updates, 0);
+  EXPECT_EQ(gpu.device_updates, 2 * 4) << "every update of w and b should have run in the GPU's memory";
+}
+
+// Runs here too: the CPU half of the comparisons below trains, and nothing runs in GPU memory.
+TEST(VariableTrainingTest, TheCpuReferenceTrains) {
+  auto cpu = train_variables("/device:CPU:0", train::AdamOptimizer(0.05f));
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_EQ(cpu->w.size(), 4u);
+  EXPECT_NE(cpu->w.front(), cpu->w.back());
+  EXPECT_NE(cpu->b.front(), cpu->b.back());
+  EXPECT_EQ(cpu->device_updates, 0);
+}
+
+class GpuVariableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!gpu_visible(&why)) GTEST_SKIP() << "no CUDA GPU visible: " << why;
+  }
+};
+
+TEST_F(GpuVariableTest, SgdOnTheGpuEqualsTheCpu) {
+  auto gpu = train_variables("/device:GPU:0", train::GradientDescentOptimizer(0.1f));
+  auto cpu = train_variables("/device:CPU:0", train::GradientDescentOptimizer(0.1f));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  expect_same_training(*gpu, *cpu);
+}
+
+TEST_F(GpuVariableTest, AdamOnTheGpuEqualsTheCpu) {
+  auto gpu = train_variables("/device:GPU:0", train::AdamOptimizer(0.05f));
+  auto cpu = train_variables("/device:CPU:0", train::AdamOptimizer(0.05f));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  expect_same_training(*gpu, *cpu);
+}
+
+TEST_F(GpuVariableTest, MomentumRmsPropAndAdagradOnTheGpuEqualTheCpu) {
+  for (int k = 0; k < 3; ++k) {
+    auto make = [k]() -> std::unique_ptr<train::Optimizer> {
+      if (k == 0) return std::make_unique<train::MomentumOptimizer>(0.05f, 0.9f);
+      if (k == 1) return std::make_unique<train::RMSPropOptimizer>(0.01f);
+      return std::make_unique<train::AdagradOptimizer>(0.1f);
+    };
+    auto gpu = train_variables("/device:GPU:0", *make());
+    auto cpu = train_variables("/device:CPU:0", *make());
+    ASSERT_TRUE(gpu.ok()) << "optimizer " << k << ": " << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << "optimizer " << k << ": " << cpu.status();
+    SCOPED_TRACE("optimizer " + std::to_string(k));
+    expect_same_training(*gpu, *cpu);
+  }
 }
 
 // ---- tests that need a GPU ---------------------------------------------------------------

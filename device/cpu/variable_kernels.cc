@@ -2,6 +2,9 @@
 // OpKernelContext::resources()), answered asynchronously; plus Fill and the seeded random ops.
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "device/executor.h"
 #include "device/kernel.h"
@@ -10,7 +13,9 @@ namespace actorflow {
 namespace {
 
 // Calls method `method` of the variable named by attr var_name (or shared_name) with the
-// node's inputs, and sets output 0 from the reply.
+// node's inputs, and sets output 0 from the reply, in the kernel's device memory. The same kernel
+// serves CPU and GPU devices: the call names the device its arguments live on, and a reply in
+// host memory is copied to a GPU kernel's device.
 class VariableCallKernel : public AsyncOpKernel {
  public:
   VariableCallKernel(const Node& n, std::string method) : AsyncOpKernel(n), method_(std::move(method)) {}
@@ -27,6 +32,7 @@ class VariableCallKernel : public AsyncOpKernel {
     for (int i = 0; i < ctx->num_inputs(); ++i) call.args.push_back(ctx->input(i));
     call.attrs = a;
     call.step_id = ctx->step_id();
+    call.device = ctx->device();
     env->call(std::move(call), [ctx, done](Result<std::vector<Tensor>> r) {
       if (!r.ok()) {
         done(ctx->error(r.status().code(), r.status().message()));
@@ -36,7 +42,13 @@ class VariableCallKernel : public AsyncOpKernel {
         done(ctx->error(Code::kInternal, "variable actor returned no value"));
         return;
       }
-      ctx->set_output(0, std::move((*r)[0]));
+      // As is on a CPU device and for a value already in the GPU's memory.
+      auto out = ctx->device()->copy_from_host((*r)[0]);
+      if (!out.ok()) {
+        done(ctx->error(out.status().code(), out.status().message()));
+        return;
+      }
+      ctx->set_output(0, std::move(*out));
       done(Status::OK());
     });
   }
@@ -101,36 +113,90 @@ class RandomKernel : public OpKernel {
   bool normal_;
 };
 
+// A kernel for a non-host device computed by the op's CPU kernel: the inputs copied to the
+// host, the CPU kernel run there, the outputs copied to the device (the same values as on the CPU).
+class HostComputedKernel : public OpKernel {
+ public:
+  HostComputedKernel(const Node& n, std::unique_ptr<OpKernel> host) : OpKernel(n), host_(std::move(host)) {}
+  Status compute(OpKernelContext& ctx) override {
+    std::vector<Tensor> in;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      auto h = ctx.device()->copy_to_host(ctx.input(i));
+      if (!h.ok()) return ctx.error(h.status().code(), h.status().message());
+      in.push_back(std::move(*h));
+    }
+    OpKernelContext hctx(ctx.node(), host_device(), std::move(in), ctx.step_id(), ctx.resources());
+    AF_RETURN_IF_ERROR(host_->compute(hctx));
+    for (int o = 0; o < ctx.node().num_outputs(); ++o) {
+      auto d = ctx.device()->copy_from_host(hctx.outputs()[static_cast<size_t>(o)]);
+      if (!d.ok()) return ctx.error(d.status().code(), d.status().message());
+      ctx.set_output(o, std::move(*d));
+    }
+    return Status::OK();
+  }
+
+ private:
+  // The host memory the CPU kernel allocates from (a device of no task: never placed on).
+  static Device* host_device() {
+    static Device* d = make_cpu_device("/job:localhost/replica:0/task:0/device:CPU:0", 0).release();
+    return d;
+  }
+  std::unique_ptr<OpKernel> host_;
+};
+
+// The ops whose kernel is a call on the task's variable actor, and the actor's method.
+const std::vector<std::pair<const char*, const char*>>& variable_call_ops() {
+  static const std::vector<std::pair<const char*, const char*>> ops = {
+      {"VariableV2", "read"},
+      {"Assign", "assign"},
+      {"AssignAdd", "assign_add"},
+      {"ScatterAdd", "scatter_add"},
+      {"SparseApplyGradientDescent", "sparse_apply_sgd"},
+      {"SparseApplyMomentum", "sparse_apply_momentum"},
+      {"SparseApplyAdam", "sparse_apply_adam"},
+      {"SparseApplyAdagrad", "sparse_apply_adagrad"},
+      {"ScatterUpdate", "scatter_update"},
+      {"IsVariableInitialized", "is_initialized"},
+      {"ApplyGradientDescent", "apply_sgd"},
+      {"ApplyMomentum", "apply_momentum"},
+      {"ApplyAdam", "apply_adam"},
+      {"ApplyAdagrad", "apply_adagrad"},
+      {"ApplyRMSProp", "apply_rms_prop"},
+      {"ApplyGradientSync", "apply_sync"},
+      {"SparseApplyGradientSync", "sparse_apply_sync"},
+      {"SyncAccumulatorControl", "sync_control"},
+      {"VariableSlots", "save_slots"},
+      {"RestoreVariableSlots", "restore_slots"},
+  };
+  return ops;
+}
+
+KernelFactory random_factory(bool normal) {
+  return [normal](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new RandomKernel(n, normal));
+  };
+}
+
+// `host` run on the host for a non-host device.
+KernelFactory host_computed(KernelFactory host) {
+  return [host](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
+    AF_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, host(n));
+    return std::unique_ptr<OpKernel>(new HostComputedKernel(n, std::move(k)));
+  };
+}
+
 }  // namespace
 
-void register_cpu_variable_kernels(KernelRegistry& r) {
-  r.add("VariableV2", "CPU", call_factory("read"));
-  r.add("Assign", "CPU", call_factory("assign"));
-  r.add("AssignAdd", "CPU", call_factory("assign_add"));
-  r.add("ScatterAdd", "CPU", call_factory("scatter_add"));
-  r.add("SparseApplyGradientDescent", "CPU", call_factory("sparse_apply_sgd"));
-  r.add("SparseApplyMomentum", "CPU", call_factory("sparse_apply_momentum"));
-  r.add("SparseApplyAdam", "CPU", call_factory("sparse_apply_adam"));
-  r.add("SparseApplyAdagrad", "CPU", call_factory("sparse_apply_adagrad"));
-  r.add("ScatterUpdate", "CPU", call_factory("scatter_update"));
-  r.add("IsVariableInitialized", "CPU", call_factory("is_initialized"));
-  r.add("ApplyGradientDescent", "CPU", call_factory("apply_sgd"));
-  r.add("ApplyMomentum", "CPU", call_factory("apply_momentum"));
-  r.add("ApplyAdam", "CPU", call_factory("apply_adam"));
-  r.add("ApplyAdagrad", "CPU", call_factory("apply_adagrad"));
-  r.add("ApplyRMSProp", "CPU", call_factory("apply_rms_prop"));
-  r.add("ApplyGradientSync", "CPU", call_factory("apply_sync"));
-  r.add("SparseApplyGradientSync", "CPU", call_factory("sparse_apply_sync"));
-  r.add("SyncAccumulatorControl", "CPU", call_factory("sync_control"));
-  r.add("VariableSlots", "CPU", call_factory("save_slots"));
-  r.add("RestoreVariableSlots", "CPU", call_factory("restore_slots"));
-  r.add("Fill", "CPU", simple_factory<FillKernel>());
-  r.add("RandomUniform", "CPU", [](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new RandomKernel(n, false));
-  });
-  r.add("TruncatedNormal", "CPU", [](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new RandomKernel(n, true));
-  });
+void register_variable_kernels(KernelRegistry& r, const std::string& device_type) {
+  for (const auto& [op, method] : variable_call_ops()) r.add(op, device_type, call_factory(method));
+  const std::vector<std::pair<const char*, KernelFactory>> initializers = {
+      {"Fill", simple_factory<FillKernel>()},
+      {"RandomUniform", random_factory(false)},
+      {"TruncatedNormal", random_factory(true)},
+  };
+  for (const auto& [op, f] : initializers) r.add(op, device_type, device_type == "CPU" ? f : host_computed(f));
 }
+
+void register_cpu_variable_kernels(KernelRegistry& r) { register_variable_kernels(r, "CPU"); }
 
 }  // namespace actorflow

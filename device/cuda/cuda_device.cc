@@ -1,11 +1,14 @@
 #include "device/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/logging.h"
 #include "device/cuda/cuda_status.h"
 #include "device/cuda/gpu_device.h"
+#include "device/cuda/gpu_profile.h"
+#include "device/cuda/optimizer_kernels.h"
 #include "device/gpu_options.h"
 
 namespace actorflow {
@@ -237,19 +240,30 @@ Status GpuDevice::staged_copy(void* dst, const void* src, size_t bytes, bool to_
   std::lock_guard<std::mutex> lock(staging_mu_);
   AF_RETURN_IF_ERROR(activate());
   char* stage = static_cast<char*>(staging_.get());
+  GpuProfiler& prof = GpuProfiler::global();
+  const bool timed = prof.enabled();
+  auto host_copy = [&](void* to, const void* from, size_t n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(to, from, n);
+    if (timed) prof.add_staging_ms(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  };
   for (size_t off = 0; off < bytes; off += staging_bytes_) {
     const size_t n = std::min(staging_bytes_, bytes - off);
     if (to_device) {
-      std::memcpy(stage, static_cast<const char*>(src) + off, n);
+      host_copy(stage, static_cast<const char*>(src) + off, n);
+      const GpuProfiler::Mark mark = prof.begin(stream_.get());
       AF_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, stream_.get()));
+      prof.end(mark, "host to device", /*copy=*/true);
       // The staging buffer is reused by the next chunk: wait for this one.
       AF_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     } else {
+      const GpuProfiler::Mark mark = prof.begin(stream_.get());
       AF_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(stage, static_cast<const char*>(src) + off, n, cudaMemcpyDeviceToHost, stream_.get()));
+      prof.end(mark, "device to host", /*copy=*/true);
       AF_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-      std::memcpy(static_cast<char*>(dst) + off, stage, n);
+      host_copy(static_cast<char*>(dst) + off, stage, n);
     }
   }
   return Status::OK();
@@ -279,6 +293,58 @@ Result<Tensor> GpuDevice::copy_from_host(const Tensor& t) {
   Status s = staged_copy(dev->raw_data(), t.raw_data(), t.bytes(), /*to_device=*/true);
   if (!s.ok()) return Status(s.code(), name() + ": copying " + t.debug_string() + " to the device: " + s.message());
   return dev;
+}
+
+Result<Tensor> GpuDevice::duplicate(const Tensor& t) {
+  if (!t.is_initialized()) return t;
+  if (t.on_host()) return copy_from_host(t);
+  if (t.buffer()->allocator() != allocator_.get())
+    return InvalidArgument(name() + ": duplicate of a tensor that lives on another device (allocator '" +
+                           t.buffer()->allocator()->name() + "')");
+  auto d = Tensor::allocate(allocator_.get(), t.dtype(), t.shape());
+  if (!d.ok()) return Status(d.status().code(), name() + ": " + d.status().message() + "; " + allocator_->summary());
+  if (t.bytes() == 0) return d;
+  AF_RETURN_IF_ERROR(activate());
+  Status s = cuda_status(cudaMemcpyAsync(d->raw_data(), t.raw_data(), t.bytes(), cudaMemcpyDeviceToDevice, stream_.get()),
+                         "cudaMemcpyAsync(device to device)");
+  if (!s.ok()) return Status(s.code(), name() + ": copying " + t.debug_string() + ": " + s.message());
+  return d;
+}
+
+Status GpuDevice::apply_dense_update(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g) {
+  AF_RETURN_IF_ERROR(activate());
+  GpuProfiler& prof = GpuProfiler::global();
+  const GpuProfiler::Mark mark = prof.begin(stream());
+  Status s = apply_dense_update_unprofiled(u, w, s1, s2, g);
+  prof.end(mark, "variable update", /*copy=*/false);
+  return s;
+}
+
+Status GpuDevice::apply_dense_update_unprofiled(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2,
+                                                const Tensor& g) {
+  auto need = [&](Tensor* s, const char* what) -> Status {
+    if (!s || !s->is_initialized()) return InvalidArgument(name() + ": the update needs " + what);
+    return Status::OK();
+  };
+  switch (u.kind) {
+    case DenseUpdate::Kind::kSgd:
+      return gpu_apply_sgd(*this, w, g, u.lr);
+    case DenseUpdate::Kind::kMomentum:
+      AF_RETURN_IF_ERROR(need(s1, "the accumulator"));
+      return gpu_apply_momentum(*this, w, *s1, g, u.lr, u.momentum, u.use_nesterov);
+    case DenseUpdate::Kind::kAdam:
+      AF_RETURN_IF_ERROR(need(s1, "the first moment (m)"));
+      AF_RETURN_IF_ERROR(need(s2, "the second moment (v)"));
+      return gpu_apply_adam(*this, w, *s1, *s2, g, u.lr, u.beta1, u.beta2, u.epsilon, u.adam_t);
+    case DenseUpdate::Kind::kAdagrad:
+      AF_RETURN_IF_ERROR(need(s1, "the accumulator"));
+      return gpu_apply_adagrad(*this, w, *s1, g, u.lr);
+    case DenseUpdate::Kind::kRmsProp:
+      AF_RETURN_IF_ERROR(need(s1, "the mean square (ms)"));
+      AF_RETURN_IF_ERROR(need(s2, "the momentum (mom)"));
+      return gpu_apply_rms_prop(*this, w, *s1, *s2, g, u.lr, u.decay, u.momentum, u.epsilon);
+  }
+  return InvalidArgument(name() + ": unknown dense update kind");
 }
 
 int cuda_device_count(std::string* why) {

@@ -64,6 +64,12 @@ class GpuDevice final : public Device {
   Result<Tensor> copy_from_host(const Tensor& t) override;
   // Waits for all work queued on the stream.
   Status sync() override;
+  // A device-to-device copy (queued on the stream) of a tensor of this device, or a
+  // host-to-device copy of a host tensor; InvalidArgument for another device's tensor.
+  Result<Tensor> duplicate(const Tensor& t) override;
+  // The gpu_apply_* updates of device/cuda/optimizer_kernels.h (float32 or float64), queued
+  // on the stream; errors say which operand is wrong.
+  Status apply_dense_update(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g) override;
 
   // Makes this device current for the calling thread (cudaSetDevice).
   Status activate() const;
@@ -78,6 +84,7 @@ class GpuDevice final : public Device {
 
  private:
   GpuDevice(DeviceAttributes attrs, GpuInfo info) : Device(std::move(attrs)), info_(std::move(info)) {}
+  Status apply_dense_update_unprofiled(const DenseUpdate& u, Tensor& w, Tensor* s1, Tensor* s2, const Tensor& g);
   // Copies `bytes` between host memory and device memory in staging-sized chunks.
   Status staged_copy(void* dst, const void* src, size_t bytes, bool to_device);
 

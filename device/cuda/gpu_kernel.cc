@@ -1,6 +1,7 @@
 #include "device/cuda/gpu_kernel.h"
 
 #include "device/cuda/cuda_device.h"
+#include "device/cuda/gpu_profile.h"
 
 namespace actorflow {
 
@@ -8,7 +9,12 @@ Status GpuOpKernel::compute(OpKernelContext& ctx) {
   auto* dev = dynamic_cast<GpuDevice*>(ctx.device());
   if (!dev) return ctx.error(Code::kInternal, "GPU kernel run on non-GPU device " + ctx.device()->name());
   Status s = dev->activate();
-  if (s.ok()) s = compute_gpu(ctx, *dev);
+  if (s.ok()) {
+    GpuProfiler& prof = GpuProfiler::global();
+    const GpuProfiler::Mark mark = prof.begin(dev->stream());
+    s = compute_gpu(ctx, *dev);
+    prof.end(mark, node().op, /*copy=*/false);
+  }
   if (s.ok()) return s;
   const std::string prefix = node().op + " '" + node().name + "': ";
   if (s.message().compare(0, prefix.size(), prefix) == 0) return s;
@@ -33,6 +39,9 @@ void register_gpu_kernels(KernelRegistry& r) {
   register_gpu_elementwise_kernels(r);
   register_gpu_reduction_kernels(r);
   register_gpu_nn_kernels(r);
+  // Variables on a GPU: the variable actor keeps their value in the GPU's memory and runs the
+  // dense optimizer updates there (Device::apply_dense_update, optimizer_kernels.cu).
+  register_variable_kernels(r, "GPU");
 }
 
 }  // namespace actorflow
