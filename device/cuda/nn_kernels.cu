@@ -8,6 +8,7 @@
 // row/column after, so for asymmetric padding the input is copied into a buffer with one
 // extra zero row/column at the end (and the input gradient is cropped back).
 #include <climits>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,10 @@ class TensorDesc {
 class FilterDesc {
  public:
   ~FilterDesc() { if (d_) cudnnDestroyFilterDescriptor(d_); }
-  // NHWC filter layout = KRSC: [k (out), r (h), s (w), c (in)].
-  Status init(cudnnDataType_t t, int k, int c, int h, int w) {
+  // NHWC filter layout = KRSC: [k (out), r (h), s (w), c (in)]; NCHW = KCRS.
+  Status init(cudnnDataType_t t, int k, int c, int h, int w, cudnnTensorFormat_t fmt = CUDNN_TENSOR_NHWC) {
     AF_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&d_));
-    AF_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d_, t, CUDNN_TENSOR_NHWC, k, c, h, w));
+    AF_CUDNN_RETURN_IF_ERROR(cudnnSetFilter4dDescriptor(d_, t, fmt, k, c, h, w));
     return Status::OK();
   }
   cudnnFilterDescriptor_t get() const { return d_; }
@@ -110,6 +111,27 @@ __global__ void copy_window_kernel(const T* src, int64_t s_h, int64_t s_w, T* ds
     int64_t so, dof;
     window_copy_offsets(i, h, w, c, s_h, s_w, d_h, d_w, &so, &dof);
     dst[dof] = src[so];
+  }
+}
+
+// A 4-D permutation: dst's dimension i is src's dimension perm[i] (dst dims `dd`, src strides
+// `ss` by src dimension).
+struct Permute4 {
+  int64_t dd[4];
+  int64_t ss[4];
+  int perm[4];
+};
+
+template <class T>
+__global__ void permute4_kernel(const T* src, T* dst, Permute4 p, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{blockDim.x} * gridDim.x) {
+    int64_t rest = i, off = 0;
+    for (int d = 3; d >= 0; --d) {
+      const int64_t coord = rest % p.dd[d];
+      rest /= p.dd[d];
+      off += coord * p.ss[p.perm[d]];
+    }
+    dst[i] = src[off];
   }
 }
 
@@ -169,15 +191,25 @@ struct ConvDescs {
   ConvDesc conv;
 };
 
+// The layout the convolution kernels hand cuDNN: NHWC (TensorFlow's, no copies) except for the
+// gradients in float64, for which cuDNN offers no NHWC algorithm (seen on an H200 with cuDNN 9:
+// every backward-data and backward-filter algorithm NOT_SUPPORTED): those run in NCHW/KCRS, with
+// their operands and result permuted on the device.
 template <class T>
-Status make_descs(const ConvGeometry& g, ConvDescs* d) {
+constexpr bool grads_in_nchw() {
+  return std::is_same<T, double>::value;
+}
+
+template <class T>
+Status make_descs(const ConvGeometry& g, ConvDescs* d, bool nchw = false) {
   const cudnnDataType_t t = CudnnType<T>::value;
+  const cudnnTensorFormat_t fmt = nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
   AF_ASSIGN_OR_RETURN(int n, to_int(g.n, "batch"));
   AF_ASSIGN_OR_RETURN(int c, to_int(g.c, "depth"));
   AF_ASSIGN_OR_RETURN(int k, to_int(g.k, "output depth"));
-  AF_RETURN_IF_ERROR(d->x.init(CUDNN_TENSOR_NHWC, t, n, c, static_cast<int>(g.ph), static_cast<int>(g.pw)));
-  AF_RETURN_IF_ERROR(d->y.init(CUDNN_TENSOR_NHWC, t, n, k, static_cast<int>(g.wh.out), static_cast<int>(g.ww.out)));
-  AF_RETURN_IF_ERROR(d->w.init(t, k, c, static_cast<int>(g.fh), static_cast<int>(g.fw)));
+  AF_RETURN_IF_ERROR(d->x.init(fmt, t, n, c, static_cast<int>(g.ph), static_cast<int>(g.pw)));
+  AF_RETURN_IF_ERROR(d->y.init(fmt, t, n, k, static_cast<int>(g.wh.out), static_cast<int>(g.ww.out)));
+  AF_RETURN_IF_ERROR(d->w.init(t, k, c, static_cast<int>(g.fh), static_cast<int>(g.fw), fmt));
   AF_RETURN_IF_ERROR(d->conv.init(t, static_cast<int>(g.wh.pad_before), static_cast<int>(g.ww.pad_before),
                                   static_cast<int>(g.sh), static_cast<int>(g.sw)));
   int on, oc, oh, ow;
@@ -190,16 +222,44 @@ Status make_descs(const ConvGeometry& g, ConvDescs* d) {
 }
 
 // Tries cuDNN's ranked algorithms in order and returns the first whose workspace can be
-// allocated. `perf` holds `count` results of a cudnnGet*Algorithm_v7 call.
+// allocated. `perf` holds `count` results of a cudnnGet*Algorithm_v7 call. Unimplemented when
+// cuDNN supports none for these descriptors; ResourceExhausted when none's workspace fits.
 template <class Perf>
 Result<std::pair<decltype(Perf{}.algo), Tensor>> pick_algo(GpuDevice& dev, const Perf* perf, int count, const char* what) {
+  bool supported = false;
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    supported = true;
     auto ws = Tensor::allocate(dev.allocator(), DType::kUInt8, Shape{static_cast<int64_t>(perf[i].memory)});
     if (ws.ok()) return std::make_pair(perf[i].algo, std::move(*ws));
   }
+  if (!supported) return Unimplemented(std::string("cuDNN supports no ") + what + " algorithm for these operands");
   return ResourceExhausted(std::string("no cuDNN ") + what + " algorithm fits in device memory; " + dev.bfc()->summary());
 }
+
+// Writes into `dst` (of dims src_dims[perm[i]]) the permutation of `src` (dims `src_dims`).
+template <class T>
+Status permute4(GpuDevice& dev, const T* src, T* dst, const int64_t (&src_dims)[4], const int (&perm)[4]) {
+  Permute4 p;
+  int64_t stride = 1, total = 1;
+  for (int d = 3; d >= 0; --d) {
+    p.ss[d] = stride;
+    stride *= src_dims[d];
+  }
+  for (int i = 0; i < 4; ++i) {
+    p.perm[i] = perm[i];
+    p.dd[i] = src_dims[perm[i]];
+    total *= p.dd[i];
+  }
+  if (total == 0) return Status::OK();
+  permute4_kernel<T><<<num_blocks(total), kThreadsPerBlock, 0, dev.stream()>>>(src, dst, p, total);
+  return cuda_launch_status("layout permutation kernel");
+}
+
+constexpr int kNhwcToNchw[4] = {0, 3, 1, 2};
+constexpr int kNchwToNhwc[4] = {0, 2, 3, 1};
+constexpr int kHwioToOihw[4] = {3, 2, 0, 1};
+constexpr int kOihwToHwio[4] = {2, 3, 1, 0};
 
 template <class T>
 Status transpose_filter(GpuDevice& dev, const T* src, T* dst, const ConvGeometry& g, bool to_ohwi) {
@@ -299,16 +359,30 @@ class Conv2DBackpropInputKernel : public GpuOpKernel {
     }
     return dispatch_floating(ctx, f.dtype(), [&](auto tag) -> Status {
       using T = decltype(tag);
-      AF_ASSIGN_OR_RETURN(Tensor w_ohwi, scratch(dev, f.dtype(), Shape{g.k, g.fh, g.fw, g.c}));
-      AF_RETURN_IF_ERROR(transpose_filter<T>(dev, f.data<T>(), w_ohwi.data<T>(), g, true));
+      constexpr bool nchw = grads_in_nchw<T>();
+      // The filter as cuDNN takes it: OHWI (KRSC), or OIHW (KCRS) in NCHW.
+      AF_ASSIGN_OR_RETURN(Tensor w_c, scratch(dev, f.dtype(), nchw ? Shape{g.k, g.c, g.fh, g.fw} : Shape{g.k, g.fh, g.fw, g.c}));
+      if (nchw) AF_RETURN_IF_ERROR(permute4<T>(dev, f.data<T>(), w_c.data<T>(), {g.fh, g.fw, g.c, g.k}, kHwioToOihw));
+      else AF_RETURN_IF_ERROR(transpose_filter<T>(dev, f.data<T>(), w_c.data<T>(), g, true));
       Tensor padded;
       T* dxp = dx->data<T>();
       if (g.asymmetric) {
         AF_ASSIGN_OR_RETURN(padded, scratch(dev, f.dtype(), Shape{g.n, g.ph, g.pw, g.c}));
         dxp = padded.data<T>();
       }
+      // NCHW: dy permuted in, the gradient computed into dx_c and permuted out to dxp.
+      Tensor dy_c, dx_c;
+      const T* dyp = dy.data<T>();
+      T* dx_out = dxp;
+      if (nchw) {
+        AF_ASSIGN_OR_RETURN(dy_c, scratch(dev, f.dtype(), Shape{g.n, g.k, g.wh.out, g.ww.out}));
+        AF_RETURN_IF_ERROR(permute4<T>(dev, dy.data<T>(), dy_c.data<T>(), {g.n, g.wh.out, g.ww.out, g.k}, kNhwcToNchw));
+        dyp = dy_c.data<T>();
+        AF_ASSIGN_OR_RETURN(dx_c, scratch(dev, f.dtype(), Shape{g.n, g.c, g.ph, g.pw}));
+        dx_out = dx_c.data<T>();
+      }
       ConvDescs d;
-      AF_RETURN_IF_ERROR(make_descs<T>(g, &d));
+      AF_RETURN_IF_ERROR(make_descs<T>(g, &d, nchw));
       {
         std::lock_guard<std::mutex> lock(dev.library_mutex());
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -318,11 +392,11 @@ class Conv2DBackpropInputKernel : public GpuOpKernel {
             perf));
         AF_ASSIGN_OR_RETURN(auto algo, pick_algo(dev, perf, count, "backward-data convolution"));
         const T one = 1, zero = 0;
-        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(dev.cudnn(), &one, d.w.get(), w_ohwi.data<T>(), d.y.get(),
-                                                              dy.data<T>(), d.conv.get(), algo.first,
-                                                              algo.second.raw_data(), algo.second.bytes(), &zero,
-                                                              d.x.get(), dxp));
+        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(dev.cudnn(), &one, d.w.get(), w_c.data<T>(), d.y.get(),
+                                                              dyp, d.conv.get(), algo.first, algo.second.raw_data(),
+                                                              algo.second.bytes(), &zero, d.x.get(), dx_out));
       }
+      if (nchw) AF_RETURN_IF_ERROR(permute4<T>(dev, dx_out, dxp, {g.n, g.c, g.ph, g.pw}, kNchwToNhwc));
       if (g.asymmetric) AF_RETURN_IF_ERROR(copy_window<T>(dev, dxp, g.ph, g.pw, dx->data<T>(), g.h, g.w, g));
       return Status::OK();
     });
@@ -353,11 +427,23 @@ class Conv2DBackpropFilterKernel : public GpuOpKernel {
     }
     return dispatch_floating(ctx, x.dtype(), [&](auto tag) -> Status {
       using T = decltype(tag);
-      AF_ASSIGN_OR_RETURN(Tensor dw_ohwi, scratch(dev, x.dtype(), Shape{g.k, g.fh, g.fw, g.c}));
+      constexpr bool nchw = grads_in_nchw<T>();
+      // The gradient as cuDNN writes it: OHWI (KRSC), or OIHW (KCRS) in NCHW.
+      AF_ASSIGN_OR_RETURN(Tensor dw_c, scratch(dev, x.dtype(), nchw ? Shape{g.k, g.c, g.fh, g.fw} : Shape{g.k, g.fh, g.fw, g.c}));
       Tensor padded;
       AF_ASSIGN_OR_RETURN(const T* xp, padded_input<T>(dev, x, g, &padded));
+      const T* dyp = dy.data<T>();
+      Tensor x_c, dy_c;
+      if (nchw) {
+        AF_ASSIGN_OR_RETURN(x_c, scratch(dev, x.dtype(), Shape{g.n, g.c, g.ph, g.pw}));
+        AF_RETURN_IF_ERROR(permute4<T>(dev, xp, x_c.data<T>(), {g.n, g.ph, g.pw, g.c}, kNhwcToNchw));
+        xp = x_c.data<T>();
+        AF_ASSIGN_OR_RETURN(dy_c, scratch(dev, x.dtype(), Shape{g.n, g.k, g.wh.out, g.ww.out}));
+        AF_RETURN_IF_ERROR(permute4<T>(dev, dy.data<T>(), dy_c.data<T>(), {g.n, g.wh.out, g.ww.out, g.k}, kNhwcToNchw));
+        dyp = dy_c.data<T>();
+      }
       ConvDescs d;
-      AF_RETURN_IF_ERROR(make_descs<T>(g, &d));
+      AF_RETURN_IF_ERROR(make_descs<T>(g, &d, nchw));
       {
         std::lock_guard<std::mutex> lock(dev.library_mutex());
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -367,12 +453,12 @@ class Conv2DBackpropFilterKernel : public GpuOpKernel {
             &count, perf));
         AF_ASSIGN_OR_RETURN(auto algo, pick_algo(dev, perf, count, "backward-filter convolution"));
         const T one = 1, zero = 0;
-        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(dev.cudnn(), &one, d.x.get(), xp, d.y.get(),
-                                                                dy.data<T>(), d.conv.get(), algo.first,
-                                                                algo.second.raw_data(), algo.second.bytes(), &zero,
-                                                                d.w.get(), dw_ohwi.data<T>()));
+        AF_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(dev.cudnn(), &one, d.x.get(), xp, d.y.get(), dyp,
+                                                                d.conv.get(), algo.first, algo.second.raw_data(),
+                                                                algo.second.bytes(), &zero, d.w.get(), dw_c.data<T>()));
       }
-      return transpose_filter<T>(dev, dw_ohwi.data<T>(), dw->data<T>(), g, false);
+      if (nchw) return permute4<T>(dev, dw_c.data<T>(), dw->data<T>(), {g.k, g.c, g.fh, g.fw}, kOihwToHwio);
+      return transpose_filter<T>(dev, dw_c.data<T>(), dw->data<T>(), g, false);
     });
   }
 };
