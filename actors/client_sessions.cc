@@ -47,6 +47,10 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   if (!req.graph_def.empty()) {
     auto g = deserialize_graph(req.graph_def);
     if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
+    // The shapes and dtypes a client declares are not trusted: every node's shape function runs
+    // again here (and validates its attributes and constant inputs), and its results replace them.
+    Status inferred = infer_graph_shapes(*g);
+    if (!inferred.ok()) return inferred.with_prefix("client graph of session " + std::to_string(req.session));
     graph = std::move(*g);
   }
   const auto now = std::chrono::steady_clock::now();

@@ -218,12 +218,14 @@ void StepExecution::process(int id) {
   auto* async = dynamic_cast<AsyncOpKernel*>(info.kernel.get());
   auto ctx = std::make_shared<OpKernelContext>(*node, dev, std::move(in), step_id_, resources_);
   in.clear();
+  if (!ctx->status().ok()) { abort(ctx->status()); return; }  // e.g. an uninitialised input
   if (async) {
     ++async_in_flight_;
     std::weak_ptr<bool> alive = alive_;
     async->compute_async(ctx, [this, alive, id, ctx](Status s) {
       if (alive.expired()) return;
       --async_in_flight_;
+      if (s.ok()) s = ctx->status();
       if (!s.ok()) { abort(s); return; }
       if (done()) return;
       finish_node(id, std::move(ctx->outputs()));
@@ -243,6 +245,7 @@ void StepExecution::process(int id) {
   }
   info.kernel_us->inc(thread_cpu_micros() - kernel_start);
   info.kernel_calls->inc();
+  if (s.ok()) s = ctx->status();  // an output index the node does not declare
   if (!s.ok()) { abort(s); return; }
   for (int o = 0; o < node->num_outputs(); ++o) {
     if (!ctx->outputs()[static_cast<size_t>(o)].is_initialized()) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #ifdef __CUDACC__
 #define AF_HOST_DEVICE __host__ __device__
@@ -141,6 +142,45 @@ template <> AF_HOST_DEVICE inline int32_t af_lowest<int32_t>() { return INT32_MI
 template <> AF_HOST_DEVICE inline int64_t af_lowest<int64_t>() { return INT64_MIN; }
 template <> AF_HOST_DEVICE inline uint8_t af_lowest<uint8_t>() { return 0; }
 
+// The largest value of an integer type (float -> integer casts saturate to it).
+template <class T> AF_HOST_DEVICE inline T af_highest();
+template <> AF_HOST_DEVICE inline int32_t af_highest<int32_t>() { return INT32_MAX; }
+template <> AF_HOST_DEVICE inline int64_t af_highest<int64_t>() { return INT64_MAX; }
+template <> AF_HOST_DEVICE inline uint8_t af_highest<uint8_t>() { return 255; }
+
+// Signed integer arithmetic wraps (two's complement), as TensorFlow's integer ops do in
+// practice; C++ leaves a signed overflow undefined, so it is done in the unsigned type. Other
+// types compute as written.
+template <class T>
+struct WrapsOnOverflow : std::integral_constant<bool, std::is_integral<T>::value && std::is_signed<T>::value> {};
+template <class T>
+AF_HOST_DEVICE inline T af_add(T a, T b) {
+  if constexpr (WrapsOnOverflow<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <class T>
+AF_HOST_DEVICE inline T af_sub(T a, T b) {
+  if constexpr (WrapsOnOverflow<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+template <class T>
+AF_HOST_DEVICE inline T af_mul(T a, T b) {
+  if constexpr (WrapsOnOverflow<T>::value) {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
 // Division that never traps: truncates toward zero for integers like C++; integer x/0 gives
 // 0 (the CPU kernel reports division by zero before computing) and INT_MIN/-1 wraps.
 template <class T>
@@ -154,13 +194,13 @@ template <> AF_HOST_DEVICE inline int64_t af_div<int64_t>(int64_t a, int64_t b) 
 
 // ---- binary ------------------------------------------------------------------------------
 struct AddF {
-  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return af_add(a, b); }
 };
 struct SubF {
-  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return a - b; }
+  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return af_sub(a, b); }
 };
 struct MulF {
-  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return a * b; }
+  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return af_mul(a, b); }
 };
 struct DivF {
   template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return af_div(a, b); }
@@ -178,10 +218,10 @@ struct GreaterF {
 
 // ---- unary -------------------------------------------------------------------------------
 struct NegF {
-  template <class T> AF_HOST_DEVICE T operator()(T a) const { return -a; }
+  template <class T> AF_HOST_DEVICE T operator()(T a) const { return af_sub(T(0), a); }
 };
 struct SquareF {
-  template <class T> AF_HOST_DEVICE T operator()(T a) const { return a * a; }
+  template <class T> AF_HOST_DEVICE T operator()(T a) const { return af_mul(a, a); }
 };
 struct LogF {
   template <class T> AF_HOST_DEVICE T operator()(T a) const { return af_log(a); }
@@ -200,10 +240,20 @@ struct TanhF {
   AF_HOST_DEVICE float operator()(float a) const { return ::tanhf(a); }
   AF_HOST_DEVICE double operator()(double a) const { return ::tanh(a); }
 };
-// static_cast to To: float -> int truncates toward zero, x -> bool is x != 0.
+// static_cast to To: float -> int truncates toward zero, x -> bool is x != 0. A float outside
+// the integer type's range saturates to its nearest end and NaN gives 0 (C++ leaves both
+// undefined; the GPU's conversion instructions saturate the same way).
 template <class To>
 struct CastF {
-  template <class From> AF_HOST_DEVICE To operator()(From a) const { return static_cast<To>(a); }
+  template <class From> AF_HOST_DEVICE To operator()(From a) const {
+    if constexpr (std::is_floating_point<From>::value && std::is_integral<To>::value &&
+                  !std::is_same<To, bool>::value) {
+      if (a != a) return To(0);  // NOLINT: NaN test
+      if (a <= static_cast<From>(af_lowest<To>())) return af_lowest<To>();
+      if (a >= static_cast<From>(af_highest<To>())) return af_highest<To>();
+    }
+    return static_cast<To>(a);
+  }
 };
 
 // ---- ternary -----------------------------------------------------------------------------
@@ -214,7 +264,7 @@ struct SelectF {
 // ---- reducers: identity() and an associative, commutative combine ------------------------
 struct SumReducer {
   template <class T> AF_HOST_DEVICE static T identity() { return T(0); }
-  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
+  template <class T> AF_HOST_DEVICE T operator()(T a, T b) const { return af_add(a, b); }
 };
 struct MaxReducer {
   template <class T> AF_HOST_DEVICE static T identity() { return af_lowest<T>(); }

@@ -1,11 +1,97 @@
 #include "device/kernel.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
 #include "device/backends.h"
 #include "graph/shape_util.h"
 
 namespace actorflow {
 
+namespace {
+
+std::atomic<size_t>& max_output_setting() {
+  static std::atomic<size_t> v{0};
+  return v;
+}
+
+size_t default_max_output_bytes() {
+  static const size_t v = [] {
+    if (const char* env = std::getenv("ACTORFLOW_MAX_OUTPUT_BYTES")) {
+      char* end = nullptr;
+      const unsigned long long b = std::strtoull(env, &end, 10);
+      if (end && *end == '\0' && b > 0) return static_cast<size_t>(b);
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    size_t half = size_t{1} << 30;
+    if (pages > 0 && page > 0) half = std::max(half, static_cast<size_t>(pages) / 2 * static_cast<size_t>(page));
+    return half;
+  }();
+  return v;
+}
+
+const Tensor& no_tensor() {
+  static const Tensor* t = new Tensor();
+  return *t;
+}
+
+}  // namespace
+
+size_t max_output_bytes() {
+  const size_t v = max_output_setting().load(std::memory_order_relaxed);
+  return v ? v : default_max_output_bytes();
+}
+
+void set_max_output_bytes(size_t bytes) { max_output_setting().store(bytes, std::memory_order_relaxed); }
+
+OpKernelContext::OpKernelContext(const Node& node, Device* device, std::vector<Tensor> inputs, int64_t step_id,
+                                 ResourceEnv* resources)
+    : node_(node), device_(device), inputs_(std::move(inputs)), step_id_(step_id),
+      outputs_(static_cast<size_t>(node.num_outputs())), resources_(resources) {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (!inputs_[i].is_initialized()) {
+      status_ = invalid_argument("input " + std::to_string(i) + " is an uninitialised tensor");
+      break;
+    }
+}
+
+const Tensor& OpKernelContext::input(int i) const {
+  if (i < 0 || i >= num_inputs()) return no_tensor();
+  return inputs_[static_cast<size_t>(i)];
+}
+
+Tensor OpKernelContext::release_input(int i) {
+  if (i < 0 || i >= num_inputs()) return Tensor();
+  return std::move(inputs_[static_cast<size_t>(i)]);
+}
+
+void OpKernelContext::set_output(int i, Tensor t) {
+  if (i < 0 || static_cast<size_t>(i) >= outputs_.size()) {
+    if (status_.ok())
+      status_ = error(Code::kInternal, "the kernel set output " + std::to_string(i) + " but the node declares " +
+                                           std::to_string(outputs_.size()) + " outputs");
+    return;
+  }
+  outputs_[static_cast<size_t>(i)] = std::move(t);
+}
+
 Result<Tensor*> OpKernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
+  if (i < 0 || static_cast<size_t>(i) >= outputs_.size()) {
+    Status s = invalid_argument("output " + std::to_string(i) + " does not exist: the node declares " +
+                                std::to_string(outputs_.size()) + " outputs");
+    if (status_.ok()) status_ = s;
+    return s;
+  }
+  auto elements = shape.checked_num_elements();
+  if (!elements.ok()) return invalid_argument("output " + std::to_string(i) + ": " + elements.status().message());
+  const size_t cap = max_output_bytes();
+  if (dtype_size(dtype) != 0 && static_cast<size_t>(*elements) > cap / dtype_size(dtype))
+    return error(Code::kResourceExhausted, "output " + std::to_string(i) + " of " + dtype_name(dtype) + " " +
+                                               shape.to_string() + " would need more than the " + std::to_string(cap) +
+                                               " bytes one kernel output may have (max_output_bytes)");
   auto t = Tensor::allocate(allocator(), dtype, shape);
   if (!t.ok()) {
     // Say how full the device is, so "out of memory" can be told from "limit too small".

@@ -45,10 +45,10 @@ class ResourceEnv {
 
 class OpKernelContext {
  public:
+  // A context for one call of `node`'s kernel. An uninitialised input (a Tensor() that came from
+  // a peer or a feed) is recorded in status(): the caller must not run the kernel then.
   OpKernelContext(const Node& node, Device* device, std::vector<Tensor> inputs, int64_t step_id,
-                  ResourceEnv* resources = nullptr)
-      : node_(node), device_(device), inputs_(std::move(inputs)), step_id_(step_id),
-        outputs_(static_cast<size_t>(node.num_outputs())), resources_(resources) {}
+                  ResourceEnv* resources = nullptr);
 
   // The task's resources (variables); null where the runtime provides none (run_local).
   ResourceEnv* resources() const { return resources_; }
@@ -60,16 +60,25 @@ class OpKernelContext {
   int64_t step_id() const { return step_id_; }
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
-  const Tensor& input(int i) const { return inputs_[static_cast<size_t>(i)]; }
-  // Moves input i out (for kernels that forward their input's buffer).
-  Tensor release_input(int i) { return std::move(inputs_[static_cast<size_t>(i)]); }
+  // Input i; an index outside [0, num_inputs()) gives an uninitialised Tensor (kernels of
+  // variadic ops check num_inputs() first; nothing is read past the inputs).
+  const Tensor& input(int i) const;
+  // Moves input i out (for kernels that forward their input's buffer); Tensor() outside the range.
+  Tensor release_input(int i);
 
   // Allocates output i from the device allocator and returns a pointer to it (owned by the
-  // context). ResourceExhausted names the op, the request and the allocator on failure.
+  // context). InvalidArgument naming the op when `shape` is not a tensor's (Tensor::allocate:
+  // not fully defined, over the rank or element limits) or the node has no output i;
+  // ResourceExhausted naming the op, the request and the allocator when the allocator refuses or
+  // the bytes are over max_output_bytes().
   Result<Tensor*> allocate_output(int i, DType dtype, const Shape& shape);
-  // Sets output i to `t` (e.g. forwarding an input buffer without copying).
-  void set_output(int i, Tensor t) { outputs_[static_cast<size_t>(i)] = std::move(t); }
+  // Sets output i to `t` (e.g. forwarding an input buffer without copying). An output the node
+  // does not declare is never written: the call is recorded in status() and `t` dropped.
+  void set_output(int i, Tensor t);
   std::vector<Tensor>& outputs() { return outputs_; }
+  // OK, or the first misuse recorded: an uninitialised input (from the constructor), an output
+  // index the node does not declare. Callers fail the kernel with it (device/executor.cc).
+  const Status& status() const { return status_; }
 
   // An error Status with the node named: "<Op> '<name>': <msg>".
   Status error(Code code, const std::string& msg) const;
@@ -82,7 +91,17 @@ class OpKernelContext {
   int64_t step_id_;
   std::vector<Tensor> outputs_;
   ResourceEnv* resources_;
+  Status status_;
 };
+
+// The most bytes one kernel output may have on a host device (CPU kernels, whose outputs sizes a
+// peer can steer through shapes, attributes and index values): larger requests are refused with
+// ResourceExhausted naming the op before anything is allocated. Defaults to half the host's
+// physical memory (at least 1 GiB), or ACTORFLOW_MAX_OUTPUT_BYTES when set. Thread-safe.
+size_t max_output_bytes();
+// Sets max_output_bytes() (0 restores the default). For tests and servers that know their budget;
+// thread-safe.
+void set_max_output_bytes(size_t bytes);
 
 class OpKernel {
  public:

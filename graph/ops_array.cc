@@ -1,6 +1,7 @@
 // Array ops: Reshape, Shape, ZerosLike, OnesLike, Transpose, SumToShape, OneHot, ExpandDims,
 // ReshapeLike, EnsureShape — shape
 // functions (register_array_ops) and the ops:: builders declared in graph/ops.h.
+#include "core/checked_math.h"
 #include "graph/op_registry.h"
 #include "graph/ops.h"
 #include "graph/shape_util.h"
@@ -21,10 +22,13 @@ Status reshape_shape(InferenceContext& c) {
       infer = static_cast<int>(i);
     } else if (target[i] < 0) {
       return InvalidArgument("target shape " + int_list_to_string(target) + " has a negative dimension");
-    } else {
-      known *= target[i];
+    } else if (!checked_mul(known, target[i], &known) || known > kMaxTensorElements) {
+      return InvalidArgument("target shape " + int_list_to_string(target) + " has more than 2^60 elements");
     }
   }
+  if (target.size() > static_cast<size_t>(kMaxTensorRank))
+    return InvalidArgument("target shape has " + std::to_string(target.size()) + " dimensions, more than " +
+                           std::to_string(kMaxTensorRank));
   const Shape& in = c.input_shape(0);
   const int64_t n = in.num_elements();
   std::vector<int64_t> out = target;
@@ -42,7 +46,8 @@ Status reshape_shape(InferenceContext& c) {
     // Partially known input: the known dims must divide the target's element count.
     int64_t part = 1;
     for (int64_t d : in.dims())
-      if (d >= 0) part *= d;
+      if (d >= 0 && !checked_mul(part, d, &part))
+        return InvalidArgument("input shape " + in.to_string() + " has more than 2^63 elements");
     if (part > 0 && known % part != 0)
       return InvalidArgument("cannot reshape " + in.to_string() + " into " + int_list_to_string(target) + " (" +
                              std::to_string(known) + " elements is not a multiple of " + std::to_string(part) + ")");
@@ -114,6 +119,8 @@ Status expand_dims_shape(InferenceContext& c) {
     return Status::OK();
   }
   if (axes.empty()) return InvalidArgument("axes must not be empty");
+  if (axes.size() > static_cast<size_t>(kMaxTensorRank))
+    return InvalidArgument(std::to_string(axes.size()) + " axes make a rank over " + std::to_string(kMaxTensorRank));
   const int rank = in.rank() + static_cast<int>(axes.size());
   AF_ASSIGN_OR_RETURN(auto mask, reduction_mask(axes, rank));
   std::vector<int64_t> out;

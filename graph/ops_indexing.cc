@@ -2,6 +2,7 @@
 // Concat, Slice, Sigmoid, Tanh, L2Loss, and the two helper ops their gradients use (ConcatPart,
 // SliceGrad). Shape functions, gradients and the ops:: builders declared in graph/ops.h; the CPU
 // kernels are in device/cpu/indexing_kernels.cc.
+#include "core/checked_math.h"
 #include "graph/op_registry.h"
 #include "graph/ops.h"
 #include "graph/shape_util.h"
@@ -101,7 +102,9 @@ Status concat_shape(InferenceContext& c) {
                                std::to_string(d) + " (concatenating along " + std::to_string(ax) + ")");
       o = s.dim(d);
     }
-    if (along >= 0) along = s.dim(ax) < 0 ? -1 : along + s.dim(ax);
+    if (along >= 0 && s.dim(ax) < 0) along = -1;
+    else if (along >= 0 && !checked_add(along, s.dim(ax), &along))
+      return InvalidArgument("the concatenated dim " + std::to_string(ax) + " overflows int64");
   }
   out[static_cast<size_t>(ax)] = along;
   c.set_output(0, c.input_type(0), Shape(std::move(out)));
@@ -111,7 +114,7 @@ Status concat_shape(InferenceContext& c) {
 // ConcatPart(dy, values..., attrs axis, index): the part of dy that values[index] became.
 Status concat_part_shape(InferenceContext& c) {
   AF_ASSIGN_OR_RETURN(int64_t index, c.attrs().get<int64_t>("index"));
-  if (index < 0 || index + 1 >= c.num_inputs())
+  if (index < 0 || index >= c.num_inputs() - 1)
     return InvalidArgument("index " + std::to_string(index) + " names no value of the " +
                            std::to_string(c.num_inputs() - 1) + " concatenated");
   c.set_output(0, c.input_type(0), c.input_shape(static_cast<int>(index) + 1));
@@ -134,7 +137,7 @@ Status slice_shape(InferenceContext& c) {
     if (begin[i] < 0) return InvalidArgument("begin " + int_list_to_string(begin) + " has a negative entry");
     if (size[i] < -1) return InvalidArgument("size " + int_list_to_string(size) + " has an entry below -1");
     const int64_t dim = in.unknown_rank() ? -1 : in.dim(static_cast<int>(i));
-    if (dim >= 0 && (begin[i] > dim || (size[i] >= 0 && begin[i] + size[i] > dim)))
+    if (dim >= 0 && (begin[i] > dim || (size[i] >= 0 && size[i] > dim - begin[i])))
       return InvalidArgument("slice begin " + int_list_to_string(begin) + " size " + int_list_to_string(size) +
                              " does not fit in " + in.to_string());
     out[i] = size[i] >= 0 ? size[i] : (dim >= 0 ? dim - begin[i] : -1);
@@ -154,7 +157,9 @@ Status slice_grad_shape(InferenceContext& c) {
 Status split_shape(InferenceContext& c) {
   AF_ASSIGN_OR_RETURN(int64_t axis, c.attrs().get<int64_t>("axis"));
   AF_ASSIGN_OR_RETURN(int64_t parts, c.attrs().get<int64_t>("num_split"));
-  if (parts < 1) return InvalidArgument("num_split must be >= 1, got " + std::to_string(parts));
+  if (parts < 1 || parts > kMaxOpOutputs)
+    return InvalidArgument("num_split must be in [1, " + std::to_string(kMaxOpOutputs) + "], got " +
+                           std::to_string(parts));
   const Shape& in = c.input_shape(0);
   if (in.unknown_rank()) {
     for (int64_t i = 0; i < parts; ++i) c.set_output(static_cast<int>(i), c.input_type(0), Shape::unknown());
@@ -218,7 +223,9 @@ Status indexed_slices_shape(InferenceContext& c) {
 Status dynamic_partition_shape(InferenceContext& c) {
   AF_RETURN_IF_ERROR(check_dtype(c.input_type(1), {DType::kInt32}, "partitions"));
   AF_ASSIGN_OR_RETURN(int64_t n, c.attrs().get<int64_t>("num_partitions"));
-  if (n < 1) return InvalidArgument("num_partitions must be >= 1, got " + std::to_string(n));
+  if (n < 1 || n > kMaxOpOutputs)
+    return InvalidArgument("num_partitions must be in [1, " + std::to_string(kMaxOpOutputs) + "], got " +
+                           std::to_string(n));
   const Shape& d = c.input_shape(0);
   const Shape& p = c.input_shape(1);
   Shape out = Shape::unknown();

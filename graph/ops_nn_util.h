@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked_math.h"
 #include "core/status.h"
 #include "graph/graph.h"
 
@@ -28,8 +29,12 @@ inline Result<Padding> parse_padding(const AttrMap& attrs) {
   return InvalidArgument("padding must be \"SAME\" or \"VALID\", got \"" + *p + "\"");
 }
 
+// The largest window or stride one spatial dimension may have (TensorFlow's attributes are
+// int32): larger ones are refused before any window arithmetic.
+constexpr int64_t kMaxWindow = (int64_t{1} << 31) - 1;
+
 // Reads a 4-element NHWC window attribute (`strides` or `ksize`) of the form {1, h, w, 1}
-// with h, w >= 1. InvalidArgument naming the attribute otherwise.
+// with 1 <= h, w <= kMaxWindow. InvalidArgument naming the attribute otherwise.
 inline Result<std::vector<int64_t>> parse_nhwc_window(const AttrMap& attrs, const std::string& name) {
   auto v = attrs.get<std::vector<int64_t>>(name);
   if (!v.ok()) return InvalidArgument("needs a 4-element int list attribute '" + name + "'");
@@ -43,6 +48,9 @@ inline Result<std::vector<int64_t>> parse_nhwc_window(const AttrMap& attrs, cons
   if ((*v)[1] < 1 || (*v)[2] < 1)
     return InvalidArgument("attribute '" + name + "' must be positive, got {1, " + std::to_string((*v)[1]) +
                            ", " + std::to_string((*v)[2]) + ", 1}");
+  if ((*v)[1] > kMaxWindow || (*v)[2] > kMaxWindow)
+    return InvalidArgument("attribute '" + name + "' must be at most 2^31-1, got {1, " + std::to_string((*v)[1]) +
+                           ", " + std::to_string((*v)[2]) + ", 1}");
   return *v;
 }
 
@@ -53,13 +61,18 @@ struct WindowDim {
   int64_t pad_after = 0;   // ... and after the last
 };
 
-// TensorFlow's rule for input size `in` (-1 = unknown), window `k` and stride `s` (both >= 1):
+// TensorFlow's rule for input size `in` (-1 = unknown), window `k` and stride `s`:
 //   VALID: out = (in - k) / s + 1, no padding; InvalidArgument when k > in.
 //   SAME:  out = ceil(in / s); pad_total = max((out - 1) * s + k - in, 0), split with the
 //          smaller half before (pad_before = pad_total / 2).
-// `what` names the dimension in the error, e.g. "height".
+// InvalidArgument when k or s is outside [1, kMaxWindow] (a filter's dims come from a tensor, not
+// an attribute) or the padding does not fit in int64; no step can overflow. `what` names the
+// dimension in the error, e.g. "height".
 inline Result<WindowDim> compute_window(int64_t in, int64_t k, int64_t s, Padding p, const char* what) {
   WindowDim w;
+  if (k < 1 || s < 1 || k > kMaxWindow || s > kMaxWindow)
+    return InvalidArgument(std::string("window ") + what + " " + std::to_string(k) + " and stride " +
+                           std::to_string(s) + " must be in [1, 2^31-1]");
   if (in < 0) return w;
   if (p == Padding::kValid) {
     if (k > in)
@@ -68,8 +81,13 @@ inline Result<WindowDim> compute_window(int64_t in, int64_t k, int64_t s, Paddin
     w.out = (in - k) / s + 1;
     return w;
   }
-  w.out = (in + s - 1) / s;
-  const int64_t total = std::max<int64_t>((w.out - 1) * s + k - in, 0);
+  w.out = in / s + (in % s != 0 ? 1 : 0);
+  // (out - 1) * s <= in - 1 + s - 1 and k <= 2^31: below 2^63 for every in a tensor can have.
+  int64_t span;
+  if (!checked_mul(w.out - 1, s, &span) || !checked_add(span, k, &span))
+    return InvalidArgument(std::string("the ") + what + " padding of input " + std::to_string(in) + ", window " +
+                           std::to_string(k) + " and stride " + std::to_string(s) + " overflows int64");
+  const int64_t total = std::max<int64_t>(span - in, 0);
   w.pad_before = total / 2;
   w.pad_after = total - w.pad_before;
   return w;

@@ -1,6 +1,7 @@
 #include "graph/scope.h"
 
 #include "graph/device_spec.h"
+#include "graph/shape_util.h"
 
 namespace actorflow {
 
@@ -165,10 +166,26 @@ Status infer_node_shapes(const Graph& graph, Node& node) {
   InferenceContext ctx(node, std::move(types), std::move(shapes), std::move(values));
   if ((*def)->shape_fn) {
     Status s = (*def)->shape_fn(ctx);
+    // A node its shape function refuses is an invalid argument, whatever the function's own
+    // code (a missing attribute comes back NotFound from AttrMap::get).
+    if (!s.ok() && s.code() != Code::kInvalidArgument && s.code() != Code::kUnimplemented)
+      s = InvalidArgument(s.message());
     if (!s.ok()) return s.with_prefix(where);
+  }
+  // What any shape function declares must be able to describe a tensor (no wrapped or
+  // unallocatable element counts travel on to consumers and kernels).
+  for (size_t i = 0; i < ctx.out_shapes.size(); ++i) {
+    Status s = check_static_shape(ctx.out_shapes[i]);
+    if (!s.ok()) return InvalidArgument(where + ": output " + std::to_string(i) + ": " + s.message());
   }
   node.output_types = std::move(ctx.out_types);
   node.output_shapes = std::move(ctx.out_shapes);
+  return Status::OK();
+}
+
+Status infer_graph_shapes(Graph& graph) {
+  AF_ASSIGN_OR_RETURN(std::vector<int> order, graph.topological_order());
+  for (int id : order) AF_RETURN_IF_ERROR(infer_node_shapes(graph, *graph.node(id)));
   return Status::OK();
 }
 

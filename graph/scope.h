@@ -156,6 +156,12 @@ class NodeBuilder {
 // deserialisation. Errors are prefixed "<Op> '<name>': ".
 Status infer_node_shapes(const Graph& graph, Node& node);
 
+// Runs infer_node_shapes on every node of `graph` in topological order, replacing the output
+// types and shapes the nodes declared: a graph that came from a peer (a client's GraphDef) then
+// holds only what the shape functions computed, and every shape function has validated its
+// node. InvalidArgument naming the first op whose shape function refuses it (or the cycle).
+Status infer_graph_shapes(Graph& graph);
+
 // The Output feeding input `i` of `n`, and output `i` of `n`, in `s`'s graph (gradient functions
 // and optimizers read nodes this way). Preconditions: `n` is a node of that graph, i in range.
 Output input_of(const Scope& s, const Node& n, int i);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/checked_math.h"
+
 namespace actorflow {
 
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
@@ -72,6 +74,21 @@ Shape reduced_shape(const Shape& in, const std::vector<bool>& mask, bool keep_di
     else if (keep_dims) out.push_back(1);
   }
   return Shape(std::move(out));
+}
+
+Status check_static_shape(const Shape& s) {
+  if (s.unknown_rank()) return Status::OK();
+  if (s.rank() > kMaxTensorRank)
+    return InvalidArgument("shape of rank " + std::to_string(s.rank()) + " has more than " +
+                           std::to_string(kMaxTensorRank) + " dimensions");
+  int64_t p = 1;
+  for (int64_t d : s.dims()) {
+    if (d < -1) return InvalidArgument("shape " + int_list_to_string(s.dims()) + " has a negative dimension");
+    if (d <= 0) continue;
+    if (!checked_mul(p, d, &p) || p > kMaxTensorElements)
+      return InvalidArgument("shape " + s.to_string() + " has more than 2^60 elements");
+  }
+  return Status::OK();
 }
 
 std::string int_list_to_string(const std::vector<int64_t>& v) {

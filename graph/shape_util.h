@@ -38,6 +38,16 @@ Shape reduced_shape(const Shape& in, const std::vector<bool>& mask, bool keep_di
 // "axis 3 is out of range for an input of rank 2" when it is not in [-rank, rank).
 Result<int> normalize_axis(int64_t axis, int rank);
 
+// OK when `s` (maybe partially known) can describe a tensor: an unknown rank, or a rank of at
+// most kMaxTensorRank whose dims are all >= -1 (-1 = unknown) and whose known non-zero dims
+// multiply to at most kMaxTensorElements. InvalidArgument "shape [4611686018427387905,4] has more
+// than 2^60 elements" otherwise. Every output shape a shape function declares passes this
+// (graph/scope.cc infer_node_shapes), and so does every shape a GraphDef declares.
+Status check_static_shape(const Shape& s);
+
+// The most outputs one node may have (Split's num_split, DynamicPartition's num_partitions).
+constexpr int64_t kMaxOpOutputs = 1 << 14;
+
 // "[1,-1,3]": a list of ints as written in attributes (unknown dims keep their -1).
 std::string int_list_to_string(const std::vector<int64_t>& v);
 

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "core/checked_math.h"
+
 namespace actorflow {
 namespace {
 
@@ -12,7 +14,8 @@ class CpuAllocator final : public Allocator {
 
   void* allocate(size_t bytes, size_t alignment) override {
     if (alignment < sizeof(void*)) alignment = sizeof(void*);
-    size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+    size_t rounded;
+    if (!checked_round_up(bytes, alignment, &rounded)) return nullptr;  // no size wraps to a small one
     if (rounded == 0) rounded = alignment;
     void* p = std::aligned_alloc(alignment, rounded);
     if (!p) return nullptr;

@@ -6,11 +6,30 @@
 #include <cmath>
 #include <cstdio>
 #include <new>
+#include <stdexcept>
+
+#include "core/checked_math.h"
 
 namespace actorflow {
 
+namespace {
+
+// The bytes of a `dtype` tensor of `shape`, checked: InvalidArgument when the shape is not a
+// tensor's (Shape::checked_num_elements) or the byte count does not fit in size_t.
+Result<size_t> checked_bytes(DType dtype, const Shape& shape) {
+  AF_ASSIGN_OR_RETURN(int64_t n, shape.checked_num_elements());
+  size_t b;
+  if (!checked_mul_size(static_cast<size_t>(n), dtype_size(dtype), &b))
+    return InvalidArgument("shape " + shape.to_string() + " of " + dtype_name(dtype) + " has too many bytes");
+  return b;
+}
+
+}  // namespace
+
 Tensor::Tensor(DType dtype, const Shape& shape) : dtype_(dtype), shape_(shape) {
-  size_t n = bytes();
+  auto checked = checked_bytes(dtype, shape);
+  if (!checked.ok()) throw std::length_error("Tensor: " + checked.status().message());
+  size_t n = *checked;
   void* p = cpu_host_pool()->allocate(n);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, n);
@@ -18,12 +37,20 @@ Tensor::Tensor(DType dtype, const Shape& shape) : dtype_(dtype), shape_(shape) {
 }
 
 Tensor::Tensor(DType dtype, const Shape& shape, std::shared_ptr<Buffer> buffer)
-    : dtype_(dtype), shape_(shape), buf_(std::move(buffer)) {}
+    : dtype_(dtype), shape_(shape), buf_(std::move(buffer)) {
+  auto checked = checked_bytes(dtype, shape);
+  if (!checked.ok()) throw std::length_error("Tensor: " + checked.status().message());
+  if (buf_ && buf_->size() < *checked)
+    throw std::length_error("Tensor: a buffer of " + std::to_string(buf_->size()) + " bytes cannot hold " +
+                            dtype_name(dtype) + " " + shape.to_string());
+}
 
 Result<Tensor> Tensor::allocate(Allocator* allocator, DType dtype, const Shape& shape) {
   if (!shape.fully_defined())
     return InvalidArgument("cannot allocate a tensor of partially known shape " + shape.to_string());
-  size_t n = static_cast<size_t>(shape.num_elements()) * dtype_size(dtype);
+  auto checked = checked_bytes(dtype, shape);
+  if (!checked.ok()) return InvalidArgument("cannot allocate a tensor: " + checked.status().message());
+  const size_t n = *checked;
   void* p = allocator->allocate(n);
   if (!p && n > 0)
     return ResourceExhausted("allocator '" + allocator->name() + "' could not allocate " +
@@ -33,7 +60,9 @@ Result<Tensor> Tensor::allocate(Allocator* allocator, DType dtype, const Shape& 
 }
 
 Result<Tensor> Tensor::reshaped(const Shape& shape) const {
-  if (shape.num_elements() != num_elements())
+  auto n = shape.checked_num_elements();
+  if (!n.ok()) return InvalidArgument("cannot reshape a tensor into " + shape.to_string() + ": " + n.status().message());
+  if (*n != num_elements())
     return InvalidArgument("cannot reshape a tensor of " + std::to_string(num_elements()) +
                            " elements into shape " + shape.to_string());
   return Tensor(dtype_, shape, buf_);

@@ -43,14 +43,19 @@ class Tensor {
  public:
   // An empty, uninitialised tensor (dtype kInvalid). is_initialized() is false.
   Tensor() = default;
-  // Allocates a host tensor of `dtype` and fully defined `shape` from cpu_host_pool(),
-  // zero-filled. Throws std::bad_alloc if host memory is exhausted.
+  // Allocates a host tensor of `dtype` and `shape` from cpu_host_pool(), zero-filled. Throws
+  // std::length_error when `shape` is not a tensor's (not fully defined, or over the limits of
+  // Shape::checked_num_elements) and std::bad_alloc if host memory is exhausted. For shapes a
+  // peer chose use allocate(), which returns errors as values.
   Tensor(DType dtype, const Shape& shape);
-  // Wraps an existing buffer. Precondition: buffer->size() >= bytes for dtype/shape.
+  // Wraps an existing buffer. Throws std::length_error when `shape` is not a tensor's or a
+  // non-null `buffer` is smaller than the bytes of dtype/shape (it never views past a buffer).
   Tensor(DType dtype, const Shape& shape, std::shared_ptr<Buffer> buffer);
 
-  // Allocates from `allocator`; ResourceExhausted (naming the allocator and the size) when
-  // the allocator refuses. Memory is not initialised.
+  // Allocates from `allocator`; InvalidArgument when `shape` is not a tensor's (not fully
+  // defined, rank over kMaxTensorRank, more than kMaxTensorElements elements: nothing is
+  // requested then), ResourceExhausted (naming the allocator and the size) when the allocator
+  // refuses. Memory is not initialised.
   static Result<Tensor> allocate(Allocator* allocator, DType dtype, const Shape& shape);
 
   // A host scalar holding `v`.
@@ -86,7 +91,8 @@ class Tensor {
   // True when the bytes live in host memory (always for CPU tensors).
   bool on_host() const { return !buf_ || !buf_->allocator() || buf_->allocator()->host_accessible(); }
 
-  // The same buffer viewed with another shape of equal element count.
+  // The same buffer viewed with another shape of equal element count; InvalidArgument when the
+  // counts differ or `shape` is not a tensor's (checked, never a wrapped product).
   Result<Tensor> reshaped(const Shape& shape) const;
   // A host copy with its own buffer. Precondition: on_host().
   Tensor deep_copy() const;

@@ -1,5 +1,7 @@
 #include "tensor/types.h"
 
+#include "core/checked_math.h"
+
 namespace actorflow {
 
 size_t dtype_size(DType t) {
@@ -49,9 +51,37 @@ bool Shape::fully_defined() const {
 
 int64_t Shape::num_elements() const {
   if (!fully_defined()) return -1;
-  int64_t n = 1;
-  for (auto d : dims_) n *= d;
+  int64_t n;
+  if (!checked_dims_product(dims_.data(), dims_.size(), &n)) return -1;
   return n;
+}
+
+namespace {
+
+// The product of the non-zero dims of a fully defined shape, capped: false when over `cap`.
+bool nonzero_product_within(const std::vector<int64_t>& dims, int64_t cap) {
+  int64_t p = 1;
+  for (int64_t d : dims) {
+    if (d == 0) continue;
+    if (!checked_mul(p, d, &p) || p > cap) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<int64_t> Shape::checked_num_elements() const {
+  if (!fully_defined()) return InvalidArgument("shape " + to_string() + " is not fully defined");
+  if (rank() > kMaxTensorRank)
+    return InvalidArgument("shape of rank " + std::to_string(rank()) + " has more than " +
+                           std::to_string(kMaxTensorRank) + " dimensions");
+  if (!nonzero_product_within(dims_, kMaxTensorElements))
+    return InvalidArgument("shape " + to_string() + " has more than 2^60 elements");
+  return num_elements();
+}
+
+bool Shape::valid_for_tensor() const {
+  return fully_defined() && rank() <= kMaxTensorRank && nonzero_product_within(dims_, kMaxTensorElements);
 }
 
 std::string Shape::to_string() const {

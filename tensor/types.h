@@ -56,6 +56,14 @@ auto dispatch_dtype(DType t, F&& f) {
   }
 }
 
+// The limits every Tensor's shape keeps (Shape::checked_num_elements). The element limit bounds
+// the product of a shape's non-zero dims, so the element count of a tensor, of any box inside it
+// and of any run of its dims, times any dtype_size (<= 8), fits in int64 without a check: a
+// kernel may multiply dims of one valid tensor freely. Products that mix dims of different
+// tensors or attribute values go through core/checked_math.h.
+constexpr int kMaxTensorRank = 254;                       // TensorFlow's limit
+constexpr int64_t kMaxTensorElements = int64_t{1} << 60;  // 8 EiB of bytes at 8 bytes each
+
 // A tensor shape. A dimension of -1 means "unknown" (e.g. a placeholder's batch dimension);
 // an unknown rank is represented by `Shape::unknown()`.
 class Shape {
@@ -74,8 +82,16 @@ class Shape {
   const std::vector<int64_t>& dims() const { return dims_; }
   // True when the rank and every dimension are known.
   bool fully_defined() const;
-  // Product of the dims; -1 when not fully defined. 1 for scalars.
+  // Product of the dims: 1 for scalars, 0 when a dim is 0 (however large the others); -1 when
+  // not fully defined or when the product does not fit in int64 (it never wraps).
   int64_t num_elements() const;
+  // The element count of a tensor of this shape: InvalidArgument "shape [..] is not fully
+  // defined", "shape ... has rank 300, more than 254" or "shape [4611686018427387905,4] has more
+  // than 2^60 elements" (the product of its non-zero dims is over kMaxTensorElements). Every
+  // Tensor's shape passes this check (Tensor refuses others).
+  Result<int64_t> checked_num_elements() const;
+  // True when checked_num_elements() succeeds.
+  bool valid_for_tensor() const;
   // "[2,3]", "[?,784]", "[]" for scalars, "<unknown>" for unknown rank.
   std::string to_string() const;
   // True when the two shapes could describe the same tensor (unknowns match anything).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "actorflow/actorflow.h"
 #include "device/executor.h"
@@ -148,6 +149,48 @@ TEST(OpsIndexingTest, SliceTakesTheBoxAndChecksItFits) {
   auto e = eval(late, ops::slice(late.with_op_name("cut"), p, {0, 2}, {1, 2}), {{"p", table()}});
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("cut"), std::string::npos) << e.status();
+}
+
+// Issue 33's attack: a 4-element tensor reshaped into [2^62+1, 4] (the element counts agreed
+// modulo 2^64), then sliced. Refused by Reshape's shape function, and by its kernel when the
+// input's shape is only known at run time; slice bounds whose sum overflows are refused too.
+TEST(OpsIndexingTest, ReshapeIntoAWrappingShapeAndOverflowingSliceBoundsAreRefused) {
+  const int64_t huge = (int64_t{1} << 62) + 1;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  Scope root = Scope::root();
+  auto four = ops::constant(root, Tensor::from_vector<float>({1, 2, 3, 4}, {4}));
+  ops::reshape(root.with_op_name("wrap"), four, {huge, 4});
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("Reshape 'wrap'"), std::string::npos) << root.status();
+
+  Scope late = Scope::root();
+  auto p = ops::placeholder(late, DType::kFloat32, Shape::unknown(), "p");
+  auto r = eval(late, ops::slice(late, ops::reshape(late.with_op_name("wrap"), p, {huge, 4}), {huge - 1, 0}, {1, 4}),
+                {{"p", Tensor::from_vector<float>({1, 2, 3, 4}, {4})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("Reshape 'wrap'"), std::string::npos) << r.status();
+
+  for (const auto& [begin, size] : std::vector<std::pair<int64_t, int64_t>>{{1, max}, {max, 1}, {2, max - 1}}) {
+    Scope s = Scope::root();
+    auto x = ops::placeholder(s, DType::kFloat32, Shape::unknown(), "x");
+    auto e = eval(s, ops::slice(s.with_op_name("cut"), x, {0, begin}, {1, size}), {{"x", table()}});
+    ASSERT_FALSE(e.ok()) << begin << " " << size;
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(e.status().message().find("Slice 'cut'"), std::string::npos) << e.status();
+    Scope g = Scope::root();
+    auto dy = ops::placeholder(g, DType::kFloat32, Shape::unknown(), "dy");
+    auto xx = ops::placeholder(g, DType::kFloat32, Shape::unknown(), "x");
+    auto eg = eval(g, ops::slice_grad(g.with_op_name("back"), dy, xx, {0, begin}, {1, size}),
+                   {{"dy", Tensor::from_vector<float>({1}, {1, 1})}, {"x", table()}});
+    ASSERT_FALSE(eg.ok());
+    EXPECT_NE(eg.status().message().find("SliceGrad 'back'"), std::string::npos) << eg.status();
+    // Statically known: the shape function refuses it.
+    Scope st = Scope::root();
+    ops::slice(st.with_op_name("cut"), ops::constant(st, table()), {0, begin}, {1, size});
+    EXPECT_FALSE(st.ok());
+  }
 }
 
 TEST(OpsIndexingTest, SigmoidTanhAndL2LossAgainstTheFormulas) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/checked_math.h"
 #include "device/cpu/elementwise.h"
 #include "device/functors.h"
 #include "device/kernel.h"
@@ -31,7 +32,8 @@ class ReshapeKernel : public OpKernel {
       if (dims[i] == -1 && infer < 0) infer = static_cast<int>(i);
       else if (dims[i] < 0)
         return ctx.invalid_argument("invalid target shape " + int_list_to_string(*target));
-      else known *= dims[i];
+      else if (!checked_mul(known, dims[i], &known) || known > kMaxTensorElements)
+        return ctx.invalid_argument("target shape " + int_list_to_string(*target) + " has more than 2^60 elements");
     }
     auto bad = [&]() {
       return ctx.invalid_argument("cannot reshape " + x.shape().to_string() + " (" + std::to_string(n) +

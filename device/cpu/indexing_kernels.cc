@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/checked_math.h"
 #include "device/cpu/elementwise.h"
 #include "device/kernel.h"
 #include "device/window_plan.h"
@@ -107,7 +108,7 @@ Status segment_sum(OpKernelContext& ctx, const Tensor& d, const Tensor& ids, int
                                                      : " is not in [0, " + std::to_string(count) + ")"));
         T* row = o + seg * inner;
         const T* in = x + i * inner;
-        for (int64_t k = 0; k < inner; ++k) row[k] += in[k];
+        for (int64_t k = 0; k < inner; ++k) row[k] = functors::AddF()(row[k], in[k]);
       }
       return Status::OK();
     });
@@ -175,9 +176,12 @@ Result<ConcatLayout> concat_layout(const OpKernelContext& ctx, int first, int64_
                              dtype_name(v.dtype()) + ") cannot be concatenated with values[0] " +
                              v0.shape().to_string() + " (" + dtype_name(v0.dtype()) + ") along axis " +
                              std::to_string(ax));
-    l.out_dims[static_cast<size_t>(ax)] += v.shape().dim(ax);
+    // Each value's dims are a valid tensor's; their sums across values are checked.
+    if (!checked_add(l.out_dims[static_cast<size_t>(ax)], v.shape().dim(ax), &l.out_dims[static_cast<size_t>(ax)]))
+      return InvalidArgument("the concatenated dim " + std::to_string(ax) + " overflows int64");
     l.chunk_bytes.push_back(static_cast<size_t>(span(v.shape(), ax, rank)) * es);
-    l.out_chunk += l.chunk_bytes.back();
+    if (!checked_add_size(l.out_chunk, l.chunk_bytes.back(), &l.out_chunk))
+      return InvalidArgument("the concatenation's rows overflow size_t");
   }
   return l;
 }
@@ -208,7 +212,7 @@ class ConcatPartKernel : public OpKernel {
   using OpKernel::OpKernel;
   Status compute(OpKernelContext& ctx) override {
     const int64_t index = ctx.attrs().get_or<int64_t>("index", -1);
-    if (index < 0 || index + 1 >= ctx.num_inputs())
+    if (index < 0 || index >= ctx.num_inputs() - 1)
       return ctx.invalid_argument("index " + std::to_string(index) + " names no concatenated value");
     auto l = concat_layout(ctx, 1, ctx.attrs().get_or<int64_t>("axis", 0));
     if (!l.ok()) return ctx.invalid_argument(l.status().message());
@@ -238,8 +242,13 @@ Result<std::vector<int64_t>> slice_box(const Shape& full, const std::vector<int6
   std::vector<int64_t> out(begin.size());
   for (size_t i = 0; i < begin.size(); ++i) {
     const int64_t dim = full.dim(static_cast<int>(i));
+    // begin in [0, dim] first: then dim - begin cannot overflow, and n <= dim - begin is the
+    // overflow-free form of begin + n <= dim.
+    if (begin[i] < 0 || begin[i] > dim)
+      return InvalidArgument("slice begin " + int_list_to_string(begin) + " size " + int_list_to_string(size) +
+                             " does not fit in " + full.to_string());
     const int64_t n = size[i] == -1 ? dim - begin[i] : size[i];
-    if (begin[i] < 0 || n < 0 || begin[i] + n > dim)
+    if (n < 0 || n > dim - begin[i])
       return InvalidArgument("slice begin " + int_list_to_string(begin) + " size " + int_list_to_string(size) +
                              " does not fit in " + full.to_string());
     out[i] = n;
@@ -340,6 +349,9 @@ class SplitKernel : public OpKernel {
     const Tensor& x = ctx.input(0);
     const int64_t parts = ctx.attrs().get_or<int64_t>("num_split", 1);
     if (x.shape().rank() == 0) return ctx.invalid_argument("cannot split a scalar");
+    if (parts < 1 || parts > ctx.node().num_outputs())
+      return ctx.invalid_argument("num_split " + std::to_string(parts) + " must be in [1, " +
+                                  std::to_string(ctx.node().num_outputs()) + "] (the node's outputs)");
     auto ax = normalize_axis(ctx.attrs().get_or<int64_t>("axis", 0), x.shape().rank());
     if (!ax.ok()) return ctx.invalid_argument(ax.status().message());
     const int64_t d = x.shape().dim(*ax);
@@ -495,6 +507,9 @@ class DynamicPartitionKernel : public OpKernel {
     const Tensor& d = ctx.input(0);
     const Tensor& p = ctx.input(1);
     const int64_t n = ctx.attrs().get_or<int64_t>("num_partitions", 1);
+    if (n < 1 || n > ctx.node().num_outputs())
+      return ctx.invalid_argument("num_partitions " + std::to_string(n) + " must be in [1, " +
+                                  std::to_string(ctx.node().num_outputs()) + "] (the node's outputs)");
     const int pr = p.shape().rank();
     bool prefix = pr <= d.shape().rank();
     for (int i = 0; prefix && i < pr; ++i) prefix = p.shape().dim(i) == d.shape().dim(i);
@@ -610,15 +625,18 @@ class PartitionIdsKernel : public OpKernel {
           return ctx.invalid_argument("ids[" + std::to_string(i) + "] = " + std::to_string(v) + " is not in [0, " +
                                       std::to_string(rows) + ")");
         int64_t p, r;
+        // Overflow-free forms: rows <= INT64_MAX, so per + 1 overflows only when n == 1 (then
+        // extras == 0), and extras * (per + 1) is computed only once known to be <= v.
         if (mod) {
           p = v % n;
           r = v / n;
-        } else if (v < extras * (per + 1)) {  // the first `extras` shards hold per + 1 rows
+        } else if (extras > 0 && v / (per + 1) < extras) {  // the first `extras` shards hold per + 1 rows
           p = v / (per + 1);
           r = v % (per + 1);
         } else {
-          p = extras + (v - extras * (per + 1)) / per;
-          r = (v - extras * (per + 1)) % per;
+          const int64_t first = extras > 0 ? extras * (per + 1) : 0;
+          p = extras + (v - first) / per;
+          r = (v - first) % per;
         }
         sh[i] = static_cast<int32_t>(p);
         lo[i] = static_cast<I>(r);

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/checked_math.h"
 #include "device/executor.h"
 #include "device/kernel.h"
 
@@ -69,11 +70,17 @@ class FillKernel : public OpKernel {
   Status compute(OpKernelContext& ctx) override {
     const DType t = ctx.attrs().get_or<DType>("dtype", DType::kFloat32);
     const double v = ctx.attrs().get_or<double>("value", 0.0);
-    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, t, ctx.node().output_shapes[0]));
+    if (dtype_size(t) == 0) return ctx.invalid_argument("Fill needs a valid 'dtype' attribute");
+    // The attribute, not the declared output shape (a peer's GraphDef declares what it likes);
+    // allocate_output refuses shapes that are not a tensor's and outputs over max_output_bytes.
+    auto shape = ctx.attrs().get<Shape>("shape");
+    if (!shape.ok()) return ctx.invalid_argument(shape.status().message());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, t, *shape));
     dispatch_dtype(t, [&](auto zero) {
       using T = decltype(zero);
       T* d = out->data<T>();
-      for (int64_t i = 0; i < out->num_elements(); ++i) d[i] = static_cast<T>(v);
+      const T value = saturating_cast<T>(v);
+      for (int64_t i = 0; i < out->num_elements(); ++i) d[i] = value;
       return 0;
     });
     return Status::OK();
@@ -85,7 +92,11 @@ class RandomKernel : public OpKernel {
   RandomKernel(const Node& n, bool normal) : OpKernel(n), normal_(normal) {}
   Status compute(OpKernelContext& ctx) override {
     const AttrMap& a = ctx.attrs();
-    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, ctx.node().output_shapes[0]));
+    if (a.get_or<DType>("dtype", DType::kFloat32) != DType::kFloat32)
+      return ctx.invalid_argument("only float32 random values are supported");
+    auto shape = a.get<Shape>("shape");
+    if (!shape.ok()) return ctx.invalid_argument(shape.status().message());
+    AF_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DType::kFloat32, *shape));
     // The same (seed, seed2) gives the same values on every run.
     const uint64_t seed = static_cast<uint64_t>(a.get_or<int64_t>("seed", 0));
     const uint64_t seed2 = static_cast<uint64_t>(a.get_or<int64_t>("seed2", 0));
