@@ -44,6 +44,7 @@ caf::error load_tensor_raw(caf::deserializer& f, caf::binary_deserializer& sourc
   if (n > 0) {
     if (auto e = f.apply_raw(n, out->raw_data())) return e;
   }
+  if (!bool_bytes_valid(type, out->raw_data(), n)) return caf::sec::invalid_argument;
   t = std::move(*out);
   return f.end_sequence();
 }
@@ -51,6 +52,11 @@ caf::error load_tensor_raw(caf::deserializer& f, caf::binary_deserializer& sourc
 bool tensor_bytes_match(DType type, const std::vector<int64_t>& dims, size_t present) {
   const size_t elem = dtype_size(type);
   if (elem == 0 || dims.size() > 64) return false;
+  // A shape no tensor may have (e.g. zero elements, but its other dims multiply past 2^60) is
+  // refused like a lying one: Tensor would refuse it after the fact.
+  for (int64_t d : dims)
+    if (d < 0) return false;
+  if (!Shape(dims).valid_for_tensor()) return false;
   bool empty = false;
   for (int64_t d : dims) {
     if (d < 0) return false;

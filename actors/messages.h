@@ -75,6 +75,7 @@ typename std::enable_if<Inspector::writes_state, typename Inspector::result_type
     DType type = static_cast<DType>(dt);
     // Nothing is allocated before the shape is known to describe exactly the bytes that came.
     if (!tensor_bytes_match(type, dims, bytes.size())) return caf::sec::invalid_argument;
+    if (!bool_bytes_valid(type, bytes.data(), bytes.size())) return caf::sec::invalid_argument;
     Tensor out(type, Shape(dims));
     if (bytes.size() != out.bytes()) return caf::sec::invalid_argument;
     if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());

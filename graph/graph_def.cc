@@ -1,4 +1,5 @@
 #include "graph/graph_def.h"
+#include "graph/shape_util.h"
 
 #include "core/proto_writer.h"
 
@@ -148,7 +149,10 @@ Result<Shape> get_shape(const Obj& o, const std::string& where) {
     if (d < -1) return InvalidArgument(where + ": dimension " + std::to_string(d) + " is negative");
     dims.push_back(d);
   }
-  return Shape(std::move(dims));
+  Shape s(std::move(dims));
+  // No shape a tensor could not have (an element count past 2^60, a rank over 254).
+  if (Status st = check_static_shape(s); !st.ok()) return InvalidArgument(where + ": " + st.message());
+  return s;
 }
 
 // Looks up the required keys of a map and rejects unknown ones.
@@ -187,6 +191,7 @@ Result<Tensor> get_tensor(const Obj& o, const std::string& where) {
     return Tensor();
   }
   if (!shape.fully_defined()) return InvalidArgument(where + ": tensor shape " + shape.to_string() + " is not fully defined");
+  if (auto n = shape.checked_num_elements(); !n.ok()) return InvalidArgument(where + ": " + n.status().message());
   // Expected byte count, without overflow: every factor is bounded by the bytes present.
   uint64_t want = dtype_size(dtype);
   bool fits = true;  // false when the byte count overflows 64 bits
@@ -201,6 +206,8 @@ Result<Tensor> get_tensor(const Obj& o, const std::string& where) {
   if (!fits || want != have)
     return InvalidArgument(where + ": " + std::to_string(have) + " data bytes do not match " + dtype_name(dtype) + " " +
                            shape.to_string() + (fits ? " (" + std::to_string(want) + " bytes)" : std::string()));
+  if (!bool_bytes_valid(dtype, data.via.bin.ptr, have))
+    return InvalidArgument(where + ": a bool tensor holds a byte other than 0 and 1");
   Tensor t(dtype, shape);
   if (have) std::memcpy(t.raw_data(), data.via.bin.ptr, have);
   return t;
@@ -313,7 +320,8 @@ Result<Graph> decode(const Obj& root) {
     for (uint32_t k = 0; k < types.via.array.size; ++k) {
       const std::string w = std::to_string(k);
       AF_ASSIGN_OR_RETURN(DType t, get_dtype(types.via.array.ptr[k], where + ": output_types[" + w + "]"));
-      AF_ASSIGN_OR_RETURN(Shape s, get_shape(shapes.via.array.ptr[k], where + ": output_shapes[" + w + "]"));
+      AF_ASSIGN_OR_RETURN(Shape s, get_shape(shapes.via.array.ptr[k], where + ": " + n.op + " '" + n.name +
+                                                                           "' output_shapes[" + w + "]"));
       n.output_types.push_back(t);
       n.output_shapes.push_back(std::move(s));
     }

@@ -202,6 +202,10 @@ Result<std::vector<int64_t>> decode_frame_dims(const FrameHeader& h, const unsig
     if (overflow) elements = static_cast<unsigned __int128>(1) << 65;
   }
   if (!carries_tensor(h.kind)) return dims;
+  // The shape rule every tensor keeps (tensor/types.h): no zero-element shape whose other dims
+  // multiply past 2^60 either (Tensor::allocate would refuse it after the bytes were read).
+  if (auto n = Shape(dims).checked_num_elements(); !n.ok())
+    return DataLoss("frame shape: " + n.status().message());
   const unsigned __int128 bytes = elements * dtype_size(h.dtype);
   if (overflow || bytes != h.data_bytes)
     return DataLoss("frame shape and dtype describe " + (overflow ? std::string("more than 2^64") : std::to_string(static_cast<uint64_t>(bytes))) +

@@ -107,8 +107,9 @@ Status encode_frame_prefix(FrameKind kind, int64_t step_id, const std::string& k
 // the data size against `limits`. DataLoss describing the first bad field.
 Result<FrameHeader> decode_frame_fixed(const unsigned char* p, const FrameLimits& limits);
 
-// Decodes the dims (rank x i64 at `p`) and checks that they are non-negative and that their
-// product times the dtype's size equals h.data_bytes without overflow. DataLoss otherwise.
+// Decodes the dims (rank x i64 at `p`) and checks that they are non-negative, that a tensor may
+// have them (Shape::checked_num_elements) and that their product times the dtype's size equals
+// h.data_bytes without overflow. DataLoss otherwise.
 Result<std::vector<int64_t>> decode_frame_dims(const FrameHeader& h, const unsigned char* p);
 
 }  // namespace net

@@ -68,6 +68,14 @@ Result<Tensor> Tensor::reshaped(const Shape& shape) const {
   return Tensor(dtype_, shape, buf_);
 }
 
+bool bool_bytes_valid(DType type, const void* p, size_t n) {
+  if (type != DType::kBool) return true;
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] > 1) return false;
+  return true;
+}
+
 Tensor Tensor::deep_copy() const {
   if (!is_initialized()) return Tensor();
   // Every byte is written by the copy: no zero fill first.

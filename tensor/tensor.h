@@ -115,4 +115,9 @@ class Tensor {
   std::shared_ptr<Buffer> buf_;
 };
 
+// False when `type` is bool and one of the `n` bytes at `p` is neither 0 nor 1 (a C++ bool may not
+// hold another value: loading one is undefined behaviour); true otherwise. Every decoder of a
+// peer's tensor bytes checks it (wire, GraphDef constants, checkpoints). Pure; thread-safe.
+bool bool_bytes_valid(DType type, const void* p, size_t n);
+
 }  // namespace actorflow

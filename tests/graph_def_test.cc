@@ -323,7 +323,7 @@ TEST(GraphDefTest, InvalidContentIsRejectedWithClearErrors) {
     expect_error(v, kBad, "attr 'value' (tensor): 7 data bytes do not match float32 [2] (8 bytes)"); }
   { V v = good(); v.at("nodes").a[0].at("attrs").at("value") =
         tensor_attr(1, {V::num(int64_t{1} << 40), V::num(int64_t{1} << 40)}, std::string(8, '\0'));
-    expect_error(v, kBad, "8 data bytes do not match float32"); }
+    expect_error(v, kBad, "shape [1099511627776,1099511627776] has more than 2^60 elements"); }  // before any byte count
   { V v = good(); v.at("nodes").a[0].at("attrs").at("value") = tensor_attr(1, {V::num(-1)}, "");
     expect_error(v, kBad, "tensor shape [?] is not fully defined"); }
   { V v = good(); v.at("nodes").a[0].at("attrs").at("value") = tensor_attr(42, {V::num(2)}, std::string(8, '\0'));
@@ -338,6 +338,14 @@ TEST(GraphDefTest, InvalidContentIsRejectedWithClearErrors) {
     expect_error(v, kBad, "attr 'dtype': expected a [kind, value] pair, found string"); }
   { V v = good(); v.at("nodes").a[0].at("attrs").at("dtype") = V::arr({V::str("list_int"), V::arr({V::dbl(1.5)})});
     expect_error(v, kBad, "attr 'dtype' (list_int)[0]: expected an integer, found float"); }
+  // Shapes no tensor can have (issue 33): declared, and of a constant with zero elements; bool
+  // bytes other than 0 and 1.
+  { V v = good(); v.at("nodes").a[1].at("output_shapes") = V::arr({V::arr({V::num((int64_t{1} << 62) + 1), V::num(4)})});
+    expect_error(v, kBad, "Identity 'b' output_shapes[0]: shape [4611686018427387905,4] has more than 2^60 elements"); }
+  { V v = good(); v.at("nodes").a[0].at("attrs").at("value") = tensor_attr(1, {V::num(0), V::num(int64_t{1} << 62)}, "");
+    expect_error(v, kBad, "has more than 2^60 elements"); }
+  { V v = good(); v.at("nodes").a[0].at("attrs").at("value") = tensor_attr(6, {V::num(2)}, std::string("\x01\x02", 2));
+    expect_error(v, kBad, "a bool tensor holds a byte other than 0 and 1"); }
   // A cycle a -> b -> a.
   { V v = good(); v.at("nodes").a[0] = node("a", "Identity", {V::str("b:0")}, {}, {V::num(1)}, {V::arr({V::num(2)})});
     expect_error(v, kBad, "cycle"); }
