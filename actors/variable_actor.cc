@@ -3,12 +3,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "actors/messages.h"
+#include "core/checked_math.h"
 #include "core/denormal.h"
 #include "actors/ps_replication.h"
 #include "actors/resources.h"
@@ -45,6 +47,7 @@ struct VarState {
   bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
   Tensor sync_sum;
   int64_t sync_count = 0;
+  std::string sync_opt;      // the optimizer of the step's first contribution (all must agree)
   // A sparse step's accumulation (sparse_apply_sync): the rows seen, their summed gradients, how
   // many contributions had each, and where each row sits in them.
   bool sync_sparse = false;
@@ -101,6 +104,8 @@ Status check_declared(VarState& st, const AttrMap& attrs) {
   const Shape s = attrs.get_or<Shape>("shape", Shape::unknown());
   if (st.dtype == DType::kInvalid) {
     if (t == DType::kInvalid || !s.fully_defined()) return Status::OK();
+    if (!s.valid_for_tensor())
+      return err(st, Code::kInvalidArgument, "declared with shape " + s.to_string() + ", which no tensor can have");
     st.dtype = t;
     st.shape = s;
     return Status::OK();
@@ -131,11 +136,16 @@ Tensor& writable_value(VarState& st) {
   return st.value;
 }
 
+// The first element of a hyper-parameter tensor as a double; NaN when it has none (a peer's
+// graph may pass an empty tensor where the shape function wanted a scalar: nothing is read past it).
 double scalar_of(const Tensor& t) {
+  if (!t.is_initialized() || t.num_elements() < 1) return std::numeric_limits<double>::quiet_NaN();
   switch (t.dtype()) {
     case DType::kFloat64: return t.data<double>()[0];
     case DType::kInt32: return t.data<int32_t>()[0];
     case DType::kInt64: return static_cast<double>(t.data<int64_t>()[0]);
+    case DType::kUInt8: return t.data<uint8_t>()[0];
+    case DType::kBool: return t.data<bool>()[0] ? 1.0 : 0.0;
     default: return t.data<float>()[0];
   }
 }
@@ -436,6 +446,7 @@ void count_update() {
 void clear_sync_accumulation(VarState& st) {
   st.sync_sum = Tensor();
   st.sync_count = 0;
+  st.sync_opt.clear();
   st.sync_sparse = false;
   st.sync_rows.clear();
   st.sync_row_sum.clear();
@@ -988,6 +999,17 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
       return fail(err(st, Code::kInvalidArgument,
                       m + (sparse ? " takes indices, values and local_step" : " takes grad and local_step")));
     const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
+    // Summing gradients needs float32 values; an increment needs an element to add to.
+    if (opt != "increment") {
+      s = require_float(st);
+      if (!s.ok()) return fail(s);
+    } else if (st.dtype == DType::kBool || st.shape.num_elements() < 1) {
+      return fail(err(st, Code::kInvalidArgument, m + ": 'increment' needs a numeric variable with an element"));
+    }
+    if (st.sync_count > 0 && opt != st.sync_opt)
+      return fail(err(st, Code::kInvalidArgument,
+                      m + ": optimizer '" + opt + "' for step " + std::to_string(st.sync_step) +
+                          ", whose other contributions use '" + st.sync_opt + "'"));
     Result<SparseRows> contribution = SparseRows{};
     if (sparse) {
       contribution = sparse_rows(st, args[0], args[1], m);
@@ -1056,11 +1078,15 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
       }
     }
     if (st.sync_count == 0) {
+      st.sync_opt = opt;
       st.sync_first = std::chrono::steady_clock::now();
       if (opt != "increment" && !sparse) st.sync_sum = args[0].deep_copy();
       ++st.sync_generation;
       if (wait) {
-        const double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+        // A peer's attribute: NaN, negative or huge timeouts become 0 s or a day (no undefined
+        // double -> integer conversion).
+        double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
+        timeout = timeout >= 0 ? std::min(timeout, 86400.0) : 0.0;
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
                            sync_check_atom::value, st.sync_generation, replicas, timeout);
       }
@@ -1081,7 +1107,9 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     const int64_t total = call->attrs.get_or<int64_t>("total_num_replicas", replicas);
     if (action == "leave") {
       ++st.sync_left;
-      if (!st.sync_closed && total - st.sync_left < replicas)
+      int64_t remaining = 0;  // total and replicas are a peer's attributes: no overflowing subtraction
+      if (!checked_sub(total, st.sync_left, &remaining)) remaining = total < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+      if (!st.sync_closed && remaining < replicas)
         close_sync(st, "synchronous training ended: " + std::to_string(st.sync_left) + " of " +
                            std::to_string(total) + " replicas finished, fewer than the " +
                            std::to_string(replicas) + " a step aggregates are left");
