@@ -71,8 +71,8 @@ Tensor OpKernelContext::release_input(int i) {
 void OpKernelContext::set_output(int i, Tensor t) {
   if (i < 0 || static_cast<size_t>(i) >= outputs_.size()) {
     if (status_.ok())
-      status_ = error(Code::kInternal, "the kernel set output " + std::to_string(i) + " but the node declares " +
-                                           std::to_string(outputs_.size()) + " outputs");
+      status_ = invalid_argument("the node declares " + std::to_string(outputs_.size()) +
+                                 " outputs, fewer than its op has (its kernel set output " + std::to_string(i) + ")");
     return;
   }
   outputs_[static_cast<size_t>(i)] = std::move(t);
