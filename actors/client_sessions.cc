@@ -6,6 +6,7 @@
 
 #include "actors/session.h"
 #include "graph/graph_def.h"
+#include "graph/op_kinds.h"
 #include "graph/scope.h"
 
 namespace actorflow {
@@ -47,6 +48,13 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   if (!req.graph_def.empty()) {
     auto g = deserialize_graph(req.graph_def);
     if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
+    // The runtime's own ops are the master's to insert, never a client's.
+    for (int id = 0; id < g->num_nodes(); ++id) {
+      const Node* n = g->node(id);
+      if (is_runtime_op(n->op))
+        return InvalidArgument("client graph of session " + std::to_string(req.session) + ": " + n->op + " '" +
+                               n->name + "': the runtime's own op cannot be in a client's graph");
+    }
     // The shapes and dtypes a client declares are not trusted: every node's shape function runs
     // again here (and validates its attributes and constant inputs), and its results replace them.
     Status inferred = infer_graph_shapes(*g);

@@ -20,4 +20,8 @@ bool is_ref_consumer_op(const std::string& op) {
          starts("SparseApply") || starts("ResourceSparseApply");
 }
 
+bool is_runtime_op(const std::string& op) {
+  return op == "_Arg" || op == "_Retval" || op == "_Send" || op == "_Recv";
+}
+
 }  // namespace actorflow

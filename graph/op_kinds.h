@@ -14,5 +14,9 @@ bool is_variable_op(const std::string& op);
 // AssignAdd, AssignSub, Apply*, ResourceApply*, ReadVariable, ReadVariableOp,
 // AssignVariableOp, Assign{Add,Sub}VariableOp, Scatter*, ResourceScatter*, IsVariableInitialized.
 bool is_ref_consumer_op(const std::string& op);
+// True for the runtime's own ops, which the master inserts when it partitions a graph: _Arg,
+// _Retval, _Send, _Recv. A client's graph may not hold them (a _Send or _Recv of its own would
+// speak into the rendezvous of the task's steps).
+bool is_runtime_op(const std::string& op);
 
 }  // namespace actorflow
