@@ -1026,6 +1026,9 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
                       m + ": local_step must be an int64 scalar, got " + std::string(dtype_name(step_t.dtype())) + " " +
                           step_t.shape().to_string()));
     const int64_t local_step = step_t.data<int64_t>()[0];
+    // A step number, counted up from here: never negative nor near the end of int64.
+    if (local_step < 0 || local_step > (int64_t{1} << 62))
+      return fail(err(st, Code::kInvalidArgument, m + ": local_step " + std::to_string(local_step) + " is not in [0, 2^62]"));
     const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
     if (st.sync_closed)
       return fail(err(st, Code::kOutOfRange,

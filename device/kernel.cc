@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "device/backends.h"
+#include "graph/op_registry.h"
 #include "graph/shape_util.h"
 
 namespace actorflow {
@@ -131,6 +132,11 @@ Result<std::unique_ptr<OpKernel>> KernelRegistry::create(const Node& node, const
   auto it = factories_.find({node.op, device_type});
   if (it == factories_.end())
     return NotFound("no " + device_type + " kernel for " + node.op + " '" + node.name + "'");
+  // A kernel reads the inputs its op has: a node with another count (a peer's partition) gets none.
+  auto def = OpRegistry::global().lookup(node.op);
+  if (def.ok() && (*def)->num_inputs >= 0 && static_cast<int>(node.inputs.size()) != (*def)->num_inputs)
+    return InvalidArgument(node.op + " '" + node.name + "': expects " + std::to_string((*def)->num_inputs) +
+                           " inputs, the node has " + std::to_string(node.inputs.size()));
   return it->second(node);
 }
 

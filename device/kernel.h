@@ -126,7 +126,7 @@ class KernelRegistry {
   void add(const std::string& op, const std::string& device_type, KernelFactory factory);
   bool has(const std::string& op, const std::string& device_type) const;
   // Creates the kernel of `node` for `device_type`; NotFound "no GPU kernel for MatMul 'c'"
-  // when missing.
+  // when missing, InvalidArgument when the node's input count is not its op's (a fixed-arity op).
   Result<std::unique_ptr<OpKernel>> create(const Node& node, const std::string& device_type) const;
   // Every registration as (op, device_type), sorted by op, then device type; each pair once.
   // For tools and tests that walk the kernels of a device type (tests/gpu_backend_ops_test.cc

@@ -109,7 +109,11 @@ Status guarded(const OpKernelContext& ctx, F&& f) {
   try {
     return f();
   } catch (const dnnl::error& e) {
-    return ctx.error(Code::kInternal, std::string("oneDNN: ") + e.what());
+    // Geometry oneDNN refuses (a peer's strides, windows, padding) is the caller's error.
+    const Code code = e.status == dnnl_invalid_arguments ? Code::kInvalidArgument
+                      : e.status == dnnl_unimplemented   ? Code::kUnimplemented
+                                                         : Code::kInternal;
+    return ctx.error(code, std::string("oneDNN: ") + e.what());
   } catch (const std::bad_alloc&) {
     return ctx.error(Code::kResourceExhausted, "out of host memory for oneDNN buffers");
   }

@@ -692,6 +692,7 @@ AttrValue mutate_attr(Rng& r, const AttrValue& v) {
     std::vector<int64_t> out = *l;
     if (out.empty() || chance(r, 30)) return AttrValue(hostile_list(r));
     out[r() % out.size()] = hostile_int(r);
+    if (chance(r, 30)) out[r() % out.size()] = one_of<int64_t>(r, {kI64Max, kI64Max - 1, kI64Min, (int64_t{1} << 62) + 1});
     if (chance(r, 20)) out.push_back(hostile_int(r));
     if (chance(r, 20)) out.pop_back();
     return AttrValue(out);
@@ -706,9 +707,11 @@ void corrupt(Rng& r, Case& c, const std::string& op) {
   const int n = static_cast<int>(uni(r, 1, 3));
   for (int k = 0; k < n; ++k) {
     const size_t ni = c.inputs.size();
-    switch (r() % 12) {
+    switch (r() % 14) {
       case 0:
-      case 1:  // an attribute changed within its type (the most productive)
+      case 1:
+      case 12:
+      case 13:  // an attribute changed within its type (the most productive)
         if (!c.attr_names.empty()) {
           const std::string& a = one_of(r, c.attr_names);
           auto it = c.attrs.all().find(a);
