@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "device/executor.h"
+#include "device/kernel.h"
 #include "graph/ops.h"
 #include "tests/util/eval.h"
 
@@ -364,6 +365,29 @@ TEST(ArrayOps, OneHotErrors) {
     ops::one_hot(root.with_op_name("oh"), i, -2);
     expect_error(root, {"OneHot 'oh': depth must be >= 0, got -2"});
   }
+}
+
+// Output sizes a peer picks (OneHot's depth here) are capped by max_output_bytes(): refused with
+// ResourceExhausted naming the op before anything is allocated; under the cap the same op runs.
+TEST(ArrayOps, OutputsOverTheCapAreRefusedNamingTheOp) {
+  Scope root = Scope::root();
+  auto i = ops::constant(root, Tensor::from_vector<int32_t>({1, 0}, {2}), "i");
+  auto huge = ops::one_hot(root.with_op_name("huge"), i, int64_t{1} << 40);  // 8 TiB of float32
+  auto small = ops::one_hot(root.with_op_name("small"), i, 3);
+  ASSERT_TRUE(root.ok()) << root.status();
+  auto r = eval(root, huge);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("OneHot 'huge'"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("max_output_bytes"), std::string::npos) << r.status();
+  set_max_output_bytes(16);  // 2 x 3 float32 = 24 bytes: over
+  auto capped = eval(root, small);
+  set_max_output_bytes(0);
+  ASSERT_FALSE(capped.ok());
+  EXPECT_EQ(capped.status().code(), Code::kResourceExhausted) << capped.status();
+  auto ok = eval(root, small);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(vals<float>(*ok), (std::vector<float>{0, 1, 0, 1, 0, 0}));
 }
 
 }  // namespace
