@@ -22,6 +22,7 @@
 #include <set>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <map>
 #include <unordered_map>
@@ -533,8 +534,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   impl_->shutdown_token_ = random_nonce();
   nc.shutdown_token = impl_->shutdown_token_;
   impl_->node_ = spawn_node_actor(*impl_->sys_, nc);
-  // A node actor that ends while the server runs (exit_reason::kill cannot be refused) leaves a
-  // task that serves nothing: say so loudly.
+  // A node actor that ends while the server runs (no message from outside can end it, but an
+  // exception escaping one of its handlers, or an embedder's actor system, can) would leave a
+  // process that serves nothing and that no supervisor restarts: end the process instead.
   {
     std::weak_ptr<std::atomic<bool>> stopping = impl_->stopping_flag_;
     const std::string t = impl_->task_prefix_;
@@ -542,7 +544,10 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
       auto s = stopping.lock();
       if (s && !s->load()) {
         AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
-                      << "): this task no longer serves its peers";
+                      << "): this task no longer serves its peers; ending the process with exit status "
+                      << kNodeActorLostExitCode << " so that its supervisor restarts it";
+        std::fflush(nullptr);
+        std::_Exit(kNodeActorLostExitCode);
       }
     });
   }
