@@ -568,12 +568,16 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
     impl_->control_ = std::move(*cl);
     impl_->port_ = impl_->control_->port();
-    // The metrics endpoint, on the same address and behind the same secret and TLS.
+    // The metrics endpoint, on the same address, behind TLS when the cluster has it; with a secret
+    // it proves itself to tools before they prove themselves (net/metrics_http.h).
     if (opts.metrics_port > 0) {
       net::MetricsHttpOptions mo;
       mo.host = bind;
       mo.port = static_cast<uint16_t>(opts.metrics_port);
-      mo.secret = mc.secret;
+      mo.secret = mc.secret;  // keys the tools' challenge (GET /auth); never a credential itself
+      mo.task = task.to_string();
+      mo.fingerprint = mc.fingerprint;
+      mo.scrape_token = cluster.metrics_token();
       mo.tls = tls;
       const Labels labels{{"job", task.job}, {"task", std::to_string(task.index)}};
       mo.render = [labels] { return Metrics::global().render(labels); };

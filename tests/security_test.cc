@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <set>
 #include <cstring>
 #include <fstream>
@@ -493,15 +496,22 @@ TEST_F(SecurityTest, AClientCannotStopReconfigureOrLoadFaultsIntoANode) {
   caf::anon_send(*h, shutdown_atom::value, std::string("a-guessed-token"));
   caf::anon_send_exit(*h, caf::exit_reason::kill);
   EXPECT_TRUE(ask<std::string>(sys, *h, ping_atom::value).ok());  // what a client may do
-  // The operator loads (here: clears) fault plans, and may not reconfigure.
-  auto op = authenticated_as(sys, node.fingerprint, node.port, "/job:_chaos/replica:0/task:0", "/job:_chaos/replica:0/task:0");
+  // The operator loads (here: clears) fault plans, and may not reconfigure. (Each identity from
+  // an actor system of its own: BASP keeps one connection per CAF node.)
+  caf::actor_system_config op_cfg;
+  Server::configure(op_cfg);
+  caf::actor_system op_sys{op_cfg};
+  auto op = authenticated_as(op_sys, node.fingerprint, node.port, "/job:_chaos/replica:0/task:0", "/job:_chaos/replica:0/task:0");
   ASSERT_TRUE(op.ok()) << op.status();
-  EXPECT_TRUE(ask<std::vector<std::string>>(sys, *op, fault_atom::value, std::string()).ok());
-  EXPECT_EQ(ask<bool>(sys, *op, peers_atom::value, std::vector<std::string>{}).code(), Code::kPermissionDenied);
+  EXPECT_TRUE(ask<std::vector<std::string>>(op_sys, *op, fault_atom::value, std::string()).ok());
+  EXPECT_EQ(ask<bool>(op_sys, *op, peers_atom::value, std::vector<std::string>{}).code(), Code::kPermissionDenied);
   // A member too.
-  auto member = authenticated_as(sys, node.fingerprint, node.port, "/job:worker/replica:0/task:3", "/job:worker/replica:0/task:3");
+  caf::actor_system_config member_cfg;
+  Server::configure(member_cfg);
+  caf::actor_system member_sys{member_cfg};
+  auto member = authenticated_as(member_sys, node.fingerprint, node.port, "/job:worker/replica:0/task:3", "/job:worker/replica:0/task:3");
   ASSERT_TRUE(member.ok()) << member.status();
-  EXPECT_TRUE(ask<std::vector<std::string>>(sys, *member, fault_atom::value, std::string()).ok());
+  EXPECT_TRUE(ask<std::vector<std::string>>(member_sys, *member, fault_atom::value, std::string()).ok());
   EXPECT_TRUE(node.proc->wait_for_output("refused fault plan from client", 10s)) << node.proc->output();
   expect_unharmed();
   EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos) << node.proc->output();
@@ -548,9 +558,13 @@ TEST(SecurityRolesTest, AClientGraphWithAnOpThatTouchesFilesIsRefused) {
   EXPECT_EQ(refused.code(), Code::kPermissionDenied) << refused;
   EXPECT_NE(refused.message().find("node 'reads' (op _TestTouchesFiles) touches the task's files"), std::string::npos)
       << refused;
-  auto member = authenticated_as(sys, spec->fingerprint(), port, "/job:worker/replica:0/task:1", "/job:worker/replica:0/task:1");
+  caf::actor_system_config member_cfg;  // a second CAF node: BASP keeps one connection per node
+  Server::configure(member_cfg);
+  caf::actor_system member_sys{member_cfg};
+  auto member = authenticated_as(member_sys, spec->fingerprint(), port, "/job:worker/replica:0/task:1",
+                                 "/job:worker/replica:0/task:1");
   ASSERT_TRUE(member.ok()) << member.status();
-  Status ran = ask<std::vector<Tensor>>(sys, *member, crun_atom::value, req);
+  Status ran = ask<std::vector<Tensor>>(member_sys, *member, crun_atom::value, req);
   EXPECT_FALSE(ran.ok());  // no kernel for the test op
   EXPECT_NE(ran.code(), Code::kPermissionDenied) << ran;
 }
@@ -692,6 +706,136 @@ TEST_F(SecurityTest, TensorsWithLyingShapesAllocateNothing) {
   auto d = honest_client(node);  // after the node has processed the messages above
   EXPECT_TRUE(d.ok()) << d.status();
   expect_unharmed(120);
+}
+
+// A process that took a stopped task's metrics port: it records every byte it is sent and plays
+// along with the tools' challenge (a plausible answer to GET /auth with a made-up proof, then
+// whatever comes next on the connection), answering anything else with fake metrics. Serves one
+// connection at a time on its own thread until destroyed; every wait is bounded.
+class MetricsImpostor {
+ public:
+  explicit MetricsImpostor(int port) {
+    auto l = net::listen_tcp("127.0.0.1", static_cast<uint16_t>(port), 16);
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (!l.ok()) return;
+    listen_ = std::move(*l);
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    stop_read_.reset(p[0]);
+    stop_write_.reset(p[1]);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~MetricsImpostor() {
+    if (stop_write_.valid()) (void)!::write(stop_write_.get(), "x", 1);
+    if (thread_.joinable()) thread_.join();
+  }
+  // Everything received so far.
+  std::string received() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return got_;
+  }
+  int connections() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return connections_;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      pollfd p[2] = {{listen_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0 || p[1].revents) return;
+      net::Fd c(::accept(listen_.get(), nullptr, nullptr));
+      if (!c.valid()) continue;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++connections_;
+      }
+      for (int request = 0; request < 2; ++request) {
+        const std::string head = read_head(c.get());
+        if (head.empty()) break;
+        std::string body = "actorflow_global_step 12345\n";
+        bool keep = false;
+        if (head.rfind("GET /auth", 0) == 0) {
+          body = "task worker/0\nnonce " + std::string(64, 'a') + "\nproof " + std::string(64, 'b') + "\n";
+          keep = true;
+        }
+        const std::string ans = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                                "\r\nConnection: " + (keep ? "keep-alive" : "close") + "\r\n\r\n" + body;
+        if (!send_all(c.get(), ans) || !keep) break;
+      }
+    }
+  }
+  // One request head (or what came within 2 s), recorded.
+  std::string read_head(int fd) {
+    std::string head;
+    char buf[4096];
+    const auto end = net::Clock::now() + 2s;
+    while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - net::Clock::now()).count();
+      pollfd p{fd, POLLIN, 0};
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) != 1) break;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    got_ += head;
+    return head;
+  }
+
+  net::Fd listen_, stop_read_, stop_write_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::string got_;
+  int connections_ = 0;
+};
+
+// No secret before proof: `actorflow status` and `actorflow dashboard` scrape a stopped task's
+// metrics port, where an impostor listens. They refuse it naming the task, and it receives
+// nothing that depends on the secret (before, it got "Authorization: Bearer <secret>").
+TEST(SecurityMetricsTest, AnImpostorOnAStoppedTasksMetricsPortGetsNoSecret) {
+  TempDir dir;
+  const int metrics = free_port(), dash_port = free_port();
+  const std::string file = dir.write("cluster.toml", "[cluster]\nname = \"impostor\"\n[jobs]\nworker = [\"localhost:" +
+                                                         std::to_string(free_port()) + "\"]\n[server]\nmetrics_port = " +
+                                                         std::to_string(metrics) + "\n");
+  MetricsImpostor impostor(metrics);
+  const std::map<std::string, std::string> env = {{"ACTORFLOW_SECRET", kSecret}};
+  auto status = ChildProcess::start({binary("actorflow"), "status", "--cluster", file, "--timeout-ms", "1000",
+                                     "--interval-ms", "100"}, env);
+  ASSERT_TRUE(status);
+  auto code = status->await_exit(60s);
+  ASSERT_TRUE(code.ok()) << code.status() << "\n" << status->output();
+  EXPECT_EQ(*code, 3) << status->output();  // not every task is up
+  EXPECT_NE(status->output().find("metrics endpoint 127.0.0.1:" + std::to_string(metrics) +
+                                  " did not prove it is task worker/0"),
+            std::string::npos)
+      << status->output();
+  auto dash = ChildProcess::start({binary("actorflow"), "dashboard", "--cluster", file, "--port",
+                                   std::to_string(dash_port), "--interval-ms", "200", "--timeout-ms", "1000"}, env);
+  ASSERT_TRUE(dash);
+  ASSERT_TRUE(dash->wait_for_output("serving", 30s)) << dash->output();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::string state;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(dash_port), 5s);
+    if (fd.ok()) {
+      send_all(fd->get(), "GET /api/state HTTP/1.1\r\n\r\n");
+      state.clear();
+      closed_within(fd->get(), 5s, &state);
+    }
+    if (state.find("did not prove it is task worker/0") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);  // the dashboard polls once per interval
+  }
+  EXPECT_NE(state.find("did not prove it is task worker/0"), std::string::npos) << state;
+  dash->signal(SIGTERM);
+  EXPECT_EQ(dash->wait(30s), 0) << dash->output();
+  EXPECT_GE(impostor.connections(), 2);
+  const std::string got = impostor.received();
+  EXPECT_EQ(got.find(kSecret), std::string::npos) << got;
+  EXPECT_EQ(got.find("Bearer"), std::string::npos) << got;
+  EXPECT_EQ(got.find("Authorization"), std::string::npos) << got;
+  EXPECT_EQ(status->output().find(kSecret), std::string::npos);
 }
 
 // Listening TCP sockets of process `pid`: "hexaddr:hexport" as /proc/net/tcp{,6} write them.
