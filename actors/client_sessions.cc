@@ -7,6 +7,7 @@
 #include "actors/session.h"
 #include "graph/graph_def.h"
 #include "graph/op_kinds.h"
+#include "graph/op_registry.h"
 #include "graph/scope.h"
 
 namespace actorflow {
@@ -39,7 +40,8 @@ void ClientSessions::close(const std::string& peer, uint64_t session) {
   sessions_.erase({peer, session});
 }
 
-Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const ClientRunRequest& req) {
+Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const ClientRunRequest& req,
+                                                bool may_touch_files) {
   if (req.feed_names.size() != req.feeds.size())
     return InvalidArgument("client run: " + std::to_string(req.feed_names.size()) + " feed names but " +
                            std::to_string(req.feeds.size()) + " feed tensors");
@@ -48,6 +50,17 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   if (!req.graph_def.empty()) {
     auto g = deserialize_graph(req.graph_def);
     if (!g.ok()) return g.status().with_prefix("client graph of session " + std::to_string(req.session));
+    // Roles (docs/security.md): a remote client's graph may not touch the task's files. Checked
+    // on every graph that arrives, so a session's later versions are checked too.
+    if (!may_touch_files) {
+      for (int i = 0; i < g->num_nodes(); ++i) {
+        const Node* n = g->node(i);
+        auto def = OpRegistry::global().lookup(n->op);
+        if (def.ok() && (*def)->touches_files)
+          return PermissionDenied("client graph of session " + std::to_string(req.session) + ": node '" + n->name +
+                                  "' (op " + n->op + ") touches the task's files, which a remote client may not do");
+      }
+    }
     // The runtime's own ops are the master's to insert, never a client's.
     for (int id = 0; id < g->num_nodes(); ++id) {
       const Node* n = g->node(id);

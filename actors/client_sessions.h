@@ -87,9 +87,11 @@ class ClientSessions {
   // Runs `req` for client `peer` (its CAF node, as a string) and returns the fetched tensors.
   // Errors: FailedPrecondition kClientGraphUnknown... when the graph must be sent again;
   // DataLoss / InvalidArgument (naming the session) for graph bytes that do not parse, InvalidArgument
-  // for feed names and tensors that do not pair up;
+  // for feed names and tensors that do not pair up; PermissionDenied naming the node and its op
+  // when `may_touch_files` is false and the graph holds an op that touches files
+  // (OpDef::touches_files: a remote client's graph; a task's may);
   // ResourceExhausted past the limits; and whatever the step reports.
-  Result<std::vector<Tensor>> run(const std::string& peer, const ClientRunRequest& req);
+  Result<std::vector<Tensor>> run(const std::string& peer, const ClientRunRequest& req, bool may_touch_files = false);
   // Forgets session `session` of `peer` (a run in flight finishes). Idempotent.
   void close(const std::string& peer, uint64_t session);
   // Number of sessions held (for tests and status).

@@ -7,7 +7,12 @@
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 
+#include <sys/stat.h>
+
+#include <mutex>
 #include <set>
+#include <unordered_map>
+#include <utility>
 
 #include "core/logging.h"
 #include "net/socket.h"
@@ -25,7 +30,41 @@ std::string endpoint(const std::string& host, uint16_t port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+// (device, inode) of an open descriptor, or {0, 0}.
+std::pair<uint64_t, uint64_t> socket_identity(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+struct ConnectionTasks {
+  std::mutex mu;
+  // descriptor -> (its socket's identity when recorded, task); one entry per descriptor number,
+  // so the map is bounded by the process's descriptor limit.
+  std::unordered_map<int, std::pair<std::pair<uint64_t, uint64_t>, std::string>> by_fd;
+};
+ConnectionTasks& connection_tasks() {
+  static ConnectionTasks* t = new ConnectionTasks();  // never destroyed: BASP threads may look up at exit
+  return *t;
+}
+
 }  // namespace
+
+void remember_connection_task(int fd, const std::string& task) {
+  const auto id = socket_identity(fd);
+  auto& t = connection_tasks();
+  std::lock_guard<std::mutex> l(t.mu);
+  t.by_fd[fd] = {id, task};
+}
+
+std::string connection_task(int fd) {
+  const auto id = socket_identity(fd);
+  if (id.second == 0) return "";
+  auto& t = connection_tasks();
+  std::lock_guard<std::mutex> l(t.mu);
+  auto it = t.by_fd.find(fd);
+  return it != t.by_fd.end() && it->second.first == id ? it->second.second : std::string();
+}
 
 Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::actor_system& sys, caf::actor whom,
                                                                           const std::string& host, uint16_t port,
@@ -53,6 +92,8 @@ Result<std::unique_ptr<ControlPlaneListener>> ControlPlaneListener::start(caf::a
       return;
     }
     // BASP takes the socket over: it sends its server handshake naming `published` at `bound`.
+    // The task it proved goes with the descriptor (its role at the node actor).
+    remember_connection_task(fd->get(), id.task_name);
     caf::io::scribe_ptr scribe = sysp->middleman().backend().new_scribe(fd->release());
     AF_LOG(INFO) << "control plane: " << addr << " (task '" << id.task_name << "') authenticated";
     caf::anon_send(broker, caf::publish_atom_v, std::move(scribe), bound, published, std::set<std::string>{});
@@ -85,6 +126,8 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
   AF_RETURN_IF_ERROR(net::client_handshake(*conn, hs, addr));
   net::ConnectionTraffic::control_plane().track(conn->fd(), peer_task.empty() ? addr : peer_task);
   AF_ASSIGN_OR_RETURN(net::Fd fd, net::Stream::into_fd(std::move(conn), addr));
+  // The peer is the task this process dialled ("" when the caller did not name one: unknown).
+  remember_connection_task(fd.get(), peer_task);
   caf::io::scribe_ptr scribe = sys.middleman().backend().new_scribe(fd.release());
   ScopedActor self{sys};
   Result<caf::actor> out = Unavailable("control plane of " + addr + ": no answer to CAF's handshake");

@@ -62,4 +62,15 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
                                          const net::HandshakeConfig& handshake, std::chrono::milliseconds timeout,
                                          const std::string& peer_task = "");
 
+// The task a control-plane connection of this process proved in actorflow's handshake (or, for
+// a connection this process dialled, the task it dialled), by the descriptor CAF's BASP broker
+// adopted for it (CAF 0.17's default multiplexer uses it as the connection handle's id). Both
+// ControlPlaneListener and connect_control_plane record every connection they hand over; the
+// node actor looks its peers' connections up (resolve_peer_task, actors/peer_link.h) to know
+// their role (actors/node_actor.h). Entries are checked against the descriptor's inode, so a
+// descriptor number reused by another socket never inherits an identity. Thread-safe.
+void remember_connection_task(int fd, const std::string& task);
+// The task recorded for descriptor `fd` while it is still the same socket, or "" (unknown).
+std::string connection_task(int fd);
+
 }  // namespace actorflow

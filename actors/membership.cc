@@ -186,7 +186,8 @@ Result<MembershipConfig> tool_membership_config(const ClusterSpec& cluster, cons
   mc.self_task = "/job:" + tool_job + "/replica:0/task:0";
   mc.fingerprint = cluster.fingerprint();
   mc.secret = cluster.secret();
-  AF_ASSIGN_OR_RETURN(mc.tls, cluster_tls(cluster, "client"));
+  // The operator's job (fault plans) presents the "operator" certificate, other tools "client".
+  AF_ASSIGN_OR_RETURN(mc.tls, cluster_tls(cluster, tool_job == "_chaos" ? "operator" : "client"));
   return mc;
 }
 

@@ -58,7 +58,8 @@ Result<std::shared_ptr<const net::TlsContext>> cluster_tls(const ClusterSpec& cl
 // status`, `actorflow chaos`, a remote client session) and connects to the cluster's tasks. It
 // claims the task "/job:<tool_job>/replica:0/task:0" (`tool_job` starts with '_', the names the TLS
 // "client" certificate may claim: net/tls.h), authenticates with the cluster's secret and
-// fingerprint, and with TLS on presents the "client" certificate; timeouts are the defaults.
+// fingerprint, and with TLS on presents the "client" certificate, or for the operator's job
+// "_chaos" (which may load fault plans: PeerRole) the "operator" one; timeouts are the defaults.
 // InvalidArgument for a job name without the leading '_'; the TLS files' errors (naming the file
 // and how to make it). Thread-safe.
 Result<MembershipConfig> tool_membership_config(const ClusterSpec& cluster, const std::string& tool_job);

@@ -1,6 +1,7 @@
 #include "actors/node_actor.h"
 #include "actors/ps_replication.h"
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <set>
@@ -27,6 +28,29 @@ bool sender_allowed(caf::local_actor* self, const AuthenticatedPeers* peers, con
   return false;
 }
 
+PeerRole peer_role(const std::string& task) {
+  std::string job;
+  if (task.rfind("/job:", 0) == 0) {
+    const size_t end = task.find('/', 5);
+    job = task.substr(5, end == std::string::npos ? std::string::npos : end - 5);
+  } else {
+    const size_t slash = task.find('/');
+    if (slash != std::string::npos) job = task.substr(0, slash);
+  }
+  if (job.empty()) return PeerRole::kClient;
+  if (job[0] != '_') return PeerRole::kMember;
+  return job == "_chaos" ? PeerRole::kOperator : PeerRole::kClient;
+}
+
+const char* peer_role_name(PeerRole r) {
+  switch (r) {
+    case PeerRole::kClient: return "client";
+    case PeerRole::kOperator: return "operator";
+    case PeerRole::kMember: return "member";
+  }
+  return "?";
+}
+
 namespace {
 
 // Self-message: has `node` authenticated by now? (node, generation of its auth watch)
@@ -35,9 +59,20 @@ using sweep_atom = caf::atom_constant<caf::atom("sweepconn")>;
 // Self-message: the replicated calls queued for that primary (its queue id) may go on now (their
 // tensors arrived over the data plane, or the first one's wait timed out).
 using replready_atom = caf::atom_constant<caf::atom("replready")>;
+// Self-message from the middleman's thread: the task `node`'s direct connection proved
+// (resolve_peer_task), which finishes that node's pending authentication with its role.
+using peerrole_atom = caf::atom_constant<caf::atom("peerrole")>;
 // The node actor's interface with its private timers.
 using node_impl_t = node_actor_t::extend<caf::reacts_to<authcheck_atom, caf::node_id, uint64_t>,
-                                         caf::reacts_to<sweep_atom>, caf::reacts_to<replready_atom, uint64_t>>;
+                                         caf::reacts_to<sweep_atom>, caf::reacts_to<replready_atom, uint64_t>,
+                                         caf::reacts_to<peerrole_atom, caf::node_id, std::string, std::string>>;
+
+// An auth request whose proof was right, waiting for its node's role (resolve_peer_task).
+struct PendingAuth {
+  caf::typed_response_promise<NodeInfo, std::string> rp;
+  std::string client_nonce;
+  std::string ticket;  // random: only the middleman's answer for this auth carries it
+};
 
 // A replicated call waiting for the tensors it sent ahead over the data plane (kReplicaDataAttr),
 // or queued behind one that waits: a primary's calls are applied in the order they came.
@@ -67,6 +102,12 @@ struct NodeState {
   std::map<caf::actor_addr, uint64_t> replica_queue_ids;
   std::map<uint64_t, std::deque<PendingReplica>> replica_queues;
   uint64_t next_replica_queue = 0;
+  // The task each authenticated remote node's connection proved (its role's source), for messages.
+  std::map<caf::node_id, std::string> proved_tasks;
+  // Authentications waiting for their node's role, per node (a newer auth replaces an older one).
+  std::map<caf::node_id, PendingAuth> pending_auth;
+  // Refusals by role are logged at most once a second.
+  std::chrono::steady_clock::time_point last_role_log{};
   static constexpr const char* name = "node";
 };
 using NodeActor = node_impl_t::stateful_base<NodeState>;
@@ -130,6 +171,38 @@ bool allowed(NodeActor* self, const char* what) {
   const auto& sender = self->current_sender();
   if (sender) check_auth_later(self, sender->node(), self->state.cfg.auth_timeout);
   return false;
+}
+
+// The role of the current message's sender: kMember for this process, its authenticated role
+// for a remote node (call after allowed()).
+PeerRole sender_role(NodeActor* self) {
+  const auto& sender = self->current_sender();
+  if (!sender || sender->node() == self->home_system().node()) return PeerRole::kMember;
+  return self->state.cfg.peers ? self->state.cfg.peers->role(sender->node()) : PeerRole::kClient;
+}
+
+// Who may send `what` (docs/security.md "Roles"): OK, Unauthenticated (not authenticated:
+// allowed() refused it) or PermissionDenied naming what and the role it needs (logged at most
+// once a second).
+Status permitted(NodeActor* self, const char* what, PeerRole needs) {
+  if (!allowed(self, what)) return Unauthenticated(std::string(what) + " refused: peer has not authenticated");
+  const PeerRole role = sender_role(self);
+  if (role >= needs) return Status::OK();
+  auto& st = self->state;
+  const auto node = self->current_sender()->node();
+  auto t = st.proved_tasks.find(node);
+  const std::string who = std::string(peer_role_name(role)) +
+                          (t == st.proved_tasks.end() || t->second.empty() ? std::string(" of unknown name")
+                                                                           : " (" + t->second + ")");
+  const auto now = std::chrono::steady_clock::now();
+  if (now - st.last_role_log >= std::chrono::seconds(1)) {
+    st.last_role_log = now;
+    AF_LOG(WARNING) << "task " << st.cfg.task << " refused " << what << " from " << who << ": only a "
+                    << peer_role_name(needs) << (needs == PeerRole::kMember ? "" : " or a member") << " may send it";
+  }
+  return PermissionDenied(std::string(what) + " refused by task " + st.cfg.task + ": the peer is a " + who +
+                          ", and only a " + peer_role_name(needs) +
+                          (needs == PeerRole::kMember ? std::string() : std::string(" or a member")) + " may send it");
 }
 
 // Applies the queued replicated calls of queue `qid` whose tensors are all here, in order: the
@@ -296,12 +369,31 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
           check_auth_later(self, sender->node(), std::chrono::milliseconds(100));
           return to_caf_error(Unauthenticated("authentication failed: wrong cluster secret"));
         }
-        if (sender->node() != self->home_system().node()) st.cfg.peers->add(sender->node());
-        st.auth_pending.erase(sender->node());
-        NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, serves_for(st.cfg)};
-        return caf::result<NodeInfo, std::string>(
-            std::move(info),
-            auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
+        const caf::node_id node = sender->node();
+        if (node == self->home_system().node()) {
+          st.auth_pending.erase(node);
+          NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, serves_for(st.cfg)};
+          return caf::result<NodeInfo, std::string>(
+              std::move(info),
+              auth_proof(st.cfg.secret, "node", client_nonce, st.cfg.fingerprint, kProtocolVersion));
+        }
+        // The proof is right: what the peer may do comes from what its connection proved
+        // (actors/control_plane.h), looked up on the middleman's thread; the answer follows.
+        PendingAuth pa{self->make_response_promise<NodeInfo, std::string>(), client_nonce, random_nonce()};
+        auto rp = pa.rp;
+        const std::string ticket = pa.ticket;
+        auto old = st.pending_auth.find(node);
+        if (old != st.pending_auth.end()) {
+          old->second.rp.deliver(to_caf_error(Unauthenticated("authentication superseded by a newer one")));
+          st.pending_auth.erase(old);
+        }
+        st.pending_auth.emplace(node, std::move(pa));
+        caf::weak_actor_ptr me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl());
+        resolve_peer_task(self->home_system(), node, [me, node, ticket](std::string task) {
+          if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(me))
+            caf::anon_send(caf::actor_cast<caf::actor>(strong), peerrole_atom::value, node, std::move(task), ticket);
+        });
+        return rp;
       },
       [=](devices_atom) -> caf::result<std::vector<DeviceInfo>> {
         if (!allowed(self, "devices request")) return unauth("devices");
@@ -309,7 +401,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         return advertised();
       },
       [=](register_atom, const std::string& dev, const std::string& handle, std::string& graph_def) -> caf::result<bool> {
-        if (!allowed(self, "partition registration")) return unauth("register");
+        if (Status st = permitted(self, "partition registration", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -317,7 +409,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         return caf::delegated<bool>();
       },
       [=](deregister_atom, const std::string& dev, const std::string& handle) -> caf::result<bool> {
-        if (!allowed(self, "deregistration")) return unauth("deregister");
+        if (Status st = permitted(self, "deregistration", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (fault_gate(self)) return caf::delegated<bool>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -326,7 +418,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](replicate_atom, const std::string& var, const std::string& method, std::vector<Tensor>& args,
           const std::string& attrs) -> caf::result<std::vector<Tensor>> {
-        if (!allowed(self, "replicated variable call")) return unauth("replicate");
+        if (Status st = permitted(self, "replicated variable call", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (!self->state.cfg.resources)
           return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " keeps no variables"));
         auto decoded = decode_call_attrs(attrs);
@@ -399,7 +491,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       },
       [=](run_atom, const std::string& dev, const std::string& handle, int64_t step_id,
           std::vector<Tensor>& args) -> caf::result<std::vector<Tensor>> {
-        if (!allowed(self, "run request")) return unauth("run");
+        if (Status st = permitted(self, "run request", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (fault_gate(self)) return caf::delegated<std::vector<Tensor>>();
         auto a = device(dev);
         if (!a) return no_device(dev);
@@ -407,12 +499,12 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         return caf::delegated<std::vector<Tensor>>();
       },
       [=](abort_atom, const std::string& dev, int64_t step_id, const std::string& why) {
-        if (!allowed(self, "abort")) return;
+        if (!permitted(self, "abort", PeerRole::kMember).ok()) return;
         if (fault_gate(self)) return;  // a dropped abort: the step ends by its own error or timeout
         if (auto a = device(dev)) self->send(a, abort_atom::value, step_id, why);
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
-        if (!allowed(self, "tensor")) return;
+        if (!permitted(self, "tensor", PeerRole::kMember).ok()) return;
         const std::string dst = rendezvous_key_destination(key);
         device_actor_t a = device(dst);
         if (!a) {
@@ -434,8 +526,9 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         self->send(a, tensor_atom::value, step_id, key, std::move(t));
       },
       [=](shutdown_atom, const std::string& token) {
-        if (!proofs_equal(token, self->state.cfg.shutdown_token)) {
-          note("a shutdown message with a wrong token");
+        // Only its own Server stops it: never a message from another process, whatever its token.
+        if (from_another_process(self) || !proofs_equal(token, self->state.cfg.shutdown_token)) {
+          note("a shutdown message from another process or with a wrong token");
           return;
         }
         self->quit(caf::exit_reason::user_shutdown);
@@ -453,6 +546,19 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
                                   " did not authenticate within " + std::to_string(st.cfg.auth_timeout.count()) +
                                   " ms or failed to");
         st.peer_tasks.erase(node);
+      },
+      [=](peerrole_atom, const caf::node_id& node, const std::string& task, const std::string& ticket) {
+        auto& st = self->state;
+        auto it = st.pending_auth.find(node);
+        if (it == st.pending_auth.end() || !proofs_equal(it->second.ticket, ticket)) return;
+        PendingAuth pa = std::move(it->second);
+        st.pending_auth.erase(it);
+        st.cfg.peers->add(node, peer_role(task));
+        st.proved_tasks[node] = task;
+        st.auth_pending.erase(node);
+        NodeInfo info{st.cfg.task, advertised(), st.cfg.data_addr, serves_for(st.cfg)};
+        pa.rp.deliver(std::move(info),
+                      auth_proof(st.cfg.secret, "node", pa.client_nonce, st.cfg.fingerprint, kProtocolVersion));
       },
       [=](replready_atom, uint64_t qid) {
         // Only this process's own timer or inbox (a remote sender could only make it look sooner).
@@ -478,13 +584,16 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
       [=](ping_atom) -> caf::result<std::string> {
         if (!allowed(self, "ping")) return unauth("ping");
         if (fault_gate(self)) return caf::delegated<std::string>();
+        // A `throw` fault for the node actor (actor = "node"): not caught, so the actor ends, and
+        // with it the process (Server: a node actor that ends while the server runs).
+        FaultInjector::global().maybe_throw("node", self->state.cfg.task);
         static Counter& received = Metrics::global().counter(
             "actorflow_heartbeats_received_total", "Heartbeats (pings) from members this task answered.");
         received.inc();
         return self->state.cfg.task;
       },
       [=](fault_atom, const std::string& plan_toml) -> caf::result<std::vector<std::string>> {
-        if (!allowed(self, "fault plan")) return unauth("fault");
+        if (Status st = permitted(self, "fault plan", PeerRole::kOperator); !st.ok()) return to_caf_error(st);
         if (plan_toml.empty()) {
           FaultInjector::global().clear();
           return std::vector<std::string>{};
@@ -496,7 +605,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         return std::move(*loaded);
       },
       [=](peers_atom, std::vector<std::string>& tasks) -> caf::result<bool> {
-        if (!allowed(self, "peer list")) return unauth("peers");
+        if (Status st = permitted(self, "peer list", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (fault_gate(self)) return caf::delegated<bool>();
         auto fn = self->state.cfg.connect_peers;
         if (!fn) return true;
@@ -517,10 +626,12 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         auto clients = self->state.cfg.clients;
         if (!clients) return to_caf_error(Unimplemented("task " + self->state.cfg.task + " takes no client sessions"));
         const std::string peer = caf::to_string(self->current_sender()->node());
+        // Roles: only a member's graph may hold ops that touch files (OpDef::touches_files).
+        const bool may_touch_files = sender_role(self) == PeerRole::kMember;
         // A run blocks for the length of its step: do it on a worker with its own thread.
-        auto worker = self->spawn<caf::detached>([clients, peer](caf::event_based_actor* w) -> caf::behavior {
+        auto worker = self->spawn<caf::detached>([clients, peer, may_touch_files](caf::event_based_actor* w) -> caf::behavior {
           return {[=](crun_atom, const ClientRunRequest& r) -> caf::result<std::vector<Tensor>> {
-            auto out = clients->run(peer, r);
+            auto out = clients->run(peer, r, may_touch_files);
             w->quit();
             if (!out.ok()) return to_caf_error(out.status());
             return std::move(*out);
@@ -538,10 +649,46 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
   };
 }
 
+// The node actor's class: the behaviour above, plus a mailbox that takes no exit message.
+// CAF 0.17 ends an actor on exit_reason::kill before any handler sees it (scheduled_actor's
+// categorize), so a member's `anon_send_exit(node, kill)` would end the task's front door; the
+// only place to refuse it is enqueue, which every message passes (local or from BASP), on the
+// sender's thread. Other reasons are dropped here too (the exit handler would ignore them).
+class NodeActorImpl : public NodeActor {
+ public:
+  NodeActorImpl(caf::actor_config& c, NodeActorConfig cfg) : NodeActor(c), cfg_(std::move(cfg)) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* eu) override {
+    if (what && what->content().match_elements<caf::exit_msg>()) {
+      note_dropped_exit(*what);
+      return;  // not a request: nobody waits for an answer
+    }
+    NodeActor::enqueue(std::move(what), eu);
+  }
+
+  behavior_type make_behavior() override { return node_actor(this, std::move(cfg_)); }
+
+ private:
+  // At most one log line per second, from any sending thread.
+  void note_dropped_exit(const caf::mailbox_element& m) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t last = last_exit_log_ms_.load(std::memory_order_relaxed);
+    if (now - last < 1000 || !last_exit_log_ms_.compare_exchange_strong(last, now)) return;
+    const auto& em = m.content().get_as<caf::exit_msg>(0);
+    AF_LOG(WARNING) << "node actor ignored an exit message (" << caf::to_string(em.reason) << ") from "
+                    << (m.sender ? caf::to_string(m.sender->node()) : std::string("an anonymous sender"))
+                    << ": only its Server stops it";
+  }
+
+  NodeActorConfig cfg_;
+  std::atomic<int64_t> last_exit_log_ms_{-1000000};
+};
+
 }  // namespace
 
 node_actor_t spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg) {
-  return sys.spawn(node_actor, std::move(cfg));
+  return caf::actor_cast<node_actor_t>(sys.spawn<NodeActorImpl>(std::move(cfg)));
 }
 
 void register_node_types(caf::actor_system_config& cfg) {

@@ -6,7 +6,8 @@
 //   (hello_atom, uint32 version, string fingerprint, string client_task) -> string server_nonce
 //        FailedPrecondition on a protocol version or cluster-file mismatch
 //   (auth_atom, string client_proof, string client_nonce) -> (NodeInfo, string server_proof)
-//        Unauthenticated (and a log line) when client_proof does not prove the secret.
+//        Unauthenticated (and a log line) when client_proof does not prove the secret. A remote
+//        node's answer waits for its connection's proved task (resolve_peer_task), its role.
 //        NodeInfo::serves_for: the ps tasks whose copies this task took over (the replicator's
 //        taken_over()) and those the serving map says it serves, without itself
 //   (devices_atom) -> std::vector<DeviceInfo>              authenticated peers only
@@ -33,9 +34,17 @@
 // Device actors are never exposed to other processes: peers reach them only through here,
 // so one check covers everything. Anonymous messages are refused (every cross-process
 // message of actorflow carries a sender).
-// Robustness against members too: exit and error messages are ignored (only
-// (shutdown_atom, token) stops it), and a request that claims the node actor itself as sender is
-// dropped (it would answer itself forever).
+// Roles (PeerRole; docs/security.md "Roles"): an authenticated remote node's role comes from the
+// task its control-plane connection proved (the handshake's name, under TLS its certificate's:
+// not the name it says in hello), found once when its auth succeeds. Clients ('_' jobs: tools,
+// remote client sessions) may send hello, auth, devices, ping, servesfor, crun (graphs without
+// ops that touch files) and cclose; the operator (job _chaos) also fault; members (tasks)
+// everything. A request above the sender's role is answered PermissionDenied naming it and the
+// role it needs (logged at most once a second); a one-way message (abort, tensor) is dropped.
+// Robustness against members too: exit messages of every reason, kill included, are dropped
+// before they reach the mailbox (CAF 0.17 would end the actor on kill before any handler), error
+// messages are ignored, only (shutdown_atom, token) from its own process stops it, and a request
+// that claims the node actor itself as sender is dropped (it would answer itself forever).
 // Messages from unauthenticated remote senders are dropped, logged, and answered with
 // Unauthenticated; nothing is executed for them. Local senders are trusted.
 // Dropping a peer: a remote node that fails authentication (wrong or no secret) has its CAF
@@ -51,6 +60,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -66,17 +76,45 @@ namespace actorflow {
 
 // hello_atom, auth_atom, peers_atom, fault_atom, shutdown_atom and NodeInfo: actors/interfaces.h.
 
-// The set of remote CAF nodes that passed authentication. Thread-safe; shared by the node
-// actor (which adds) and the device actors (which check senders).
+// What an authenticated peer may ask of a node actor (docs/security.md "Roles"), from least to
+// most. Checked by the receiving node actor for every request.
+enum class PeerRole {
+  kClient,    // tools and remote client sessions (a '_' job other than _chaos): handshake,
+              // devices, ping, serving query, client runs without ops that touch files
+  kOperator,  // `actorflow chaos` (job _chaos): a client's rights, plus loading fault plans
+  kMember,    // a task of the cluster: everything the runtime needs (partitions, steps, tensors,
+              // replicated calls, peer lists, fault plans)
+};
+
+// The role of a peer that proved (connection handshake, and under TLS its certificate:
+// net::certificate_allows) the task name `task`: "" (unknown) and '_' jobs are clients, job
+// "_chaos" is an operator, any other job a member. With the cluster secret alone the name is the
+// peer's claim (every holder of the secret can claim any name); with TLS it is its certificate's.
+// Pure.
+PeerRole peer_role(const std::string& task);
+// "client", "operator", "member". Pure.
+const char* peer_role_name(PeerRole r);
+
+// The remote CAF nodes that passed authentication, with their role. Thread-safe; shared by the
+// node actor (which adds) and the device actors (which check senders).
 class AuthenticatedPeers {
  public:
-  void add(const caf::node_id& n) { std::lock_guard<std::mutex> l(mu_); set_.insert(n); }
-  void remove(const caf::node_id& n) { std::lock_guard<std::mutex> l(mu_); set_.erase(n); }
-  bool contains(const caf::node_id& n) const { std::lock_guard<std::mutex> l(mu_); return set_.count(n) != 0; }
+  void add(const caf::node_id& n, PeerRole r = PeerRole::kMember) {
+    std::lock_guard<std::mutex> l(mu_);
+    roles_[n] = r;
+  }
+  void remove(const caf::node_id& n) { std::lock_guard<std::mutex> l(mu_); roles_.erase(n); }
+  bool contains(const caf::node_id& n) const { std::lock_guard<std::mutex> l(mu_); return roles_.count(n) != 0; }
+  // The role of an authenticated node, or kClient for one that is not (callers check contains).
+  PeerRole role(const caf::node_id& n) const {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = roles_.find(n);
+    return it == roles_.end() ? PeerRole::kClient : it->second;
+  }
 
  private:
   mutable std::mutex mu_;
-  std::set<caf::node_id> set_;
+  std::map<caf::node_id, PeerRole> roles_;
 };
 
 // True when the current message of `self` may be executed: it comes from this process or

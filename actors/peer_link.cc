@@ -6,6 +6,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "actors/control_plane.h"
 #include "core/logging.h"
 #include "net/socket.h"
 
@@ -26,6 +27,18 @@ void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, con
     AF_LOG(WARNING) << "closing the connection of peer node " << caf::to_string(peer) << ": " << why;
     broker->connection_cleanup(*hdl, caf::sec::none);
     broker->close(*hdl);
+  });
+}
+
+void resolve_peer_task(caf::actor_system& sys, const caf::node_id& peer, std::function<void(std::string)> done) {
+  auto* mm = &sys.middleman();
+  mm->run_later([mm, peer, done = std::move(done)] {
+    caf::actor handle = mm->named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    auto* broker = static_cast<caf::io::basp_broker*>(caf::actor_cast<caf::abstract_actor*>(handle));
+    if (broker == nullptr || broker->getf(caf::abstract_actor::is_terminated_flag)) return;
+    auto hdl = broker->instance.tbl().lookup_direct(peer);
+    // CAF 0.17's default multiplexer uses the socket descriptor as the handle id.
+    done(hdl ? connection_task(static_cast<int>(hdl->id())) : std::string());
   });
 }
 

@@ -27,6 +27,13 @@ namespace actorflow {
 // the middleman module to be loaded in `sys`. Thread-safe.
 void close_peer_connection(caf::actor_system& sys, const caf::node_id& peer, const std::string& why);
 
+// Finds, on the middleman's I/O thread, `peer`'s direct BASP connection and the task recorded for
+// it when it was handed over (connection_task, actors/control_plane.h), then calls `done` there
+// with that task, or "" when the peer has no direct connection or one this process did not hand
+// over (unknown). `done` must be quick and thread-safe (e.g. send a message). If the broker is
+// gone (the system is stopping) `done` is not called. Thread-safe.
+void resolve_peer_task(caf::actor_system& sys, const caf::node_id& peer, std::function<void(std::string)> done);
+
 // Closes this process's BASP connections that never completed CAF's own handshake (a TCP
 // client on the node's port that sends nothing, or garbage CAF cannot parse into a handshake):
 // CAF 0.17 keeps those open forever. With `node_port` and `authenticated` set, it also closes

@@ -22,6 +22,7 @@
 #include <set>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <map>
 #include <unordered_map>
@@ -533,8 +534,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   impl_->shutdown_token_ = random_nonce();
   nc.shutdown_token = impl_->shutdown_token_;
   impl_->node_ = spawn_node_actor(*impl_->sys_, nc);
-  // A node actor that ends while the server runs (exit_reason::kill cannot be refused) leaves a
-  // task that serves nothing: say so loudly.
+  // A node actor that ends while the server runs (no message from outside can end it, but an
+  // exception escaping one of its handlers, or an embedder's actor system, can) would leave a
+  // process that serves nothing and that no supervisor restarts: end the process instead.
   {
     std::weak_ptr<std::atomic<bool>> stopping = impl_->stopping_flag_;
     const std::string t = impl_->task_prefix_;
@@ -542,7 +544,10 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
       auto s = stopping.lock();
       if (s && !s->load()) {
         AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
-                      << "): this task no longer serves its peers";
+                      << "): this task no longer serves its peers; ending the process with exit status "
+                      << kNodeActorLostExitCode << " so that its supervisor restarts it";
+        std::fflush(nullptr);
+        std::_Exit(kNodeActorLostExitCode);
       }
     });
   }
@@ -563,12 +568,16 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
     impl_->control_ = std::move(*cl);
     impl_->port_ = impl_->control_->port();
-    // The metrics endpoint, on the same address and behind the same secret and TLS.
+    // The metrics endpoint, on the same address, behind TLS when the cluster has it; with a secret
+    // it proves itself to tools before they prove themselves (net/metrics_http.h).
     if (opts.metrics_port > 0) {
       net::MetricsHttpOptions mo;
       mo.host = bind;
       mo.port = static_cast<uint16_t>(opts.metrics_port);
-      mo.secret = mc.secret;
+      mo.secret = mc.secret;  // keys the tools' challenge (GET /auth); never a credential itself
+      mo.task = task.to_string();
+      mo.fingerprint = mc.fingerprint;
+      mo.scrape_token = cluster.metrics_token();
       mo.tls = tls;
       const Labels labels{{"job", task.job}, {"task", std::to_string(task.index)}};
       mo.render = [labels] { return Metrics::global().render(labels); };

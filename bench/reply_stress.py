@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lost replies under load: the fetch loop per size (plain TCP and TLS) and the seed job with checkpoints.
 
-Part 1 runs bench/fetch_loop (build/bench/fetch_loop) across two processes on loopback: one ps task
+Part 1 runs samples/fetch_loop (build/samples/fetch_loop, public API only) across two processes on loopback: one ps task
 holding one float variable per size, one worker fetching each size back to back with a per-fetch
 deadline; once with plain TCP and once with TLS 1.3 (`actorflow certs`). It reports, per size, the
 fetches, the lost ones (an error, or other values than written) and the p50/p99/worst latency.
@@ -48,7 +48,7 @@ def fetch_part(build, tls, sizes, fetches, timeout_secs):
         if tls:
             subprocess.run([actorflow, "certs", "--cluster", cluster, "--out", os.path.join(d, "certs")], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        exe = os.path.join(build, "bench", "fetch_loop")
+        exe = os.path.join(build, "samples", "fetch_loop")
         with open(os.path.join(d, "ps.log"), "w") as pl:
             ps = subprocess.Popen([exe, "--cluster", cluster, "--job", "ps"], stdout=pl, stderr=subprocess.STDOUT)
             try:
@@ -118,7 +118,7 @@ def main():
     ap.add_argument("--skip-fetch", action="store_true")
     ap.add_argument("--skip-job", action="store_true")
     a = ap.parse_args()
-    for exe in ("actorflow", "bench/fetch_loop", "samples/distributed_cnn"):
+    for exe in ("actorflow", "samples/fetch_loop", "samples/distributed_cnn"):
         if not os.access(os.path.join(a.build, exe), os.X_OK):
             print("reply_stress: %s not built in %s (cmake --build build)" % (exe, a.build), file=sys.stderr)
             return 2

@@ -32,6 +32,7 @@ int run_certs(const CertsOptions& o) {
     subjects.push_back(net::CertSubject{t.to_string(), {hp->first}});
   }
   subjects.push_back(net::CertSubject{"client", {}});
+  subjects.push_back(net::CertSubject{"operator", {}});  // `actorflow chaos` (fault plans)
   Status st = net::write_cluster_certs(o.out, subjects, o.force);
   if (!st.ok()) {
     std::cerr << "actorflow certs: " << st.message() << "\n";

@@ -1,5 +1,6 @@
 #include "cli/cluster_probe.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "actorflow/embedding.h"
@@ -74,15 +75,23 @@ struct ClusterProbe::Impl {
   std::vector<TaskId> tasks;
   std::map<std::string, Sample> last;  // the previous scrape of each task
 
-  Result<std::pair<Sample, std::string>> scrape(const TaskId& t) {
+  // `bound`: the scrape's timeout (the probe's by default).
+  Result<std::pair<Sample, std::string>> scrape(const TaskId& t, std::chrono::milliseconds bound = std::chrono::milliseconds(0)) {
     const ServerOptions so = cluster.server_options(t);
     auto addr = cluster.task_address(t);
     AF_RETURN_IF_ERROR(addr.status());
     std::string host = addr->substr(0, addr->rfind(':'));
     if (host == "localhost") host = "127.0.0.1";
     if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    AF_ASSIGN_OR_RETURN(std::string text,
-                        net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), mc.secret, mc.tls, timeout));
+    // With a secret the endpoint must first prove it is task `t` (net/metrics_http.h): a process
+    // on a stopped task's port is refused by name and learns nothing.
+    net::ScrapeOptions o;
+    o.secret = mc.secret;
+    o.task = t.to_string();
+    o.fingerprint = cluster.fingerprint();
+    o.tls = mc.tls;
+    o.timeout = bound.count() > 0 ? bound : timeout;
+    AF_ASSIGN_OR_RETURN(std::string text, net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), o));
     return std::make_pair(Sample{net::sum_by_family(text), std::chrono::steady_clock::now()}, std::move(text));
   }
 };
@@ -108,7 +117,6 @@ Result<std::unique_ptr<ClusterProbe>> ClusterProbe::create(const std::string& cl
 }
 
 const ClusterSpec& ClusterProbe::cluster() const { return impl_->cluster; }
-const std::string& ClusterProbe::secret() const { return impl_->mc.secret; }
 size_t ClusterProbe::num_tasks() const { return impl_->tasks.size(); }
 
 void ClusterProbe::prime() {
@@ -131,6 +139,13 @@ std::vector<TaskRow> ClusterProbe::poll() {
     auto p = addr.ok() ? d.m->ensure(t.device_prefix(), *addr, d.timeout) : Result<PeerInfo>(addr.status());
     if (!p.ok()) {
       r.why = p.status().message();
+      // Something else answering a down task's metrics port is worth saying (it proved nothing
+      // and got nothing); a closed port is not. Bounded shorter than a poll: a host that is off
+      // must not cost the poll twice.
+      if (d.cluster.server_options(t).metrics_port > 0) {
+        auto scraped = d.scrape(t, std::min(d.timeout, std::chrono::milliseconds(500)));
+        if (!scraped.ok() && scraped.status().code() == Code::kUnauthenticated) r.metrics_error = scraped.status().message();
+      }
       rows.push_back(r);
       continue;
     }

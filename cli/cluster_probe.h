@@ -24,7 +24,8 @@ struct TaskRow {
   std::string task, address, role, state = "DOWN", why, devices;
   bool up = false;
   bool measured = false;      // its /metrics answered this poll
-  std::string metrics_error;  // why it did not (when up with a metrics_port)
+  std::string metrics_error;  // why it did not (when up with a metrics_port; when down, only an
+                              // endpoint on its metrics port that failed to prove it is the task)
   double global_step = NAN, steps_per_sec = NAN, cpu_pct = NAN, rss = NAN, net_in = NAN, net_out = NAN,
          failures = NAN, uptime = NAN, hb_rtt_ms = NAN;
   // This scrape reduced by family (net::sum_by_family) and the summary scalars by tag
@@ -47,11 +48,10 @@ class ClusterProbe {
   ClusterProbe& operator=(const ClusterProbe&) = delete;
 
   const ClusterSpec& cluster() const;
-  // The cluster's secret ("" when none): the dashboard protects its page with it.
-  const std::string& secret() const;
   size_t num_tasks() const;
 
-  // Scrapes every measured task once without the handshake (the first samples rates need).
+  // Scrapes every measured task once without the control-plane handshake (the first samples
+  // rates need); with a secret each endpoint still proves it is its task first.
   void prime();
   // One row per task, in the cluster's order: handshake (bounded by the timeout per task) and
   // scrape; rates against the previous scrape of the same task. Blocks up to about

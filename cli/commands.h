@@ -66,15 +66,17 @@ struct DashboardOptions {
   int interval_ms = 1000;         // between polls of the cluster
   int timeout_ms = 2000;          // how long to try each task per poll
   std::string chart_js;           // Chart.js file; "" = the Debian package's (libjs-chart.js)
+  std::string token_file;         // off loopback: where to write the login token ("" = print it)
 };
 // `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc; docs/architecture.md,
 // "Dashboard"): the tasks table of `status`, charts of loss, accuracy, steps/s, global step, CPU and network per
 // task, and an event log (down/up, restarts, actor failures, faults, checkpoints, restores,
 // rollbacks), all from /api/state, polled every interval and kept for the last 600 points per
 // series and 500 events. Serves until SIGINT/SIGTERM (exit 0). Exit 2 for a bad cluster file,
-// port or interval, a port that cannot be bound, a missing Chart.js, or a non-loopback --bind
-// on a cluster without a secret (elsewhere than loopback the page needs the cluster secret, as
-// "Authorization: Bearer" or ?token=).
+// port or interval, a port that cannot be bound, a missing Chart.js, or a token file that cannot
+// be written. Off loopback /api/state needs a session: a fresh random login token (never the
+// cluster secret), printed or written to --token-file, opens /login?token=<t> once, which sets an
+// HttpOnly session cookie; scripts may send "Authorization: Bearer <t>".
 int run_dashboard(const DashboardOptions& opts);
 
 struct CertsOptions {

@@ -5,20 +5,28 @@
 // between polls, and renders one JSON document. The HTTP server (net/metrics_http.h, its own
 // threads) serves that document at /api/state, the page (cli/dashboard_page.h) at / and Chart.js
 // from the Debian package libjs-chart.js at /chart.js: nothing is fetched from the internet.
+#include <fcntl.h>
+#include <openssl/crypto.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "actors/auth.h"
 #include "cli/cluster_probe.h"
 #include "cli/commands.h"
 #include "cli/dashboard_page.h"
@@ -192,7 +200,7 @@ class DashboardState {
       const TaskRow& r = rows[i];
       o << (i ? ", " : "") << "{\"task\": " << json_str(r.task) << ", \"address\": " << json_str(r.address)
         << ", \"role\": " << json_str(r.role) << ", \"state\": " << json_str(r.up ? "up" : "down")
-        << ", \"why\": " << json_str(r.up ? r.metrics_error : r.why) << ", \"devices\": " << json_str(r.devices)
+        << ", \"why\": " << json_str(r.up ? r.metrics_error : r.why + (r.metrics_error.empty() ? "" : "; metrics: " + r.metrics_error)) << ", \"devices\": " << json_str(r.devices)
         << ", \"global_step\": " << json_num(r.global_step) << ", \"steps_per_sec\": " << json_num(r.steps_per_sec)
         << ", \"cpu_percent\": " << json_num(r.cpu_pct) << ", \"rss_bytes\": " << json_num(r.rss)
         << ", \"net_in_bytes_per_sec\": " << json_num(r.net_in) << ", \"net_out_bytes_per_sec\": " << json_num(r.net_out)
@@ -235,6 +243,99 @@ class DashboardState {
   std::deque<Event> events_;
 };
 
+// Who may read /api/state off loopback (docs/security.md, "Metrics and dashboard"): whoever
+// logged in with this run's login token (random, never the cluster secret) holds a session
+// cookie; scripts may send the token as a Bearer header. At most 64 sessions (the oldest is
+// dropped), each for 12 hours. Thread-safe: the HTTP threads call it concurrently.
+class DashboardAccess {
+ public:
+  explicit DashboardAccess(std::string token) : token_(std::move(token)) {}
+
+  // /login?token=<t>: a 303 to the page with a fresh session cookie, or 401 for a wrong token.
+  net::HttpResponse login(const net::HttpRequest& req) {
+    net::HttpResponse r;
+    if (!same(query_param(req.query, "token"), token_)) {
+      r.code = 401;
+      r.reason = "Unauthorized";
+      r.body = "wrong or missing token: open the login address `actorflow dashboard` printed or wrote\n";
+      return r;
+    }
+    const std::string sid = random_nonce();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = sessions_.begin(); it != sessions_.end();) it = now >= it->second ? sessions_.erase(it) : std::next(it);
+      while (sessions_.size() >= kMaxSessions) {
+        auto oldest = sessions_.begin();
+        for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+          if (it->second < oldest->second) oldest = it;
+        sessions_.erase(oldest);
+      }
+      sessions_[sid] = now + kLifetime;
+    }
+    r.code = 303;
+    r.reason = "See Other";
+    r.headers = "Location: /\r\nSet-Cookie: af_session=" + sid + "; HttpOnly; SameSite=Strict; Path=/; Max-Age=" +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLifetime).count()) + "\r\n";
+    r.body = "logged in\n";
+    return r;
+  }
+
+  // True when the request carries a live session cookie or "Authorization: Bearer <token>".
+  bool allows(const std::string& head) {
+    const std::string auth = net::http_header(head, "authorization");
+    if (auth.rfind("Bearer ", 0) == 0 && same(auth.substr(7), token_)) return true;
+    const std::string cookies = net::http_header(head, "cookie");
+    for (size_t p = 0; p < cookies.size();) {
+      size_t semi = cookies.find(';', p);
+      if (semi == std::string::npos) semi = cookies.size();
+      std::string kv = cookies.substr(p, semi - p);
+      kv.erase(0, kv.find_first_not_of(' '));
+      if (kv.rfind("af_session=", 0) == 0) {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = sessions_.find(kv.substr(11));
+        if (it != sessions_.end() && std::chrono::steady_clock::now() < it->second) return true;
+      }
+      p = semi + 1;
+    }
+    return false;
+  }
+
+ private:
+  static constexpr size_t kMaxSessions = 64;
+  static constexpr std::chrono::hours kLifetime{12};
+
+  static bool same(const std::string& a, const std::string& b) {
+    return !b.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), b.size()) == 0;
+  }
+  // The value of `name` among a query's &-separated parameters ("" when absent; not URL-decoded:
+  // tokens are hex).
+  static std::string query_param(const std::string& query, const std::string& name) {
+    for (size_t p = 0; p <= query.size();) {
+      size_t amp = query.find('&', p);
+      if (amp == std::string::npos) amp = query.size();
+      const std::string kv = query.substr(p, amp - p);
+      if (kv.compare(0, name.size() + 1, name + "=") == 0) return kv.substr(name.size() + 1);
+      p = amp + 1;
+    }
+    return "";
+  }
+
+  const std::string token_;
+  std::mutex mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> sessions_;  // id -> expiry
+};
+
+// Writes `token` to `path`, created or truncated with mode 0600 (a symbolic link is refused).
+Status write_token_file(const std::string& path, const std::string& token) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return PermissionDenied("cannot write the token file " + path + ": " + std::strerror(errno));
+  net::Fd guard(fd);
+  if (::fchmod(fd, 0600) != 0) return PermissionDenied("cannot chmod 0600 the token file " + path + ": " + std::strerror(errno));
+  const std::string line = token + "\n";
+  return net::write_all(fd, line.data(), line.size(), path);
+}
+
 }  // namespace
 
 int run_dashboard(const DashboardOptions& o) {
@@ -271,33 +372,60 @@ int run_dashboard(const DashboardOptions& o) {
     return 2;
   }
   // Loopback: anyone on this host may look (as with `actorflow status`, which needs the cluster
-  // file). Elsewhere: the cluster secret, as a Bearer header or ?token=.
+  // file). Elsewhere: a session from this run's own login token; the cluster secret never leaves
+  // this process (it only proves this tool to the tasks' metrics endpoints).
   const bool open = is_loopback(o.bind);
-  if (!open && (*probe)->secret().empty()) {
-    std::cerr << me << "--bind " << o.bind
-              << " is not a loopback address and the cluster has no secret to protect the page with; set "
-                 "[cluster] secret_file or bind 127.0.0.1 (and reach it through an SSH tunnel)\n";
-    return 2;
+  const std::string token = open ? std::string() : random_nonce();
+  if (!open && !o.token_file.empty()) {
+    Status st = write_token_file(o.token_file, token);
+    if (!st.ok()) {
+      std::cerr << me << st.message() << "\n";
+      return 2;
+    }
   }
   DashboardState state(o.cluster);
+  auto access = std::make_shared<DashboardAccess>(token);
   net::MetricsHttpOptions ho;
   ho.host = o.bind;
   ho.port = *port;
-  ho.secret = open ? "" : (*probe)->secret();
-  ho.token_in_query = true;
-  net::HttpRoute page{"text/html; charset=utf-8", false, [] { return std::string(kDashboardPage); }};
+  net::HttpRoute page{"text/html; charset=utf-8", false, [] { return std::string(kDashboardPage); }, nullptr};
   ho.routes["/"] = page;
   ho.routes["/index.html"] = page;
-  ho.routes["/chart.js"] = net::HttpRoute{"text/javascript; charset=utf-8", false, [chart_js] { return chart_js; }};
-  ho.routes["/api/state"] = net::HttpRoute{"application/json", true, [&state] { return state.json(); }};
+  ho.routes["/chart.js"] = net::HttpRoute{"text/javascript; charset=utf-8", false, [chart_js] { return chart_js; }, nullptr};
+  net::HttpRoute api{"application/json", false, [&state] { return state.json(); }, nullptr};
+  if (!open) {
+    api.handle = [&state, access](const net::HttpRequest& req) {
+      net::HttpResponse r;
+      if (!access->allows(req.head)) {
+        r.code = 401;
+        r.reason = "Unauthorized";
+        r.body = "log in first: /login?token=<the token `actorflow dashboard` printed or wrote>\n";
+        return r;
+      }
+      r.content_type = "application/json";
+      r.headers = "Cache-Control: no-store\r\n";
+      r.body = state.json();
+      return r;
+    };
+    net::HttpRoute login;
+    login.handle = [access](const net::HttpRequest& req) { return access->login(req); };
+    ho.routes["/login"] = login;
+  }
+  ho.routes["/api/state"] = api;
   auto server = net::MetricsHttpServer::start(std::move(ho));
   if (!server.ok()) {
     std::cerr << me << "cannot serve on " << o.bind << ":" << *port << ": " << server.status().message() << "\n";
     return 2;
   }
   const std::string host = o.bind.find(':') != std::string::npos && o.bind.front() != '[' ? "[" + o.bind + "]" : o.bind;
-  std::cout << "actorflow dashboard: serving http://" << host << ":" << (*server)->port() << "/"
-            << (open ? "" : "?token=<cluster secret>") << " for " << o.cluster << " (Ctrl-C to stop)" << std::endl;
+  const std::string base = "http://" + host + ":" + std::to_string((*server)->port()) + "/";
+  std::cout << "actorflow dashboard: serving " << base << " for " << o.cluster << " (Ctrl-C to stop)" << std::endl;
+  if (!open) {
+    std::cout << "actorflow dashboard: log in once at " << base << "login?token="
+              << (o.token_file.empty() ? token : "<the token in " + o.token_file + ">")
+              << " (this dashboard's own token for this run, not the cluster secret; plain HTTP: prefer an SSH tunnel)"
+              << std::endl;
+  }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const auto t0 = std::chrono::steady_clock::now();

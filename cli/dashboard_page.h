@@ -1,6 +1,6 @@
 // The page `actorflow dashboard` serves at / (cli/dashboard.cc): self-contained HTML and script.
 // It loads Chart.js from the dashboard itself (/chart.js, the Debian package's file) and fetches
-// /api/state every second; when its own URL has ?token=<secret> it sends it as a Bearer header.
+// /api/state every second; off loopback the browser sends the session cookie /login set.
 // Text from the cluster (task names, errors, events) is inserted with textContent, never as HTML.
 #pragma once
 
@@ -62,7 +62,6 @@ inline constexpr const char* kDashboardPage = R"PAGE(<!doctype html>
   <tbody></tbody></table>
 <script>
 "use strict";
-const token = new URLSearchParams(location.search).get("token");
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 const TITLES = {
   loss: "loss (summary)", accuracy: "accuracy (summary)", steps_per_sec: "steps/s", global_step: "global step",
@@ -160,7 +159,8 @@ function render(s) {
 }
 async function tick() {
   try {
-    const r = await fetch("api/state", { cache: "no-store", headers: token ? { "Authorization": "Bearer " + token } : {} });
+    // Off loopback the session cookie of /login goes with it (same origin); no credential in the page.
+    const r = await fetch("api/state", { cache: "no-store", credentials: "same-origin" });
     if (!r.ok) throw new Error("HTTP " + r.status + ": " + (await r.text()));
     render(await r.json());
     document.getElementById("error").textContent = typeof Chart === "undefined" ? "Chart.js did not load: no charts" : "";

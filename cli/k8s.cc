@@ -29,6 +29,7 @@ constexpr int kDefaultMetricsPort = 9100;
 constexpr const char* kConfigDir = "/etc/actorflow";
 constexpr const char* kSecretDir = "/etc/actorflow/secret";
 constexpr const char* kSecretKeyName = "cluster.key";  // the secret file's key in the Secret
+constexpr const char* kMetricsTokenKeyName = "metrics.token";  // Prometheus' scrape token's key in it
 
 // ---- a tiny document tree, written as YAML or JSON --------------------------------------------
 
@@ -357,6 +358,8 @@ std::string cluster_toml(const ClusterSpec& c, const Plan& p, const std::string&
   if (!c.secret_origin().empty() && !c.secret().empty())
     o << "secret_file = \"secret/" << kSecretKeyName << "\"   # the Secret " << p.name << "-secret\n";
   if (c.tls()) o << "tls_dir = \"secret\"   # the Secret " << p.name << "-secret\n";
+  if (!c.metrics_token().empty())
+    o << "metrics_token_file = \"secret/" << kMetricsTokenKeyName << "\"   # the Secret " << p.name << "-secret\n";
   o << "\n[jobs]\n";
   for (const JobPlan& j : p.jobs) {
     o << j.job << " = [";
@@ -468,6 +471,7 @@ Result<Plan> make_plan(const ClusterSpec& c, const K8sOptions& o) {
     } else if (!c.secret().empty()) {
       p.secret_data[kSecretKeyName] = c.secret();  // from ACTORFLOW_SECRET: the pods get it as a file
     }
+    if (!c.metrics_token().empty()) p.secret_data[kMetricsTokenKeyName] = c.metrics_token();
     if (c.tls()) {
       std::vector<std::string> stems = {"ca"};
       for (const TaskId& t : c.all_tasks()) stems.push_back(net::cert_file_stem(t.to_string()));

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   dash->add_option("--cluster", dash_opts.cluster, "cluster file (TOML)")->required();
   dash->add_option("--port", dash_opts.port, "port of the page (default 8088; 0 = any free port, printed)");
   dash->add_option("--bind", dash_opts.bind,
-                   "address to serve on (default 127.0.0.1; elsewhere the page needs the cluster secret as ?token=)");
+                   "address to serve on (default 127.0.0.1; elsewhere the page needs a login with the dashboard's own token)");
+  dash->add_option("--token-file", dash_opts.token_file,
+                   "off loopback: write the dashboard's login token to this file (mode 0600) instead of printing it");
   dash->add_option("--interval-ms", dash_opts.interval_ms, "between polls of the cluster (default 1000)");
   dash->add_option("--timeout-ms", dash_opts.timeout_ms, "how long to try each task per poll")->check(CLI::Range(1, 3600000));
   dash->add_option("--chart-js", dash_opts.chart_js, "Chart.js file (default: the Debian package libjs-chart.js's)");

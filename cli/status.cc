@@ -58,7 +58,7 @@ std::string render_table(const std::vector<Row>& rows) {
     o << line;
     if (i > 0) {
       const Row& r = rows[i - 1];
-      if (!r.up) o << "  (" << r.why << ")";
+      if (!r.up) o << "  (" << r.why << (r.metrics_error.empty() ? "" : "; metrics: " + r.metrics_error) << ")";
       else if (!r.metrics_error.empty()) o << "  (metrics: " << r.metrics_error << ")";
     }
     o << "\n";

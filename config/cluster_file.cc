@@ -145,7 +145,7 @@ std::string read_whole_file(const std::string& path, size_t max_bytes, std::stri
 }
 
 const std::vector<std::string> kTopKeys = {"cluster", "jobs", "server", "tasks", "supervisor"};
-const std::vector<std::string> kClusterKeys = {"name", "secret_file", "tls_dir"};
+const std::vector<std::string> kClusterKeys = {"name", "secret_file", "tls_dir", "metrics_token_file"};
 const std::vector<std::string> kServerKeys = {
     "log_device_placement", "allow_soft_placement", "mixed_precision", "gpu_memory_fraction",
     "allow_growth",         "visible_devices",      "cpu_devices",
@@ -193,6 +193,7 @@ class ClusterFileReader : private TomlReader {
     if (const toml::table* s = table_at("supervisor")) read_supervisor(*s);
     load_secret();
     check_secret_required();
+    load_metrics_token();
     return finish();
   }
 
@@ -263,6 +264,16 @@ class ClusterFileReader : private TomlReader {
           } else {
             secret_file_ = s;
             secret_file_pos_ = toml_pos(v.source());
+          }
+        }
+      } else if (key == "metrics_token_file") {
+        std::string s;
+        if (read_string(v, path, &s)) {
+          if (s.empty()) {
+            error(toml_pos(v.source()), path, "must not be empty (omit it to scrape without a token)");
+          } else {
+            metrics_token_file_ = s;
+            metrics_token_file_pos_ = toml_pos(v.source());
           }
         }
       } else if (key == "tls_dir") {
@@ -606,6 +617,39 @@ class ClusterFileReader : private TomlReader {
     }
   }
 
+  // [cluster] metrics_token_file: Prometheus' read-only Bearer token for /metrics (net/metrics_http.h).
+  // Read like the secret file (regular file, at most 64 KiB, trailing whitespace dropped); at
+  // least 16 bytes, and never the cluster secret itself (it travels in clear over plain HTTP).
+  void load_metrics_token() {
+    if (metrics_token_file_.empty()) return;
+    const std::string path = (metrics_token_file_[0] == '/' || base_dir_.empty()) ? metrics_token_file_
+                                                                                 : base_dir_ + "/" + metrics_token_file_;
+    std::string bytes;
+    mode_t mode = 0;
+    int err = 0;
+    const std::string why = read_whole_file(path, kMaxSecretBytes, &bytes, &mode, &err);
+    if (!why.empty()) {
+      error(metrics_token_file_pos_, "cluster.metrics_token_file", "cannot read metrics token file '" + path + "': " + why);
+      return;
+    }
+    while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r' || bytes.back() == ' ' || bytes.back() == '\t'))
+      bytes.pop_back();
+    if (bytes.size() < 16) {
+      error(metrics_token_file_pos_, "cluster.metrics_token_file",
+            "metrics token file '" + path + "' holds fewer than 16 bytes (e.g. `openssl rand -hex 32 > " + path + "`)");
+      return;
+    }
+    if (bytes == spec_.secret_) {
+      error(metrics_token_file_pos_, "cluster.metrics_token_file",
+            "metrics token file '" + path + "' holds the cluster secret: the token travels in clear to whoever "
+            "answers a metrics port, so it must be a different value");
+      return;
+    }
+    if ((mode & 077) != 0)
+      AF_LOG(WARNING) << spec_.source_ << ": metrics token file " << path << " is accessible by group or others; chmod 600 it";
+    spec_.metrics_token_ = std::move(bytes);
+  }
+
   void check_secret_required() {
     // Certificates from the cluster CA authenticate every connection just as the secret does.
     if (!spec_.secret_.empty() || secret_failed_ || !spec_.tls_dir_.empty()) return;
@@ -639,6 +683,8 @@ class ClusterFileReader : private TomlReader {
   std::string secret_file_;
   Pos secret_file_pos_;
   bool secret_failed_ = false;
+  std::string metrics_token_file_;
+  Pos metrics_token_file_pos_;
 };
 
 Result<ClusterSpec> ClusterSpec::from_string(const std::string& toml, const std::string& source_name) {

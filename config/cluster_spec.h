@@ -159,6 +159,9 @@ class ClusterSpec {
   const std::string& secret() const { return secret_; }
   // Where the secret came from, for messages: the secret file's path, "ACTORFLOW_SECRET", or "".
   const std::string& secret_origin() const { return secret_origin_; }
+  // [cluster] metrics_token_file's token ("" if none): the read-only Bearer credential of the tasks'
+  // GET /metrics for Prometheus (net/metrics_http.h); never the secret. Never log or print it.
+  const std::string& metrics_token() const { return metrics_token_; }
   // True when [cluster] tls_dir is set: both planes run TLS 1.3 with mutual authentication
   // (net/tls.h), and the cluster needs no secret even at non-loopback addresses.
   bool tls() const { return !tls_dir_.empty(); }
@@ -193,6 +196,7 @@ class ClusterSpec {
   std::string secret_;
   std::string secret_origin_;
   std::string tls_dir_;
+  std::string metrics_token_;
 };
 
 // Splits "host:port" (IPv6 as "[::1]:2222") into a lower-cased host (without brackets) and a port.

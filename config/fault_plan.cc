@@ -233,8 +233,8 @@ std::vector<FaultProblem> check_fault(Fault* fault) {
       if (!f.at_step && !f.after_secs) bad("at_step", "kill needs at_step or after_secs");
       break;
     case FaultKind::kThrow:
-      if (f.actor != "device" && f.actor != "variable")
-        bad("actor", "'" + f.actor + "' is not an actor kind (device or variable)");
+      if (f.actor != "device" && f.actor != "variable" && f.actor != "node")
+        bad("actor", "'" + f.actor + "' is not an actor kind (device, variable or node)");
       break;
     case FaultKind::kDelay:
       if (f.delay_ms < 1 || f.delay_ms > 3600000) bad("delay_ms", "must be in 1..3600000");

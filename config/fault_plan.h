@@ -56,7 +56,7 @@ struct Fault {
   int64_t delay_ms = 0;                        // delay
   double factor = 1.0;                         // slow (> 1)
   std::string device;                          // slow: "CPU:0" ("" = every device of the task)
-  std::string actor = "device";                // throw: "device" or "variable"
+  std::string actor = "device";                // throw: "device", "variable" or "node"
   std::string mode = "flip";                   // corrupt_checkpoint: "flip" or "truncate"
   std::string logdir;                          // corrupt_checkpoint
   int line = 0, column = 0;                    // position of the [[fault]] in its plan file

@@ -74,6 +74,12 @@ struct OpDef {
   GradFn grad;           // empty = not differentiable
   bool stateful = false; // never constant-folded or deduplicated (Variable, Placeholder, random ops)
   bool is_source = false;  // no inputs, e.g. Const
+  // Reads or writes files of the machine it runs on (TensorFlow's Save, Restore, ReadFile, ...):
+  // a remote client's graph may not hold it (ClientSessions::run; docs/security.md "Roles").
+  // No built-in op does today: checkpoints are written and read by the Saver in the process that
+  // calls it (train/session/saver.cc), moving variables as tensors (VariableSlots,
+  // RestoreVariableSlots). An op that touches files must set this.
+  bool touches_files = false;
 };
 
 // The definition of an op with a shape function and nothing else: no gradient (gradients are

@@ -7,7 +7,8 @@
 //   <job>-<task>.crt / .key        one per task: subject CN "<job>/<task>", subjectAltName the
 //                                  task's host (DNS name or IP address), serverAuth+clientAuth
 //   client.crt / client.key        for tools that connect to a cluster (`actorflow status`,
-//                                  `actorflow chaos`): CN "client", no host
+//                                  `actorflow dashboard`, remote client sessions): CN "client", no host
+//   operator.crt / operator.key    for `actorflow chaos` (may load fault plans): CN "operator", no host
 // Keys are EC P-256; certificates are signed with SHA-256 and valid for 5 years (the CA 10).
 #pragma once
 

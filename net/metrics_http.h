@@ -2,20 +2,43 @@
 //
 //   GET /metrics   200, the node's measurements in text exposition format 0.0.4
 //   GET /healthz   200 "ok" (liveness and readiness probes; says nothing else, no secret needed)
+//   GET /auth      the task proves itself to a tool, then the tool to the task (below)
 //   routes         200, each extra path of MetricsHttpOptions::routes (the dashboard's page and API)
 //   anything else  404 (unknown path), 405 (not GET), 400 (not HTTP or a request over 8 KiB)
 //
-// It sits behind the cluster's front-door rules: it binds the task's own address (or [server]
-// bind), never all interfaces by default; with a cluster secret /metrics requires
-// "Authorization: Bearer <secret>" (401 otherwise, compared in constant time); with TLS the
-// endpoint speaks TLS 1.3 only and requires a client certificate of the cluster's CA, as the other
-// ports do (Prometheus: scheme https, tls_config with the CA and a client certificate, and
-// authorization credentials when there is a secret).
+// No secret before proof (docs/security.md, "Metrics and dashboard"). The cluster secret is never
+// a credential here and never crosses the connection; it keys a challenge-response that makes the
+// endpoint prove which task it is before a tool (`actorflow status`, `actorflow dashboard`) sends
+// anything that depends on the secret:
+//
+//   tool -> task   GET /auth            X-Actorflow-Nonce: <cn: 64 hex digits, fresh>
+//   task -> tool   200, keep-alive      "task <task>\nnonce <sn: 64 hex digits, fresh>\nproof <P>\n"
+//   tool -> task   GET /metrics         Authorization: Actorflow <C>      (same connection)
+//   task -> tool   200 and the metrics, or 401
+//
+//   P = HMAC-SHA256(secret, "actorflow/metrics/server" | fingerprint | task | cn | sn)   (hex)
+//   C = HMAC-SHA256(secret, "actorflow/metrics/client" | fingerprint | task | sn | cn)   (hex)
+//   ("|" is a newline byte). The tool checks P against the task it meant to reach before it
+//   sends C: a process on a stopped task's port, or another task on it, is refused by name and
+//   gets nothing but a fresh nonce. C is bound to this connection's nonces: useless elsewhere.
+//
+// Who may GET /metrics (and routes with needs_secret): anyone when the endpoint has neither a
+// secret nor a scrape token (loopback clusters without a secret); with TLS, any client whose
+// certificate the TLS handshake accepted (the cluster CA's); a tool that proved the secret as
+// above; and, for /metrics only, "Authorization: Bearer <scrape token>" (MetricsHttpOptions::
+// scrape_token, the cluster file's [cluster] metrics_token_file: a read-only credential for
+// Prometheus, worth only the metrics, never the cluster secret). Credentials are compared in
+// constant time.
+//
+// It binds the task's own address (or [server] bind), never all interfaces by default. With TLS
+// the endpoint speaks TLS 1.3 only and requires a client certificate of the cluster's CA, as the
+// other ports do (Prometheus: scheme https, tls_config with the CA and a client certificate).
 //
 // Up to 8 connections at a time (each on its own short-lived thread; beyond that the accept loop
-// serves the next one itself), each bounded: 2 s to handshake, send the request and receive the
-// answer, a request of at most 8 KiB; then the connection is closed (no keep-alive). A stranger
-// can delay scrapes by 2 s per connection but cannot hang or grow the server.
+// serves the next one itself), each bounded: 2 s to handshake, send the request(s) and receive the
+// answer(s), a request of at most 8 KiB; then the connection is closed (no keep-alive but for the
+// one request after /auth). A stranger can delay scrapes by 2 s per connection but cannot hang or
+// grow the server.
 //
 // Thread-safety: start() returns a running server (one accept thread); port() may be called from
 // any thread; the destructor stops the thread and closes the socket (it must not race with other
@@ -42,29 +65,49 @@ namespace net {
 
 class TlsContext;
 
+// A request as a route's handler sees it. Plain value.
+struct HttpRequest {
+  std::string method;  // "GET" or "HEAD"
+  std::string path;    // the target up to '?'
+  std::string query;   // after '?' ("" when none)
+  std::string head;    // the whole request head (request line and headers)
+};
+
+// A route handler's answer. Plain value.
+struct HttpResponse {
+  int code = 200;
+  std::string reason = "OK";
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string headers;  // extra header lines, each ending in "\r\n"
+  std::string body;
+};
+
 // One more GET path of the server (the dashboard's page, script and API, cli/dashboard.cc).
 struct HttpRoute {
   std::string content_type = "text/plain; charset=utf-8";
-  bool needs_secret = true;             // behind the Bearer secret like /metrics (when there is one)
+  bool needs_secret = true;             // behind the same rule as /metrics, scrape token aside
   std::function<std::string()> body;    // called on the server's thread for each request
+  // When set, answers the request itself instead of `body` (no check by the server: the handler
+  // does its own, e.g. the dashboard's session cookie). Called on the server's thread.
+  std::function<HttpResponse(const HttpRequest&)> handle;
 };
 
 struct MetricsHttpOptions {
   std::string host;                          // address to bind
   uint16_t port = 0;                         // 0: any free port (tests)
-  std::string secret;                        // "" = no Authorization required
+  std::string secret;                        // keys GET /auth's proofs; "" = no proofs (see above)
+  std::string task;                          // the task this endpoint proves to be ("worker/1")
+  std::string fingerprint;                   // the cluster file's, bound into the proofs
+  std::string scrape_token;                  // Bearer credential for GET /metrics only; "" = none
   std::shared_ptr<const TlsContext> tls;     // null = plain HTTP
   std::function<std::string()> render;       // the body of GET /metrics; null: no /metrics (404)
   std::map<std::string, HttpRoute> routes;   // more GET paths, exact match without the query
-  // Also accept the secret as the query parameter "token=<secret>" (a browser's address bar
-  // cannot send a header); only for plain HTTP on trusted networks: the URL carries the secret.
-  bool token_in_query = false;
 };
 
 class MetricsHttpServer {
  public:
   // Binds and starts serving. Errors: the bind's (naming the address), InvalidArgument without
-  // a render function nor routes, or a route without a body function.
+  // a render function nor routes, or a route with neither a body function nor a handler.
   static Result<std::unique_ptr<MetricsHttpServer>> start(MetricsHttpOptions opts);
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
@@ -87,13 +130,34 @@ class MetricsHttpServer {
   int active_ = 0;  // connections served on their own threads (guarded by mu_)
 };
 
-// GET /metrics of the endpoint at host:port (what `actorflow status` reads): the body of a 200
-// answer. With `secret` it sends the Bearer credentials; with `tls` it speaks TLS presenting that
-// context's certificate. Errors: Unavailable (cannot connect, connection closed), DeadlineExceeded
-// (no whole answer by `timeout`), PermissionDenied (401), Internal (another status or not HTTP),
-// each naming host:port.
-Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const std::string& secret,
-                                   const std::shared_ptr<const TlsContext>& tls, std::chrono::milliseconds timeout);
+// How a tool scrapes one task's endpoint. Plain value.
+struct ScrapeOptions {
+  std::string secret;       // the cluster secret: "" = a plain GET (clusters without one)
+  std::string task;         // the task the endpoint must prove to be ("worker/1"); with a secret
+  std::string fingerprint;  // the cluster file's
+  std::shared_ptr<const TlsContext> tls;  // null = plain HTTP
+  std::chrono::milliseconds timeout{2000};
+  std::string path = "/metrics";
+};
+
+// GET o.path of the endpoint at host:port (what `actorflow status` reads): the body of a 200
+// answer. With a secret it first has the endpoint prove that it is o.task (GET /auth, above) and
+// only then sends its own proof; the secret itself is never sent. With `tls` it speaks TLS
+// presenting that context's certificate. Errors, each naming host:port: Unauthenticated naming
+// the task when the endpoint does not prove it is that task (nothing was sent to it but a nonce);
+// Unavailable (cannot connect, connection closed), DeadlineExceeded (no whole answer by the
+// timeout), PermissionDenied (401), Internal (another status or not HTTP).
+Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const ScrapeOptions& o);
+
+// The proofs of GET /auth (hex HMAC-SHA256, see above): `role` is "server" (P: first = the
+// client's nonce, second = the server's) or "client" (C: first = the server's nonce, second =
+// the client's). Pure; "" if OpenSSL fails.
+std::string metrics_proof(const std::string& secret, const std::string& role, const std::string& fingerprint,
+                          const std::string& task, const std::string& first, const std::string& second);
+
+// The value of the first header `name` (case-insensitive, without the colon) of an HTTP request
+// or answer head, without surrounding blanks; "" when absent. Pure.
+std::string http_header(const std::string& head, const std::string& name);
 
 // One scrape in Prometheus text format reduced to what a table needs: family name (a histogram's
 // "_sum"/"_count" series keep their suffix, buckets are dropped) -> the sum over its series.

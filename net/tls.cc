@@ -545,7 +545,11 @@ TlsContext::~TlsContext() {
 bool certificate_allows(const std::string& cn, const std::string& claimed_task) {
   if (cn == "*") return true;
   const std::string claimed = canonical_task(claimed_task);
-  if (cn == "client") return !claimed.empty() && claimed[0] == '_';
+  // Tools: "client" any '_' job but the operator's (_chaos: fault plans), "operator" any '_' job.
+  const bool tool = !claimed.empty() && claimed[0] == '_';
+  const bool operator_job = claimed.rfind("_chaos/", 0) == 0 || claimed == "_chaos";
+  if (cn == "client") return tool && !operator_job;
+  if (cn == "operator") return tool;
   return canonical_task(cn) == claimed;
 }
 

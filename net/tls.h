@@ -82,7 +82,9 @@ class TlsContext {
 // True when a peer whose certificate's CN is `cn` may claim to be `claimed_task` in the
 // handshake: the CN is the claimed task ("worker/1" and "/job:worker/replica:0/task:1" are the
 // same task), or the CN is "client" and the claimed name is a tool's (a job whose name starts
-// with '_', such as "/job:_status/replica:0/task:0"), or the CN is "*" (a certificate for tests
+// with '_', such as "/job:_status/replica:0/task:0") other than the operator job "_chaos", or the
+// CN is "operator" and the claimed name is any tool's (`actorflow chaos` claims "_chaos", whose
+// role may load fault plans: docs/security.md "Roles"), or the CN is "*" (a certificate for tests
 // and embedding services that may speak as any task; `actorflow certs` never issues one).
 bool certificate_allows(const std::string& cn, const std::string& claimed_task);
 

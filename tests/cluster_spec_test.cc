@@ -714,7 +714,7 @@ bogus = 1
 )");
   EXPECT_EQ(msg, f + ":2:20: supervisor.keep_checkpoints: must be >= 0, got -1\n" +
                      f + ":4:11: jobs.worker[0]: malformed address 'localhost:0': port out of range 1..65535\n" +
-                     f + ":6:1: cluster.bogus: unknown key (known: name, secret_file, tls_dir)");
+                     f + ":6:1: cluster.bogus: unknown key (known: name, secret_file, tls_dir, metrics_token_file)");
 }
 
 // ---- secret ------------------------------------------------------------------------------
@@ -735,6 +735,31 @@ TEST_F(ClusterSpecTest, SecretFromFileRelativeToClusterFile) {
   auto r2 = ClusterSpec::from_file(abs);
   ASSERT_TRUE(r2.ok()) << r2.status();
   EXPECT_EQ(r2->secret(), "s3cr3t-from-file");
+}
+
+// [cluster] metrics_token_file: Prometheus' read-only token, read relative to the cluster file;
+// too short, or the cluster secret itself, is an error naming the key and the file.
+TEST_F(ClusterSpecTest, MetricsTokenFileIsReadAndNeverTheSecret) {
+  ASSERT_EQ(mkdir((dir_ + "/m").c_str(), 0700), 0);
+  write("m/k", "the-cluster-secret-value\n");
+  write("m/token", "0123456789abcdef0123\n");
+  write("m/short", "short\n");
+  auto ok = ClusterSpec::from_file(write(
+      "m/c.toml", "[cluster]\nsecret_file = \"k\"\nmetrics_token_file = \"token\"\n[jobs]\nw = [\"localhost:2222\"]\n"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->metrics_token(), "0123456789abcdef0123");
+  EXPECT_EQ(ok->secret(), "the-cluster-secret-value");
+  const std::string same = dir_ + "/m/same.toml";
+  auto r = ClusterSpec::from_file(write(
+      "m/same.toml", "[cluster]\nsecret_file = \"k\"\nmetrics_token_file = \"k\"\n[jobs]\nw = [\"localhost:2222\"]\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status().message(), same + ":3:22: cluster.metrics_token_file: metrics token file '" + dir_ +
+                                                 "/m/k' holds the cluster secret"))
+      << r.status();
+  auto s = ClusterSpec::from_file(write(
+      "m/short.toml", "[cluster]\nsecret_file = \"k\"\nmetrics_token_file = \"short\"\n[jobs]\nw = [\"localhost:2222\"]\n"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.status().message(), "holds fewer than 16 bytes")) << s.status();
 }
 
 TEST_F(ClusterSpecTest, SecretFromEnvironment) {

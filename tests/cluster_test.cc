@@ -437,20 +437,27 @@ TEST(ClusterTest, ALiveTaskThatNeverGotAStepSaysSoAtOnce) {
     EXPECT_EQ(code, 0) << (p ? p->output() : std::string("chaos did not start"));
     return code;
   };
-  const std::string plan = c.dir.write("drop.toml", "seed = 1\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"worker/0\"\n");
-  ASSERT_EQ(chaos({"--plan", plan}), 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto lost = sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {q});
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_FALSE(lost.ok());
-  EXPECT_EQ(lost.status().code(), Code::kAborted) << lost.status();
-  EXPECT_NE(lost.status().message().find("/job:worker/replica:0/task:0 is alive but does not run it"), std::string::npos)
-      << lost.status();
-  EXPECT_LT(secs, 45.0) << "the step waited for its deadline instead of the task's answer";
-  ASSERT_EQ(chaos({"--clear"}), 0);
-  auto again = sess.run({{x, Tensor::from_vector<int32_t>({7, 1}, {2})}}, {q});
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ((*again)[0].data<int32_t>()[0], 21);
+  // Drops every data-plane frame from host/0 at `dst` (a plan on the receiving task), runs one
+  // step of `fetch`, which must fail at once naming `dst`, clears the fault, and checks the next
+  // step returns `after` (fed {7, 1}).
+  auto lost_step_is_named = [&](const std::string& dst, const Output& fetch, int32_t after) {
+    const std::string plan =
+        c.dir.write("drop.toml", "seed = 1\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"" + dst + "\"\n");
+    ASSERT_EQ(chaos({"--plan", plan}), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto lost = sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {fetch});
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_FALSE(lost.ok());
+    EXPECT_EQ(lost.status().code(), Code::kAborted) << lost.status();
+    const std::string task = "/job:worker/replica:0/task:" + dst.substr(dst.find('/') + 1);
+    EXPECT_NE(lost.status().message().find(task + " is alive but does not run it"), std::string::npos) << lost.status();
+    EXPECT_LT(secs, 45.0) << "the step waited for its deadline instead of the task's answer";
+    ASSERT_EQ(chaos({"--clear"}), 0);
+    auto again = sess.run({{x, Tensor::from_vector<int32_t>({7, 1}, {2})}}, {fetch});
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)[0].data<int32_t>()[0], after);
+  };
+  lost_step_is_named("worker/0", q, 21);
 
   // Two remote partitions (outcomes come through the reader threads): worker 1 never gets its
   // run request, worker 0 runs its part and waits for worker 1's tensor. Worker 1 says so.
@@ -461,20 +468,7 @@ TEST(ClusterTest, ALiveTaskThatNeverGotAStepSaysSoAtOnce) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ((*r)[0].data<int32_t>()[0], 2 * i + 1);
   }
-  const std::string plan1 = c.dir.write("drop1.toml", "seed = 1\n[[fault]]\nkind = \"drop\"\nsrc = \"host/0\"\ndst = \"worker/1\"\n");
-  ASSERT_EQ(chaos({"--plan", plan1}), 0);
-  const auto t1 = std::chrono::steady_clock::now();
-  auto lost1 = sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {z});
-  const double secs1 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-  ASSERT_FALSE(lost1.ok());
-  EXPECT_EQ(lost1.status().code(), Code::kAborted) << lost1.status();
-  EXPECT_NE(lost1.status().message().find("/job:worker/replica:0/task:1 is alive but does not run it"), std::string::npos)
-      << lost1.status();
-  EXPECT_LT(secs1, 45.0) << "the step waited for its deadline instead of the task's answer";
-  ASSERT_EQ(chaos({"--clear"}), 0);
-  auto again1 = sess.run({{x, Tensor::from_vector<int32_t>({7, 1}, {2})}}, {z});
-  ASSERT_TRUE(again1.ok()) << again1.status();
-  EXPECT_EQ((*again1)[0].data<int32_t>()[0], 15);
+  lost_step_is_named("worker/1", z, 15);
 }
 
 // The host's server destroyed while one thread waits in a direct step (its worker is stopped:

@@ -2,7 +2,7 @@
 // Chromium (Debian's, installed by scripts/setup.sh) while a job trains: the tasks table lists
 // every task and the global step in the DOM grows between two loads; a screenshot is saved in the
 // test's output directory; a killed parameter server shows as a restart, a restore and a
-// rollback in the event log. Also: what the page serves and protects (/api/state behind the secret
+// rollback in the event log. Also: what the page serves and protects (/api/state behind a login
 // off loopback, bad requests answered, not fatal), and bad options (exit 2 with a clear message).
 #include <gtest/gtest.h>
 
@@ -168,10 +168,11 @@ TEST(DashboardTest, AHeadlessChromiumShowsTheTasksAndAGrowingGlobalStep) {
   EXPECT_EQ(dash->wait(30s), 0) << dash->output();
 }
 
-// Off loopback the state needs the cluster secret (Bearer or ?token=); the page and Chart.js do
-// not (they hold no data). Bad requests are answered and the dashboard keeps serving; tasks that
-// are down show as down with why, in the table and the event log.
-TEST(DashboardTest, OffLoopbackTheStateNeedsTheSecretAndBadRequestsAreAnswered) {
+// Off loopback the state needs a session opened with the dashboard's own login token (printed
+// once; never the cluster secret, which is refused in every form and never printed); the page and
+// Chart.js do not (they hold no data). Bad requests are answered and the dashboard keeps serving;
+// tasks that are down show as down with why, in the table and the event log.
+TEST(DashboardTest, OffLoopbackTheStateNeedsALoginAndBadRequestsAreAnswered) {
   testing::TempDir dir;
   const std::string secret_file = dir.write("secret", "dashboard-test-secret\n");
   chmod(secret_file.c_str(), 0600);
@@ -182,13 +183,30 @@ TEST(DashboardTest, OffLoopbackTheStateNeedsTheSecretAndBadRequestsAreAnswered) 
   auto dash = ChildProcess::start({binary("actorflow"), "dashboard", "--cluster", file, "--port", std::to_string(port),
                                    "--bind", "0.0.0.0", "--interval-ms", "200", "--timeout-ms", "300"});
   ASSERT_TRUE(dash);
-  ASSERT_TRUE(dash->wait_for_output("?token=<cluster secret>", 30s)) << dash->output();
+  ASSERT_TRUE(dash->wait_for_output("login?token=", 30s)) << dash->output();
+  std::smatch m;
+  const std::string printed = dash->output();
+  ASSERT_TRUE(std::regex_search(printed, m, std::regex("login\\?token=([0-9a-f]{64})"))) << printed;
+  const std::string token = m[1];
+  EXPECT_FALSE(has(printed, "dashboard-test-secret")) << printed;
   const auto p = static_cast<uint16_t>(port);
   EXPECT_TRUE(has(get(p, "/"), " 200 OK"));
   EXPECT_TRUE(has(get(p, "/chart.js"), " 200 OK"));
   EXPECT_TRUE(has(get(p, "/api/state"), " 401 Unauthorized"));
-  EXPECT_TRUE(has(get(p, "/api/state?token=wrong"), " 401 Unauthorized"));
+  EXPECT_TRUE(has(get(p, "/api/state?token=" + token), " 401 Unauthorized"));  // a token in the URL is no session
   EXPECT_TRUE(has(get(p, "/api/state", "Bearer wrong"), " 401 Unauthorized"));
+  // The cluster secret is no credential here, in any form.
+  EXPECT_TRUE(has(get(p, "/api/state?token=dashboard-test-secret"), " 401 Unauthorized"));
+  EXPECT_TRUE(has(get(p, "/api/state", "Bearer dashboard-test-secret"), " 401 Unauthorized"));
+  EXPECT_TRUE(has(get(p, "/login?token=dashboard-test-secret"), " 401 Unauthorized"));
+  EXPECT_TRUE(has(raw_http(p, "GET /api/state HTTP/1.1\r\nCookie: af_session=" + std::string(64, '0') + "\r\n\r\n"),
+                  " 401 Unauthorized"));
+  // The login: a redirect to the page with an HttpOnly session cookie.
+  const std::string login = get(p, "/login?token=" + token);
+  EXPECT_TRUE(has(login, " 303 See Other") && has(login, "Location: /\r\n")) << login;
+  ASSERT_TRUE(std::regex_search(login, m, std::regex("Set-Cookie: af_session=([0-9a-f]{64}); HttpOnly; SameSite=Strict")))
+      << login;
+  const std::string cookie = "Cookie: theme=dark; af_session=" + std::string(m[1]) + "\r\n";
   // Bad requests: garbage, a non-GET, an oversized head, a client that sends nothing.
   EXPECT_TRUE(has(raw_http(p, "hello\r\n\r\n"), " 400 "));
   EXPECT_TRUE(has(raw_http(p, "POST /api/state HTTP/1.1\r\n\r\n"), " 405 "));
@@ -202,11 +220,10 @@ TEST(DashboardTest, OffLoopbackTheStateNeedsTheSecretAndBadRequestsAreAnswered) 
     EXPECT_TRUE(has(get(p, "/healthz"), " 200 OK"));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
   }
-  const std::string token = "/api/state?token=dashboard-test-secret";
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   std::string s;
   while (std::chrono::steady_clock::now() < deadline) {
-    s = get(p, token);
+    s = raw_http(p, "GET /api/state HTTP/1.1\r\n" + cookie + "\r\n");
     if (has(s, "worker/0 is down")) break;
     std::this_thread::sleep_for(100ms);  // the dashboard updates once per interval
   }
@@ -214,10 +231,11 @@ TEST(DashboardTest, OffLoopbackTheStateNeedsTheSecretAndBadRequestsAreAnswered) 
   EXPECT_TRUE(has(s, "\"up\": 0, \"total\": 1")) << s;
   EXPECT_TRUE(has(s, "\"state\": \"down\"")) << s;
   EXPECT_TRUE(has(s, "\"kind\": \"down\", \"text\": \"worker/0 is down: ")) << s;
-  EXPECT_TRUE(has(get(p, "/api/state", "Bearer dashboard-test-secret"), " 200 OK"));
+  EXPECT_TRUE(has(get(p, "/api/state", "Bearer " + token), " 200 OK"));  // scripts
   ASSERT_TRUE(dash->running()) << dash->output();
   dash->signal(SIGTERM);
   EXPECT_EQ(dash->wait(30s), 0) << dash->output();
+  EXPECT_FALSE(has(dash->output(), "dashboard-test-secret")) << dash->output();
 }
 
 TEST(DashboardTest, BadOptionsExitTwoWithAClearMessage) {
@@ -249,10 +267,10 @@ TEST(DashboardTest, BadOptionsExitTwoWithAClearMessage) {
   r = run({"--cluster", file, "--port", "0", "--chart-js", dir.file("no-chart.js")});
   EXPECT_EQ(r.first, 2) << r.second;
   EXPECT_TRUE(has(r.second, "cannot read Chart.js from " + dir.file("no-chart.js"))) << r.second;
-  // Off loopback without a cluster secret.
-  r = run({"--cluster", file, "--port", "0", "--bind", "0.0.0.0"});
+  // Off loopback with a token file that cannot be written.
+  r = run({"--cluster", file, "--port", "0", "--bind", "0.0.0.0", "--token-file", dir.file("no/such/dir/token")});
   EXPECT_EQ(r.first, 2) << r.second;
-  EXPECT_TRUE(has(r.second, "not a loopback address")) << r.second;
+  EXPECT_TRUE(has(r.second, "cannot write the token file " + dir.file("no/such/dir/token"))) << r.second;
   // A bad interval.
   r = run({"--cluster", file, "--port", "0", "--interval-ms", "5"});
   EXPECT_EQ(r.first, 2) << r.second;

@@ -179,7 +179,7 @@ TEST(FaultPlanTest, ErrorsNameFileLineColumnAndKey) {
       {"seed = 1\n[[fault]]\nkind = \"corrupt_checkpoint\"\ntask = \"worker/0\"\nlogdir = \"d\"\nmode = \"shred\"\n",
        "p.toml:6:8: fault[0].mode: 'shred' is not a corruption mode (flip or truncate)"},
       {"seed = 1\n[[fault]]\nkind = \"throw\"\ntask = \"worker/0\"\nactor = \"master\"\n",
-       "p.toml:5:9: fault[0].actor: 'master' is not an actor kind (device or variable)"},
+       "p.toml:5:9: fault[0].actor: 'master' is not an actor kind (device, variable or node)"},
       {"seed = 1\n[[fault]]\nkind = \"delay\"\nsrc = \"worker/0\"\n",
        "p.toml:2:1: fault[0].delay_ms: must be in 1..3600000"},
       // 1e10 s would overflow a nanosecond clock and fire at once.

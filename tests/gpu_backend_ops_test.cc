@@ -748,18 +748,20 @@ TEST(GpuBackendOpsTest, EveryGpuKernelHasACase) {
   std::set<std::string> gpu_ops;
   for (const auto& [op, dev] : KernelRegistry::global().registered())
     if (dev == "GPU") gpu_ops.insert(op);
-#ifndef AF_WITH_CUDA
-  ASSERT_TRUE(gpu_ops.empty()) << "GPU kernels registered in a build without CUDA";
-  GTEST_SKIP() << "no CUDA GPU visible: built without CUDA, so no GPU kernel is registered";
-#endif
   std::set<std::string> covered;
   for (const auto& c : cases()) covered.insert(c.op);
   for (const auto& op : gpu_ops)
     EXPECT_TRUE(covered.count(op)) << "the GPU kernel of " << op
                                    << " has no case in tests/gpu_backend_ops_test.cc: add one that compares it with "
                                       "the CPU kernel";
+#ifdef AF_WITH_CUDA
   for (const auto& op : covered) EXPECT_TRUE(gpu_ops.count(op)) << "case for " << op << ", which has no GPU kernel";
   EXPECT_GE(gpu_ops.size(), 60u) << "fewer GPU kernels than expected: is the GPU backend registered?";
+#else
+  // Without CUDA only the device-independent kernels (register_core_kernels, and the variable
+  // ops, which run on the variable actors) are registered for GPU; each still has its case.
+  EXPECT_FALSE(gpu_ops.count("MatMul")) << "a CUDA kernel registered in a build without CUDA";
+#endif
   // And each compared dtype has a CPU kernel to compare with (all the comparisons need).
   for (const auto& c : cases()) EXPECT_TRUE(KernelRegistry::global().has(c.op, "CPU")) << c.op << " has no CPU kernel";
 }

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <regex>
 #include <thread>
+#include <tuple>
 
+#include "config/cluster_spec.h"
 #include "core/metrics.h"
 #include "net/conn_traffic.h"
 #include "net/metrics_http.h"
@@ -61,31 +63,72 @@ TEST(MetricsTest, TheRegistryRendersPrometheusTextWithTheTaskLabels) {
   EXPECT_EQ(m.counter_value("test_things_total", {{"peer", "a\"b"}}), 3);
 }
 
-TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsTheSecret) {
+// The endpoint never takes the cluster secret as a credential: /metrics needs a tool's proof of
+// the secret made after the endpoint proved it is its task (GET /auth, net/metrics_http.h), or
+// Prometheus' read-only scrape token. A tool asking for another task, or holding another secret,
+// is refused naming the task before it sends anything that depends on its secret.
+TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsAProofOrTheScrapeToken) {
   net::MetricsHttpOptions o;
   o.host = "127.0.0.1";
   o.secret = "s3cret";
+  o.task = "worker/1";
+  o.fingerprint = "the-fingerprint";
+  o.scrape_token = "scrape-token-0123456789";
   o.render = [] { return std::string("test_metric 1\n"); };
   auto srv = net::MetricsHttpServer::start(o);
   ASSERT_TRUE(srv.ok()) << srv.status();
   const uint16_t port = (*srv)->port();
-  // No credentials, wrong ones, another scheme: 401, and the body says nothing of the metrics.
-  for (const std::string auth : {"", "Bearer wrong", "Bearer s3cre", "Basic czNjcmV0", "Bearer s3cret2"}) {
+  // No credentials, wrong ones, another scheme, the cluster secret itself, a made-up proof: 401,
+  // and the body says nothing of the metrics.
+  const std::vector<std::string> refused = {"",          "Bearer wrong", "Bearer s3cret", "Basic czNjcmV0",
+                                           "Bearer scrape-token-012345678", "Actorflow " + std::string(64, '0')};
+  for (const std::string& auth : refused) {
     const std::string r = get(port, "/metrics", auth);
     EXPECT_TRUE(has(r, "HTTP/1.1 401 Unauthorized\r\n")) << auth << ": " << r;
     EXPECT_TRUE(has(r, "WWW-Authenticate: Bearer")) << r;
     EXPECT_FALSE(has(r, "test_metric")) << r;
   }
-  const std::string ok = get(port, "/metrics", "Bearer s3cret");
+  // Prometheus' scrape token (header names are case-insensitive).
+  const std::string ok = get(port, "/metrics", "Bearer scrape-token-0123456789");
   EXPECT_TRUE(has(ok, "HTTP/1.1 200 OK\r\n")) << ok;
   EXPECT_TRUE(has(ok, "Content-Type: text/plain; version=0.0.4")) << ok;
   EXPECT_TRUE(has(ok, "\r\n\r\ntest_metric 1\n")) << ok;
-  // Header names are case-insensitive.
-  EXPECT_TRUE(has(raw_http(port, "GET /metrics HTTP/1.1\r\nauthorization: Bearer s3cret\r\n\r\n"), " 200 OK"));
+  EXPECT_TRUE(has(raw_http(port, "GET /metrics HTTP/1.1\r\nauthorization: Bearer scrape-token-0123456789\r\n\r\n"),
+                  " 200 OK"));
+  // A tool's scrape: the endpoint proves it is worker/1 of this cluster, then the tool.
+  net::ScrapeOptions so;
+  so.secret = "s3cret";
+  so.task = "worker/1";
+  so.fingerprint = "the-fingerprint";
+  auto text = net::scrape_metrics("127.0.0.1", port, so);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "test_metric 1\n");
+  // The endpoint is not the task the tool meant, or does not hold its secret or cluster file:
+  // refused by name.
+  for (auto [task, secret, fp] : {std::make_tuple("worker/0", "s3cret", "the-fingerprint"),
+                                  std::make_tuple("worker/1", "another", "the-fingerprint"),
+                                  std::make_tuple("worker/1", "s3cret", "another-fingerprint")}) {
+    net::ScrapeOptions bad = so;
+    bad.task = task;
+    bad.secret = secret;
+    bad.fingerprint = fp;
+    auto r = net::scrape_metrics("127.0.0.1", port, bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kUnauthenticated) << r.status();
+    EXPECT_TRUE(has(r.status().message(), "did not prove it is task " + std::string(task))) << r.status();
+  }
+  // The challenge's answer, then a proof that is not bound to this connection's nonces: 401.
+  const std::string two = raw_http(port, "GET /auth HTTP/1.1\r\nX-Actorflow-Nonce: " + std::string(64, 'a') +
+                                             "\r\n\r\nGET /metrics HTTP/1.1\r\nAuthorization: Actorflow " +
+                                             std::string(64, 'b') + "\r\n\r\n");
+  EXPECT_TRUE(has(two, "HTTP/1.1 200 OK\r\n") && has(two, "\r\n\r\ntask worker/1\nnonce ")) << two;
+  EXPECT_TRUE(has(two, "HTTP/1.1 401 Unauthorized\r\n")) << two;
+  EXPECT_FALSE(has(two, "test_metric")) << two;
+  EXPECT_TRUE(has(raw_http(port, "GET /auth HTTP/1.1\r\nX-Actorflow-Nonce: short\r\n\r\n"), " 400 ")) << "bad nonce";
   // Probes need no secret and learn nothing.
   const std::string health = get(port, "/healthz");
   EXPECT_TRUE(has(health, "HTTP/1.1 200 OK\r\n") && has(health, "\r\n\r\nok\n")) << health;
-  EXPECT_TRUE(has(get(port, "/secrets", "Bearer s3cret"), "HTTP/1.1 404 Not Found")) << get(port, "/secrets");
+  EXPECT_TRUE(has(get(port, "/secrets", "Bearer scrape-token-0123456789"), "HTTP/1.1 404 Not Found"));
   EXPECT_TRUE(has(raw_http(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), "HTTP/1.1 405"));
   EXPECT_TRUE(has(raw_http(port, "\x16\x03\x01 garbage\r\n\r\n"), "HTTP/1.1 400"));
   // A head that never ends is cut off at 8 KiB.
@@ -97,7 +140,7 @@ TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsTheSecret) {
   EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
   // After all of it, an honest scrape still gets the metrics.
-  EXPECT_TRUE(has(get(port, "/metrics", "Bearer s3cret"), "\r\n\r\ntest_metric 1\n"));
+  EXPECT_TRUE(net::scrape_metrics("127.0.0.1", port, so).ok());
 }
 
 // sum_by_label picks one family's series apart by one label (the dashboard's summary tags and
@@ -149,12 +192,22 @@ TEST(MetricsTest, ATrainingJobsTasksServeMetricsThatMove) {
                                  "32", "--learning-rate", "1e-3"});
   ASSERT_TRUE(up);
   ASSERT_TRUE(up->await_output("Step: ", 120s, 2).ok()) << up->output();
-  const std::string auth = "Bearer metrics-test-secret";
-  auto scrape = [&](int port) { return get(static_cast<uint16_t>(port), "/metrics", auth); };
+  // As `actorflow status` does: each task proves it is that task, then the scraper proves the secret.
+  auto spec = ClusterSpec::from_file(file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto scrape = [&](int port) {
+    net::ScrapeOptions so;
+    so.secret = "metrics-test-secret";
+    so.task = port == m_ps ? "ps/0" : port == m_w0 ? "worker/0" : "worker/1";
+    so.fingerprint = spec->fingerprint();
+    so.timeout = 5s;
+    auto r = net::scrape_metrics("127.0.0.1", static_cast<uint16_t>(port), so);
+    return r.ok() ? " 200 OK\n" + *r : r.status().to_string();
+  };
   const std::string ps1 = scrape(m_ps), w01 = scrape(m_w0);
   ASSERT_TRUE(up->await_output("Step: ", 120s, 8).ok()) << up->output();
   const std::string ps2 = scrape(m_ps), w02 = scrape(m_w0), w12 = scrape(m_w1);
-  const std::string denied = get(static_cast<uint16_t>(m_w0), "/metrics");
+  const std::string denied = get(static_cast<uint16_t>(m_w0), "/metrics", "Bearer metrics-test-secret");
   up->signal(SIGTERM);
   up->wait(60s);
   ASSERT_TRUE(has(w01, " 200 OK")) << w01;

@@ -9,12 +9,16 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <dirent.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <set>
 #include <cstring>
 #include <fstream>
@@ -35,10 +39,12 @@
 #include "actors/remote_client.h"
 #include "actors/server.h"
 #include "config/cluster_spec.h"
+#include "graph/graph_def.h"
+#include "graph/op_registry.h"
+#include "graph/scope.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "graph/ops.h"
-#include "graph/scope.h"
 #include "net/tensor_transport.h"
 #include "tests/util/op_fuzz.h"
 #include "tests/util/process.h"
@@ -101,7 +107,8 @@ struct Node {
   std::string fingerprint;
   std::unique_ptr<ChildProcess> proc;
 
-  explicit Node(int nofile = 0) {
+  // `plan`: a fault plan's text for `actorflow node --plan` ("" = none).
+  explicit Node(int nofile = 0, const std::string& plan = "") {
     file = dir.write("cluster.toml", "[cluster]\nname = \"sec\"\n\n[jobs]\nworker = [\"localhost:" +
                                          std::to_string(port) + "\"]\n\n[server]\nheartbeat_interval_ms = 200\n" +
                                          "peer_timeout_ms = 1500\n");
@@ -109,6 +116,10 @@ struct Node {
     EXPECT_TRUE(spec.ok()) << spec.status();
     if (spec.ok()) fingerprint = spec->fingerprint();
     std::vector<std::string> argv = {binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "0"};
+    if (!plan.empty()) {
+      argv.push_back("--plan");
+      argv.push_back(dir.write("plan.toml", plan));
+    }
     if (nofile > 0) {
       std::string cmd = "ulimit -n " + std::to_string(nofile) + " && exec";
       for (auto& a : argv) cmd += " '" + a + "'";
@@ -148,6 +159,44 @@ Result<caf::actor> member_connection(caf::actor_system& sys, const Node& n) {
   hs.fingerprint = n.fingerprint;
   hs.secret = kSecret;
   return connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(n.port), hs, 5s);
+}
+
+// Connects to the control plane at `port` with the secret as `task` (the name of the connection
+// handshake: what the node takes the peer's role from) and completes the node actor's handshake
+// saying `hello_task` in hello. The node actor's handle, or why not.
+Result<caf::actor> authenticated_as(caf::actor_system& sys, const std::string& fingerprint, int port,
+                                    const std::string& task, const std::string& hello_task) {
+  net::HandshakeConfig hs;
+  hs.fingerprint = fingerprint;
+  hs.secret = kSecret;
+  hs.task_name = task;
+  AF_ASSIGN_OR_RETURN(caf::actor h, connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(port), hs, 5s));
+  caf::scoped_actor self{sys};
+  Status st = Status::OK();
+  std::string server_nonce;
+  self->request(h, 10s, hello_atom::value, kProtocolVersion, fingerprint, hello_task)
+      .receive([&](std::string& n) { server_nonce = std::move(n); }, [&](caf::error& e) { st = from_caf_error(e, "hello"); });
+  AF_RETURN_IF_ERROR(st);
+  const std::string mine = random_nonce();
+  self->request(h, 10s, auth_atom::value, auth_proof(kSecret, "client", server_nonce, fingerprint, kProtocolVersion), mine)
+      .receive(
+          [&](NodeInfo&, std::string& proof) {
+            if (proof != auth_proof(kSecret, "node", mine, fingerprint, kProtocolVersion))
+              st = Unauthenticated("the node's proof is wrong");
+          },
+          [&](caf::error& e) { st = from_caf_error(e, "auth"); });
+  AF_RETURN_IF_ERROR(st);
+  return h;
+}
+
+// One request to `h` and its outcome: OK when it answered with a `Reply`, else the error.
+template <class Reply, class... Ts>
+Status ask(caf::actor_system& sys, const caf::actor& h, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  Status st = Internal("no answer");
+  self->request(h, 10s, std::forward<Ts>(xs)...)
+      .receive([&](Reply&) { st = Status::OK(); }, [&](caf::error& e) { st = from_caf_error(e); });
+  return st;
 }
 
 // A raw TCP connection to 127.0.0.1:port (blocking), or an invalid Fd.
@@ -401,6 +450,142 @@ TEST_F(SecurityTest, ExitMessagesAndSelfAddressedRequestsAreIgnored) {
   EXPECT_TRUE(node.proc->wait_for_output("node actor ignored an exit message", 10s)) << node.proc->output();
   expect_unharmed();
   EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos);
+}
+
+// A member's CAF node sends exit messages of every reason, kill included (which CAF 0.17 carries
+// out before any handler sees it): the node actor takes none of them, its process keeps serving.
+TEST_F(SecurityTest, AMemberCannotKillTheNodeActor) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto h = member_connection(sys, node);
+  ASSERT_TRUE(h.ok()) << h.status();
+  caf::anon_send_exit(*h, caf::exit_reason::kill);
+  caf::scoped_actor self{sys};
+  self->send_exit(*h, caf::exit_reason::kill);
+  self->send_exit(*h, caf::exit_reason::user_shutdown);
+  EXPECT_TRUE(node.proc->wait_for_output("node actor ignored an exit message (exit_reason(kill))", 10s))
+      << node.proc->output();
+  expect_unharmed();
+  EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos) << node.proc->output();
+}
+
+// Roles: a client (a tool or a remote client session: a '_' job in the connection handshake,
+// whatever it says in the node actor's hello: here the worker's own name) may look but not steer.
+// Loading a fault plan, telling the node which peers to connect to, registering or running
+// partitions and replicated calls are PermissionDenied naming the role; a guessed shutdown token
+// and exit(kill) change nothing; ping still answers. The operator (`actorflow chaos`: job _chaos)
+// may load fault plans and nothing more; a member may load them too.
+TEST_F(SecurityTest, AClientCannotStopReconfigureOrLoadFaultsIntoANode) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto h = authenticated_as(sys, node.fingerprint, node.port, "/job:_client/replica:0/task:0", kTask);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const std::string plan = "[[fault]]\nkind = \"kill\"\ntask = \"worker/0\"\nafter_secs = 0.1\n";
+  const std::string cpu = std::string(kTask) + "/device:CPU:0";
+  const std::vector<Status> refused = {
+      ask<std::vector<std::string>>(sys, *h, fault_atom::value, plan),
+      ask<std::vector<std::string>>(sys, *h, fault_atom::value, std::string()),
+      ask<bool>(sys, *h, peers_atom::value, std::vector<std::string>{"/job:ps/replica:0/task:0"}),
+      ask<bool>(sys, *h, register_atom::value, cpu, std::string("h1"), std::string("graph")),
+      ask<bool>(sys, *h, deregister_atom::value, cpu, std::string("h1")),
+      ask<std::vector<Tensor>>(sys, *h, run_atom::value, cpu, std::string("h1"), int64_t{1}, std::vector<Tensor>{}),
+      ask<std::vector<Tensor>>(sys, *h, replicate_atom::value, std::string("v"), std::string("assign"),
+                               std::vector<Tensor>{}, std::string()),
+  };
+  for (const Status& st : refused) {
+    EXPECT_EQ(st.code(), Code::kPermissionDenied) << st;
+    EXPECT_NE(st.message().find("the peer is a client (/job:_client/replica:0/task:0)"), std::string::npos) << st;
+  }
+  caf::anon_send(*h, shutdown_atom::value, std::string("a-guessed-token"));
+  caf::anon_send_exit(*h, caf::exit_reason::kill);
+  EXPECT_TRUE(ask<std::string>(sys, *h, ping_atom::value).ok());  // what a client may do
+  // The operator loads (here: clears) fault plans, and may not reconfigure. (Each identity from
+  // an actor system of its own: BASP keeps one connection per CAF node.)
+  caf::actor_system_config op_cfg;
+  Server::configure(op_cfg);
+  caf::actor_system op_sys{op_cfg};
+  auto op = authenticated_as(op_sys, node.fingerprint, node.port, "/job:_chaos/replica:0/task:0", "/job:_chaos/replica:0/task:0");
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_TRUE(ask<std::vector<std::string>>(op_sys, *op, fault_atom::value, std::string()).ok());
+  EXPECT_EQ(ask<bool>(op_sys, *op, peers_atom::value, std::vector<std::string>{}).code(), Code::kPermissionDenied);
+  // A member too.
+  caf::actor_system_config member_cfg;
+  Server::configure(member_cfg);
+  caf::actor_system member_sys{member_cfg};
+  auto member = authenticated_as(member_sys, node.fingerprint, node.port, "/job:worker/replica:0/task:3", "/job:worker/replica:0/task:3");
+  ASSERT_TRUE(member.ok()) << member.status();
+  EXPECT_TRUE(ask<std::vector<std::string>>(member_sys, *member, fault_atom::value, std::string()).ok());
+  EXPECT_TRUE(node.proc->wait_for_output("refused fault plan from client", 10s)) << node.proc->output();
+  expect_unharmed();
+  EXPECT_EQ(node.proc->output().find("ended unexpectedly"), std::string::npos) << node.proc->output();
+}
+
+// Roles: a remote client's graph may not hold an op that touches files (OpDef::touches_files), a
+// member's may. No built-in op touches files (the Saver writes checkpoints in its own process),
+// so this test registers one in its own process and runs the task there (an in-process cluster
+// server reached over its real control plane from a second actor system): the client's run is
+// PermissionDenied naming the node and its op; the member's gets past that check (and fails
+// later: the op has no kernel).
+TEST(SecurityRolesTest, AClientGraphWithAnOpThatTouchesFilesIsRefused) {
+  OpDef d = op_def("_TestTouchesFiles", 0, [](InferenceContext& c) -> Status {
+    c.set_output(0, DType::kFloat32, Shape{});
+    return Status::OK();
+  });
+  d.stateful = true;
+  d.is_source = true;
+  d.touches_files = true;
+  OpRegistry::global().add(d);  // before any server of this process runs a step
+  TempDir dir;
+  const int port = free_port();
+  const std::string secret_file = dir.write("cluster.key", kSecret);
+  ASSERT_EQ(::chmod(secret_file.c_str(), 0600), 0);
+  auto spec = ClusterSpec::from_file(dir.write(
+      "cluster.toml", "[cluster]\nsecret_file = \"cluster.key\"\n[jobs]\nworker = [\"localhost:" + std::to_string(port) + "\"]\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto server = Server::create(*spec, TaskId{"worker", 0});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Scope root = Scope::root();
+  auto reads = NodeBuilder(root, "_TestTouchesFiles", "reads").output();
+  ASSERT_TRUE(root.ok() && reads.valid()) << root.status();
+  ClientRunRequest req;
+  req.session = 1;
+  req.graph_version = static_cast<uint64_t>(root.graph()->num_nodes());
+  req.graph_def = serialize_graph(*root.graph());
+  req.fetches = {"reads"};
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto client = authenticated_as(sys, spec->fingerprint(), port, "/job:_client/replica:0/task:0", "/job:_client/replica:0/task:0");
+  ASSERT_TRUE(client.ok()) << client.status();
+  Status refused = ask<std::vector<Tensor>>(sys, *client, crun_atom::value, req);
+  EXPECT_EQ(refused.code(), Code::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find("node 'reads' (op _TestTouchesFiles) touches the task's files"), std::string::npos)
+      << refused;
+  caf::actor_system_config member_cfg;  // a second CAF node: BASP keeps one connection per node
+  Server::configure(member_cfg);
+  caf::actor_system member_sys{member_cfg};
+  auto member = authenticated_as(member_sys, spec->fingerprint(), port, "/job:worker/replica:0/task:1",
+                                 "/job:worker/replica:0/task:1");
+  ASSERT_TRUE(member.ok()) << member.status();
+  Status ran = ask<std::vector<Tensor>>(member_sys, *member, crun_atom::value, req);
+  EXPECT_FALSE(ran.ok());  // no kernel for the test op
+  EXPECT_NE(ran.code(), Code::kPermissionDenied) << ran;
+}
+
+// A node actor that ends anyway (here: a `throw` fault in its ping handler, which nothing catches)
+// ends its process with a non-zero status and an ERROR line, so that `actorflow up` or Kubernetes
+// restarts the task instead of a process that serves nothing living on.
+TEST(SecurityNodeActorTest, ANodeActorThatEndsEndsItsProcess) {
+  Node n(0, "seed = 1\n[[fault]]\nkind = \"throw\"\ntask = \"worker/0\"\nactor = \"node\"\n");
+  ASSERT_TRUE(n.started()) << n.proc->output();
+  auto pinged = honest_client(n, 5s);  // its ping meets the fault: no answer
+  EXPECT_FALSE(pinged.ok());
+  auto code = n.proc->await_exit(20s);
+  ASSERT_TRUE(code.ok()) << code.status() << "\n" << n.proc->output();
+  EXPECT_EQ(*code, kNodeActorLostExitCode) << n.proc->output();
+  EXPECT_NE(n.proc->output().find("ended unexpectedly"), std::string::npos) << n.proc->output();
 }
 
 // A member that completes the node actor's handshake learns the task's devices, each reachable
@@ -721,7 +906,8 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
     const bool named = std::regex_search(s.message(), names_a_node);
     const bool code_ok = s.code() == Code::kInvalidArgument || s.code() == Code::kResourceExhausted ||
                          s.code() == Code::kUnimplemented || s.code() == Code::kFailedPrecondition ||
-                         s.code() == Code::kOutOfRange || s.code() == Code::kNotFound;
+                         s.code() == Code::kOutOfRange || s.code() == Code::kNotFound ||
+                         s.code() == Code::kPermissionDenied;  // an op that touches files (roles)
     EXPECT_TRUE(named && code_ok) << "seed " << seed << " " << c.describe() << ": " << s;
     ASSERT_TRUE(node.proc->running()) << "seed " << seed << " " << c.describe() << "\n" << node.proc->output();
   }
@@ -733,6 +919,136 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
   // An honest client's step still returns the right values.
   EXPECT_TRUE(honest_step());
   expect_unharmed(100000);  // refusals may be logged; the node must still serve and not have grown
+}
+
+// A process that took a stopped task's metrics port: it records every byte it is sent and plays
+// along with the tools' challenge (a plausible answer to GET /auth with a made-up proof, then
+// whatever comes next on the connection), answering anything else with fake metrics. Serves one
+// connection at a time on its own thread until destroyed; every wait is bounded.
+class MetricsImpostor {
+ public:
+  explicit MetricsImpostor(int port) {
+    auto l = net::listen_tcp("127.0.0.1", static_cast<uint16_t>(port), 16);
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (!l.ok()) return;
+    listen_ = std::move(*l);
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    stop_read_.reset(p[0]);
+    stop_write_.reset(p[1]);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~MetricsImpostor() {
+    if (stop_write_.valid()) (void)!::write(stop_write_.get(), "x", 1);
+    if (thread_.joinable()) thread_.join();
+  }
+  // Everything received so far.
+  std::string received() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return got_;
+  }
+  int connections() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return connections_;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      pollfd p[2] = {{listen_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0 || p[1].revents) return;
+      net::Fd c(::accept(listen_.get(), nullptr, nullptr));
+      if (!c.valid()) continue;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++connections_;
+      }
+      for (int request = 0; request < 2; ++request) {
+        const std::string head = read_head(c.get());
+        if (head.empty()) break;
+        std::string body = "actorflow_global_step 12345\n";
+        bool keep = false;
+        if (head.rfind("GET /auth", 0) == 0) {
+          body = "task worker/0\nnonce " + std::string(64, 'a') + "\nproof " + std::string(64, 'b') + "\n";
+          keep = true;
+        }
+        const std::string ans = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                                "\r\nConnection: " + (keep ? "keep-alive" : "close") + "\r\n\r\n" + body;
+        if (!send_all(c.get(), ans) || !keep) break;
+      }
+    }
+  }
+  // One request head (or what came within 2 s), recorded.
+  std::string read_head(int fd) {
+    std::string head;
+    char buf[4096];
+    const auto end = net::Clock::now() + 2s;
+    while (head.find("\r\n\r\n") == std::string::npos && head.size() < 65536) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - net::Clock::now()).count();
+      pollfd p{fd, POLLIN, 0};
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) != 1) break;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    got_ += head;
+    return head;
+  }
+
+  net::Fd listen_, stop_read_, stop_write_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::string got_;
+  int connections_ = 0;
+};
+
+// No secret before proof: `actorflow status` and `actorflow dashboard` scrape a stopped task's
+// metrics port, where an impostor listens. They refuse it naming the task, and it receives
+// nothing that depends on the secret (before, it got "Authorization: Bearer <secret>").
+TEST(SecurityMetricsTest, AnImpostorOnAStoppedTasksMetricsPortGetsNoSecret) {
+  TempDir dir;
+  const int metrics = free_port(), dash_port = free_port();
+  const std::string file = dir.write("cluster.toml", "[cluster]\nname = \"impostor\"\n[jobs]\nworker = [\"localhost:" +
+                                                         std::to_string(free_port()) + "\"]\n[server]\nmetrics_port = " +
+                                                         std::to_string(metrics) + "\n");
+  MetricsImpostor impostor(metrics);
+  const std::map<std::string, std::string> env = {{"ACTORFLOW_SECRET", kSecret}};
+  auto status = ChildProcess::start({binary("actorflow"), "status", "--cluster", file, "--timeout-ms", "1000",
+                                     "--interval-ms", "100"}, env);
+  ASSERT_TRUE(status);
+  auto code = status->await_exit(60s);
+  ASSERT_TRUE(code.ok()) << code.status() << "\n" << status->output();
+  EXPECT_EQ(*code, 3) << status->output();  // not every task is up
+  EXPECT_NE(status->output().find("metrics endpoint 127.0.0.1:" + std::to_string(metrics) +
+                                  " did not prove it is task worker/0"),
+            std::string::npos)
+      << status->output();
+  auto dash = ChildProcess::start({binary("actorflow"), "dashboard", "--cluster", file, "--port",
+                                   std::to_string(dash_port), "--interval-ms", "200", "--timeout-ms", "1000"}, env);
+  ASSERT_TRUE(dash);
+  ASSERT_TRUE(dash->wait_for_output("serving", 30s)) << dash->output();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  std::string state;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(dash_port), 5s);
+    if (fd.ok()) {
+      send_all(fd->get(), "GET /api/state HTTP/1.1\r\n\r\n");
+      state.clear();
+      closed_within(fd->get(), 5s, &state);
+    }
+    if (state.find("did not prove it is task worker/0") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);  // the dashboard polls once per interval
+  }
+  EXPECT_NE(state.find("did not prove it is task worker/0"), std::string::npos) << state;
+  dash->signal(SIGTERM);
+  EXPECT_EQ(dash->wait(30s), 0) << dash->output();
+  EXPECT_GE(impostor.connections(), 2);
+  const std::string got = impostor.received();
+  EXPECT_EQ(got.find(kSecret), std::string::npos) << got;
+  EXPECT_EQ(got.find("Bearer"), std::string::npos) << got;
+  EXPECT_EQ(got.find("Authorization"), std::string::npos) << got;
+  EXPECT_EQ(status->output().find(kSecret), std::string::npos);
 }
 
 // Listening TCP sockets of process `pid`: "hexaddr:hexport" as /proc/net/tcp{,6} write them.

@@ -22,6 +22,7 @@
 
 #include "actors/control_plane.h"
 #include "actors/membership.h"
+#include "actors/messages.h"
 #include "actors/server.h"
 #include "config/cluster_spec.h"
 #include "net/certs.h"
@@ -158,6 +159,11 @@ TEST(TlsTest, CertificateNamesItsTask) {
   EXPECT_TRUE(net::certificate_allows("client", "/job:_status/replica:0/task:0"));
   EXPECT_FALSE(net::certificate_allows("client", "ps/0"));
   EXPECT_TRUE(net::certificate_allows("*", "ps/0"));
+  // The operator's job (fault plans: `actorflow chaos`) needs the "operator" certificate.
+  EXPECT_FALSE(net::certificate_allows("client", "/job:_chaos/replica:0/task:0"));
+  EXPECT_TRUE(net::certificate_allows("operator", "/job:_chaos/replica:0/task:0"));
+  EXPECT_TRUE(net::certificate_allows("operator", "/job:_status/replica:0/task:0"));
+  EXPECT_FALSE(net::certificate_allows("operator", "worker/0"));
 }
 
 TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
@@ -626,6 +632,28 @@ TEST(TlsClusterTest, StrangersWithoutAClusterCertificateReachNothing) {
   Membership m(sys, *mc);
   auto peer = m.ensure("/job:worker/replica:0/task:0", "localhost:" + std::to_string(port), 10s);
   EXPECT_TRUE(peer.ok()) << peer.status() << "\n" << node->output();
+  // Roles under TLS: the holder of the "client" certificate is a client at the node, whatever it
+  // says in the node actor's hello: a fault plan (even an empty one) is PermissionDenied; and it
+  // cannot claim the operator's job (_chaos) in the connection handshake.
+  if (peer.ok()) {
+    caf::scoped_actor self{sys};
+    Status fault = Internal("no answer");
+    self->request(peer->node, 10s, fault_atom::value, std::string())
+        .receive([&](std::vector<std::string>&) { fault = Status::OK(); },
+                 [&](caf::error& e) { fault = from_caf_error(e); });
+    EXPECT_EQ(fault.code(), Code::kPermissionDenied) << fault;
+    EXPECT_NE(fault.message().find("the peer is a client (/job:_test/replica:0/task:0)"), std::string::npos) << fault;
+  }
+  {
+    MembershipConfig chaos = *mc;  // the client certificate, claiming the operator's job
+    chaos.self_task = "/job:_chaos/replica:0/task:0";
+    caf::actor_system_config cfg2;
+    Server::configure(cfg2);
+    caf::actor_system sys2{cfg2};
+    Membership m2(sys2, chaos);
+    auto refused = m2.ensure("/job:worker/replica:0/task:0", "localhost:" + std::to_string(port), 5s);
+    EXPECT_FALSE(refused.ok()) << "the client certificate spoke as the operator";
+  }
   // Every refusal was logged, each naming its reason, and nothing else piled up.
   const std::string out = node->output();
   EXPECT_NE(out.find("its certificate was refused"), std::string::npos) << out;

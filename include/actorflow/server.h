@@ -61,6 +61,11 @@ struct LocalServerOptions : DeviceOptions {
 // --plan P -- PROGRAM` sets it for each task's first start.
 constexpr const char* kFaultPlanEnv = "ACTORFLOW_FAULT_PLAN";
 
+// The exit status of a process whose cluster server's node actor ended while the server ran
+// (Server::create): the process ends at once (logged as an ERROR) rather than live on serving
+// nothing, so that `actorflow up` or Kubernetes restarts the task (EX_SOFTWARE).
+constexpr int kNodeActorLostExitCode = 70;
+
 // True when `host` names this machine: loopback, its hostname, or one of its addresses.
 // Thread-safe.
 bool is_local_host(const std::string& host);
@@ -79,6 +84,8 @@ class Server {
   // address not local or already in use, missing secret for a non-loopback cluster. When the
   // environment names a fault plan (kFaultPlanEnv), its faults for `task` are loaded once the
   // server serves; a plan that cannot be read or names tasks the cluster lacks is an error.
+  // The node actor ends only through stop(); should it end otherwise (an exception escaping a
+  // handler), the process exits with kNodeActorLostExitCode (also for create_in).
   static Result<std::unique_ptr<Server>> create(const ClusterSpec& cluster, const TaskId& task);
 
   // Embedding (needs <actorflow/embedding.h>): local() inside the caller's actor system `sys`
