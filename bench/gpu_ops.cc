@@ -30,6 +30,7 @@
 
 #include "device/device.h"
 #include "device/kernel.h"
+#include "graph/op_registry.h"
 
 #ifdef AF_WITH_CUDA
 #include <algorithm>
@@ -162,6 +163,7 @@ Status bench_gemm(GpuDevice& dev, const Peaks& pk, int64_t m, int64_t k, int64_t
   Node node;
   node.name = "gemm";
   node.op = "MatMul";
+  node.inputs.resize(2);  // a, b (the registry checks the op's input count)
   node.output_types = {DType::kFloat32};
   AF_ASSIGN_OR_RETURN(auto kernel, KernelRegistry::global().create(node, "GPU"));
   const int iters = m >= 2048 ? 10 : 30;
@@ -269,6 +271,8 @@ Status bench_conv(GpuDevice& dev, const Peaks& pk, const ConvCase& cc) {
     Node node;
     node.name = "conv";
     node.op = op;
+    if (auto d = OpRegistry::global().lookup(op); d.ok() && (*d)->num_inputs > 0)
+      node.inputs.resize(static_cast<size_t>((*d)->num_inputs));  // the registry checks the count
     node.attrs.set("strides", std::vector<int64_t>{1, 1, 1, 1});
     node.attrs.set("padding", std::string("SAME"));
     node.attrs.set("filter_sizes", std::vector<int64_t>{cc.fh, cc.fw, cc.c, cc.k});

@@ -124,6 +124,7 @@ class DeviceVariablesTest : public ::testing::Test {
     Node n;
     n.name = op;
     n.op = op;
+    n.inputs.resize(in.size());  // the registry checks the op's input count
     n.attrs = attrs;
     auto def = OpRegistry::global().lookup(op);
     EXPECT_TRUE(def.ok()) << def.status();
@@ -291,7 +292,7 @@ TEST_F(DeviceVariablesTest, ErrorsNameTheVariable) {
   EXPECT_NE(r.status().message().find("variable 'never': is not initialized"), std::string::npos) << r.status();
   // A float64 variable on the device: the optimizers update float32 variables only.
   Tensor w64(DType::kFloat64, Shape{3, 4});
-  ASSERT_TRUE(run(&gpu_, "Assign", "w64", {w64}, {}, DType::kFloat64).ok());
+  { auto a = run(&gpu_, "Assign", "w64", {w64}, {}, DType::kFloat64); ASSERT_TRUE(a.ok()) << a.status(); }
   auto u = run(&gpu_, "ApplyGradientDescent", "w64", {f32(0.1f), w64}, {}, DType::kFloat64);
   ASSERT_FALSE(u.ok());
   EXPECT_NE(u.status().message().find("variable 'w64'"), std::string::npos) << u.status();

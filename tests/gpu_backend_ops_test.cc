@@ -338,6 +338,7 @@ const std::vector<OpCase>& cases() {
         Node n;
         n.name = "orig";
         n.op = "MaxPool";
+        n.inputs.resize(1);
         n.attrs = pool;
         n.output_types = {in[0].dtype()};
         auto dev = make_cpu_device("/job:t/replica:0/task:0/device:CPU:0", 0);
@@ -535,6 +536,7 @@ Result<Node> make_node(const std::string& op, const AttrMap& attrs, const std::v
   Node n;
   n.name = "op";
   n.op = op;
+  n.inputs.resize(in.size());  // the registry checks the op's input count
   n.attrs = attrs;
   AF_ASSIGN_OR_RETURN(const OpDef* def, OpRegistry::global().lookup(op));
   std::vector<DType> types;

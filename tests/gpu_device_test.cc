@@ -330,6 +330,7 @@ class GpuTest : public ::testing::Test {
     n.op = op;
     n.attrs = attrs;
     n.output_types.assign(static_cast<size_t>(num_outputs), DType::kFloat32);
+    n.inputs.resize(inputs.size());  // the registry checks the op's input count
     AF_ASSIGN_OR_RETURN(auto kernel, KernelRegistry::global().create(n, dev->type()));
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) {

@@ -412,6 +412,7 @@ TEST(WindowPlanTest, PoolWindowScanMatchesCpuKernels) {
       Node n;
       n.name = "p";
       n.op = op;
+      n.inputs.resize(in.size());  // the registry checks the op's input count
       n.attrs = attrs;
       n.output_types = {DType::kFloat32};
       AF_ASSIGN_OR_RETURN(auto k, KernelRegistry::global().create(n, "CPU"));
