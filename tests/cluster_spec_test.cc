@@ -496,7 +496,7 @@ logdir = ""
 
 TEST_F(ClusterSpecTest, DuplicateAddressesAcrossJobs) {
   const std::string f = dir_ + "/cluster.toml";
-  setenv(kSecretEnvVar, "s", 1);  // host-a is not loopback
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);  // host-a is not loopback
   const std::string msg = error_of(R"([jobs]
 worker = ["localhost:2222", "host-a:2223"]
 ps = ["Host-A:2223"]
@@ -509,7 +509,7 @@ eval = ["127.0.0.1:2222"]
 
 TEST_F(ClusterSpecTest, EndpointAliasesCollide) {
   const std::string f = dir_ + "/cluster.toml";
-  setenv(kSecretEnvVar, "s", 1);  // not loopback
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);  // not loopback
   // An IPv4-mapped IPv6 address is the IPv4 address; the all-interfaces address collides with
   // every address on its port, whichever comes first.
   const std::string msg = error_of(R"([jobs]
@@ -526,7 +526,7 @@ eval = ["10.0.0.8:2400", "[::]:2400", "[::ffff:127.0.0.1]:2500", "localhost:2500
 }
 
 TEST_F(ClusterSpecTest, BindAddressOption) {
-  setenv(kSecretEnvVar, "s", 1);
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);
   const std::string f = dir_ + "/cluster.toml";
   {
     std::ofstream(f) << "[jobs]\nworker = [\"w0.example:2222\", \"w1.example:2222\"]\n[server]\nbind = \"0.0.0.0\"\n"
@@ -819,7 +819,7 @@ TEST_F(ClusterSpecTest, TlsDirReplacesTheSecretAndIsPartOfTheFingerprint) {
   EXPECT_EQ(abs->tls_dir(), "/etc/af");
   // Both ends must agree on TLS; where the files lie is a per-host choice.
   EXPECT_EQ(abs->fingerprint(), tls->fingerprint());
-  setenv(kSecretEnvVar, "s", 1);
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);
   auto plain = ClusterSpec::from_file(write("cluster.toml", remote));
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->tls());
@@ -912,7 +912,7 @@ name="fp"
   EXPECT_EQ(ra->fingerprint().find_first_not_of("0123456789abcdef"), std::string::npos);
 
   // The secret does not change it.
-  setenv(kSecretEnvVar, "some-secret", 1);
+  setenv(kSecretEnvVar, "some-cluster-secret-0123", 1);
   auto rs = ClusterSpec::from_string(a, "a.toml");
   ASSERT_TRUE(rs.ok());
   EXPECT_EQ(rs->fingerprint(), ra->fingerprint());
