@@ -2,7 +2,7 @@
 // about 0.8 MiB, inside the reader's 1 MiB cap), one job, each task on 127.0.0.1 with its own
 // port. Parsing is linear in tasks (docs/security.md "Readers of files"); this shows it.
 //
-//   build/bench/bench_cluster_parse [tasks]
+//   build/bench/cluster_parse [tasks]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +14,7 @@
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 40000;
   if (n < 1 || n > 60000) {
-    std::fprintf(stderr, "usage: bench_cluster_parse [tasks, 1..60000]\n");
+    std::fprintf(stderr, "usage: cluster_parse [tasks, 1..60000]\n");
     return 2;
   }
   char tmpl[] = "/tmp/af-cluster-parse-XXXXXX";
