@@ -119,7 +119,7 @@ Result<caf::actor> connect_control_plane(caf::actor_system& sys, const std::stri
   std::unique_ptr<net::Stream> conn;
   if (hs.tls) {
     // TLS first; the handshake runs inside it, then BASP over a relay's plaintext end.
-    AF_ASSIGN_OR_RETURN(conn, net::tls_connect(std::move(tcp), *hs.tls, host, addr, deadline));
+    AF_ASSIGN_OR_RETURN(conn, net::tls_connect(std::move(tcp), *hs.tls, host, addr, deadline, peer_task));
   } else {
     conn = std::make_unique<net::Stream>(std::move(tcp));
   }

@@ -531,6 +531,7 @@ void PsReplicator::run() {
       ++epoch_;
       data_addr_ = data_ ? p->data_addr : std::string();
       if (!data_addr_.empty()) {
+        data_->expect_task(data_addr_, backup_task_);
         AF_LOG(INFO) << "ps replication: replicated tensors go to " << backup_task_ << "'s data plane at " << data_addr_;
       }
       AF_LOG(INFO) << "ps replication: backup " << backup_task_ << " connected (epoch " << epoch_ << ")";

@@ -24,13 +24,19 @@ void ProcessRouter::set_self_node(node_actor_t node) {
 void ProcessRouter::set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr) {
   std::lock_guard<std::mutex> l(mu_);
   remote_[task_prefix] = std::move(node);
-  if (!data_addr.empty()) data_[task_prefix] = data_addr;
+  if (!data_addr.empty()) {
+    data_[task_prefix] = data_addr;
+    // Under TLS the data plane's server there must present this task's certificate.
+    if (client_) client_->expect_task(data_addr, task_prefix);
+  }
 }
 
 void ProcessRouter::set_data_client(std::shared_ptr<net::TensorClient> client, const std::string& own_data_addr) {
   std::lock_guard<std::mutex> l(mu_);
   client_ = std::move(client);
   own_data_addr_ = own_data_addr;
+  if (client_)
+    for (const auto& [task, addr] : data_) client_->expect_task(addr, task);
 }
 
 void ProcessRouter::set_master(master_actor_t master, std::shared_ptr<DirectSteps> direct) {

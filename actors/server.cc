@@ -501,6 +501,9 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     topts.secret = mc.secret;
     topts.task_name = task.to_string();
     topts.tls = tls;
+    // The same bound on the handshake as the control plane's (max(peer_timeout_ms, 1 s)), not
+    // the transport's default.
+    topts.handshake_timeout = nc.auth_timeout;
     // The task's configured address (never all interfaces unless [server] bind says so); peers
     // are told the configured address.
     std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;

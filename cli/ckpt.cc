@@ -30,6 +30,23 @@ std::string fmt_double(double v) {
   return buf;
 }
 
+// `name` for a terminal: a byte below 0x20, 0x7f or above (terminal escape codes, a forged
+// line break, bytes that are no UTF-8 the terminal would show) and the backslash become \xNN,
+// so a checkpoint's names cannot move the cursor, recolour or add lines to what `show` prints.
+std::string printable_name(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 // Prints rows as columns separated by two spaces (the last column is not padded).
 void print_table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
@@ -214,14 +231,14 @@ int run_ckpt_show(const CkptOptions& o) {
     if (is_slots_key(name)) {
       // A variable's optimizer slots (actors/variable_checkpoint.h): bytes, not values.
       const std::string of = name.substr(0, name.size() - std::char_traits<char>::length(kSlotsSuffix));
-      rows.push_back({name, dtype_name(t.dtype()), t.shape().to_string(), std::to_string(t.num_elements()),
-                      "optimizer slots of '" + of + "'"});
+      rows.push_back({printable_name(name), dtype_name(t.dtype()), t.shape().to_string(),
+                      std::to_string(t.num_elements()), "optimizer slots of '" + printable_name(of) + "'"});
       vars.push_back({{"name", name}, {"slots_of", of}, {"dtype", dtype_name(t.dtype())}, {"bytes", t.bytes()}});
       continue;
     }
     const ValueSummary s = summarise(t);
-    rows.push_back({name, dtype_name(t.dtype()), t.shape().to_string(), std::to_string(t.num_elements()),
-                    summary_text(s)});
+    rows.push_back({printable_name(name), dtype_name(t.dtype()), t.shape().to_string(),
+                    std::to_string(t.num_elements()), summary_text(s)});
     json v = {{"name", name}, {"dtype", dtype_name(t.dtype())}, {"shape", t.shape().dims()},
               {"elements", t.num_elements()}, {"bytes", t.bytes()}};
     if (s.summarised) {
@@ -237,7 +254,8 @@ int run_ckpt_show(const CkptOptions& o) {
   if (o.json) {
     json j = {{"path", o.path},   {"global_step", data->global_step}, {"checksum", "ok"},
               {"crc32c", crc},     {"bytes", file_bytes(o.path)},      {"variables", vars}};
-    std::cout << j.dump(2) << std::endl;
+    // JSON escapes control characters itself; bytes that are no UTF-8 become U+FFFD.
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
     return 0;
   }
   std::cout << "checkpoint   " << o.path << "\n"

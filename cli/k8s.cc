@@ -4,7 +4,9 @@
 // the pods' stable DNS names, and a Secret with the cluster secret and TLS material. The objects
 // are built as a small tree (Node) and written as YAML documents or one JSON v1 List, so both
 // forms always carry the same content.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <clocale>
@@ -20,6 +22,7 @@
 #include "actorflow/actorflow.h"
 #include "cli/commands.h"
 #include "net/certs.h"
+#include "net/socket.h"
 
 namespace actorflow {
 namespace cli {
@@ -668,14 +671,21 @@ int run_k8s(const K8sOptions& o) {
   }
   files.push_back({o.out + "/cluster.toml", plan->cluster_toml});
   for (const auto& [path, content] : files) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f << content;
-    f.close();
-    if (!f) {
-      std::cerr << "actorflow k8s: cannot write '" << path << "'\n";
+    // The Secret's file is mode 0600 from its creation on (no moment in which another user may
+    // open it); an existing file is made 0600 before the content goes in.
+    const bool secret = path.find("-secret") != std::string::npos;
+    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, secret ? 0600 : 0644));
+    bool ok = fd.valid() && (!secret || ::fchmod(fd.get(), 0600) == 0);
+    for (size_t off = 0; ok && off < content.size();) {
+      const ssize_t w = ::write(fd.get(), content.data() + off, content.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) ok = false;
+      else off += static_cast<size_t>(w);
+    }
+    if (!ok || ::close(fd.release()) != 0) {
+      std::cerr << "actorflow k8s: cannot write '" << path << "': " << std::strerror(errno) << "\n";
       return 1;
     }
-    if (path.find("-secret") != std::string::npos) ::chmod(path.c_str(), 0600);
   }
   std::cerr << "wrote " << docs.size() << " objects for namespace " << plan->ns << " to " << o.out << "/:\n";
   for (const auto& f : files) std::cerr << "  " << f.first << "\n";

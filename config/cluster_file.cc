@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 #include <set>
 
 #include "config/cluster_spec.h"
@@ -27,6 +28,8 @@ namespace actorflow {
 namespace {
 
 constexpr size_t kMaxSecretBytes = 64 * 1024;
+// A shorter secret can be guessed: the handshake answers a guess in well under a millisecond.
+constexpr size_t kMinSecretBytes = 16;
 constexpr size_t kMaxClusterFileBytes = 1 << 20;  // 1 MiB: a cluster of 10 000 tasks is ~300 KiB
 constexpr size_t kMaxReportedErrors = 20;
 constexpr int kMaxTaskIndex = 999999;
@@ -377,15 +380,12 @@ class ClusterFileReader : private TomlReader {
                                                 : format_address(h, hp->second);
     auto it = endpoints_.find(endpoint);
     if (it == endpoints_.end()) {
-      // The all-interfaces address against any other on the same port, either way round.
-      const std::string port_suffix = ":" + std::to_string(hp->second);
-      for (auto e = endpoints_.begin(); e != endpoints_.end(); ++e) {
-        const bool e_ends = e->first.size() > port_suffix.size() &&
-                            e->first.compare(e->first.size() - port_suffix.size(), port_suffix.size(), port_suffix) == 0;
-        if (e_ends && (wildcard || e->first.rfind("any:", 0) == 0)) {
-          it = e;
-          break;
-        }
+      // The all-interfaces address against any other on the same port, either way round: one
+      // lookup in the per-port index (a scan of every endpoint made parsing quadratic in tasks).
+      auto by_port = endpoints_by_port_.find(hp->second);
+      if (by_port != endpoints_by_port_.end()) {
+        const std::string& e = wildcard ? by_port->second.first_any_endpoint : by_port->second.wildcard_endpoint;
+        if (!e.empty()) it = endpoints_.find(e);
       }
     }
     if (it != endpoints_.end()) {
@@ -400,6 +400,9 @@ class ClusterFileReader : private TomlReader {
       return;
     }
     endpoints_[endpoint] = Endpoint{task, p, canon};
+    PortEndpoints& on_port = endpoints_by_port_[hp->second];
+    if (on_port.first_any_endpoint.empty()) on_port.first_any_endpoint = endpoint;
+    if (wildcard && on_port.wildcard_endpoint.empty()) on_port.wildcard_endpoint = endpoint;
     spec_.jobs_[job][index] = canon;
     address_where_[task] = std::make_pair(p, path);
   }
@@ -602,6 +605,13 @@ class ClusterFileReader : private TomlReader {
         error(secret_file_pos_, "cluster.secret_file", "secret file '" + path + "' is empty");
         return;
       }
+      if (bytes.size() < kMinSecretBytes) {
+        secret_failed_ = true;
+        error(secret_file_pos_, "cluster.secret_file",
+              "secret file '" + path + "' holds " + std::to_string(bytes.size()) + " bytes; a cluster secret needs at least " +
+                  std::to_string(kMinSecretBytes) + " (e.g. `openssl rand -hex 32 > " + path + "`)");
+        return;
+      }
       if ((mode & 077) != 0) {
         AF_LOG(WARNING) << spec_.source_ << ": secret file " << path
                         << " is accessible by group or others; chmod 600 it";
@@ -612,6 +622,14 @@ class ClusterFileReader : private TomlReader {
     }
     const char* env = std::getenv(kSecretEnvVar);
     if (env && *env) {
+      if (std::strlen(env) < kMinSecretBytes) {
+        secret_failed_ = true;
+        error(Pos{}, kSecretEnvVar,
+              "the environment variable " + std::string(kSecretEnvVar) + " holds " + std::to_string(std::strlen(env)) +
+                  " bytes; a cluster secret needs at least " + std::to_string(kMinSecretBytes) +
+                  " (e.g. `openssl rand -hex 32`)");
+        return;
+      }
       spec_.secret_ = env;
       spec_.secret_origin_ = kSecretEnvVar;
     }
@@ -679,6 +697,11 @@ class ClusterFileReader : private TomlReader {
   ClusterSpec spec_;
   std::string base_dir_;
   std::map<std::string, Endpoint> endpoints_;                      // endpoint key -> first task using it
+  struct PortEndpoints {
+    std::string first_any_endpoint;  // the first endpoint key on the port (of any host)
+    std::string wildcard_endpoint;   // "any:<port>" once an all-interfaces address uses the port
+  };
+  std::unordered_map<int, PortEndpoints> endpoints_by_port_;  // port -> its endpoints (for aliases)
   std::map<TaskId, std::pair<Pos, std::string>> address_where_;  // task -> position and key path
   std::string secret_file_;
   Pos secret_file_pos_;

@@ -183,6 +183,9 @@ std::string cert_file_stem(const std::string& name) {
 }
 
 Status write_cluster_certs(const std::string& dir, const std::vector<CertSubject>& subjects, bool overwrite) {
+  for (const auto& s : subjects)
+    if (s.name.empty() || s.name.find('*') != std::string::npos)
+      return InvalidArgument("a certificate must name one task or tool, not '" + s.name + "'");
   AF_RETURN_IF_ERROR(make_dir(dir));
   if (!overwrite) {
     std::vector<std::string> files = {dir + "/ca.crt", dir + "/ca.key"};

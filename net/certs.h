@@ -30,14 +30,16 @@ struct CertSubject {
 std::string cert_file_stem(const std::string& name);
 
 // Creates `dir` (mode 0700) if needed and writes a new CA and one certificate/key pair per
-// subject into it, as described above. Refuses to overwrite: AlreadyExists naming the first file
+// subject into it, as described above. InvalidArgument for an empty name or one holding '*'
+// (no end accepts such a certificate: net/tls.h). Refuses to overwrite: AlreadyExists naming the first file
 // that exists, unless `overwrite`. Errors name the file: PermissionDenied, Unavailable (I/O),
 // Internal (OpenSSL). Writes each file to a temporary name first, so a failure leaves no
 // half-written file. Thread-safe.
 Status write_cluster_certs(const std::string& dir, const std::vector<CertSubject>& subjects, bool overwrite);
 
 // Issues one more certificate/key pair `<stem>.crt/.key` in `dir`, signed by the CA already
-// there (ca.crt, ca.key). For tests (a certificate for another host) and for adding a task.
+// there (ca.crt, ca.key). For tests (a certificate for another host, or one no end accepts, such
+// as CN "*") and for adding a task.
 Status issue_cert(const std::string& dir, const CertSubject& subject, bool overwrite);
 
 }  // namespace net

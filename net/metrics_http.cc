@@ -323,7 +323,7 @@ Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const
   if (!fd.ok()) return Unavailable("metrics endpoint " + where + ": " + fd.status().message());
   std::unique_ptr<Stream> stream;
   if (o.tls) {
-    auto s = tls_connect(std::move(*fd), *o.tls, host, where, deadline);
+    auto s = tls_connect(std::move(*fd), *o.tls, host, where, deadline, o.task);
     if (!s.ok()) return s.status().with_prefix("metrics endpoint " + where);
     stream = std::move(*s);
   } else {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <unordered_map>
 #include <mutex>
 #include <vector>
 
@@ -74,6 +75,53 @@ struct PreAuthListener::Impl {
   PreAuthStats stats;
   LogLimiter refused_log, timeout_log, accept_log, evict_log;
   Clock::time_point accept_resume{};  // no accepting before this (descriptor back-off)
+  // Failed proofs per source address (host part of "ip:port"); see the header.
+  struct Strikes {
+    int failures = 0;
+    Clock::time_point until{};  // new connections from the address are closed before this
+    Clock::time_point last{};   // the latest failure
+  };
+  std::unordered_map<std::string, Strikes> strikes;
+  LogLimiter throttle_log;
+
+  static std::string host_part(const std::string& addr) {
+    const size_t colon = addr.rfind(':');
+    return colon == std::string::npos ? addr : addr.substr(0, colon);
+  }
+
+  // True when connections from `host` are backing off now.
+  bool throttled(const std::string& host, Clock::time_point now) {
+    auto it = strikes.find(host);
+    if (it == strikes.end()) return false;
+    if (now - it->second.last > std::chrono::seconds(60)) {
+      strikes.erase(it);
+      return false;
+    }
+    return now < it->second.until;
+  }
+
+  // Counts a failed proof from `host`; bounded table (expired entries, then the quietest, go).
+  void strike(const std::string& host, Clock::time_point now) {
+    if (strikes.size() >= kMaxTrackedAddresses && !strikes.count(host)) {
+      auto quietest = strikes.end();
+      for (auto it = strikes.begin(); it != strikes.end();) {
+        if (now - it->second.last > std::chrono::seconds(60)) {
+          it = strikes.erase(it);
+          continue;
+        }
+        if (quietest == strikes.end() || it->second.last < quietest->second.last) quietest = it;
+        ++it;
+      }
+      if (strikes.size() >= kMaxTrackedAddresses && quietest != strikes.end()) strikes.erase(quietest);
+    }
+    Strikes& s = strikes[host];
+    ++s.failures;
+    s.last = now;
+    if (s.failures > kFreeFailures) {
+      const int doublings = std::min(s.failures - kFreeFailures - 1, 7);
+      s.until = now + std::min(std::chrono::milliseconds(10) * (1 << doublings), std::chrono::milliseconds(1000));
+    }
+  }
   std::chrono::milliseconds backoff{0};
 
   void count(int64_t PreAuthStats::*field, int64_t delta = 1) {
@@ -162,6 +210,20 @@ struct PreAuthListener::Impl {
       }
       backoff = std::chrono::milliseconds(0);
       count(&PreAuthStats::accepted);
+      {
+        const std::string addr = peer_name(fd);
+        if (throttled(host_part(addr), Clock::now())) {
+          count(&PreAuthStats::throttled);
+          int64_t held = 0;
+          if (throttle_log.allow(&held)) {
+            AF_LOG(WARNING) << opts.what << ": closing the connection from " << addr
+                            << " at once: its address failed to authenticate " << strikes[host_part(addr)].failures
+                            << " times and is backing off" << suppressed_note(held);
+          }
+          ::close(fd);
+          continue;
+        }
+      }
       if (pending.size() >= opts.max_pending) {
         count(&PreAuthStats::evicted);
         int64_t held = 0;
@@ -267,6 +329,7 @@ struct PreAuthListener::Impl {
       ++stats.rejected;
       if (why.code() == Code::kUnauthenticated) ++stats.auth_failures;
     }
+    if (why.code() == Code::kUnauthenticated) strike(host_part(p.addr), Clock::now());
     int64_t held = 0;
     if (!stopping.load() && refused_log.allow(&held)) {
       AF_LOG(WARNING) << opts.what << ": rejected connection on port " << local_port(listener.get()) << ": " << why

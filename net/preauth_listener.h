@@ -11,6 +11,11 @@
 //   - when accept fails for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
 //     loop stops accepting for a back-off (10 ms doubling to 1 s) and resumes once descriptors
 //     are free; the backlog is left to the kernel;
+//   - failed proofs (a wrong secret, a refused certificate) are throttled per source address: after
+//     kFreeFailures of them, each further one closes every new connection from that address at
+//     accept, without an answer, for a back-off (10 ms doubling to 1 s); an address is forgotten
+//     after 60 s without a failure, and at most kMaxTrackedAddresses are tracked (the quietest
+//     forgotten first), so guessing the secret costs about a second a guess;
 //   - log lines are rate limited: at most one per second per kind (refused handshake, timeout,
 //     accept failure), with a count of those suppressed.
 // Thread-safety: the callbacks run on the listener's thread, one at a time; they must not block
@@ -42,11 +47,15 @@ struct PreAuthStats {
   int64_t timed_out = 0;         // closed for taking longer than handshake_timeout
   int64_t evicted = 0;           // closed because max_pending newer connections arrived
   int64_t accept_errors = 0;     // accept() failures (EMFILE, ...)
+  int64_t throttled = 0;         // closed at accept: their address is backing off after failed proofs
   int64_t pending = 0;           // in the handshake now
 };
 
 class PreAuthListener {
  public:
+  // Failed proofs an address may make before it backs off; addresses tracked at most.
+  static constexpr int kFreeFailures = 16;
+  static constexpr size_t kMaxTrackedAddresses = 4096;
   struct Options {
     HandshakeConfig handshake;      // the server's side (secret, fingerprint, plane)
     std::string what = "data plane";  // for log lines: "data plane", "control plane"

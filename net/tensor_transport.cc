@@ -671,6 +671,22 @@ class TensorClient::Impl {
     return peer->conn;
   }
 
+  void expect_task(const std::string& addr, const std::string& task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = expected_.find(addr);
+      if (it != expected_.end() && it->second == task) return;
+      expected_[addr] = task;
+    }
+    disconnect(addr);
+  }
+
+  std::string expected_task(const std::string& addr) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = expected_.find(addr);
+    return it == expected_.end() ? std::string() : it->second;
+  }
+
   void disconnect(const std::string& addr) {
     std::shared_ptr<Peer> peer;
     {
@@ -759,7 +775,8 @@ class TensorClient::Impl {
       AF_ASSIGN_OR_RETURN(HostPort hp, parse_host_port(addr));
       // The plane reads and writes the session itself (net/stream.h); the handshake runs inside TLS.
       AF_ASSIGN_OR_RETURN(stream,
-                          tls_connect(std::move(fd), *hs_.tls, hp.host, addr, Clock::now() + hs_.timeout));
+                          tls_connect(std::move(fd), *hs_.tls, hp.host, addr, Clock::now() + hs_.timeout,
+                                      expected_task(addr)));
     } else {
       stream = std::make_unique<Stream>(std::move(fd));
     }
@@ -778,6 +795,7 @@ class TensorClient::Impl {
   HandshakeConfig hs_;
   mutable std::mutex mu_;  // guards peers_ (the map, not the connections)
   std::unordered_map<std::string, std::shared_ptr<Peer>> peers_;
+  std::unordered_map<std::string, std::string> expected_;  // address -> task its certificate must name; under mu_
 };
 
 TensorClient::TensorClient(TransportOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -799,6 +817,9 @@ Status TensorClient::await_replies(ClientConnection& conn, const std::function<v
   return conn.await(impl_->options(), on_reply, done, spin, wait);
 }
 void TensorClient::disconnect(const std::string& peer_addr) { impl_->disconnect(peer_addr); }
+void TensorClient::expect_task(const std::string& peer_addr, const std::string& task) {
+  impl_->expect_task(peer_addr, task);
+}
 size_t TensorClient::num_connections() const { return impl_->num_connections(); }
 bool TensorClient::is_connected(const std::string& peer_addr, bool probe) const {
   return impl_->is_connected(peer_addr, probe);

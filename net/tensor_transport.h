@@ -186,6 +186,11 @@ class TensorClient {
 
   // Closes the pooled connection to `peer_addr`, if any; the next send() reconnects. Thread-safe.
   void disconnect(const std::string& peer_addr);
+  // With TLS: connections to `peer_addr` from now on must present `task`'s certificate ("ps/0"
+  // or "/job:ps/replica:0/task:0"; net::certificate_is_task). An address never named here may
+  // be served by any task's certificate (never a tool's). A changed task closes the pooled
+  // connection. Thread-safe.
+  void expect_task(const std::string& peer_addr, const std::string& task);
   // Number of open pooled connections. Thread-safe.
   size_t num_connections() const;
   // True when a pooled, authenticated connection to `peer_addr` is open now (so send() will not

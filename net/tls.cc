@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -469,8 +470,33 @@ TlsFiles cluster_tls_files(const std::string& dir, const std::string& name) {
 
 // ---- TlsContext --------------------------------------------------------------------------------
 
+namespace {
+// PermissionDenied naming `path` when other users may write it (mode o+w): whoever can replace a
+// trust file or the directory holding it chooses whom this end trusts.
+Status refuse_world_writable(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::OK();  // reading it reports what is wrong
+  if ((st.st_mode & S_IWOTH) == 0) return Status::OK();
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+  return PermissionDenied(std::string(what) + " '" + path + "' may be written by other users (mode " + mode +
+                          "); chmod o-w it");
+}
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+}  // namespace
+
 Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files) {
   OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);
+  AF_RETURN_IF_ERROR(refuse_world_writable(dir_of(files.ca), "TLS directory"));
+  if (dir_of(files.cert) != dir_of(files.ca))
+    AF_RETURN_IF_ERROR(refuse_world_writable(dir_of(files.cert), "TLS directory"));
+  AF_RETURN_IF_ERROR(refuse_world_writable(files.ca, "TLS CA certificate"));
+  AF_RETURN_IF_ERROR(refuse_world_writable(files.cert, "TLS certificate"));
   AF_ASSIGN_OR_RETURN(std::string ca_pem, read_regular_file(files.ca, kMaxPemBytes, "TLS CA certificate"));
   AF_ASSIGN_OR_RETURN(std::string cert_pem, read_regular_file(files.cert, kMaxPemBytes, "TLS certificate"));
   struct stat st {};
@@ -542,8 +568,13 @@ TlsContext::~TlsContext() {
   SSL_CTX_free(client_);
 }
 
+namespace {
+// True for a CN no task or tool may hold: empty, or a wildcard ("*" anywhere).
+bool unusable_name(const std::string& cn) { return cn.empty() || cn.find('*') != std::string::npos; }
+}  // namespace
+
 bool certificate_allows(const std::string& cn, const std::string& claimed_task) {
-  if (cn == "*") return true;
+  if (unusable_name(cn)) return false;
   const std::string claimed = canonical_task(claimed_task);
   // Tools: "client" any '_' job but the operator's (_chaos: fault plans), "operator" any '_' job.
   const bool tool = !claimed.empty() && claimed[0] == '_';
@@ -553,10 +584,18 @@ bool certificate_allows(const std::string& cn, const std::string& claimed_task) 
   return canonical_task(cn) == claimed;
 }
 
+bool certificate_is_task(const std::string& cn, const std::string& task) {
+  if (unusable_name(cn) || cn == "client" || cn == "operator") return false;
+  const std::string named = canonical_task(cn);
+  if (named.empty() || named[0] == '_') return false;  // a tool's name is no task's
+  return task.empty() || named == canonical_task(task);
+}
+
 // ---- client ------------------------------------------------------------------------------------
 
 Result<std::unique_ptr<Stream>> tls_connect(Fd tcp, const TlsContext& ctx, const std::string& host,
-                                            const std::string& peer_addr, Clock::time_point deadline) {
+                                            const std::string& peer_addr, Clock::time_point deadline,
+                                            const std::string& expected_task) {
   SSL* ssl = SSL_new(ctx.client_ctx());
   if (!ssl) return Internal("SSL_new: " + ssl_errors());
   std::unique_ptr<SSL, void (*)(SSL*)> guard(ssl, SSL_free);
@@ -588,6 +627,16 @@ Result<std::unique_ptr<Stream>> tls_connect(Fd tcp, const TlsContext& ctx, const
     if (left <= 0) return DeadlineExceeded("TLS handshake with " + peer_addr + ": no answer in time");
     pollfd p{tcp.get(), static_cast<short>(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
     ::poll(&p, 1, static_cast<int>(left));
+  }
+  // The host matched; the certificate must also be the task this end dialled (a worker's key on
+  // the same host cannot serve as the ps), and never a tool's or a wildcard.
+  const std::string cn = common_name(SSL_get0_peer_certificate(ssl));
+  if (!certificate_is_task(cn, expected_task)) {
+    Status st = Unauthenticated("TLS handshake with " + peer_addr + " failed: its certificate names '" + cn + "', " +
+                                (expected_task.empty() ? std::string("which is no task of the cluster")
+                                                       : "not the task '" + canonical_task(expected_task) + "'"));
+    AF_LOG(WARNING) << st.message();
+    return st;
   }
   int one = 1;
   setsockopt(tcp.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

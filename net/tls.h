@@ -18,8 +18,9 @@
 //
 // Identity: every certificate names one task in its subject CN ("worker/1", as the cluster file
 // writes it; "client" for tools such as `actorflow status`) and its host in subjectAltName.
-//   - A client checks that the server's certificate chains to the cluster CA and names the host
-//     it dialled (OpenSSL's host/IP check);
+//   - A client checks that the server's certificate chains to the cluster CA, names the host
+//     it dialled (OpenSSL's host/IP check) and is the task it dialled (`certificate_is_task`: a
+//     worker's key on the same host cannot serve as the ps);
 //   - a server checks that the client's certificate chains to the cluster CA, and, once the
 //     client has named its task in the handshake inside TLS, that the certificate is that
 //     task's (`certificate_allows`): a worker's key cannot speak as the chief or a ps.
@@ -84,17 +85,25 @@ class TlsContext {
 // same task), or the CN is "client" and the claimed name is a tool's (a job whose name starts
 // with '_', such as "/job:_status/replica:0/task:0") other than the operator job "_chaos", or the
 // CN is "operator" and the claimed name is any tool's (`actorflow chaos` claims "_chaos", whose
-// role may load fault plans: docs/security.md "Roles"), or the CN is "*" (a certificate for tests
-// and embedding services that may speak as any task; `actorflow certs` never issues one).
+// role may load fault plans: docs/security.md "Roles"). An empty CN or one holding '*' allows
+// nothing. Pure, thread-safe.
 bool certificate_allows(const std::string& cn, const std::string& claimed_task);
 
+// True when a server whose certificate's CN is `cn` may answer for `task` ("ps/0" or
+// "/job:ps/replica:0/task:0"): the CN names exactly that task; with `task` empty (the caller
+// dialled an address without knowing its task), any task of the cluster. Never for the tools'
+// certificates ("client", "operator", a '_' job), an empty CN or one holding '*'. Pure.
+bool certificate_is_task(const std::string& cn, const std::string& task);
+
 // Client side: runs the TLS handshake on the connected socket `tcp` (blocking or not), checking
-// that the server's certificate chains to the CA and names `host`, bounded by `deadline`, and
+// that the server's certificate chains to the CA, names `host` and is `expected_task`
+// (certificate_is_task; "" = any task of the cluster), bounded by `deadline`, and
 // returns the session as a Stream (which owns `tcp`; Stream::into_fd hands it to a relay for
 // planes that need a descriptor). Errors name `peer_addr`: Unauthenticated (certificate refused,
 // either side), DeadlineExceeded, Unavailable.
 Result<std::unique_ptr<Stream>> tls_connect(Fd tcp, const TlsContext& ctx, const std::string& host,
-                                            const std::string& peer_addr, Clock::time_point deadline);
+                                            const std::string& peer_addr, Clock::time_point deadline,
+                                            const std::string& expected_task);
 
 // Server side of the TLS handshake on an accepted non-blocking socket, driven by the caller's
 // poll loop (net/preauth_listener.h): call step() when the socket is ready for what wants()

@@ -193,7 +193,7 @@ for s in ss: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in ss))
 for s in ss: s.close()'
 }
-export ACTORFLOW_SECRET=${ACTORFLOW_SECRET:-gpu-check-$RANDOM$RANDOM}
+export ACTORFLOW_SECRET=${ACTORFLOW_SECRET:-gpu-check-secret-$RANDOM$RANDOM}
 steps=${AF_GPU_CHECK_STEPS:-1000}
 data=$work/data/fashion-mnist
 # cnn_run NAME WORKERS LIMIT: 1 ps (GPUs masked) + WORKERS workers on GPU 0.

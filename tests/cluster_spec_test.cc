@@ -496,7 +496,7 @@ logdir = ""
 
 TEST_F(ClusterSpecTest, DuplicateAddressesAcrossJobs) {
   const std::string f = dir_ + "/cluster.toml";
-  setenv(kSecretEnvVar, "s", 1);  // host-a is not loopback
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);  // host-a is not loopback
   const std::string msg = error_of(R"([jobs]
 worker = ["localhost:2222", "host-a:2223"]
 ps = ["Host-A:2223"]
@@ -509,7 +509,7 @@ eval = ["127.0.0.1:2222"]
 
 TEST_F(ClusterSpecTest, EndpointAliasesCollide) {
   const std::string f = dir_ + "/cluster.toml";
-  setenv(kSecretEnvVar, "s", 1);  // not loopback
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);  // not loopback
   // An IPv4-mapped IPv6 address is the IPv4 address; the all-interfaces address collides with
   // every address on its port, whichever comes first.
   const std::string msg = error_of(R"([jobs]
@@ -526,7 +526,7 @@ eval = ["10.0.0.8:2400", "[::]:2400", "[::ffff:127.0.0.1]:2500", "localhost:2500
 }
 
 TEST_F(ClusterSpecTest, BindAddressOption) {
-  setenv(kSecretEnvVar, "s", 1);
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);
   const std::string f = dir_ + "/cluster.toml";
   {
     std::ofstream(f) << "[jobs]\nworker = [\"w0.example:2222\", \"w1.example:2222\"]\n[server]\nbind = \"0.0.0.0\"\n"
@@ -723,7 +723,7 @@ TEST_F(ClusterSpecTest, SecretFromFileRelativeToClusterFile) {
   ASSERT_EQ(mkdir((dir_ + "/conf").c_str(), 0700), 0);
   write("conf/k", "s3cr3t-from-file\r\n");
   const std::string path = write("conf/c.toml", "[cluster]\nsecret_file = \"k\"\n[jobs]\nw = [\"10.0.0.1:2222\"]\n");
-  setenv(kSecretEnvVar, "env-secret", 1);  // the file's secret_file wins over the environment
+  setenv(kSecretEnvVar, "env-secret-0123456789", 1);  // the file's secret_file wins over the environment
   auto r = ClusterSpec::from_file(path);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->secret(), "s3cr3t-from-file");
@@ -735,6 +735,28 @@ TEST_F(ClusterSpecTest, SecretFromFileRelativeToClusterFile) {
   auto r2 = ClusterSpec::from_file(abs);
   ASSERT_TRUE(r2.ok()) << r2.status();
   EXPECT_EQ(r2->secret(), "s3cr3t-from-file");
+}
+
+// A secret shorter than 16 bytes can be guessed: refused with the file (or the environment
+// variable) named, never echoing it (failed before: a 1-byte secret was accepted).
+TEST_F(ClusterSpecTest, SecretsShorterThan16BytesAreRefused) {
+  write("short.key", "hunter2\n");
+  const std::string path = write("short.toml", "[cluster]\nsecret_file = \"short.key\"\n[jobs]\nw = [\"10.0.0.1:1\"]\n");
+  auto r = ClusterSpec::from_file(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status().message(), "secret file '" + dir_ + "/short.key' holds 7 bytes; a cluster secret "
+                                             "needs at least 16"))
+      << r.status();
+  EXPECT_TRUE(Lacks(r.status().message(), "hunter2"));
+  unsetenv(kSecretEnvVar);
+  setenv(kSecretEnvVar, "hunter2", 1);
+  auto e = ClusterSpec::from_file(write("env.toml", "[jobs]\nw = [\"10.0.0.1:1\"]\n"));
+  unsetenv(kSecretEnvVar);
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(Contains(e.status().message(), "ACTORFLOW_SECRET holds 7 bytes")) << e.status();
+  EXPECT_TRUE(Lacks(e.status().message(), "hunter2"));
+  write("ok.key", "0123456789abcdef\n");  // exactly 16
+  EXPECT_TRUE(ClusterSpec::from_file(write("ok16.toml", "[cluster]\nsecret_file = \"ok.key\"\n[jobs]\nw = [\"10.0.0.1:1\"]\n")).ok());
 }
 
 // [cluster] metrics_token_file: Prometheus' read-only token, read relative to the cluster file;
@@ -797,7 +819,7 @@ TEST_F(ClusterSpecTest, TlsDirReplacesTheSecretAndIsPartOfTheFingerprint) {
   EXPECT_EQ(abs->tls_dir(), "/etc/af");
   // Both ends must agree on TLS; where the files lie is a per-host choice.
   EXPECT_EQ(abs->fingerprint(), tls->fingerprint());
-  setenv(kSecretEnvVar, "s", 1);
+  setenv(kSecretEnvVar, "a-cluster-secret-0123", 1);
   auto plain = ClusterSpec::from_file(write("cluster.toml", remote));
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->tls());
@@ -811,7 +833,7 @@ TEST_F(ClusterSpecTest, TlsDirReplacesTheSecretAndIsPartOfTheFingerprint) {
 
 TEST_F(ClusterSpecTest, UnreadableOrEmptySecretFile) {
   const std::string f = dir_ + "/cluster.toml";
-  setenv(kSecretEnvVar, "env-secret", 1);  // does not excuse a broken secret_file
+  setenv(kSecretEnvVar, "env-secret-0123456789", 1);  // does not excuse a broken secret_file
   EXPECT_EQ(error_of("[jobs]\nw = [\"localhost:1\"]\n\n[cluster]\nsecret_file = \"missing.key\"\n"),
             f + ":5:15: cluster.secret_file: cannot read secret file '" + dir_ +
                 "/missing.key': No such file or directory");
@@ -890,7 +912,7 @@ name="fp"
   EXPECT_EQ(ra->fingerprint().find_first_not_of("0123456789abcdef"), std::string::npos);
 
   // The secret does not change it.
-  setenv(kSecretEnvVar, "some-secret", 1);
+  setenv(kSecretEnvVar, "some-cluster-secret-0123", 1);
   auto rs = ClusterSpec::from_string(a, "a.toml");
   ASSERT_TRUE(rs.ok());
   EXPECT_EQ(rs->fingerprint(), ra->fingerprint());

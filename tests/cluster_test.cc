@@ -96,7 +96,7 @@ std::string intruder_connects(int port, const std::string& fingerprint, Intruder
   }
   net::HandshakeConfig hs;
   hs.fingerprint = fingerprint;
-  hs.secret = how == Intruder::kWrongSecret ? "wrong-secret" : "";
+  hs.secret = how == Intruder::kWrongSecret ? "wrong-secret-0123456789" : "";
   hs.task_name = "/job:intruder/task:0";
   auto node = connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(port), hs, 10s);
   return node.ok() ? "connected" : "refused: " + node.status().to_string();
@@ -190,11 +190,11 @@ bool raw_client_closed_within(int port, const std::string& garbage, std::chrono:
 
 TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
   Cluster c;
-  auto w0 = c.node("worker", 0, {{"ACTORFLOW_SECRET", "right-secret"}});
-  auto w1 = c.node("worker", 1, {{"ACTORFLOW_SECRET", "right-secret"}});
+  auto w0 = c.node("worker", 0, {{"ACTORFLOW_SECRET", "right-secret-0123456789"}});
+  auto w1 = c.node("worker", 1, {{"ACTORFLOW_SECRET", "right-secret-0123456789"}});
   ASSERT_TRUE(started(w0.get())) << w0->output();
   ASSERT_TRUE(started(w1.get())) << w1->output();
-  for (const char* secret : {"wrong-secret", ""}) {
+  for (const char* secret : {"wrong-secret-0123456789", ""}) {
     std::map<std::string, std::string> env;
     if (*secret) env["ACTORFLOW_SECRET"] = secret;
     auto host = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"},
@@ -202,7 +202,7 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
     EXPECT_EQ(host->wait(60s), 1) << host->output();
     EXPECT_EQ(host->output().find("[[26.8"), std::string::npos) << host->output();
     EXPECT_TRUE(host->output().find("secret") != std::string::npos) << host->output();
-    EXPECT_EQ(host->output().find("right-secret"), std::string::npos) << "secret leaked: " << host->output();
+    EXPECT_EQ(host->output().find("right-secret-0123456789"), std::string::npos) << "secret leaked: " << host->output();
   }
   // Nothing reaches CAF on the node's port without the handshake: a plain CAF client, and
   // clients with a wrong or no secret, are refused before any actor sees them.
@@ -221,8 +221,8 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
     }
     EXPECT_TRUE(w0->wait_for_output("proof does not match the cluster secret", 10s)) << w0->output();
   }
-  EXPECT_EQ(w0->output().find("right-secret"), std::string::npos);
-  EXPECT_EQ(w0->output().find("wrong-secret"), std::string::npos);
+  EXPECT_EQ(w0->output().find("right-secret-0123456789"), std::string::npos);
+  EXPECT_EQ(w0->output().find("wrong-secret-0123456789"), std::string::npos);
   // TCP clients of the node's port that never complete the handshake (silent, or garbage) are
   // closed within the handshake deadline (max(peer_timeout_ms, 1 s) = 1500 ms here).
   EXPECT_TRUE(raw_client_closed_within(c.w0, "", 15s)) << w0->output();
@@ -232,7 +232,7 @@ TEST(ClusterTest, WrongSecretIsRejectedAndBothEndsSurvive) {
   EXPECT_TRUE(w1->running());
   // A host with the right secret still gets served.
   auto good = ChildProcess::start({binary("samples/remote_matmul"), "--cluster", c.file, "--job", "host", "--task", "0"},
-                                  {{"ACTORFLOW_SECRET", "right-secret"}});
+                                  {{"ACTORFLOW_SECRET", "right-secret-0123456789"}});
   ASSERT_EQ(good->wait(60s), 0) << good->output();
   EXPECT_NE(good->output().find("[[26.80402  32.85203 ]"), std::string::npos) << good->output();
 }

@@ -31,7 +31,7 @@ struct RemoteCluster {
   std::string file;
 
   RemoteCluster() {
-    dir.write("secret", "right-secret");
+    dir.write("secret", "right-secret-0123456789");
     ::chmod((dir.path() + "/secret").c_str(), 0600);
     file = dir.write("cluster.toml", config("secret"));
   }
@@ -114,7 +114,7 @@ TEST(RemoteSessionTest, RefusedWithoutTheSecretTheClusterFileOrAKnownAddress) {
   ASSERT_TRUE(started(w0.get())) << w0->output();
   Model m;
   // The same cluster file with another secret: the task refuses the handshake.
-  c.dir.write("wrong", "wrong-secret");
+  c.dir.write("wrong", "wrong-secret-0123456789");
   ::chmod((c.dir.path() + "/wrong").c_str(), 0600);
   const std::string wrong = c.dir.write("wrong.toml", c.config("wrong"));
   Session intruder(m.root, c.target(), SessionOptions().cluster_file(wrong).timeout(10s));
@@ -123,7 +123,7 @@ TEST(RemoteSessionTest, RefusedWithoutTheSecretTheClusterFileOrAKnownAddress) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnauthenticated) << r.status();
   EXPECT_NE(r.status().message().find("secrets differ"), std::string::npos) << r.status();
-  EXPECT_EQ(r.status().message().find("right-secret"), std::string::npos) << r.status();
+  EXPECT_EQ(r.status().message().find("right-secret-0123456789"), std::string::npos) << r.status();
   // No cluster file at all (and none in the environment).
   ASSERT_EQ(std::getenv("ACTORFLOW_CLUSTER"), nullptr);
   Session bare(m.root, c.target());

@@ -442,6 +442,29 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   EXPECT_NE(l[4].find("checkpoint " + p15 + " is truncated or corrupt"), std::string::npos) << l[4];
 }
 
+// Variable names come from the file: `show` prints their control bytes, DEL, bytes >= 0x80 and
+// backslashes as \xNN, so a name cannot carry terminal escape codes or forge a line such as
+// "all checks passed" (failed before: printed raw). --json stays valid JSON.
+TEST(CkptCliTest, ShowEscapesNonPrintableBytesInNames) {
+  TempDir dir;
+  CheckpointData d;
+  d.global_step = 1;
+  const std::string evil = "w\x1b[2J\x1b[32m\nall checks passed\\\x7f\xff";
+  d.variables[evil] = Tensor::scalar<float>(1.f);
+  const std::string p = dir.path() + "/model.ckpt-1";
+  ASSERT_TRUE(write_checkpoint(p, d).ok());
+  CliRun r = actorflow({"ckpt", "show", p});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\nall checks passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("w\\x1b[2J\\x1b[32m\\x0aall checks passed\\x5c\\x7f\\xff"), std::string::npos) << r.out;
+  CliRun j = actorflow({"ckpt", "show", p, "--json"});
+  EXPECT_EQ(j.code, 0) << j.out;
+  auto doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.out;
+  EXPECT_EQ(j.out.find('\x1b'), std::string::npos) << j.out;
+}
+
 TEST(CkptCliTest, ShowPrintsTheStepChecksumAndEveryVariable) {
   TempDir dir;
   write_two(dir.path());

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -158,7 +159,19 @@ TEST(TlsTest, CertificateNamesItsTask) {
   EXPECT_FALSE(net::certificate_allows("worker/1", "/job:ps/replica:0/task:1"));
   EXPECT_TRUE(net::certificate_allows("client", "/job:_status/replica:0/task:0"));
   EXPECT_FALSE(net::certificate_allows("client", "ps/0"));
-  EXPECT_TRUE(net::certificate_allows("*", "ps/0"));
+  // A wildcard or an empty name allows nothing (failed before: "*" was accepted as any task).
+  EXPECT_FALSE(net::certificate_allows("*", "ps/0"));
+  EXPECT_FALSE(net::certificate_allows("*", "/job:_status/replica:0/task:0"));
+  EXPECT_FALSE(net::certificate_allows("ps/*", "ps/0"));
+  EXPECT_FALSE(net::certificate_allows("", ""));
+  // A server must be the task dialled; tools' certificates and wildcards serve as no task.
+  EXPECT_TRUE(net::certificate_is_task("ps/0", "/job:ps/replica:0/task:0"));
+  EXPECT_TRUE(net::certificate_is_task("ps/0", ""));
+  EXPECT_FALSE(net::certificate_is_task("worker/1", "ps/0"));
+  EXPECT_FALSE(net::certificate_is_task("client", ""));
+  EXPECT_FALSE(net::certificate_is_task("operator", ""));
+  EXPECT_FALSE(net::certificate_is_task("*", "ps/0"));
+  EXPECT_FALSE(net::certificate_is_task("", ""));
   // The operator's job (fault plans: `actorflow chaos`) needs the "operator" certificate.
   EXPECT_FALSE(net::certificate_allows("client", "/job:_chaos/replica:0/task:0"));
   EXPECT_TRUE(net::certificate_allows("operator", "/job:_chaos/replica:0/task:0"));
@@ -356,6 +369,56 @@ TEST(TlsTest, CertificateOfOneTaskCannotSpeakAsAnother) {
   // And the "client" certificate of tools cannot speak as a task either.
   st = refused_send(pki, pki.ctx("client"), "b/0");
   EXPECT_FALSE(st.ok());
+}
+
+// The data plane's client checks the server's certificate as the task it dials: b/0's key serving
+// at the address expected for a/0 is refused, and so is a tool's certificate serving anywhere.
+TEST(TlsTest, ADataPlaneServerMustPresentTheTaskDialled) {
+  Pki pki;
+  Inbox inbox;
+  auto server = net::TensorServer::start(options("b/0", pki.ctx("b/0")), "127.0.0.1", 0, inbox.cb());
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
+  net::TensorClient client(options("a/0", pki.ctx("a/0")));
+  client.expect_task(addr, "/job:a/replica:0/task:0");
+  Status st = client.send(addr, net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_NE(st.message().find("names 'b/0', not the task 'a/0'"), std::string::npos) << st;
+  client.expect_task(addr, "b/0");
+  st = client.send(addr, net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  EXPECT_TRUE(st.ok()) << st;
+  // The tools' certificate (here one that names the host too) serving the data plane: no task.
+  TempDir other;
+  ASSERT_TRUE(net::write_cluster_certs(other.path(), {{"a/0", {"127.0.0.1"}}, {"client", {"127.0.0.1"}}}, false).ok());
+  auto tool_ctx = net::TlsContext::load(net::cluster_tls_files(other.path(), "client"));
+  auto a0_ctx = net::TlsContext::load(net::cluster_tls_files(other.path(), "a/0"));
+  ASSERT_TRUE(tool_ctx.ok() && a0_ctx.ok());
+  net::TensorClient client2(options("a/0", *a0_ctx));
+  auto tool = net::TensorServer::start(options("b/0", *tool_ctx), "127.0.0.1", 0, inbox.cb());
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  st = client2.send("127.0.0.1:" + std::to_string((*tool)->port()), net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
+  EXPECT_NE(st.message().find("names 'client', which is no task"), std::string::npos) << st;
+}
+
+// A trust file or TLS directory other users may write is refused, naming the path.
+TEST(TlsTest, WorldWritableTrustFilesAreRefused) {
+  Pki pki;
+  const std::string ca = pki.dir.path() + "/ca.crt";
+  ASSERT_EQ(::chmod(ca.c_str(), 0646), 0);
+  auto r = net::TlsContext::load(net::cluster_tls_files(pki.dir.path(), "a/0"));
+  EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << r.status();
+  EXPECT_NE(r.status().message().find("'" + ca + "' may be written by other users (mode 646)"), std::string::npos)
+      << r.status();
+  ASSERT_EQ(::chmod(ca.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(pki.dir.path().c_str(), 0777), 0);
+  r = net::TlsContext::load(net::cluster_tls_files(pki.dir.path(), "a/0"));
+  EXPECT_EQ(r.status().code(), Code::kPermissionDenied) << r.status();
+  EXPECT_NE(r.status().message().find("TLS directory '" + pki.dir.path() + "' may be written by other users"),
+            std::string::npos)
+      << r.status();
+  ASSERT_EQ(::chmod(pki.dir.path().c_str(), 0700), 0);
+  EXPECT_TRUE(net::TlsContext::load(net::cluster_tls_files(pki.dir.path(), "a/0")).ok());
 }
 
 TEST(TlsTest, PlainClientAndTlsServerRefuseEachOther) {
@@ -661,6 +724,91 @@ TEST(TlsClusterTest, StrangersWithoutAClusterCertificateReachNothing) {
   node->signal(SIGTERM);
   auto code = node->await_exit(30s);
   EXPECT_TRUE(code.ok() && *code == 0) << node->output();
+}
+
+// Against real `actorflow node` processes on one host: a process serving as ps/0 with worker/1's
+// certificate and key (same cluster file, same host) is refused by a client that dials ps/0
+// (failed before: the host matched, and with TLS and no secret nothing else was checked); a
+// certificate with CN "*" from the cluster CA speaks as no task (failed before: accepted as any);
+// a node whose TLS directory other users may write does not start, naming the directory.
+TEST(TlsClusterTest, AnotherTasksKeyCannotServeAsThisTaskNorAWildcardAsAny) {
+  TempDir honest, impostor;
+  const int ps = free_port(), worker0 = free_port(), worker1 = free_port();
+  const std::string text = "[cluster]\nname = \"tls\"\ntls_dir = \"certs\"\n\n[jobs]\nps = [\"localhost:" +
+                           std::to_string(ps) + "\"]\nworker = [\"localhost:" + std::to_string(worker0) +
+                           "\", \"localhost:" + std::to_string(worker1) + "\"]\n";
+  ASSERT_TRUE(net::write_cluster_certs(honest.path() + "/certs",
+                                       {{"ps/0", {"localhost"}}, {"worker/0", {"localhost"}}, {"worker/1", {"localhost"}},
+                                        {"client", {}}},
+                                       false)
+                  .ok());
+  const std::string file = honest.write("cluster.toml", text);
+  // The impostor: the same cluster file, its certs/ a copy in which ps-0 is worker/1's pair.
+  ASSERT_EQ(::mkdir((impostor.path() + "/certs").c_str(), 0700), 0);
+  auto copy = [&](const std::string& from, const std::string& to) {
+    std::ifstream in(honest.path() + "/certs/" + from, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    impostor.write("certs/" + to, bytes);
+    ::chmod((impostor.path() + "/certs/" + to).c_str(), 0600);
+  };
+  for (const char* f : {"ca.crt", "worker-0.crt", "worker-0.key", "worker-1.crt", "worker-1.key"}) copy(f, f);
+  copy("worker-1.crt", "ps-0.crt");
+  copy("worker-1.key", "ps-0.key");
+  const std::string fake_file = impostor.write("cluster.toml", text);
+  auto fake = ChildProcess::start({binary("actorflow"), "node", "--cluster", fake_file, "--job", "ps", "--task", "0"}, {});
+  ASSERT_TRUE(fake->await_output("serving", 30s).ok()) << fake->output();
+  auto spec = ClusterSpec::from_file(file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  {
+    auto mc = tool_membership_config(*spec, "_test");
+    ASSERT_TRUE(mc.ok()) << mc.status();
+    Membership m(sys, *mc);
+    auto p = m.ensure("/job:ps/replica:0/task:0", "localhost:" + std::to_string(ps), 10s);
+    EXPECT_FALSE(p.ok()) << "worker/1's certificate served as ps/0";
+    EXPECT_EQ(p.status().code(), Code::kUnauthenticated) << p.status();
+    EXPECT_NE(p.status().message().find("names 'worker/1', not the task 'ps/0'"), std::string::npos) << p.status();
+  }
+  fake->signal(SIGTERM);
+  (void)fake->await_exit(30s);
+
+  // An honest worker/0; a client with a CN "*" certificate of the cluster CA claims to be ps/0.
+  auto w0 = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "0"}, {});
+  ASSERT_TRUE(w0->await_output("serving", 30s).ok()) << w0->output();
+  ASSERT_TRUE(net::issue_cert(honest.path() + "/certs", {"*", {"localhost"}}, false).ok());
+  auto any = net::TlsContext::load(net::cluster_tls_files(honest.path() + "/certs", "*"));
+  ASSERT_TRUE(any.ok()) << any.status();
+  net::HandshakeConfig hs;
+  hs.fingerprint = spec->fingerprint();
+  hs.task_name = "/job:ps/replica:0/task:0";
+  hs.tls = *any;
+  auto wild = connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(worker0), hs, 5s,
+                                    "/job:worker/replica:0/task:0");
+  EXPECT_FALSE(wild.ok()) << "a certificate with CN '*' spoke as ps/0";
+  EXPECT_TRUE(w0->wait_for_output("presents the certificate of '*' but names the task", 10s)) << w0->output();
+  // The honest tool still gets in.
+  {
+    auto mc = tool_membership_config(*spec, "_test");
+    ASSERT_TRUE(mc.ok());
+    Membership m(sys, *mc);
+    auto p = m.ensure("/job:worker/replica:0/task:0", "localhost:" + std::to_string(worker0), 10s);
+    EXPECT_TRUE(p.ok()) << p.status() << "\n" << w0->output();
+  }
+  w0->signal(SIGTERM);
+  (void)w0->await_exit(30s);
+
+  // A TLS directory other users may write: the node refuses to start, naming it.
+  ASSERT_EQ(::chmod((honest.path() + "/certs").c_str(), 0777), 0);
+  auto open_dir = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "1"}, {});
+  auto code = open_dir->await_exit(30s);
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(*code, 0) << open_dir->output();
+  EXPECT_NE(open_dir->output().find("TLS directory '" + honest.path() + "/certs' may be written by other users"),
+            std::string::npos)
+      << open_dir->output();
+  ::chmod((honest.path() + "/certs").c_str(), 0700);
 }
 
 }  // namespace
