@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <cstring>
 #include <fstream>
@@ -919,6 +920,102 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
   // An honest client's step still returns the right values.
   EXPECT_TRUE(honest_step());
   expect_unharmed(100000);  // refusals may be logged; the node must still serve and not have grown
+}
+
+// Issue 33, item 5: a node of this fixture keeps at most 64 MiB of tensors that arrive before
+// their step (ACTORFLOW_MAX_EARLY_TENSOR_BYTES) for at most 3 s (ACTORFLOW_EARLY_TENSOR_TTL_MS;
+// the defaults are 256 MiB and 60 s), and, under AddressSanitizer, a 16 MB quarantine so the
+// freed tensors do not count as growth. Set before the fixture starts the node, removed after.
+struct BoundedBuffersEnv {
+  BoundedBuffersEnv() {
+    set("ACTORFLOW_MAX_EARLY_TENSOR_BYTES", std::to_string(size_t{64} << 20));
+    set("ACTORFLOW_EARLY_TENSOR_TTL_MS", std::to_string(static_cast<int>(3000 * testing::slowdown())));
+    const char* a = std::getenv("ASAN_OPTIONS");
+    const std::string asan = a ? a : "";
+    set("ASAN_OPTIONS", asan + (asan.empty() ? "" : ":") + "quarantine_size_mb=16");
+  }
+  ~BoundedBuffersEnv() {
+    for (const auto& [name, old] : saved_) {
+      if (old) ::setenv(name.c_str(), old->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+  void set(const std::string& name, const std::string& value) {
+    const char* old = std::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+class SecurityBoundedTest : private BoundedBuffersEnv, public SecurityTest {};
+
+// An honest remote client's step on `n` ([1, 2] + 2 through a client session): OK when it
+// returns [3. 4.].
+::testing::AssertionResult honest_client_step(const Node& n) {
+  ScopedEnv secret("ACTORFLOW_SECRET", kSecret);
+  auto spec = ClusterSpec::from_file(n.file);
+  if (!spec.ok()) return ::testing::AssertionFailure() << spec.status();
+  auto client = RemoteClient::create("actorflow://localhost:" + std::to_string(n.port), *spec);
+  if (!client.ok()) return ::testing::AssertionFailure() << client.status();
+  Scope root = Scope::root();
+  auto a = ops::placeholder(root, DType::kFloat32, Shape{2}, "a");
+  ops::add(root.with_op_name("c"), a, 2.f);
+  if (!root.ok()) return ::testing::AssertionFailure() << root.status();
+  ClientRunRequest req;
+  req.session = 1;
+  req.graph_version = static_cast<uint64_t>(root.graph()->num_nodes());
+  req.feed_names = {"a"};
+  req.feeds = {Tensor::from_vector<float>({1, 2}, {2})};
+  req.fetches = {"c"};
+  req.timeout_ms = 30000;
+  auto r = (*client)->run(req, *root.graph(), /*send_graph=*/true, nullptr);
+  (*client)->close(req.session);
+  if (!r.ok()) return ::testing::AssertionFailure() << r.status();
+  if ((*r)[0].to_string() != "[3. 4.]") return ::testing::AssertionFailure() << (*r)[0].to_string();
+  return ::testing::AssertionSuccess();
+}
+
+// Issue 33, item 5 (finding: the device actor's early-arrival map grew from 177 MB to 1.72 GB and
+// was still held after the connection closed): an authenticated data-plane peer (the secret)
+// sends 400 tensors of 1 MiB for steps that never run. The node keeps at most its budget of them
+// (64 MiB here), says so in a WARNING naming a step and the sending device, drops the rest when
+// they expire, grows less than 200 MB at its peak, and still runs an honest client's step and
+// serves both planes (failed before: the node kept all 400 MiB).
+TEST_F(SecurityBoundedTest, EarlyTensorsOfStepsThatNeverRunAreBoundedAndExpire) {
+  ASSERT_TRUE(honest_client_step(node));  // the first step's own memory is not the attack's
+  rss0 = rss_bytes(node.pid());
+  int64_t peak = rss0;
+  {
+    net::TransportOptions o;
+    o.cluster_fingerprint = node.fingerprint;
+    o.secret = kSecret;
+    o.task_name = "worker/0";
+    net::TensorClient c(o);
+    const std::string key = std::string(kTask) + "/device:CPU:0;" + kTask + "/device:CPU:0;hostile";
+    std::vector<float> mib(size_t{1} << 18, 1.f);
+    for (int i = 0; i < 400; ++i) {
+      const int64_t step = (int64_t{1} << 40) + i;  // no such step ever runs
+      ASSERT_TRUE(c.send(data_addr, net::TensorMessage{step, key, Tensor::from_vector<float>(mib, {1 << 18}), ""}).ok());
+      if (i % 16 == 0) peak = std::max(peak, rss_bytes(node.pid()));
+    }
+  }  // the connection closes
+  // The budget's WARNING names a step and the sender; then the kept ones expire.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(30 * testing::slowdown()));
+  while (node.proc->output().find("did not start within") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    peak = std::max(peak, rss_bytes(node.pid()));
+    std::this_thread::sleep_for(20ms);  // sampling the node's memory while waiting for the line
+  }
+  const std::string out = node.proc->output();
+  EXPECT_NE(out.find("over the early-arrival budget"), std::string::npos) << out;
+  EXPECT_NE(out.find("did not start within"), std::string::npos) << out;
+  EXPECT_NE(out.find("of step 1099511627"), std::string::npos) << out;  // 2^40 + i
+  EXPECT_NE(out.find("from " + std::string(kTask) + "/device:CPU:0"), std::string::npos) << out;
+  std::printf("early-arrival attack: 400 MiB sent, the node's RSS peaked %.1f MB above its start\n",
+              static_cast<double>(peak - rss0) / 1e6);
+  EXPECT_LT(peak - rss0, 200ll << 20) << "node grew from " << rss0 << " to " << peak << " bytes";
+  EXPECT_TRUE(honest_client_step(node));
+  expect_unharmed(100);
 }
 
 // A process that took a stopped task's metrics port: it records every byte it is sent and plays
