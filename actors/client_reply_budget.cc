@@ -9,24 +9,12 @@
 #include <cstdlib>
 #include <future>
 
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 
 namespace actorflow {
 namespace {
-
-int64_t positive_env(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x <= 0) {
-    AF_LOG(WARNING) << name << "='" << v << "' is not a positive integer; using " << fallback;
-    return fallback;
-  }
-  return x;
-}
 
 // The BASP broker of `mm`, on its own thread; null when it is gone.
 caf::io::basp_broker* basp(caf::io::middleman* mm) {
@@ -41,8 +29,8 @@ caf::io::basp_broker* basp(caf::io::middleman* mm) {
 ClientReplyBudget::Limits ClientReplyBudget::limits_from_env() {
   Limits l;
   l.max_backlog_bytes = static_cast<size_t>(
-      positive_env("ACTORFLOW_MAX_CLIENT_BACKLOG_BYTES", static_cast<int64_t>(l.max_backlog_bytes)));
-  l.max_runs = static_cast<int>(std::min<int64_t>(positive_env("ACTORFLOW_MAX_CLIENT_RUNS", l.max_runs), 1 << 20));
+      positive_env_int("ACTORFLOW_MAX_CLIENT_BACKLOG_BYTES", static_cast<int64_t>(l.max_backlog_bytes)));
+  l.max_runs = static_cast<int>(std::min<int64_t>(positive_env_int("ACTORFLOW_MAX_CLIENT_RUNS", l.max_runs), 1 << 20));
   return l;
 }
 

@@ -12,6 +12,7 @@
 
 #include "actors/faults.h"
 #include "actors/restart.h"
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "graph/graph_def.h"
@@ -88,31 +89,12 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
   return std::make_pair(Status::OK(), std::move(step.retvals()));
 }
 
-namespace {
-
-// A positive integer from environment variable `name`, or `fallback` (a WARNING when it is set
-// to something else).
-int64_t positive_env(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v, &end, 10);
-  if (errno != 0 || end == v || *end != '\0' || x <= 0) {
-    AF_LOG(WARNING) << name << "='" << v << "' is not a positive integer; using " << fallback;
-    return fallback;
-  }
-  return x;
-}
-
-}  // namespace
-
 EarlyTensorLimits early_tensor_limits() {
   static const EarlyTensorLimits limits = [] {
     EarlyTensorLimits l;
     l.max_bytes = static_cast<size_t>(
-        positive_env("ACTORFLOW_MAX_EARLY_TENSOR_BYTES", static_cast<int64_t>(l.max_bytes)));
-    l.ttl = std::chrono::milliseconds(positive_env("ACTORFLOW_EARLY_TENSOR_TTL_MS", l.ttl.count()));
+        positive_env_int("ACTORFLOW_MAX_EARLY_TENSOR_BYTES", static_cast<int64_t>(l.max_bytes)));
+    l.ttl = std::chrono::milliseconds(positive_env_int("ACTORFLOW_EARLY_TENSOR_TTL_MS", l.ttl.count()));
     return l;
   }();
   return limits;
