@@ -1,7 +1,10 @@
 #include "actors/device_actor.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -9,7 +12,9 @@
 
 #include "actors/faults.h"
 #include "actors/restart.h"
+#include "core/env.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "graph/graph_def.h"
 
 namespace actorflow {
@@ -84,7 +89,155 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
   return std::make_pair(Status::OK(), std::move(step.retvals()));
 }
 
+EarlyTensorLimits early_tensor_limits() {
+  static const EarlyTensorLimits limits = [] {
+    EarlyTensorLimits l;
+    l.max_bytes = static_cast<size_t>(
+        positive_env_int("ACTORFLOW_MAX_EARLY_TENSOR_BYTES", static_cast<int64_t>(l.max_bytes)));
+    l.ttl = std::chrono::milliseconds(positive_env_int("ACTORFLOW_EARLY_TENSOR_TTL_MS", l.ttl.count()));
+    return l;
+  }();
+  return limits;
+}
+
 namespace {
+
+// Tensors that arrived before their step started, per step, within EarlyTensorLimits: a byte
+// budget (the oldest steps' tensors make room) and an expiry. Owned by one device actor; not
+// thread-safe.
+class EarlyTensors {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Tensors = std::vector<std::pair<std::string, Tensor>>;
+
+  explicit EarlyTensors(std::string device = "") : device_(std::move(device)) {}
+
+  // Keeps `t` for step `step` (sent under rendezvous key `key`). Makes room by dropping the
+  // oldest steps' tensors; a tensor larger than the whole budget is dropped itself.
+  void add(int64_t step, std::string key, Tensor t) {
+    const size_t bytes = t.bytes();
+    const Clock::time_point now = Clock::now();
+    expire(now);
+    if (bytes > limits_.max_bytes) {
+      note_drop("budget", step, key, 1, bytes);
+      return;
+    }
+    while (bytes_ + bytes > limits_.max_bytes && !order_.empty()) drop_oldest("budget");
+    auto [it, fresh] = by_step_.try_emplace(step);
+    if (fresh) {
+      it->second.first = now;
+      order_.emplace_back(now, step);
+    }
+    it->second.bytes += bytes;
+    it->second.tensors.emplace_back(std::move(key), std::move(t));
+    bytes_ += bytes;
+    prune_order();
+  }
+  // Takes (removes and returns) what is kept for `step`.
+  Tensors take(int64_t step) {
+    auto it = by_step_.find(step);
+    if (it == by_step_.end()) return {};
+    Tensors out = std::move(it->second.tensors);
+    bytes_ -= it->second.bytes;
+    by_step_.erase(it);
+    prune_order();
+    return out;
+  }
+  void erase(int64_t step) { (void)take(step); }
+  void clear() {
+    by_step_.clear();
+    order_.clear();
+    bytes_ = 0;
+  }
+  bool empty() const { return by_step_.empty(); }
+  // Drops the steps whose first tensor came longer than the expiry ago.
+  void expire(Clock::time_point now) {
+    while (!order_.empty() && now - order_.front().first >= limits_.ttl) {
+      drop_oldest("expired");
+    }
+  }
+  // When the oldest kept step expires (nullopt: nothing kept).
+  std::optional<Clock::time_point> next_expiry() {
+    prune_order();
+    if (order_.empty()) return std::nullopt;
+    return order_.front().first + limits_.ttl;
+  }
+  std::chrono::milliseconds ttl() const { return limits_.ttl; }
+
+ private:
+  struct Entry {
+    Tensors tensors;
+    size_t bytes = 0;
+    Clock::time_point first;
+  };
+  // Drops the oldest step in order_; false when that entry was stale (the step was taken).
+  bool drop_oldest(const char* reason) {
+    auto [when, step] = order_.front();
+    order_.pop_front();
+    auto it = by_step_.find(step);
+    if (it == by_step_.end() || it->second.first != when) return false;
+    note_drop(reason, step, it->second.tensors.empty() ? std::string() : it->second.tensors.front().first,
+              it->second.tensors.size(), it->second.bytes);
+    bytes_ -= it->second.bytes;
+    by_step_.erase(it);
+    return true;
+  }
+  // order_ holds one entry per kept step plus stale ones of steps taken since: drop the stale
+  // ones at its front, and rebuild it when they outnumber the live ones.
+  void prune_order() {
+    while (!order_.empty()) {
+      auto it = by_step_.find(order_.front().second);
+      if (it != by_step_.end() && it->second.first == order_.front().first) break;
+      order_.pop_front();
+    }
+    if (order_.size() > 2 * by_step_.size() + 64) {
+      std::deque<std::pair<Clock::time_point, int64_t>> live;
+      for (const auto& e : order_) {
+        auto it = by_step_.find(e.second);
+        if (it != by_step_.end() && it->second.first == e.first) live.push_back(e);
+      }
+      order_ = std::move(live);
+    }
+  }
+  void note_drop(const char* reason, int64_t step, const std::string& key, size_t n, size_t bytes) {
+    static Counter& by_budget = Metrics::global().counter(
+        "actorflow_early_tensors_dropped_total", "Tensors that arrived before their step and were dropped",
+        {{"reason", "budget"}});
+    static Counter& by_expiry = Metrics::global().counter(
+        "actorflow_early_tensors_dropped_total", "Tensors that arrived before their step and were dropped",
+        {{"reason", "expired"}});
+    const bool budget = std::string(reason) == "budget";
+    (budget ? by_budget : by_expiry).inc(static_cast<int64_t>(n));
+    const Clock::time_point now = Clock::now();
+    Clock::time_point& last = last_log_[budget ? 0 : 1];
+    size_t& held = held_[budget ? 0 : 1];
+    if (now - last < std::chrono::seconds(1) && last != Clock::time_point()) {
+      held += n;
+      return;
+    }
+    last = now;
+    const std::string from = key.substr(0, key.find(';'));
+    AF_LOG(WARNING) << device_ << ": dropped " << n << " tensor(s) (" << bytes << " bytes) of step " << step
+                    << " from " << (from.empty() ? std::string("an unknown device") : from)
+                    << " that arrived before the step started: "
+                    << (budget
+                            ? "over the early-arrival budget of " + std::to_string(limits_.max_bytes) +
+                                  " bytes (ACTORFLOW_MAX_EARLY_TENSOR_BYTES)"
+                            : "the step did not start within " + std::to_string(limits_.ttl.count()) +
+                                  " ms (ACTORFLOW_EARLY_TENSOR_TTL_MS)")
+                    << (held > 0 ? " (" + std::to_string(held) + " more dropped since the last line)" : "");
+    held = 0;
+  }
+
+  std::string device_;
+  EarlyTensorLimits limits_ = early_tensor_limits();
+  std::unordered_map<int64_t, Entry> by_step_;
+  std::deque<std::pair<Clock::time_point, int64_t>> order_;  // first arrival per step, oldest first
+  size_t bytes_ = 0;
+  // Per reason (budget, expired): when a line was last written, drops held back since.
+  Clock::time_point last_log_[2]{};
+  size_t held_[2]{};
+};
 
 struct DeviceState;
 using DeviceActor = device_actor_t::stateful_base<DeviceState>;
@@ -120,8 +273,9 @@ struct DeviceState {
     void finish(const Status& s, std::vector<Tensor> retvals, DeviceState& st, int64_t step_id);
   };
   std::unordered_map<int64_t, Step> steps;
-  // Tensors that arrived before their step started.
-  std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> early;
+  // Tensors that arrived before their step started (bounded: EarlyTensorLimits).
+  EarlyTensors early;
+  bool expiry_timer = false;  // a next_atom to self is pending
   // Steps that ended (or were aborted): late tensors for them are dropped.
   std::unordered_set<int64_t> ended;
   std::deque<int64_t> ended_order;
@@ -257,6 +411,19 @@ void drive(DeviceActor* self, int64_t step_id) {
   }
 }
 
+// Makes sure a next_atom reaches this actor when the oldest early tensor expires.
+void arm_expiry(DeviceActor* self) {
+  auto& st = self->state;
+  if (st.expiry_timer) return;
+  auto when = st.early.next_expiry();
+  if (!when) return;
+  st.expiry_timer = true;
+  const auto wait = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                *when - EarlyTensors::Clock::now()) +
+                                                                std::chrono::milliseconds(1));
+  self->delayed_send(self, wait, next_atom::value);
+}
+
 // A tensor for a _Recv of step `step_id`. A tensor that arrives twice (a duplicating link) is
 // harmless: the second copy waits unused in the step's inbox (or is dropped once the step ended).
 void accept_tensor(DeviceActor* self, int64_t step_id, const std::string& key, Tensor t) {
@@ -268,7 +435,8 @@ void accept_tensor(DeviceActor* self, int64_t step_id, const std::string& key, T
     return;
   }
   if (st.ended.count(step_id)) return;  // late tensor of a finished/aborted step
-  st.early[step_id].emplace_back(key, std::move(t));
+  st.early.add(step_id, key, std::move(t));
+  arm_expiry(self);
 }
 
 // Starts step `step_id` of partition `handle` and runs it as far as it goes; the reply is
@@ -299,11 +467,7 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
   if (reply_to.empty()) step.rp = self->make_response_promise();
   step.reply_to = reply_to;
-  auto ear = st.early.find(step_id);
-  if (ear != st.early.end()) {
-    for (auto& [k, t] : ear->second) step.exec->deliver(k, std::move(t));
-    st.early.erase(ear);
-  }
+  for (auto& [k, t] : st.early.take(step_id)) step.exec->deliver(k, std::move(t));
   st.steps.emplace(step_id, std::move(step));
   drive(self, step_id);
   return caf::delegated<std::vector<Tensor>>();
@@ -314,6 +478,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
                            RestartPolicy restarts) {
   self->state.device = device;
+  self->state.early = EarlyTensors(device->name());
   self->state.restarts = RestartBudget(restarts);
   ignore_remote_exits(self, "device actor " + device->name());
   self->state.router = std::move(router);
@@ -392,8 +557,8 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
         if (!st.failed.ok()) return report(st.failed);
         std::vector<Tensor> no_args;
         if (!keys.empty() && keys.size() == tensors.size() && !st.ended.count(step_id) && !st.steps.count(step_id)) {
-          auto& early = st.early[step_id];
-          for (size_t i = 0; i < keys.size(); ++i) early.emplace_back(std::move(keys[i]), std::move(tensors[i]));
+          for (size_t i = 0; i < keys.size(); ++i) st.early.add(step_id, std::move(keys[i]), std::move(tensors[i]));
+          arm_expiry(self);
         }
         try {
           FaultInjector::global().maybe_throw("device", st.device->name());
@@ -424,6 +589,12 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
           if (st.aborted_before_start.size() > 4096) st.aborted_before_start.clear();
         }
         st.mark_ended(step_id);
+      },
+      [=](next_atom) {
+        auto& st = self->state;
+        st.expiry_timer = false;
+        st.early.expire(EarlyTensors::Clock::now());
+        arm_expiry(self);
       },
       [=](ping_atom) { return self->state.device->name(); },
   };

@@ -181,6 +181,22 @@ std::string rendezvous_key_destination(const std::string& key);
 // Optional per-node kernel override (the runtime's variable ops); may be null.
 using KernelOverrideFn = Executor::KernelOverride;
 
+// What a device actor keeps of tensors that arrive before their step's run request (the
+// early-arrival store): at most `max_bytes` in all (the oldest steps' tensors are dropped first
+// to make room; a tensor larger than the whole budget is dropped at once), and none longer than
+// `ttl` (a step that has not started by then is not coming: its tensors are dropped). Every drop
+// is a WARNING (at most one line a second per device, naming the step and the sending device)
+// and counts in actorflow_early_tensors_dropped_total{reason="budget"|"expired"}. A step whose
+// tensor was dropped fails by its own deadline, as if the tensor had been lost on the wire.
+struct EarlyTensorLimits {
+  size_t max_bytes = size_t{256} << 20;
+  std::chrono::milliseconds ttl{60000};
+};
+// The limits of this process: the defaults above, or ACTORFLOW_MAX_EARLY_TENSOR_BYTES (bytes)
+// and ACTORFLOW_EARLY_TENSOR_TTL_MS (milliseconds) when set to positive integers (read once;
+// other values are ignored with a WARNING). Thread-safe.
+EarlyTensorLimits early_tensor_limits();
+
 // Spawns the device actor of `device` (borrowed; must outlive the actor) in `sys`, detached.
 // `resources` (may be null) is the task's resource container used by variable kernels;
 // `restarts` bounds its in-place restarts after exceptions (its Server's [supervisor] budget).

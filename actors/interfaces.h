@@ -83,6 +83,9 @@ using device_actor_t = caf::typed_actor<
     caf::reacts_to<tensor_atom, int64_t, std::string, Tensor>,
     // (step_id, why): aborts that step (or marks it aborted if it has not started).
     caf::reacts_to<abort_atom, int64_t, std::string>,
+    // Drops the early-arrival tensors past their expiry (the actor's own timer; harmless from
+    // anyone else).
+    caf::reacts_to<next_atom>,
     // The device's canonical name.
     caf::replies_to<ping_atom>::with<std::string>>;
 

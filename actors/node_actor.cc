@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "actors/auth.h"
+#include "actors/client_reply_budget.h"
 #include "actors/device_actor.h"
 #include "actors/faults.h"
 #include "actors/peer_link.h"
@@ -108,6 +109,8 @@ struct NodeState {
   std::map<caf::node_id, PendingAuth> pending_auth;
   // Refusals by role are logged at most once a second.
   std::chrono::steady_clock::time_point last_role_log{};
+  // Remote clients' runs in flight and unread replies (actors/client_reply_budget.h).
+  std::shared_ptr<ClientReplyBudget> client_replies;
   static constexpr const char* name = "node";
 };
 using NodeActor = node_impl_t::stateful_base<NodeState>;
@@ -280,6 +283,7 @@ std::vector<std::string> serves_for(const NodeActorConfig& cfg) {
 
 node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
   self->state.cfg = std::move(cfg);
+  self->state.client_replies = ClientReplyBudget::create(self->home_system(), ClientReplyBudget::limits_from_env());
   if (self->state.cfg.shutdown_token.empty()) self->state.cfg.shutdown_token = random_nonce();
   // Exit and error messages stop nothing here (a member's CAF node could send them in anyone's
   // name); only the Server's shutdown message does. At most one log line per second.
@@ -625,11 +629,40 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
         if (!allowed(self, "client run")) return unauth("client run");
         auto clients = self->state.cfg.clients;
         if (!clients) return to_caf_error(Unimplemented("task " + self->state.cfg.task + " takes no client sessions"));
-        const std::string peer = caf::to_string(self->current_sender()->node());
+        const caf::node_id client = self->current_sender()->node();
+        const std::string peer = caf::to_string(client);
         // Roles: only a member's graph may hold ops that touch files (OpDef::touches_files).
         const bool may_touch_files = sender_role(self) == PeerRole::kMember;
+        // Bounded per client: runs in flight, and reply bytes it has not read (a client from
+        // another process; this process's own sessions are not counted).
+        std::shared_ptr<ClientReplyBudget> budget =
+            client == self->home_system().node() ? nullptr : self->state.client_replies;
+        std::string who = peer;
+        if (auto t = self->state.proved_tasks.find(client); t != self->state.proved_tasks.end() && !t->second.empty())
+          who = t->second + " (node " + peer + ")";
+        if (budget)
+          if (Status st = budget->begin_run(client, who); !st.ok()) return to_caf_error(st);
         // A run blocks for the length of its step: do it on a worker with its own thread.
-        auto worker = self->spawn<caf::detached>([clients, peer, may_touch_files](caf::event_based_actor* w) -> caf::behavior {
+        auto worker = self->spawn<caf::detached>([clients, peer, may_touch_files, budget, client,
+                                                  who](caf::event_based_actor* w) -> caf::behavior {
+          if (budget) {
+            auto admitted = std::make_shared<size_t>(0);
+            w->attach_functor([budget, client, admitted](const caf::error&) {
+              // After the reply went to CAF (the worker ends once it returned).
+              if (*admitted > 0) budget->release(client, *admitted);
+              budget->end_run(client);
+            });
+            return {[=](crun_atom, const ClientRunRequest& r) -> caf::result<std::vector<Tensor>> {
+              auto out = clients->run(peer, r, may_touch_files);
+              w->quit();
+              if (!out.ok()) return to_caf_error(out.status());
+              size_t bytes = 0;
+              for (const auto& t : *out) bytes += t.bytes();
+              if (Status st = budget->admit(client, who, bytes); !st.ok()) return to_caf_error(st);
+              *admitted = bytes;
+              return std::move(*out);
+            }};
+          }
           return {[=](crun_atom, const ClientRunRequest& r) -> caf::result<std::vector<Tensor>> {
             auto out = clients->run(peer, r, may_touch_files);
             w->quit();

@@ -150,6 +150,7 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
   // here, whatever step path sent it. A run request's feeds travel with it and share its fate
   // (they are judged with the run frame that follows them in the same write).
   FaultInjector& inj = FaultInjector::global();
+  expire_carried();
   // A query is answered at once, whatever the links: it asks about a run request that went
   // before it on the same connection, which the faults below judged already.
   if (m.kind == net::FrameKind::kQuery) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -111,6 +112,9 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // The outcome of a step this process dispatched, read from the request's own connection.
   void deliver_reply(const net::TensorMessage& m);
   void drop_carried(int64_t step_id);
+  // Drops the carried feeds older than early_tensor_limits().ttl (their run request is not
+  // coming), with a WARNING naming the step. Called for every frame that enters (deliver()).
+  void expire_carried();
   // Where run requests for `device` go: its task's data-plane address, this process's own (for
   // replies) and the client; false when steps for it cannot go over the data plane.
   bool dispatch_route(const std::string& device, std::string* addr, std::string* own,
@@ -132,7 +136,7 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // First character of a reply address that names a connection of this process's TensorServer.
   static constexpr char kChannelToken = '#';
   // Feeds of dispatched steps whose run request has not been read yet (they precede it in the
-  // same write); bounded.
+  // same write); bounded in steps and in bytes (on_feed).
   static constexpr size_t kMaxCarried = 4096;
   static constexpr size_t kMaxLiveRuns = 1 << 16;
 
@@ -148,7 +152,15 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // Step dispatch.
   master_actor_t master_;
   std::shared_ptr<DirectSteps> direct_;
-  std::unordered_map<int64_t, std::vector<std::pair<std::string, Tensor>>> carried_;
+  struct Carried {
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    std::chrono::steady_clock::time_point first;  // when its first feed arrived
+  };
+  std::unordered_map<int64_t, Carried> carried_;
+  // No entry of carried_ is older than this (a lower bound; expire_carried() sweeps past it).
+  std::chrono::steady_clock::time_point carried_oldest_ = std::chrono::steady_clock::time_point::max();
+  size_t carried_bytes_ = 0;  // of the tensors in carried_ (at most early_tensor_limits().max_bytes)
+  std::chrono::steady_clock::time_point carried_logged_{};  // the last WARNING about dropping them
   // (step, device) of the run requests that entered over the data plane (held back by a link
   // delay included, dropped ones not) whose outcome has not been sent yet: what a query asks.
   // Bounded: past kMaxLiveRuns (outcomes never sent: a device restarted mid-step) it is cleared

@@ -172,18 +172,64 @@ void ProcessRouter::abort_remote_step(const node_actor_t& node, const std::strin
 
 void ProcessRouter::drop_carried(int64_t step_id) {
   std::lock_guard<std::mutex> l(mu_);
-  carried_.erase(step_id);
+  auto c = carried_.find(step_id);
+  if (c == carried_.end()) return;
+  for (const auto& kt : c->second.feeds) carried_bytes_ -= kt.second.bytes();
+  carried_.erase(c);
+}
+
+void ProcessRouter::expire_carried() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto ttl = early_tensor_limits().ttl;
+  std::lock_guard<std::mutex> l(mu_);
+  if (carried_.empty() || now - carried_oldest_ < ttl) return;
+  carried_oldest_ = std::chrono::steady_clock::time_point::max();
+  for (auto it = carried_.begin(); it != carried_.end();) {
+    if (now - it->second.first < ttl) {
+      carried_oldest_ = std::min(carried_oldest_, it->second.first);
+      ++it;
+      continue;
+    }
+    size_t bytes = 0;
+    for (const auto& kt : it->second.feeds) bytes += kt.second.bytes();
+    carried_bytes_ -= bytes;
+    AF_LOG(WARNING) << "data plane: dropped " << it->second.feeds.size() << " feed(s) (" << bytes << " bytes) of step "
+                    << it->first << " (the first: " << (it->second.feeds.empty() ? "" : it->second.feeds.front().first)
+                    << "): its run request did not come within " << ttl.count()
+                    << " ms (ACTORFLOW_EARLY_TENSOR_TTL_MS)";
+    it = carried_.erase(it);
+  }
 }
 
 // A feed travels with the run request that follows it in the same write.
 void ProcessRouter::on_feed(const net::TensorMessage& m) {
   if (!m.status_error.empty()) return;  // could not be received; the step fails by its timeout
   std::lock_guard<std::mutex> l(mu_);
-  if (carried_.size() >= kMaxCarried) {
-    AF_LOG(WARNING) << "data plane: " << carried_.size() << " steps' feeds arrived without their run requests; dropped";
+  // Bounded in steps and in bytes (the device actors' early-arrival budget): past either, every
+  // feed held is dropped (their steps fail by their deadlines), with a WARNING at most once a second.
+  const size_t max_bytes = early_tensor_limits().max_bytes;
+  const size_t bytes = m.tensor.bytes();
+  if (carried_.size() >= kMaxCarried || carried_bytes_ + bytes > max_bytes) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - carried_logged_ >= std::chrono::seconds(1)) {
+      carried_logged_ = now;
+      AF_LOG(WARNING) << "data plane: feeds of " << carried_.size() << " steps (" << carried_bytes_
+                      << " bytes, limits " << kMaxCarried << " steps and " << max_bytes
+                      << " bytes) arrived without their run requests; dropped (the last: step " << m.step_id
+                      << ", feed " << m.step.key << ")";
+    }
     carried_.clear();
+    carried_bytes_ = 0;
+    carried_oldest_ = std::chrono::steady_clock::time_point::max();
   }
-  carried_[m.step_id].emplace_back(m.step.key, m.tensor);
+  if (bytes > max_bytes) return;
+  auto [c, fresh] = carried_.try_emplace(m.step_id);
+  if (fresh) {
+    c->second.first = std::chrono::steady_clock::now();
+    carried_oldest_ = std::min(carried_oldest_, c->second.first);
+  }
+  c->second.feeds.emplace_back(m.step.key, m.tensor);
+  carried_bytes_ += bytes;
 }
 
 void ProcessRouter::on_run(const net::TensorMessage& m) {
@@ -211,7 +257,8 @@ void ProcessRouter::on_run(const net::TensorMessage& m) {
     if (it != local_.end()) a = it->second;
     auto c = carried_.find(m.step_id);
     if (c != carried_.end()) {
-      for (auto& [k, t] : c->second) {
+      for (auto& [k, t] : c->second.feeds) {
+        carried_bytes_ -= t.bytes();
         keys.push_back(std::move(k));
         tensors.push_back(std::move(t));
       }
