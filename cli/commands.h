@@ -97,16 +97,20 @@ struct K8sOptions {
   std::string format = "yaml";     // "yaml" (documents separated by ---) or "json" (one v1 List)
   std::vector<std::string> programs;  // "JOB=COMMAND": that job's pods run COMMAND --cluster F --job J
                                       // --task N instead of `actorflow node`
-  bool no_secret = false;          // emit no Secret (create <name>-secret yourself); pods still mount it
+  bool no_secret = false;          // emit no Secret (create each <name>-<job>-<i>-secret yourself);
+                                   // pods still mount them
 };
 // `actorflow k8s`: Kubernetes manifests for the cluster file (docs/kubernetes.md): a ConfigMap
 // <name>-cluster with the cluster file rewritten to the pods' DNS names
-// (<name>-<job>-<i>.<name>-<job>.<ns>.svc.cluster.local:<port>, bind 0.0.0.0, one metrics_port
-// per job, 9100 unless set), a Secret <name>-secret (the secret file and the TLS files but ca.key)
-// and per job a headless Service and a StatefulSet <name>-<job>. Deterministic output. Exit 0; 2
-// for a bad cluster file or options, missing secret/TLS files, a job the StatefulSet form cannot
-// run (sparse task indices, tasks of a job with different metrics ports, overlong names, no secret
-// nor TLS); 1 when --out cannot be written.
+// (<name>-<job>-<i>-0.<name>-<job>.<ns>.svc.cluster.local:<port>, bind 0.0.0.0, one metrics_port
+// per job, 9100 unless set); per task a Secret <name>-<job>-<i>-secret holding only what that
+// task's pod needs (its own certificate and key, ca.crt, the secret file, the scrape token) and a
+// StatefulSet <name>-<job>-<i> of one pod that mounts it; per job a headless Service <name>-<job>;
+// with TLS a Secret <name>-client (ca.crt, client.crt/.key) that no pod mounts. Never ca.key nor
+// the operator's key. Deterministic output. Exit 0; 2 for a bad cluster file or options, missing
+// secret/TLS files, a job the generated form cannot run (sparse task indices, tasks of a job with
+// different metrics ports, StatefulSet names over 52 characters, no secret nor TLS); 1 when --out
+// cannot be written. Not thread-safe (writes stdout/stderr and files).
 int run_k8s(const K8sOptions& opts);
 
 struct ChaosOptions {

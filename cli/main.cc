@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   certs->add_option("--cluster", certs_opts.cluster, "cluster file (TOML)")->required();
   certs->add_option("--out", certs_opts.out, "directory to write ca.crt, ca.key and <job>-<task>.crt/.key")->required();
   certs->add_flag("--force", certs_opts.force, "replace existing files");
-  auto* k8s = app.add_subcommand("k8s", "print Kubernetes manifests (StatefulSets, headless Services, ConfigMap, "
-                                       "Secret) that run the cluster; see docs/kubernetes.md");
+  auto* k8s = app.add_subcommand("k8s", "print Kubernetes manifests (a StatefulSet and a Secret per task, headless "
+                                       "Services, ConfigMap) that run the cluster; see docs/kubernetes.md");
   actorflow::cli::K8sOptions k8s_opts;
   k8s->add_option("--cluster", k8s_opts.cluster, "cluster file (TOML)")->required();
   k8s->add_option("--image", k8s_opts.image, "container image with actorflow on PATH (deploy/Dockerfile)");
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   k8s->add_option("--program", k8s_opts.programs,
                   "JOB=COMMAND: that job's pods run COMMAND --cluster F --job JOB --task N (e.g. "
                   "worker=distributed_cnn) instead of actorflow node; repeatable");
-  k8s->add_flag("--no-secret", k8s_opts.no_secret, "emit no Secret: create <name>-secret yourself");
+  k8s->add_flag("--no-secret", k8s_opts.no_secret, "emit no Secret: create each <name>-<job>-<i>-secret yourself");
   k8s->footer("Exit status: 0 ok; 2 bad options, cluster file or missing secret/TLS files; 1 --out not writable.");
   auto* ckpt = app.add_subcommand("ckpt", "inspect checkpoint files (list a directory, show one file)");
   ckpt->require_subcommand(1);

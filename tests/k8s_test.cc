@@ -9,12 +9,14 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "config/cluster_spec.h"
+#include "net/tls.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -147,24 +149,30 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
     got.push_back(o["kind"].get<std::string>() + " " + o["metadata"]["name"].get<std::string>());
     EXPECT_EQ(o["metadata"]["namespace"], "ml") << got.back();
   }
-  EXPECT_EQ(got, (std::vector<std::string>{"ConfigMap mnist-cnn-cluster", "Secret mnist-cnn-secret",
-                                           "Service mnist-cnn-ps", "StatefulSet mnist-cnn-ps",
-                                           "Service mnist-cnn-worker", "StatefulSet mnist-cnn-worker"}));
-  ASSERT_EQ(objects.size(), 6u);
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "ConfigMap mnist-cnn-cluster", "Secret mnist-cnn-ps-0-secret", "Secret mnist-cnn-ps-1-secret",
+                     "Secret mnist-cnn-worker-0-secret", "Secret mnist-cnn-worker-1-secret",
+                     "Secret mnist-cnn-worker-2-secret", "Service mnist-cnn-ps", "StatefulSet mnist-cnn-ps-0",
+                     "StatefulSet mnist-cnn-ps-1", "Service mnist-cnn-worker", "StatefulSet mnist-cnn-worker-0",
+                     "StatefulSet mnist-cnn-worker-1", "StatefulSet mnist-cnn-worker-2"}));
+  ASSERT_EQ(objects.size(), 13u);
 
-  // The Secret holds the secret file's bytes.
+  // Each task's Secret holds the secret file's bytes (no TLS: nothing else).
+  for (size_t k = 1; k <= 5; ++k) {
+    EXPECT_EQ(objects[k]["type"], "Opaque");
+    EXPECT_EQ(objects[k]["data"].size(), 1u) << objects[k]["data"].dump();
+    EXPECT_EQ(base64_decode(objects[k]["data"].value("cluster.key", "")), kSecret);
+  }
   const json& secret = objects[1];
-  EXPECT_EQ(secret["type"], "Opaque");
-  EXPECT_EQ(base64_decode(secret["data"]["cluster.key"].get<std::string>()), kSecret);
 
-  // StatefulSets: replicas, labels, the command, the mounts, the resources.
-  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps");
-  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker");
+  // StatefulSets: one per task, one pod each; labels, the command, the mounts, the resources.
+  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps-0");
+  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker-2");
   ASSERT_TRUE(ps && worker);
-  EXPECT_EQ((*ps)["spec"]["replicas"], 2);
-  EXPECT_EQ((*worker)["spec"]["replicas"], 3);
-  for (const json* s : {ps, worker}) {
-    const json& spec = (*s)["spec"];
+  for (const json& s : objects) {
+    if (s["kind"] != "StatefulSet") continue;
+    const json& spec = s["spec"];
+    EXPECT_EQ(spec["replicas"], 1);
     EXPECT_EQ(spec["podManagementPolicy"], "Parallel");
     EXPECT_EQ(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"]);
     const json& c = spec["template"]["spec"]["containers"][0];
@@ -177,9 +185,13 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
     for (const json& p : c["ports"]) metrics_port |= p["name"] == "metrics" && p["containerPort"] == 9100;
     EXPECT_TRUE(metrics_port) << c["ports"].dump();
     const std::string job = spec["template"]["metadata"]["labels"]["actorflow/job"];
+    const std::string task = spec["template"]["metadata"]["labels"]["actorflow/task"];
+    EXPECT_EQ(s["metadata"]["name"], "mnist-cnn-" + job + "-" + task);
     EXPECT_EQ(c["command"], json({"/bin/sh", "-c",
                                   "exec actorflow node --cluster /etc/actorflow/cluster.toml --job " + job +
-                                      " --task ${HOSTNAME##*-}"}));
+                                      " --task " + task}));
+    EXPECT_EQ(spec["template"]["spec"]["volumes"][1]["secret"]["secretName"],
+              s["metadata"]["name"].get<std::string>() + "-secret");
     std::map<std::string, std::string> mounts;
     for (const json& m : c["volumeMounts"]) mounts[m["name"]] = m["mountPath"];
     EXPECT_EQ(mounts, (std::map<std::string, std::string>{{"cluster", "/etc/actorflow/cluster.toml"},
@@ -231,23 +243,17 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
     EXPECT_EQ(labels[3] + "." + labels[4] + "." + labels[5], "svc.cluster.local");
     const std::string pod_name = labels[0], service_name = labels[1];
 
-    // The pod exists: <statefulset>-<i>, i < replicas, and the StatefulSet runs t's job.
-    const json* sts = nullptr;
-    for (const json& o : objects) {
-      if (o["kind"] != "StatefulSet") continue;
-      const std::string n = o["metadata"]["name"];
-      const std::string prefix = n + "-";
-      if (pod_name.compare(0, prefix.size(), prefix) != 0) continue;
-      const std::string ordinal = pod_name.substr(prefix.size());
-      if (ordinal.empty() || ordinal.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (std::stoi(ordinal) < o["spec"]["replicas"].get<int>()) sts = &o;
-      EXPECT_EQ(std::stoi(ordinal), t.index);
-    }
+    // The pod exists: <statefulset>-0 of a StatefulSet of one pod that runs task t.
+    ASSERT_GT(pod_name.size(), 2u);
+    ASSERT_EQ(pod_name.substr(pod_name.size() - 2), "-0") << pod_name;
+    const json* sts = find_object(objects, "StatefulSet", pod_name.substr(0, pod_name.size() - 2));
     ASSERT_NE(sts, nullptr) << "no StatefulSet has a pod named " << pod_name;
+    EXPECT_EQ((*sts)["spec"]["replicas"], 1);
     EXPECT_EQ((*sts)["spec"]["template"]["metadata"]["labels"]["actorflow/job"], t.job);
+    EXPECT_EQ((*sts)["spec"]["template"]["metadata"]["labels"]["actorflow/task"], std::to_string(t.index));
     EXPECT_EQ((*sts)["spec"]["serviceName"], service_name);
 
-    // The service is headless and selects exactly that StatefulSet's pods, with t's port.
+    // The service is headless and selects that pod and no pod of another job, with t's port.
     const json* svc = find_object(objects, "Service", service_name);
     ASSERT_NE(svc, nullptr) << "no Service " << service_name;
     EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
@@ -255,7 +261,7 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
     const json& pod_labels = (*sts)["spec"]["template"]["metadata"]["labels"];
     for (auto& [k, v] : (*svc)["spec"]["selector"].items()) EXPECT_EQ(pod_labels.value(k, json()), v) << k;
     for (const json& o : objects)
-      if (o["kind"] == "StatefulSet" && &o != sts) {
+      if (o["kind"] == "StatefulSet" && o["spec"]["template"]["metadata"]["labels"]["actorflow/job"] != t.job) {
         bool all = true;
         for (auto& [k, v] : (*svc)["spec"]["selector"].items())
           all &= o["spec"]["template"]["metadata"]["labels"].value(k, json()) == v;
@@ -274,8 +280,8 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
   ASSERT_EQ(yaml.code, 0) << yaml.output;
   size_t docs = 0;
   for (size_t p = yaml.output.find("\n---\n"); p != std::string::npos; p = yaml.output.find("\n---\n", p + 1)) ++docs;
-  EXPECT_EQ(docs, 6u) << yaml.output;
-  EXPECT_NE(yaml.output.find("kind: \"StatefulSet\"\nmetadata:\n  name: \"mnist-cnn-worker\""), std::string::npos);
+  EXPECT_EQ(docs, 13u) << yaml.output;
+  EXPECT_NE(yaml.output.find("kind: \"StatefulSet\"\nmetadata:\n  name: \"mnist-cnn-worker-2\""), std::string::npos);
   EXPECT_NE(yaml.output.find("\n  cluster.toml: |\n    # Generated by `actorflow k8s`"), std::string::npos)
       << yaml.output;
 }
@@ -293,30 +299,153 @@ TEST(K8sTest, ProgramRunsTheTrainingInsteadOfNodeAndTlsShipsTheCertificatesButNo
   const std::vector<json> objects = manifests(
       {"--cluster", file, "--image", "af:2", "--program", "worker=distributed_cnn --steps 200"}, out, &run);
   ASSERT_EQ(run.code, 0) << run.output;
-  const json* secret = find_object(objects, "Secret", "mnist-cnn-secret");
+  const json* secret = find_object(objects, "Secret", "mnist-cnn-worker-1-secret");
   ASSERT_NE(secret, nullptr);
   std::vector<std::string> keys;
   for (auto& [k, v] : (*secret)["data"].items()) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"ca.crt", "client.crt", "client.key", "cluster.key", "ps-0.crt", "ps-0.key",
-                                            "ps-1.crt", "ps-1.key", "worker-0.crt", "worker-0.key", "worker-1.crt",
-                                            "worker-1.key", "worker-2.crt", "worker-2.key"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"ca.crt", "cluster.key", "worker-1.crt", "worker-1.key"}));
   EXPECT_EQ(base64_decode((*secret)["data"]["ca.crt"].get<std::string>()), read_text(in.file("certs/ca.crt")));
+  EXPECT_TRUE(base64_decode((*secret)["data"]["worker-1.key"].get<std::string>()) ==
+              read_text(in.file("certs/worker-1.key")));
+  const json* client = find_object(objects, "Secret", "mnist-cnn-client");
+  ASSERT_NE(client, nullptr);
+  keys.clear();
+  for (auto& [k, v] : (*client)["data"].items()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"ca.crt", "client.crt", "client.key"}));
   EXPECT_NE(find_object(objects, "ConfigMap", "mnist-cnn-cluster")->at("data").at("cluster.toml").get<std::string>().find(
                 "tls_dir = \"secret\""),
             std::string::npos);
 
-  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker");
-  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps");
+  const json* worker = find_object(objects, "StatefulSet", "mnist-cnn-worker-1");
+  const json* ps = find_object(objects, "StatefulSet", "mnist-cnn-ps-1");
   ASSERT_TRUE(worker && ps);
   const json& wc = (*worker)["spec"]["template"]["spec"]["containers"][0];
   EXPECT_EQ(wc["command"][2], "distributed_cnn --steps 200 --cluster /etc/actorflow/cluster.toml --job worker "
-                              "--task ${HOSTNAME##*-} && exec sleep infinity");
+                              "--task 1 && exec sleep infinity");
   EXPECT_FALSE(wc.contains("livenessProbe"));
   // Under TLS the kubelet cannot present a client certificate: a TCP probe.
   EXPECT_EQ(wc["readinessProbe"]["tcpSocket"]["port"], "metrics");
   const json& pc = (*ps)["spec"]["template"]["spec"]["containers"][0];
-  EXPECT_EQ(pc["command"][2], "exec actorflow node --cluster /etc/actorflow/cluster.toml --job ps --task ${HOSTNAME##*-}");
+  EXPECT_EQ(pc["command"][2], "exec actorflow node --cluster /etc/actorflow/cluster.toml --job ps --task 1");
   EXPECT_EQ(pc["livenessProbe"]["tcpSocket"]["port"], "metrics");
+}
+
+// The pod-mounted Secret volumes of a pod template (plain and projected), by Secret name.
+std::vector<std::string> mounted_secrets(const json& pod_spec) {
+  std::vector<std::string> names;
+  for (const json& v : pod_spec.value("volumes", json::array())) {
+    if (v.contains("secret")) names.push_back(v["secret"].value("secretName", ""));
+    if (v.contains("projected"))
+      for (const json& src : v["projected"].value("sources", json::array()))
+        if (src.contains("secret")) names.push_back(src["secret"].value("name", ""));
+  }
+  return names;
+}
+
+// Issue 33 item 7: one compromised pod must not be able to impersonate another task. Each task's
+// pod mounts one Secret with only its own certificate and key, the CA certificate and the shared
+// cluster secret / scrape token; no pod mounts another task's key or the tools' client key.
+TEST(K8sTest, EachPodMountsOnlyItsOwnTasksKeyNeverAnotherTasksNorTheClientKey) {
+  TempDir in, out;
+  in.write("cluster.key", kSecret);
+  in.write("metrics.token", "0123456789abcdef0123456789abcdef\n");
+  ASSERT_EQ(::chmod(in.file("metrics.token").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(in.file("cluster.key").c_str(), 0600), 0);
+  const std::string plain = "[cluster]\nname = \"cnn\"\nsecret_file = \"cluster.key\"\n"
+                            "metrics_token_file = \"metrics.token\"\n";
+  const std::string jobs = "[jobs]\nps = [\"localhost:2222\"]\nworker = [\"localhost:2223\", \"localhost:2224\"]\n";
+  const std::string file = in.write("cluster.toml", plain + jobs);
+  CliRun certs = run_actorflow({"certs", "--cluster", file, "--out", in.file("certs")});
+  ASSERT_EQ(certs.code, 0) << certs.output;
+  in.write("cluster.toml", plain + "tls_dir = \"certs\"\n" + jobs);
+  CliRun run;
+  const std::vector<json> objects = manifests({"--cluster", file, "--image", "af:3", "--namespace", "ml"}, out, &run);
+  ASSERT_EQ(run.code, 0) << run.output;
+
+  // Every private key `actorflow certs` wrote, by file name.
+  std::map<std::string, std::string> keys;
+  for (const std::string& f : files_in(in.file("certs"), ".key")) keys[f] = read_text(in.file("certs/" + f));
+  ASSERT_EQ(keys.size(), 6u);  // ca, client, operator, ps-0, worker-0, worker-1
+
+  std::set<std::string> tasks_seen;
+  std::set<std::string> mounted;  // every Secret some pod mounts
+  for (const json& o : objects) {
+    if (o["kind"] != "StatefulSet") continue;
+    const std::string sts = o["metadata"]["name"];
+    SCOPED_TRACE(sts);
+    const json& pod = o["spec"]["template"]["spec"];
+    // One pod per template: a template shared by several tasks would give each the others' key.
+    EXPECT_EQ(o["spec"]["replicas"], 1);
+    const std::string cmd = pod["containers"][0]["command"].back();
+    const size_t j = cmd.find("--job "), t = cmd.find(" --task ");
+    ASSERT_TRUE(j != std::string::npos && t != std::string::npos) << cmd;
+    const std::string job = cmd.substr(j + 6, t - j - 6);
+    const std::string index = cmd.substr(t + 8, cmd.find_first_not_of("0123456789", t + 8) - (t + 8));
+    // Without a fixed index the template serves several tasks; its Secret is judged as task 0's.
+    EXPECT_FALSE(index.empty()) << "the pod's task index is not fixed in its template: " << cmd;
+    const std::string i = index.empty() ? "0" : index;
+    const std::string task = job + "/" + i, stem = job + "-" + i;
+    EXPECT_TRUE(tasks_seen.insert(task).second) << task << " has two StatefulSets";
+
+    const std::vector<std::string> secrets = mounted_secrets(pod);
+    ASSERT_EQ(secrets.size(), 1u) << pod["volumes"].dump();
+    mounted.insert(secrets[0]);
+    const json* secret = find_object(objects, "Secret", secrets[0]);
+    ASSERT_NE(secret, nullptr) << "no Secret " << secrets[0];
+    std::map<std::string, std::string> data;
+    for (auto& [k, v] : (*secret)["data"].items()) data[k] = base64_decode(v.get<std::string>());
+    std::vector<std::string> names;
+    for (const auto& [k, v] : data) names.push_back(k);
+    EXPECT_EQ(names, (std::vector<std::string>{"ca.crt", "cluster.key", "metrics.token", stem + ".crt", stem + ".key"}));
+    EXPECT_EQ(data["ca.crt"], read_text(in.file("certs/ca.crt")));
+    EXPECT_EQ(data[stem + ".crt"], read_text(in.file("certs/" + stem + ".crt")));
+    EXPECT_EQ(data[stem + ".key"], keys[stem + ".key"]);
+    EXPECT_EQ(data["cluster.key"], kSecret);
+    // By content too: no other private key under any name.
+    for (const auto& [k, v] : data) {
+      for (const auto& [kf, kv] : keys) {
+        if (kf == stem + ".key") continue;
+        EXPECT_TRUE(v != kv) << "the Secret " << secrets[0] << " of " << task << " holds " << kf << " as " << k;
+      }
+    }
+
+    // What the pod sees (the ConfigMap's cluster file beside its Secret) loads, and the task's
+    // TLS identity loads from it: the pod has everything it needs.
+    const json* cm = find_object(objects, "ConfigMap", "cnn-cluster");
+    ASSERT_NE(cm, nullptr);
+    TempDir view;
+    ASSERT_EQ(::mkdir(view.file("secret").c_str(), 0700), 0);
+    for (const auto& [k, v] : data) {
+      view.write("secret/" + k, v);
+      ASSERT_EQ(::chmod(view.file("secret/" + k).c_str(), 0400), 0);
+    }
+    auto spec = ClusterSpec::from_file(view.write("cluster.toml", (*cm)["data"]["cluster.toml"].get<std::string>()));
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    EXPECT_EQ(spec->secret(), ClusterSpec::from_file(file)->secret());
+    auto tls = net::TlsContext::load(net::cluster_tls_files(spec->tls_dir(), task));
+    ASSERT_TRUE(tls.ok()) << tls.status().message();
+    // The pod's own address in the cluster file is its StatefulSet's pod behind the job's Service.
+    auto addr = spec->task_address(TaskId{job, std::stoi(i)});
+    ASSERT_TRUE(addr.ok());
+    EXPECT_EQ(addr->substr(0, addr->find(':')), sts + "-0." + o["spec"]["serviceName"].get<std::string>() +
+                                                    ".ml.svc.cluster.local");
+  }
+  EXPECT_EQ(tasks_seen, (std::set<std::string>{"ps/0", "worker/0", "worker/1"}));
+  EXPECT_EQ(mounted.size(), 3u) << "each task's pod mounts a Secret of its own";
+
+  // The tools' client certificate and key are in a Secret of their own that no pod mounts.
+  const json* client = find_object(objects, "Secret", "cnn-client");
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(mounted.count("cnn-client"), 0u);
+  EXPECT_TRUE(base64_decode((*client)["data"].value("client.key", "")) == keys["client.key"]);
+  // No Secret anywhere holds the CA key or the operator key.
+  for (const json& o : objects) {
+    if (o["kind"] != "Secret") continue;
+    for (auto& [k, v] : o["data"].items()) {
+      for (const char* never : {"ca.key", "operator.key"})
+        EXPECT_TRUE(base64_decode(v.get<std::string>()) != keys[never]) << o["metadata"]["name"] << " holds " << never;
+    }
+  }
 }
 
 TEST(K8sTest, BadInputExitsTwoNamingTheProblem) {
@@ -337,6 +466,10 @@ TEST(K8sTest, BadInputExitsTwoNamingTheProblem) {
   const std::string plain = in.write("plain.toml", "[jobs]\nworker = [\"localhost:2223\"]\n");
   const std::string sparse = in.write("sparse.toml", "[cluster]\nsecret_file = \"cluster.key\"\n"
                                                      "[jobs]\nworker = { 0 = \"localhost:2223\", 2 = \"localhost:2224\" }\n");
+  // A 45-character name: worker/0's StatefulSet "<name>-worker-0" has 54 characters.
+  const std::string long_name = in.write(
+      "long.toml", "[cluster]\nname = \"" + std::string(45, 'a') + "\"\nsecret_file = \"cluster.key\"\n[jobs]\n"
+                   "worker = [\"localhost:2223\"]\n");
   const std::vector<Case> cases = {
       {{"k8s", "--cluster", file}, "--image IMAGE is required"},
       {{"k8s", "--cluster", missing, "--image", "i"}, "cannot open cluster file '" + missing + "'"},
@@ -347,6 +480,8 @@ TEST(K8sTest, BadInputExitsTwoNamingTheProblem) {
       {{"k8s", "--cluster", sparse, "--image", "i"}, "job 'worker' has no task 1"},
       {{"k8s", "--cluster", file, "--image", "i", "--namespace", "Bad_NS"}, "--namespace 'Bad_NS'"},
       {{"k8s", "--cluster", file, "--image", "i", "--program", "chief=x"}, "the cluster has no job 'chief'"},
+      {{"k8s", "--cluster", long_name, "--image", "i"},
+       "the StatefulSet name '" + std::string(45, 'a') + "-worker-0' of task worker/0 is 54 characters, more than 52"},
   };
   for (const Case& c : cases) {
     CliRun r = run_actorflow(c.args);
