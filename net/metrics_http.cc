@@ -271,12 +271,13 @@ struct MetricsHttpServer::Impl {
           backoff = backoff.count() == 0 ? std::chrono::milliseconds(10)
                                          : std::min(backoff * 2, std::chrono::milliseconds(1000));
           accept_resume = Clock::now() + backoff;
-          (void)evict(nullptr, "no descriptors left");  // frees one for the next try
+          (void)evict(nullptr, "out of descriptors");  // frees one for the next try
         }
         int64_t held = 0;
-        if (accept_log.allow(&held))
+        if (accept_log.allow(&held)) {
           AF_LOG(WARNING) << "metrics endpoint: accept on port " << local_port(listen.get()) << " failed: "
                           << strerror(e) << "; not accepting for " << backoff.count() << " ms" << suppressed_note(held);
+        }
         return;
       }
       backoff = std::chrono::milliseconds(0);
@@ -291,8 +292,11 @@ struct MetricsHttpServer::Impl {
     c.ip = c.peer.substr(0, c.peer.rfind(':'));
     c.deadline = Clock::now() + kRequestBudget;
     auto same_ip = per_ip.find(c.ip);
-    if (same_ip != per_ip.end() && same_ip->second >= kMaxPerPeer) (void)evict(&c.ip, "connections from its address");
-    if (conns.size() >= max_conns && !evict(nullptr, "connections")) return;  // every one awaits its answer
+    if (same_ip != per_ip.end() && same_ip->second >= kMaxPerPeer)
+      (void)evict(&c.ip, "at its cap of " + std::to_string(kMaxPerPeer) + " connections from " + c.ip);
+    if (conns.size() >= max_conns && !evict(nullptr, "at its cap of " + std::to_string(max_conns) + " connections"))
+      return;  // every one awaits its answer: the new one is closed
+
     if (opts.tls) {
       c.tls = std::make_unique<TlsAccept>(*opts.tls, fd.get(), c.peer);
       c.fd = std::move(fd);
@@ -311,14 +315,15 @@ struct MetricsHttpServer::Impl {
   }
 
   // Closes the oldest connection (from `ip` when given) that is not waiting for the handler
-  // thread's answer; false when there is none. `cap` names the cap for the log line.
-  bool evict(const std::string* ip, const char* cap) {
+  // thread's answer; false when there is none. `why` starts the log line.
+  bool evict(const std::string* ip, const std::string& why) {
     for (auto it = conns.begin(); it != conns.end(); ++it) {
       if (it->state == Conn::State::kBusy || (ip && it->ip != *ip)) continue;
       int64_t held = 0;
-      if (evict_log.allow(&held))
-        AF_LOG(WARNING) << "metrics endpoint: at its cap of " << (ip ? kMaxPerPeer : max_conns) << " " << cap
-                        << "; closing the oldest, from " << it->peer << suppressed_note(held);
+      if (evict_log.allow(&held)) {
+        AF_LOG(WARNING) << "metrics endpoint: " << why << "; closing the oldest connection, from " << it->peer
+                        << suppressed_note(held);
+      }
       close(it);
       return true;
     }
@@ -350,7 +355,9 @@ struct MetricsHttpServer::Impl {
         const TlsAccept::Want w = c.tls->step();
         if (w == TlsAccept::Want::kFailed) {
           int64_t held = 0;
-          if (tls_log.allow(&held)) AF_LOG(INFO) << "metrics endpoint: " << c.tls->error() << suppressed_note(held);
+          if (tls_log.allow(&held)) {
+            AF_LOG(INFO) << "metrics endpoint: " << c.tls->error() << suppressed_note(held);
+          }
           return close(it);
         }
         if (w != TlsAccept::Want::kDone) return std::next(it);
@@ -366,7 +373,7 @@ struct MetricsHttpServer::Impl {
       case Conn::State::kWriting:
         return flush(it);
       case Conn::State::kBusy:
-        return (ev & (POLLERR | POLLNVAL)) ? close(it) : std::next(it);
+        return (ev & (POLLERR | POLLHUP | POLLNVAL)) ? close(it) : std::next(it);  // gone: else poll() spins
     }
     return std::next(it);
   }
