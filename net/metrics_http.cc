@@ -180,7 +180,7 @@ struct MetricsHttpServer::Impl {
   size_t outstanding = 0;  // jobs handed to the handler thread whose answer has not come back
   Clock::time_point accept_resume{};
   std::chrono::milliseconds backoff{0};
-  LogLimiter tls_log, timeout_log, evict_log, accept_log;
+  LogLimiter tls_log, timeout_log, evict_log, accept_log, poll_log;
   // Handler thread's queue.
   std::mutex mu;
   std::condition_variable cv;
@@ -231,7 +231,10 @@ struct MetricsHttpServer::Impl {
           0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
       const int pr = ::poll(fds.data(), fds.size(), wait_ms);
       if (pr < 0 && errno != EINTR) {
-        AF_LOG(ERROR) << "metrics endpoint: poll: " << strerror(errno);
+        int64_t held = 0;
+        if (poll_log.allow(&held)) {
+          AF_LOG(ERROR) << "metrics endpoint: poll: " << strerror(errno) << suppressed_note(held);
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
