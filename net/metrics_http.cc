@@ -265,7 +265,7 @@ struct MetricsHttpServer::Impl {
   }
 
   void accept_some() {
-    for (int n = 0; n < 64 && !stopping.load(); ++n) {
+    for (int n = 0; n < 256 && !stopping.load(); ++n) {
       const int fd = ::accept4(listen.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         const int e = errno;
@@ -547,7 +547,9 @@ Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(MetricsHttpO
   std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
   s->impl_ = std::make_unique<Impl>();
   Impl& im = *s->impl_;
-  auto l = listen_tcp(opts.host, opts.port, 128);
+  // A listen backlog as deep as the connection cap (the kernel caps it at net.core.somaxconn): a
+  // burst of strangers' connects must not fill it, or a probe's SYN is dropped and retried 1 s later.
+  auto l = listen_tcp(opts.host, opts.port, static_cast<int>(kMaxConnections));
   if (!l.ok()) return l.status().with_prefix("metrics endpoint");
   im.listen = std::move(*l);
   s->port_ = local_port(im.listen.get());

@@ -36,8 +36,9 @@
 //
 // Health that survives (docs/security.md, "Health that survives"): whatever a stranger holds open,
 // /healthz and the metrics keep answering. One thread drives every connection with poll(): it
-// accepts without blocking (up to 64 a wake-up), runs TLS handshakes, reads requests and writes
-// answers on non-blocking sockets, so no connection can hold it. Bounds:
+// accepts without blocking (up to 256 a wake-up, from a listen backlog of 1024), runs TLS
+// handshakes, reads requests and writes answers on non-blocking sockets, so no connection can
+// hold it. Bounds:
 //   - a connection has 2 s from its accept to a whole request head (TLS handshake included;
 //     after GET /auth, 2 s more for the one request that follows) and 5 s to take its answer,
 //     then it is closed; a request head is at most 8 KiB (400);
