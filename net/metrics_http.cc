@@ -6,10 +6,19 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -17,6 +26,7 @@
 #include <cstdlib>
 
 #include "core/logging.h"
+#include "net/log_limiter.h"
 #include "net/stream.h"
 #include "net/tls.h"
 
@@ -26,22 +36,18 @@ namespace {
 
 constexpr size_t kMaxRequest = 8 << 10;
 constexpr size_t kMaxAuthAnswer = 4 << 10;
-constexpr int kMaxConcurrent = 8;
-constexpr auto kConnectionBudget = std::chrono::seconds(2);
+constexpr size_t kMaxConnections = 1024;
+constexpr size_t kMaxPerPeer = 64;
+constexpr size_t kMaxQueued = 16;  // requests waiting for (or on) the handler thread
+constexpr auto kRequestBudget = std::chrono::seconds(2);
+constexpr auto kAnswerBudget = std::chrono::seconds(5);
+constexpr auto kHandlerBudget = std::chrono::seconds(30);
 
 std::string response(int code, const std::string& reason, const std::string& body, const std::string& type = "text/plain",
                      const std::string& extra = "", bool keep_alive = false) {
   return "HTTP/1.1 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: " +
          (keep_alive ? "keep-alive" : "close") + "\r\n" + extra + "\r\n" + body;
-}
-
-// Waits until `fd` is ready for `events` or `deadline` passes; false on timeout or error.
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (left <= 0) return false;
-  pollfd p{fd, events, 0};
-  return ::poll(&p, 1, static_cast<int>(left)) == 1 && (p.revents & (events | POLLHUP | POLLERR));
 }
 
 std::string hex(const unsigned char* p, size_t n) {
@@ -135,184 +141,441 @@ std::string metrics_proof(const std::string& secret, const std::string& role, co
   return h;
 }
 
+// The server's state, all of it driven by the loop thread but for the handler queue (`mu`).
+struct MetricsHttpServer::Impl {
+  struct Conn {
+    enum class State { kHandshake, kReading, kBusy, kWriting };
+    uint64_t id = 0;
+    Fd fd;                           // the socket while TLS is set up (then `stream` owns it)
+    std::unique_ptr<TlsAccept> tls;  // the TLS handshake in progress (kHandshake)
+    std::unique_ptr<Stream> stream;  // the connection once any TLS handshake is done
+    std::string peer, ip;            // "ip:port", "ip"
+    State state = State::kReading;
+    Clock::time_point deadline;      // closed when it passes (see the header's bounds)
+    std::string in;                  // received, not consumed yet
+    bool eof = false;                // the peer shut its side down
+    std::string out;                 // the answer being written, from out_off
+    size_t out_off = 0;
+    bool keep_open = false;          // after `out`: read one more request (the one after GET /auth)
+    bool head_only = false;          // HEAD: only the head of the handler's answer
+    bool after_auth = false;         // the next request may carry a tool's proof for cn/sn
+    std::string cn, sn;              // GET /auth's nonces on this connection
+    int sock() const { return stream ? stream->fd() : fd.get(); }
+  };
+  using Iter = std::list<Conn>::iterator;
+  struct Job {
+    uint64_t conn = 0;
+    std::function<std::string()> answer;
+  };
+
+  MetricsHttpOptions opts;
+  Fd listen;
+  Fd wake;  // eventfd: stop, or an answer of the handler thread is ready
+  size_t max_conns = kMaxConnections;
+  std::atomic<bool> stopping{false};
+  // Loop thread only.
+  std::list<Conn> conns;  // oldest first
+  std::map<std::string, size_t> per_ip;
+  uint64_t next_id = 1;
+  size_t outstanding = 0;  // jobs handed to the handler thread whose answer has not come back
+  Clock::time_point accept_resume{};
+  std::chrono::milliseconds backoff{0};
+  LogLimiter tls_log, timeout_log, evict_log, accept_log, poll_log;
+  // Handler thread's queue.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> jobs;                               // guarded by mu
+  std::vector<std::pair<uint64_t, std::string>> done;  // guarded by mu
+  bool handler_stop = false;                          // guarded by mu
+  std::thread loop_thread, handler_thread;
+
+  void notify() {
+    const uint64_t one = 1;
+    (void)!::write(wake.get(), &one, sizeof one);
+  }
+
+  void handler_loop() {
+    std::unique_lock<std::mutex> l(mu);
+    for (;;) {
+      cv.wait(l, [&] { return handler_stop || !jobs.empty(); });
+      if (handler_stop) return;
+      Job j = std::move(jobs.front());
+      jobs.pop_front();
+      l.unlock();
+      std::string a = j.answer();
+      l.lock();
+      done.emplace_back(j.conn, std::move(a));
+      notify();
+    }
+  }
+
+  void run() {
+    std::vector<pollfd> fds;
+    while (!stopping.load()) {
+      const auto now = Clock::now();
+      const bool accepting = now >= accept_resume;
+      fds.clear();
+      fds.push_back({wake.get(), POLLIN, 0});
+      fds.push_back({listen.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
+      Clock::time_point next = now + std::chrono::seconds(1);
+      if (!accepting) next = std::min(next, accept_resume);
+      for (const Conn& c : conns) {
+        short ev = 0;
+        if (c.state == Conn::State::kHandshake) ev = c.tls->wants() == TlsAccept::Want::kWrite ? POLLOUT : POLLIN;
+        else if (c.state == Conn::State::kReading) ev = POLLIN;
+        else if (c.state == Conn::State::kWriting) ev = POLLOUT;
+        fds.push_back({c.sock(), ev, 0});
+        next = std::min(next, c.deadline);
+      }
+      const int wait_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1));
+      const int pr = ::poll(fds.data(), fds.size(), wait_ms);
+      if (pr < 0 && errno != EINTR) {
+        int64_t held = 0;
+        if (poll_log.allow(&held)) {
+          AF_LOG(ERROR) << "metrics endpoint: poll: " << strerror(errno) << suppressed_note(held);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (stopping.load()) break;
+      if (pr > 0) {
+        // Connections first (their pollfds follow the listener's, in list order); new ones are
+        // only appended below, and a step erases at most the connection it was given.
+        size_t i = 2;
+        for (auto it = conns.begin(); it != conns.end() && i < fds.size(); ++i) {
+          const short ev = fds[i].revents;
+          it = ev == 0 ? std::next(it) : step(it, ev);
+        }
+        if (fds[0].revents & POLLIN) {
+          uint64_t n;
+          (void)!::read(wake.get(), &n, sizeof n);
+          std::vector<std::pair<uint64_t, std::string>> ready;
+          {
+            std::lock_guard<std::mutex> l(mu);
+            ready.swap(done);
+          }
+          for (auto& [id, answer] : ready) complete(id, std::move(answer));
+        }
+      }
+      expire(Clock::now());
+      if (pr > 0 && (fds[1].revents & POLLIN)) accept_some();
+    }
+    conns.clear();
+  }
+
+  void accept_some() {
+    for (int n = 0; n < 256 && !stopping.load(); ++n) {
+      const int fd = ::accept4(listen.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        const int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED || e == EPROTO) return;
+        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+          backoff = backoff.count() == 0 ? std::chrono::milliseconds(10)
+                                         : std::min(backoff * 2, std::chrono::milliseconds(1000));
+          accept_resume = Clock::now() + backoff;
+          (void)evict(nullptr, "out of descriptors");  // frees one for the next try
+        }
+        int64_t held = 0;
+        if (accept_log.allow(&held)) {
+          AF_LOG(WARNING) << "metrics endpoint: accept on port " << local_port(listen.get()) << " failed: "
+                          << strerror(e) << "; not accepting for " << backoff.count() << " ms" << suppressed_note(held);
+        }
+        return;
+      }
+      backoff = std::chrono::milliseconds(0);
+      admit(Fd(fd));
+    }
+  }
+
+  void admit(Fd fd) {
+    Conn c;
+    c.id = next_id++;
+    c.peer = peer_name(fd.get());
+    c.ip = c.peer.substr(0, c.peer.rfind(':'));
+    c.deadline = Clock::now() + kRequestBudget;
+    auto same_ip = per_ip.find(c.ip);
+    if (same_ip != per_ip.end() && same_ip->second >= kMaxPerPeer)
+      (void)evict(&c.ip, "at its cap of " + std::to_string(kMaxPerPeer) + " connections from " + c.ip);
+    if (conns.size() >= max_conns && !evict(nullptr, "at its cap of " + std::to_string(max_conns) + " connections"))
+      return;  // every one awaits its answer: the new one is closed
+
+    if (opts.tls) {
+      c.tls = std::make_unique<TlsAccept>(*opts.tls, fd.get(), c.peer);
+      c.fd = std::move(fd);
+      c.state = Conn::State::kHandshake;
+    } else {
+      c.stream = std::make_unique<Stream>(std::move(fd));
+    }
+    ++per_ip[c.ip];
+    conns.push_back(std::move(c));
+  }
+
+  Iter close(Iter it) {
+    auto p = per_ip.find(it->ip);
+    if (p != per_ip.end() && --p->second == 0) per_ip.erase(p);
+    return conns.erase(it);
+  }
+
+  // Closes the oldest connection (from `ip` when given) that is not waiting for the handler
+  // thread's answer; false when there is none. `why` starts the log line.
+  bool evict(const std::string* ip, const std::string& why) {
+    for (auto it = conns.begin(); it != conns.end(); ++it) {
+      if (it->state == Conn::State::kBusy || (ip && it->ip != *ip)) continue;
+      int64_t held = 0;
+      if (evict_log.allow(&held)) {
+        AF_LOG(WARNING) << "metrics endpoint: " << why << "; closing the oldest connection, from " << it->peer
+                        << suppressed_note(held);
+      }
+      close(it);
+      return true;
+    }
+    return false;
+  }
+
+  void expire(Clock::time_point now) {
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      int64_t held = 0;
+      if (timeout_log.allow(&held)) {
+        const char* what = it->state == Conn::State::kWriting ? "took no whole answer within 5 s"
+                           : it->state == Conn::State::kBusy  ? "got no answer from the handler within 30 s"
+                                                              : "sent no whole request within 2 s";
+        AF_LOG(INFO) << "metrics endpoint: closing the connection from " << it->peer << ": it " << what
+                     << suppressed_note(held);
+      }
+      it = close(it);
+    }
+  }
+
+  Iter step(Iter it, short ev) {
+    Conn& c = *it;
+    switch (c.state) {
+      case Conn::State::kHandshake: {
+        const TlsAccept::Want w = c.tls->step();
+        if (w == TlsAccept::Want::kFailed) {
+          int64_t held = 0;
+          if (tls_log.allow(&held)) {
+            AF_LOG(INFO) << "metrics endpoint: " << c.tls->error() << suppressed_note(held);
+          }
+          return close(it);
+        }
+        if (w != TlsAccept::Want::kDone) return std::next(it);
+        auto s = c.tls->take_stream(std::move(c.fd));
+        c.tls.reset();
+        if (!s.ok()) return close(it);
+        c.stream = std::move(*s);
+        c.state = Conn::State::kReading;
+        return read(it);  // the request may have come with the handshake's last flight
+      }
+      case Conn::State::kReading:
+        return read(it);
+      case Conn::State::kWriting:
+        return flush(it);
+      case Conn::State::kBusy:
+        return (ev & (POLLERR | POLLHUP | POLLNVAL)) ? close(it) : std::next(it);  // gone: else poll() spins
+    }
+    return std::next(it);
+  }
+
+  // Takes what the socket has (up to the size cap) and answers once a whole head is in.
+  Iter read(Iter it) {
+    Conn& c = *it;
+    char buf[4096];
+    while (!c.eof && c.in.size() <= kMaxRequest) {
+      const ssize_t n = c.stream->recv_now(buf, sizeof buf);
+      if (n > 0) {
+        c.in.append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        c.eof = true;
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        break;
+      } else {
+        return close(it);
+      }
+    }
+    const size_t end = head_end(c.in);
+    if (end == std::string::npos || end > kMaxRequest) {
+      if (c.in.size() > kMaxRequest) return write(it, response(400, "Bad Request", "request too large or too slow\n"), false);
+      return c.eof ? close(it) : std::next(it);
+    }
+    const std::string head = c.in.substr(0, end);
+    c.in.erase(0, end);
+    return answer(it, head);
+  }
+
+  // Starts writing `a`; with `keep_open` the connection then reads one more request.
+  Iter write(Iter it, std::string a, bool keep_open) {
+    Conn& c = *it;
+    c.out = std::move(a);
+    c.out_off = 0;
+    c.keep_open = keep_open;
+    c.state = Conn::State::kWriting;
+    c.deadline = Clock::now() + kAnswerBudget;
+    return flush(it);
+  }
+
+  Iter flush(Iter it) {
+    Conn& c = *it;
+    while (c.out_off < c.out.size()) {
+      const ssize_t w = c.stream->send_now(c.out.data() + c.out_off, c.out.size() - c.out_off);
+      if (w > 0) {
+        c.out_off += static_cast<size_t>(w);
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return std::next(it);
+      } else {
+        return close(it);
+      }
+    }
+    c.out.clear();
+    if (!c.keep_open) {
+      c.stream->shutdown();
+      return close(it);
+    }
+    c.state = Conn::State::kReading;
+    c.deadline = Clock::now() + kRequestBudget;
+    return read(it);  // the next request may be here already (pipelined)
+  }
+
+  // Hands `make` to the handler thread; 503 when too many requests wait for it.
+  Iter hand_off(Iter it, std::function<std::string()> make, bool head_only) {
+    if (outstanding >= kMaxQueued)
+      return write(it, response(503, "Service Unavailable", "busy: try again\n", "text/plain", "Retry-After: 1\r\n"), false);
+    ++outstanding;
+    it->state = Conn::State::kBusy;
+    it->head_only = head_only;
+    it->deadline = Clock::now() + kHandlerBudget;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      jobs.push_back(Job{it->id, std::move(make)});
+    }
+    cv.notify_one();
+    return std::next(it);
+  }
+
+  void complete(uint64_t id, std::string a) {
+    --outstanding;
+    for (auto it = conns.begin(); it != conns.end(); ++it) {
+      if (it->id != id) continue;
+      if (it->state != Conn::State::kBusy) return;
+      if (it->head_only) a = a.substr(0, a.find("\r\n\r\n") + 4);
+      write(it, std::move(a), false);
+      return;
+    }
+  }
+
+  // One request head: the answer, written now or by the handler thread.
+  Iter answer(Iter it, const std::string& head) {
+    Conn& c = *it;
+    const RequestLine rl = parse_request_line(head);
+    bool proved = false;
+    if (c.after_auth) {
+      // The one request after GET /auth: it may carry the tool's proof for this connection's nonces.
+      c.after_auth = false;
+      const std::string auth = header_value(head, "authorization");
+      if (auth.rfind("Actorflow ", 0) == 0)
+        proved = same(auth.substr(10), metrics_proof(opts.secret, "client", opts.fingerprint, opts.task, c.sn, c.cn));
+    } else if (rl.ok && rl.path == "/auth" && rl.method == "GET" && !opts.secret.empty()) {
+      // A tool's challenge (see the header): this task proves itself, then the tool on the same
+      // connection. Without a secret there is nothing to prove (404 below).
+      c.cn = header_value(head, "x-actorflow-nonce");
+      if (!is_hex64(c.cn))
+        return write(it, response(400, "Bad Request", "X-Actorflow-Nonce must be 64 lower-case hex digits\n"), false);
+      c.sn = random_hex32();
+      const std::string proof = metrics_proof(opts.secret, "server", opts.fingerprint, opts.task, c.cn, c.sn);
+      if (c.sn.empty() || proof.empty())
+        return write(it, response(500, "Internal Server Error", "no randomness or HMAC from OpenSSL\n"), false);
+      c.after_auth = true;
+      return write(it,
+                   response(200, "OK", "task " + opts.task + "\nnonce " + c.sn + "\nproof " + proof + "\n", "text/plain",
+                            "Cache-Control: no-store\r\n", /*keep_alive=*/true),
+                   /*keep_open=*/true);
+    }
+    if (!rl.ok) return write(it, response(400, "Bad Request", "not an HTTP request\n"), false);
+    const std::string& method = rl.method;
+    const std::string& path = rl.path;
+    const bool head_only = method == "HEAD";
+    auto now = [&](std::string a) {
+      if (head_only) a = a.substr(0, a.find("\r\n\r\n") + 4);
+      return write(it, std::move(a), false);
+    };
+    const auto route = opts.routes.find(path);
+    if (method != "GET" && method != "HEAD")
+      return now(response(405, "Method Not Allowed", "GET only\n", "text/plain", "Allow: GET\r\n"));
+    if (path == "/healthz") return now(response(200, "OK", "ok\n"));
+    if (route != opts.routes.end() && route->second.handle) {
+      const HttpRoute* r = &route->second;
+      return hand_off(it, [r, req = HttpRequest{method, path, rl.query, head}] {
+        const HttpResponse h = r->handle(req);
+        return response(h.code, h.reason, h.body, h.content_type, h.headers);
+      }, head_only);
+    }
+    if (route == opts.routes.end() && (path != "/metrics" || !opts.render))
+      return now(response(404, "Not Found", opts.render ? "try /metrics\n" : "not found\n"));
+    const bool needs = route == opts.routes.end() || route->second.needs_secret;
+    // Open without any credential configured; with TLS the handshake accepted a certificate of
+    // the cluster's CA; a tool proved the secret; Prometheus' read-only token for /metrics.
+    bool allowed = !needs || (opts.secret.empty() && opts.scrape_token.empty()) || opts.tls != nullptr || proved;
+    if (!allowed && path == "/metrics" && !opts.scrape_token.empty()) {
+      const std::string auth = header_value(head, "authorization");
+      allowed = auth.rfind("Bearer ", 0) == 0 && same(auth.substr(7), opts.scrape_token);
+    }
+    if (!allowed)
+      return now(response(401, "Unauthorized",
+                          "this needs a proof of the cluster secret (GET /auth first) or, for /metrics, "
+                          "Authorization: Bearer <scrape token>\n",
+                          "text/plain", "WWW-Authenticate: Bearer realm=\"actorflow\"\r\n"));
+    if (route != opts.routes.end()) {
+      const HttpRoute* r = &route->second;
+      return hand_off(it, [r] {
+        return response(200, "OK", r->body(), r->content_type, "Cache-Control: no-store\r\n");
+      }, head_only);
+    }
+    return hand_off(it, [this] {
+      return response(200, "OK", opts.render(), "text/plain; version=0.0.4; charset=utf-8");
+    }, head_only);
+  }
+};
+
 Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(MetricsHttpOptions opts) {
   if (!opts.render && opts.routes.empty()) return InvalidArgument("metrics endpoint: no render function");
   for (const auto& [path, r] : opts.routes)
     if (!r.body && !r.handle) return InvalidArgument("metrics endpoint: route " + path + " has neither a body nor a handler");
   std::unique_ptr<MetricsHttpServer> s(new MetricsHttpServer());
-  auto l = listen_tcp(opts.host, opts.port, 16);
+  s->impl_ = std::make_unique<Impl>();
+  Impl& im = *s->impl_;
+  // A listen backlog as deep as the connection cap (the kernel caps it at net.core.somaxconn): a
+  // burst of strangers' connects must not fill it, or a probe's SYN is dropped and retried 1 s later.
+  auto l = listen_tcp(opts.host, opts.port, static_cast<int>(kMaxConnections));
   if (!l.ok()) return l.status().with_prefix("metrics endpoint");
-  s->listen_ = std::move(*l);
-  s->port_ = local_port(s->listen_.get());
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return Internal("metrics endpoint: pipe: " + std::string(strerror(errno)));
-  s->wake_read_.reset(p[0]);
-  s->wake_write_.reset(p[1]);
-  s->opts_ = std::move(opts);
-  s->thread_ = std::thread([raw = s.get()] { raw->loop(); });
+  im.listen = std::move(*l);
+  s->port_ = local_port(im.listen.get());
+  im.wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!im.wake.valid()) return Internal("metrics endpoint: eventfd: " + std::string(strerror(errno)));
+  // Half of the descriptors above 64 (the rest of the process needs its own), at most 1024.
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    im.max_conns = std::max<size_t>(16, std::min<size_t>(kMaxConnections, nofile.rlim_cur > 64 ? (nofile.rlim_cur - 64) / 2 : 0));
+  im.opts = std::move(opts);
+  im.handler_thread = std::thread([&im] { im.handler_loop(); });
+  im.loop_thread = std::thread([&im] { im.run(); });
   return s;
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  if (wake_write_.valid()) {
-    const char b = 1;
-    (void)!::write(wake_write_.get(), &b, 1);
+  if (!impl_) return;
+  impl_->stopping.store(true);
+  impl_->notify();
+  if (impl_->loop_thread.joinable()) impl_->loop_thread.join();
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    impl_->handler_stop = true;
   }
-  if (thread_.joinable()) thread_.join();
-  std::unique_lock<std::mutex> l(mu_);
-  idle_.wait(l, [&] { return active_ == 0; });
-}
-
-void MetricsHttpServer::loop() {
-  while (true) {
-    pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      AF_LOG(ERROR) << "metrics endpoint: poll: " << strerror(errno);
-      return;
-    }
-    if (p[1].revents) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    const int c = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;  // the peer left, or out of descriptors: try again with the next one
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (active_ < kMaxConcurrent) {
-        ++active_;
-        std::thread([this, c] {
-          serve(Fd(c));
-          std::lock_guard<std::mutex> l2(mu_);
-          --active_;
-          idle_.notify_all();
-        }).detach();
-        continue;
-      }
-    }
-    serve(Fd(c));  // at the cap: the accept loop serves this one itself (bounded by its budget)
-  }
-}
-
-void MetricsHttpServer::serve(Fd conn) {
-  const auto deadline = Clock::now() + kConnectionBudget;
-  const std::string peer = peer_name(conn.get());
-  std::unique_ptr<Stream> stream;
-  if (opts_.tls) {
-    const int fl = ::fcntl(conn.get(), F_GETFL);
-    ::fcntl(conn.get(), F_SETFL, fl | O_NONBLOCK);
-    TlsAccept hs(*opts_.tls, conn.get(), peer);
-    for (auto w = hs.step(); w != TlsAccept::Want::kDone; w = hs.step()) {
-      if (w == TlsAccept::Want::kFailed) {
-        AF_LOG(INFO) << "metrics endpoint: " << hs.error();
-        return;
-      }
-      if (!wait_for(conn.get(), w == TlsAccept::Want::kRead ? POLLIN : POLLOUT, deadline)) return;
-    }
-    auto s = hs.take_stream(std::move(conn));
-    if (!s.ok()) return;
-    stream = std::move(*s);
-  } else {
-    stream = std::make_unique<Stream>(std::move(conn));
-  }
-  (void)stream->set_io_timeout(std::chrono::milliseconds(500));
-  // Reads one request head (up to its blank line) within the size and time budget; bytes read
-  // past it stay in `rest` for the next. 0: got one; 1: too large or too slow; 2: closed.
-  std::string rest;
-  auto read_head = [&](std::string* head) -> int {
-    std::string req = std::move(rest);
-    rest.clear();
-    char buf[2048];
-    size_t end;
-    while ((end = head_end(req)) == std::string::npos) {
-      if (req.size() > kMaxRequest || Clock::now() > deadline) return 1;
-      const ssize_t n = stream->recv(buf, sizeof buf, false);
-      if (n > 0) {
-        req.append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EAGAIN) {
-        return 2;
-      }
-    }
-    if (end > kMaxRequest) return 1;
-    *head = req.substr(0, end);
-    rest = req.substr(end);
-    return 0;
-  };
-  auto too_large = [&] {
-    const std::string r = response(400, "Bad Request", "request too large or too slow\n");
-    (void)stream->write_all(r.data(), r.size(), peer);
-  };
-  std::string head;
-  int got = read_head(&head);
-  if (got == 1) return too_large();
-  if (got == 2) return;
-  RequestLine rl = parse_request_line(head);
-  // A tool's challenge (see the header): this task proves itself, then the tool on the same
-  // connection. Without a secret there is nothing to prove (404 below).
-  bool proved = false;
-  if (rl.ok && rl.path == "/auth" && rl.method == "GET" && !opts_.secret.empty()) {
-    const std::string cn = header_value(head, "x-actorflow-nonce");
-    if (!is_hex64(cn)) {
-      const std::string r = response(400, "Bad Request", "X-Actorflow-Nonce must be 64 lower-case hex digits\n");
-      (void)stream->write_all(r.data(), r.size(), peer);
-      return;
-    }
-    const std::string sn = random_hex32();
-    const std::string proof = metrics_proof(opts_.secret, "server", opts_.fingerprint, opts_.task, cn, sn);
-    if (sn.empty() || proof.empty()) {
-      const std::string r = response(500, "Internal Server Error", "no randomness or HMAC from OpenSSL\n");
-      (void)stream->write_all(r.data(), r.size(), peer);
-      return;
-    }
-    const std::string r = response(200, "OK", "task " + opts_.task + "\nnonce " + sn + "\nproof " + proof + "\n",
-                                   "text/plain", "Cache-Control: no-store\r\n", /*keep_alive=*/true);
-    if (!stream->write_all(r.data(), r.size(), peer).ok()) return;
-    got = read_head(&head);
-    if (got == 1) return too_large();
-    if (got == 2) return;
-    rl = parse_request_line(head);
-    const std::string auth = header_value(head, "authorization");
-    if (auth.rfind("Actorflow ", 0) == 0)
-      proved = same(auth.substr(10), metrics_proof(opts_.secret, "client", opts_.fingerprint, opts_.task, sn, cn));
-  }
-  std::string answer;
-  if (!rl.ok) {
-    answer = response(400, "Bad Request", "not an HTTP request\n");
-  } else {
-    const std::string& method = rl.method;
-    const std::string& path = rl.path;
-    const auto route = opts_.routes.find(path);
-    if (method != "GET" && method != "HEAD") {
-      answer = response(405, "Method Not Allowed", "GET only\n", "text/plain", "Allow: GET\r\n");
-    } else if (path == "/healthz") {
-      answer = response(200, "OK", "ok\n");
-    } else if (route != opts_.routes.end() && route->second.handle) {
-      const HttpResponse h = route->second.handle(HttpRequest{method, path, rl.query, head});
-      answer = response(h.code, h.reason, h.body, h.content_type, h.headers);
-    } else if (route == opts_.routes.end() && (path != "/metrics" || !opts_.render)) {
-      answer = response(404, "Not Found", opts_.render ? "try /metrics\n" : "not found\n");
-    } else {
-      const bool needs = route == opts_.routes.end() || route->second.needs_secret;
-      // Open without any credential configured; with TLS the handshake accepted a certificate of
-      // the cluster's CA; a tool proved the secret; Prometheus' read-only token for /metrics.
-      bool allowed = !needs || (opts_.secret.empty() && opts_.scrape_token.empty()) || opts_.tls != nullptr || proved;
-      if (!allowed && path == "/metrics" && !opts_.scrape_token.empty()) {
-        const std::string auth = header_value(head, "authorization");
-        allowed = auth.rfind("Bearer ", 0) == 0 && same(auth.substr(7), opts_.scrape_token);
-      }
-      if (!allowed) {
-        answer = response(401, "Unauthorized",
-                          "this needs a proof of the cluster secret (GET /auth first) or, for /metrics, "
-                          "Authorization: Bearer <scrape token>\n",
-                          "text/plain", "WWW-Authenticate: Bearer realm=\"actorflow\"\r\n");
-      } else if (route != opts_.routes.end()) {
-        answer = response(200, "OK", route->second.body(), route->second.content_type, "Cache-Control: no-store\r\n");
-      } else {
-        answer = response(200, "OK", opts_.render(), "text/plain; version=0.0.4; charset=utf-8");
-      }
-    }
-    if (method == "HEAD") answer = answer.substr(0, answer.find("\r\n\r\n") + 4);
-  }
-  (void)stream->write_all(answer.data(), answer.size(), peer);
-  (void)stream->shutdown();
+  impl_->cv.notify_all();
+  if (impl_->handler_thread.joinable()) impl_->handler_thread.join();
 }
 
 Result<std::string> scrape_metrics(const std::string& host, uint16_t port, const ScrapeOptions& o) {

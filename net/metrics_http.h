@@ -34,28 +34,40 @@
 // the endpoint speaks TLS 1.3 only and requires a client certificate of the cluster's CA, as the
 // other ports do (Prometheus: scheme https, tls_config with the CA and a client certificate).
 //
-// Up to 8 connections at a time (each on its own short-lived thread; beyond that the accept loop
-// serves the next one itself), each bounded: 2 s to handshake, send the request(s) and receive the
-// answer(s), a request of at most 8 KiB; then the connection is closed (no keep-alive but for the
-// one request after /auth). A stranger can delay scrapes by 2 s per connection but cannot hang or
-// grow the server.
+// Health that survives (docs/security.md, "Health that survives"): whatever a stranger holds open,
+// /healthz and the metrics keep answering. One thread drives every connection with poll(): it
+// accepts without blocking (up to 256 a wake-up, from a listen backlog of 1024), runs TLS
+// handshakes, reads requests and writes answers on non-blocking sockets, so no connection can
+// hold it. Bounds:
+//   - a connection has 2 s from its accept to a whole request head (TLS handshake included;
+//     after GET /auth, 2 s more for the one request that follows) and 5 s to take its answer,
+//     then it is closed; a request head is at most 8 KiB (400);
+//   - at most 1024 connections (fewer when RLIMIT_NOFILE is low: half the descriptors above 64,
+//     at least 16) and 64 from one address; a new connection beyond either cap closes the OLDEST
+//     one (of that address, for the per-address cap) that is not waiting for its answer, so idle
+//     connections cannot lock probes out;
+//   - /healthz, /auth and refusals are answered on the loop itself; GET /metrics and the routes'
+//     bodies and handlers run on one handler thread, at most 16 requests waiting for it (503
+//     beyond), so a slow render never delays a probe; an answer not ready 30 s after its
+//     request closes the connection;
+//   - accept failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) closes
+//     the oldest connection and backs off (10 ms doubling to 1 s) instead of spinning;
+//   - log lines about strangers (failed TLS handshakes, timeouts, evictions, accept failures) are
+//     rate limited to one a second per kind, with a count of those held back.
 //
-// Thread-safety: start() returns a running server (one accept thread); port() may be called from
-// any thread; the destructor stops the thread and closes the socket (it must not race with other
-// calls; it waits for the connections being served, at most their 2 s budget). `render` and the
-// routes' bodies run on the server's threads, possibly concurrently: they must be thread-safe.
+// Thread-safety: start() returns a running server; port() may be called from any thread; the
+// destructor stops both threads and closes every connection (it must not race with other calls;
+// it waits for a handler already running). `render` and the routes' bodies and handlers run on
+// the handler thread, one at a time, while other threads of the program run: they must be
+// thread-safe with respect to those, and should return within seconds.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "core/status.h"
 #include "net/socket.h"
@@ -86,9 +98,9 @@ struct HttpResponse {
 struct HttpRoute {
   std::string content_type = "text/plain; charset=utf-8";
   bool needs_secret = true;             // behind the same rule as /metrics, scrape token aside
-  std::function<std::string()> body;    // called on the server's thread for each request
+  std::function<std::string()> body;    // called on the server's handler thread for each request
   // When set, answers the request itself instead of `body` (no check by the server: the handler
-  // does its own, e.g. the dashboard's session cookie). Called on the server's thread.
+  // does its own, e.g. the dashboard's session cookie). Called on the server's handler thread.
   std::function<HttpResponse(const HttpRequest&)> handle;
 };
 
@@ -116,18 +128,11 @@ class MetricsHttpServer {
   uint16_t port() const { return port_; }
 
  private:
+  struct Impl;
   MetricsHttpServer() = default;
-  void loop();
-  void serve(Fd conn);
 
-  MetricsHttpOptions opts_;
-  Fd listen_;
-  Fd wake_read_, wake_write_;  // a pipe that ends the loop
+  std::unique_ptr<Impl> impl_;
   uint16_t port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable idle_;
-  int active_ = 0;  // connections served on their own threads (guarded by mu_)
 };
 
 // How a tool scrapes one task's endpoint. Plain value.

@@ -15,39 +15,12 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "net/log_limiter.h"
 #include "net/stream.h"
 #include "net/tls.h"
 
 namespace actorflow {
 namespace net {
-namespace {
-
-// At most one line per `period` for one kind of event; counts the lines it held back.
-class LogLimiter {
- public:
-  // True when a line may be written now; `suppressed` is set to the lines held back since.
-  bool allow(int64_t* suppressed) {
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(1) && last_ != Clock::time_point()) {
-      ++held_;
-      return false;
-    }
-    last_ = now;
-    *suppressed = held_;
-    held_ = 0;
-    return true;
-  }
-
- private:
-  Clock::time_point last_{};
-  int64_t held_ = 0;
-};
-
-std::string suppressed_note(int64_t n) {
-  return n > 0 ? " (" + std::to_string(n) + " similar lines suppressed)" : std::string();
-}
-
-}  // namespace
 
 struct PreAuthListener::Impl {
   struct Pending {

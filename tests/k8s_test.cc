@@ -180,6 +180,9 @@ TEST(K8sTest, EveryTaskAddressIsItsPodsNameBehindAHeadlessServiceAndTheClusterFi
     EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/healthz");
     EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"], "metrics");
     EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    // The bound SecurityHealthTest holds /healthz to under 1 000 idle and slow connections.
+    EXPECT_EQ(c["readinessProbe"]["timeoutSeconds"], 5);
+    EXPECT_EQ(c["livenessProbe"]["timeoutSeconds"], 5);
     EXPECT_FALSE(c["resources"].contains("limits"));
     bool metrics_port = false;
     for (const json& p : c["ports"]) metrics_port |= p["name"] == "metrics" && p["containerPort"] == 9100;

@@ -9,10 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "config/cluster_spec.h"
 #include "core/metrics.h"
@@ -141,6 +144,70 @@ TEST(MetricsTest, TheEndpointAnswersOnlyWhatItShouldAndNeedsAProofOrTheScrapeTok
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);
   // After all of it, an honest scrape still gets the metrics.
   EXPECT_TRUE(net::scrape_metrics("127.0.0.1", port, so).ok());
+}
+
+// The endpoint's loop never waits on a render or a connection (net/metrics_http.h): while GET
+// /metrics is stuck in a render, /healthz answers; 64 connections from one address are its cap,
+// and a 65th closes the oldest of them (not a newer one); a request head that trickles in a byte
+// at a time is closed at its 2 s budget; the stuck scrape gets its answer once the render returns.
+TEST(MetricsTest, AStuckRenderDelaysNoProbeAndTheOldestIdleConnectionMakesRoom) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  net::MetricsHttpOptions o;
+  o.host = "127.0.0.1";
+  o.render = [&] {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, 30s, [&] { return release; });  // bounded: the test releases it
+    return std::string("stuck_metric 1\n");
+  };
+  auto srv = net::MetricsHttpServer::start(o);
+  ASSERT_TRUE(srv.ok()) << srv.status();
+  const uint16_t port = (*srv)->port();
+  std::string stuck;
+  std::thread scrape([&] { stuck = get(port, "/metrics"); });
+  // The probe answers while the render is stuck (the render runs on the handler thread).
+  EXPECT_TRUE(has(get(port, "/healthz"), "HTTP/1.1 200 OK\r\n"));
+  // 64 idle connections from 127.0.0.1 (the scrape's is busy: never closed for room), then one more.
+  std::vector<net::Fd> idle;
+  for (int i = 0; i < 65; ++i) {
+    auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    idle.push_back(std::move(*fd));
+    if (i == 0) EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK"));  // the first is in the server's list
+  }
+  // The oldest is closed (end of stream, no answer); the newest still open.
+  auto closed_by_server = [](int fd, std::chrono::milliseconds bound) {
+    pollfd p{fd, POLLIN, 0};
+    char b;
+    return ::poll(&p, 1, static_cast<int>(bound.count())) == 1 && ::recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+  };
+  const auto bound = std::chrono::milliseconds(static_cast<int64_t>(1500 * testing::slowdown()));
+  EXPECT_TRUE(closed_by_server(idle.front().get(), bound)) << "the oldest idle connection was not closed for room";
+  pollfd newest{idle.back().get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&newest, 1, 0), 0) << "the newest connection was closed";
+  // A probe still gets in (closing the next oldest).
+  EXPECT_TRUE(has(get(port, "/healthz"), "HTTP/1.1 200 OK\r\n"));
+  idle.clear();
+  // A request head trickling in one byte at a time is cut off at its 2 s budget.
+  auto slow = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
+  ASSERT_TRUE(slow.ok());
+  const std::string head = "GET /healthz HTTP/1.1\r\nX-Slow: " + std::string(100, 'a');
+  bool cut = false;
+  for (char ch : head) {
+    if (::send(slow->get(), &ch, 1, MSG_NOSIGNAL) != 1 || closed_by_server(slow->get(), 100ms)) {
+      cut = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(cut) << "a head that never ends was not cut off (100 bytes, 100 ms apart, against a 2 s budget)";
+  {
+    std::lock_guard<std::mutex> l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  scrape.join();
+  EXPECT_TRUE(has(stuck, "HTTP/1.1 200 OK\r\n") && has(stuck, "\r\n\r\nstuck_metric 1\n")) << stuck;
 }
 
 // sum_by_label picks one family's series apart by one label (the dashboard's summary tags and
