@@ -6,6 +6,7 @@ PKGS=(
   build-essential cmake pkg-config git ccache
   libcaf-dev libmsgpack-cxx-dev libtomlplusplus-dev libdnnl-dev
   zlib1g-dev libssl-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler libleveldb-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   tmux python3-venv
