@@ -11,7 +11,8 @@ The layers, lowest first (docs/architecture.md, "Layers"):
 beside the chain (each may include only what it lists, and is included from above):
 
     config  (cluster files, fault plans)        may include core
-    data    (datasets, idx, checkpoint files)   may include core, tensor
+    data    (datasets, idx, checkpoint files,   may include core, tensor
+             TensorFlow checkpoints in data/tf/)
     train   (optimizers, variable collections)  may include core, tensor, graph
 
 A file's layer is its top-level directory (device/cuda/ is device; train/session/ is its own

@@ -270,6 +270,55 @@ TEST(TfCheckpointTest, SliceKeysRoundTripForEveryEncodingLength) {
   EXPECT_FALSE(tf_parse_slice_key(std::string("\0n", 2), &name, &ext).ok());
 }
 
+std::string hex(const std::string& b) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : b) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
+// TensorFlow's own reader (tf.train.load_checkpoint, through tests/data/tf_ckpt/tf_read.py) reads
+// a checkpoint actorflow wrote: every dtype, a partitioned variable, three shards, the state
+// file; bit-identical values. Needs the project's .venv-tf (bench/tf_venv.sh); skipped without it.
+TEST(TfCheckpointTest, TensorFlowReadsWhatActorflowWrites) {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+  TempDir dir;
+  std::vector<TfWriteItem> items;
+  items.push_back({"f32", *tf_tensor_from(Tensor::from_vector<float>({1.5f, -0.1f, 3e38f, 0}, {2, 2})), 0, {}, {}});
+  items.push_back({"f64", *tf_tensor_from(Tensor::from_vector<double>({1.0 / 3, -1e-300}, {2})), 1, {}, {}});
+  items.push_back({"i32", *tf_tensor_from(Tensor::from_vector<int32_t>({-2147483647 - 1, 5}, {2})), 2, {}, {}});
+  items.push_back({"scope/i64", *tf_tensor_from(Tensor::scalar<int64_t>(-9007199254740993)), 0, {}, {}});
+  items.push_back({"flags", *tf_tensor_from(Tensor::from_vector<bool>({false, true}, {2, 1})), 1, {}, {}});
+  items.push_back({"f16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -65504, 1e-7f}, {3}), TfDType::kHalf), 2, {}, {}});
+  items.push_back({"bf16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -1e38f}, {2}), TfDType::kBFloat16), 0, {}, {}});
+  const Shape full{3, 2};
+  items.push_back({"part", *tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3}, {2, 2})), 1, full, {{0, 2}, {0, 2}}});
+  items.push_back({"part", *tf_tensor_from(Tensor::from_vector<float>({4, 5}, {1, 2})), 2, full, {{2, 1}, {0, 2}}});
+  ASSERT_TRUE(write_tf_checkpoint(dir.file("model.ckpt-11"), items, 3).ok());
+  ASSERT_TRUE(write_tf_checkpoint_state(dir.path(), {"model.ckpt-11", {"model.ckpt-11"}}).ok());
+  const std::string out = dir.file("tf.json");
+  const std::string cmd = python + " " + AF_SOURCE_DIR + "/tests/data/tf_ckpt/tf_read.py " + dir.file("model.ckpt-11") +
+                          " " + dir.path() + " > " + out + " 2> " + dir.file("tf.err");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir.file("tf.err"));
+  const auto got = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(got["latest"].get<std::string>(), dir.file("model.ckpt-11"));
+  ASSERT_EQ(got["tensors"].size(), 8u) << got.dump();
+  for (const TfWriteItem& it : items) {
+    const auto& v = got["tensors"][it.name];
+    EXPECT_EQ(v["dtype"].get<std::string>(), tf_dtype_name(it.tensor.dtype)) << it.name;
+    if (it.name == "part") continue;
+    EXPECT_EQ(v["shape"].get<std::vector<int64_t>>(), it.tensor.shape.dims()) << it.name;
+    EXPECT_EQ(v["hex"].get<std::string>(), hex(it.tensor.bytes)) << it.name;
+  }
+  EXPECT_EQ(got["tensors"]["part"]["shape"].get<std::vector<int64_t>>(), full.dims());
+  EXPECT_EQ(got["tensors"]["part"]["hex"].get<std::string>(),
+            hex(tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, full))->bytes));
+}
+
 // Debian's LevelDB reads TensorFlow's index tables, and writes the same bytes for the same
 // entries (the writer uses it; docs/interop.md, "TensorFlow checkpoints").
 TEST(TfCheckpointTest, DebiansLevelDbReadsTensorFlowsIndex) {
@@ -423,6 +472,22 @@ TEST(TfCheckpointTest, CorruptTruncatedAndLyingFilesAreClearErrors) {
   header.set_num_shards(1);
   header.set_endianness(actorflow::tf::BundleHeaderProto::BIG);
   lie(entry(1, {2, 2}, 0, 0, 16), Code::kUnimplemented, "is big-endian");
+}
+
+// An index whose data block handle claims 100 GB, or 2^64-3 bytes (so offset + size + trailer
+// wraps), under a valid CRC (tests/data/tf_ckpt/lying/lie.py): Debian's leveldb::Table aborts
+// or crashes on these; the reader names the file and the block.
+TEST(TfCheckpointTest, LyingBlockHandlesAreDataLoss) {
+  TempDir dir;
+  for (const std::string name : {"handle_100g", "handle_wrap"}) {
+    spit(dir.file(name + ".index"), slurp(kGolden + "/lying/" + name + ".index"));
+    auto r = TfCheckpointReader::open(dir.file(name));
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_EQ(r.status().code(), Code::kDataLoss) << r.status();
+    EXPECT_NE(r.status().message().find(dir.file(name) + ".index data block at offset 0: block [0, +"), std::string::npos)
+        << r.status();
+    EXPECT_NE(r.status().message().find("lies outside the file"), std::string::npos) << r.status();
+  }
 }
 
 // Seeded mutation fuzzing: the index's bytes (stopped by CRCs mostly) and, behind valid CRCs,
