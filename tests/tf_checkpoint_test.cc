@@ -125,8 +125,7 @@ TEST(TfCheckpointTest, ListsThePartitionedVariableAsItsThreeSlices) {
   ASSERT_NE(part, nullptr);
   EXPECT_EQ(part->shape, (Shape{5, 2}));
   ASSERT_EQ(part->slices.size(), 3u);
-  const std::vector<std::vector<TfExtent>> want = {
-      {{0, 2}, {0, 2}}, {{2, 2}, {0, 2}}, {{4, 1}, {0, 2}}};
+  const std::vector<std::vector<TfExtent>> want = {{{0, 2}, {0, 2}}, {{2, 2}, {0, 2}}, {{4, 1}, {0, 2}}};
   EXPECT_EQ(part->slices, want);
   auto t = tf_tensor_to_tensor(*r->read("part"));
   ASSERT_TRUE(t.ok());
@@ -184,7 +183,8 @@ TEST(TfCheckpointTest, RewritingTensorFlowsCheckpointGivesItsBytes) {
     TempDir dir;
     ASSERT_TRUE(write_tf_checkpoint(dir.file("out"), items).ok());
     EXPECT_EQ(slurp(dir.file("out.index")), slurp(kGolden + "/" + prefix + ".index")) << prefix;
-    EXPECT_EQ(slurp(dir.file("out.data-00000-of-00001")), slurp(kGolden + "/" + prefix + ".data-00000-of-00001")) << prefix;
+    EXPECT_EQ(slurp(dir.file("out.data-00000-of-00001")), slurp(kGolden + "/" + prefix + ".data-00000-of-00001"))
+        << prefix;
   }
 }
 
@@ -244,9 +244,24 @@ TEST(TfCheckpointTest, WritesShardsAndSlicesAndReadsThemBack) {
 }
 
 TEST(TfCheckpointTest, SliceKeysRoundTripForEveryEncodingLength) {
-  std::vector<int64_t> values = {0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8193, int64_t{1} << 40, -(int64_t{1} << 40),
-                                 (int64_t{1} << 55) - 1, int64_t{1} << 55, (int64_t{1} << 62) - 1, int64_t{1} << 62,
-                                 std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
+  std::vector<int64_t> values = {0,
+                                 1,
+                                 -1,
+                                 63,
+                                 64,
+                                 -64,
+                                 -65,
+                                 8191,
+                                 8192,
+                                 -8193,
+                                 int64_t{1} << 40,
+                                 -(int64_t{1} << 40),
+                                 (int64_t{1} << 55) - 1,
+                                 int64_t{1} << 55,
+                                 (int64_t{1} << 62) - 1,
+                                 int64_t{1} << 62,
+                                 std::numeric_limits<int64_t>::max(),
+                                 std::numeric_limits<int64_t>::min()};
   std::string prev;
   for (int64_t v : values) {
     std::vector<TfExtent> ext = {{v, v < 0 ? 1 : v}, {v < 0 ? -v - 1 : 0, -1}};
@@ -293,10 +308,13 @@ TEST(TfCheckpointTest, TensorFlowReadsWhatActorflowWrites) {
   items.push_back({"i32", *tf_tensor_from(Tensor::from_vector<int32_t>({-2147483647 - 1, 5}, {2})), 2, {}, {}});
   items.push_back({"scope/i64", *tf_tensor_from(Tensor::scalar<int64_t>(-9007199254740993)), 0, {}, {}});
   items.push_back({"flags", *tf_tensor_from(Tensor::from_vector<bool>({false, true}, {2, 1})), 1, {}, {}});
-  items.push_back({"f16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -65504, 1e-7f}, {3}), TfDType::kHalf), 2, {}, {}});
-  items.push_back({"bf16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -1e38f}, {2}), TfDType::kBFloat16), 0, {}, {}});
+  items.push_back(
+      {"f16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -65504, 1e-7f}, {3}), TfDType::kHalf), 2, {}, {}});
+  items.push_back(
+      {"bf16", *tf_tensor_narrow(Tensor::from_vector<float>({0.1f, -1e38f}, {2}), TfDType::kBFloat16), 0, {}, {}});
   const Shape full{3, 2};
-  items.push_back({"part", *tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3}, {2, 2})), 1, full, {{0, 2}, {0, 2}}});
+  items.push_back(
+      {"part", *tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3}, {2, 2})), 1, full, {{0, 2}, {0, 2}}});
   items.push_back({"part", *tf_tensor_from(Tensor::from_vector<float>({4, 5}, {1, 2})), 2, full, {{2, 1}, {0, 2}}});
   ASSERT_TRUE(write_tf_checkpoint(dir.file("model.ckpt-11"), items, 3).ok());
   ASSERT_TRUE(write_tf_checkpoint_state(dir.path(), {"model.ckpt-11", {"model.ckpt-11"}}).ok());
@@ -372,7 +390,9 @@ void build_index(const std::string& prefix, const std::string& header,
 TEST(TfCheckpointTest, CorruptTruncatedAndLyingFilesAreClearErrors) {
   TempDir dir;
   const std::string p = dir.file("m");
-  ASSERT_TRUE(write_tf_checkpoint(p, {{"w", *tf_tensor_from(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})), 0, {}, {}}}).ok());
+  ASSERT_TRUE(
+      write_tf_checkpoint(p, {{"w", *tf_tensor_from(Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})), 0, {}, {}}})
+          .ok());
   const std::string index = slurp(p + ".index"), data = slurp(p + ".data-00000-of-00001");
   auto expect_error = [&](Code code, const std::string& needle, const std::string& name = "w") {
     auto r = TfCheckpointReader::open(p);
@@ -393,8 +413,10 @@ TEST(TfCheckpointTest, CorruptTruncatedAndLyingFilesAreClearErrors) {
     b[i] ^= 0x10;
     spit(p + ".index", b);
     auto r = TfCheckpointReader::open(p);
-    if (r.ok()) EXPECT_TRUE(r->read("w").ok()) << i;  // only padding bytes may change harmlessly
-    else EXPECT_NE(r.status().message().find(p), std::string::npos) << r.status();
+    if (r.ok())
+      EXPECT_TRUE(r->read("w").ok()) << i;  // only padding bytes may change harmlessly
+    else
+      EXPECT_NE(r.status().message().find(p), std::string::npos) << r.status();
   }
   spit(p + ".index", index);
   // Data file: truncated, flipped, missing.
@@ -427,7 +449,8 @@ TEST(TfCheckpointTest, CorruptTruncatedAndLyingFilesAreClearErrors) {
     build_index(p, header.SerializeAsString(), more);
     expect_error(code, needle);
   };
-  lie(entry(1, {2, 2}, 0, 0, 15), Code::kDataLoss, "entry \"w\": size 15 bytes does not match a float32 tensor of shape [2,2]");
+  lie(entry(1, {2, 2}, 0, 0, 15), Code::kDataLoss,
+      "entry \"w\": size 15 bytes does not match a float32 tensor of shape [2,2]");
   lie(entry(1, {2, 2}, 1, 0, 16), Code::kDataLoss, "entry \"w\": shard 1 outside [0, 1)");
   lie(entry(1, {2, 2}, 0, 8, 16), Code::kDataLoss, "lie past the end of");
   lie(entry(1, {2, -2}, 0, 0, 16), Code::kDataLoss, "shape has dimension -2");
@@ -456,11 +479,19 @@ TEST(TfCheckpointTest, CorruptTruncatedAndLyingFilesAreClearErrors) {
     return e;
   };
   lie(sliced({int64_t{1} << 40}, {{{0, int64_t{1} << 40}}}), Code::kDataLoss, "are not in data file",
-      {{tf_slice_key("w", {{0, int64_t{1} << 40}}), entry(1, {int64_t{1} << 40}, 0, 0, int64_t{1} << 42).SerializeAsString()}});
+      {{tf_slice_key("w", {{0, int64_t{1} << 40}}),
+        entry(1, {int64_t{1} << 40}, 0, 0, int64_t{1} << 42).SerializeAsString()}});
   {
     auto s0 = entry(1, {2}, 0, 0, 8);
     s0.set_crc32c(actorflow::crc32c_masked(actorflow::crc32c(data.data(), 8)));
-    lie(sliced({4}, {{{0, 2}}, {{0, 2}}}), Code::kDataLoss, "slice 1 overlaps another", {{tf_slice_key("w", {{0, 2}}), s0.SerializeAsString()}});
+    lie(sliced({4}, {{{0, 2}}, {{0, 2}}}), Code::kDataLoss, "slice 1 overlaps another",
+        {{tf_slice_key("w", {{0, 2}}), s0.SerializeAsString()}});
+  }
+  {  // two slices reading the same 16 bytes: together more than the 16-byte file holds
+    auto s = entry(1, {4}, 0, 0, 16);
+    s.set_crc32c(actorflow::crc32c_masked(actorflow::crc32c(data.data(), 16)));
+    lie(sliced({8}, {{{0, 4}}, {{4, 4}}}), Code::kDataLoss, "hold more bytes than the file (16)",
+        {{tf_slice_key("w", {{0, 4}}), s.SerializeAsString()}, {tf_slice_key("w", {{4, 4}}), s.SerializeAsString()}});
   }
   lie(sliced({4}, {{{0, 2}}, {{2, 2}}}), Code::kDataLoss, "a listed slice has no entry");
   lie(sliced({4}, {{{3, 2}}}), Code::kDataLoss, "outside dimension 0 of [4]");
@@ -484,10 +515,48 @@ TEST(TfCheckpointTest, LyingBlockHandlesAreDataLoss) {
     auto r = TfCheckpointReader::open(dir.file(name));
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), Code::kDataLoss) << r.status();
-    EXPECT_NE(r.status().message().find(dir.file(name) + ".index data block at offset 0: block [0, +"), std::string::npos)
+    EXPECT_NE(r.status().message().find(dir.file(name) + ".index data block at offset 0: block [0, +"),
+              std::string::npos)
         << r.status();
     EXPECT_NE(r.status().message().find("lies outside the file"), std::string::npos) << r.status();
   }
+}
+
+// Prefix compression lets a small index spell huge keys: 20 000 keys sharing a 64 KiB prefix
+// (one restart point) are a 1.4 MB file but 1.3 GB of keys. The reader bounds what it
+// materialises and says so, instead of allocating it.
+TEST(TfCheckpointTest, KeysExpandingFarBeyondTheIndexAreDataLoss) {
+  TempDir dir;
+  const std::string p = dir.file("m");
+  {
+    leveldb::WritableFile* raw = nullptr;
+    ASSERT_TRUE(leveldb::Env::Default()->NewWritableFile(p + ".index", &raw).ok());
+    std::unique_ptr<leveldb::WritableFile> out(raw);
+    leveldb::Options opt;
+    opt.compression = leveldb::kNoCompression;
+    opt.block_restart_interval = 1 << 30;
+    opt.block_size = 1 << 30;
+    leveldb::TableBuilder b(opt, out.get());
+    actorflow::tf::BundleHeaderProto h;
+    h.set_num_shards(1);
+    b.Add("", h.SerializeAsString());
+    const std::string prefix(64 << 10, 'k');
+    char suffix[16];
+    for (int i = 0; i < 20000; ++i) {
+      std::snprintf(suffix, sizeof suffix, "%08d", i);
+      b.Add(prefix + suffix, "");
+    }
+    ASSERT_TRUE(b.Finish().ok());
+    ASSERT_TRUE(out->Close().ok());
+  }
+  struct stat st;
+  ASSERT_EQ(stat((p + ".index").c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 2 << 20);
+  auto r = TfCheckpointReader::open(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find(p + ".index"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("expand"), std::string::npos) << r.status();
 }
 
 // Seeded mutation fuzzing: the index's bytes (stopped by CRCs mostly) and, behind valid CRCs,
@@ -499,8 +568,10 @@ TEST(TfCheckpointTest, FuzzedIndexesAreErrorsOrBoundedTensors) {
   std::vector<TfWriteItem> items;
   items.push_back({"w", *tf_tensor_from(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})), 0, {}, {}});
   items.push_back({"b", *tf_tensor_from(Tensor::from_vector<bool>({true, false}, {2})), 0, {}, {}});
-  items.push_back({"p", *tf_tensor_from(Tensor::from_vector<double>({1, 2}, {1, 2})), 0, Shape{2, 2}, {{0, 1}, {0, -1}}});
-  items.push_back({"p", *tf_tensor_from(Tensor::from_vector<double>({3, 4}, {1, 2})), 0, Shape{2, 2}, {{1, 1}, {0, -1}}});
+  items.push_back(
+      {"p", *tf_tensor_from(Tensor::from_vector<double>({1, 2}, {1, 2})), 0, Shape{2, 2}, {{0, 1}, {0, -1}}});
+  items.push_back(
+      {"p", *tf_tensor_from(Tensor::from_vector<double>({3, 4}, {1, 2})), 0, Shape{2, 2}, {{1, 1}, {0, -1}}});
   ASSERT_TRUE(write_tf_checkpoint(p, items).ok());
   const std::string index = slurp(p + ".index");
   const size_t data_size = slurp(p + ".data-00000-of-00001").size();

@@ -29,35 +29,58 @@ namespace actorflow {
 
 size_t tf_dtype_size(TfDType t) {
   switch (t) {
-    case TfDType::kFloat: case TfDType::kInt32: return 4;
-    case TfDType::kDouble: case TfDType::kInt64: return 8;
-    case TfDType::kBool: return 1;
-    case TfDType::kBFloat16: case TfDType::kHalf: return 2;
+    case TfDType::kFloat:
+    case TfDType::kInt32:
+      return 4;
+    case TfDType::kDouble:
+    case TfDType::kInt64:
+      return 8;
+    case TfDType::kBool:
+      return 1;
+    case TfDType::kBFloat16:
+    case TfDType::kHalf:
+      return 2;
   }
   return 0;
 }
 
 const char* tf_dtype_name(TfDType t) {
   switch (t) {
-    case TfDType::kFloat: return "float32";
-    case TfDType::kDouble: return "float64";
-    case TfDType::kInt32: return "int32";
-    case TfDType::kInt64: return "int64";
-    case TfDType::kBool: return "bool";
-    case TfDType::kBFloat16: return "bfloat16";
-    case TfDType::kHalf: return "float16";
+    case TfDType::kFloat:
+      return "float32";
+    case TfDType::kDouble:
+      return "float64";
+    case TfDType::kInt32:
+      return "int32";
+    case TfDType::kInt64:
+      return "int64";
+    case TfDType::kBool:
+      return "bool";
+    case TfDType::kBFloat16:
+      return "bfloat16";
+    case TfDType::kHalf:
+      return "float16";
   }
   return "invalid";
 }
 
 Result<TfDType> tf_dtype_from_enum(int value) {
   switch (value) {
-    case 1: case 2: case 3: case 9: case 10: case 14: case 19: return static_cast<TfDType>(value);
-    default: break;
+    case 1:
+    case 2:
+    case 3:
+    case 9:
+    case 10:
+    case 14:
+    case 19:
+      return static_cast<TfDType>(value);
+    default:
+      break;
   }
-  std::string name = tf::DataType_IsValid(value) ? tf::DataType_Name(static_cast<tf::DataType>(value))
-                                                 : std::to_string(value);
-  return Unimplemented("dtype " + name + " is not supported (float32, float64, float16, bfloat16, "
+  std::string name =
+      tf::DataType_IsValid(value) ? tf::DataType_Name(static_cast<tf::DataType>(value)) : std::to_string(value);
+  return Unimplemented("dtype " + name +
+                       " is not supported (float32, float64, float16, bfloat16, "
                        "int32, int64, bool are)");
 }
 
@@ -74,7 +97,10 @@ float half_to_float(uint16_t h) {
     bits = sign;
   } else {  // subnormal: normalise
     int e = -1;
-    do { ++e; man <<= 1; } while ((man & 0x400u) == 0);
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
     bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
   }
   float f;
@@ -89,7 +115,7 @@ uint16_t float_to_half(float f) {
   uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (ax < 0x33000001u) return sign;                                      // rounds to 0
+  if (ax < 0x33000001u) return sign;                                    // rounds to 0
   uint32_t exp = ax >> 23;
   uint32_t man = (ax & 0x7fffffu) | 0x800000u;
   int shift = exp >= 113 ? 13 : static_cast<int>(126 - exp);  // normal : subnormal
@@ -122,11 +148,21 @@ Result<TfTensor> tf_tensor_from(const Tensor& t) {
   if (!t.is_initialized()) return InvalidArgument("tf_tensor_from: tensor is not initialised");
   TfTensor out;
   switch (t.dtype()) {
-    case DType::kFloat32: out.dtype = TfDType::kFloat; break;
-    case DType::kFloat64: out.dtype = TfDType::kDouble; break;
-    case DType::kInt32: out.dtype = TfDType::kInt32; break;
-    case DType::kInt64: out.dtype = TfDType::kInt64; break;
-    case DType::kBool: out.dtype = TfDType::kBool; break;
+    case DType::kFloat32:
+      out.dtype = TfDType::kFloat;
+      break;
+    case DType::kFloat64:
+      out.dtype = TfDType::kDouble;
+      break;
+    case DType::kInt32:
+      out.dtype = TfDType::kInt32;
+      break;
+    case DType::kInt64:
+      out.dtype = TfDType::kInt64;
+      break;
+    case DType::kBool:
+      out.dtype = TfDType::kBool;
+      break;
     default:
       return InvalidArgument(std::string("tf_tensor_from: dtype ") + dtype_name(t.dtype()) +
                              " has no TensorFlow checkpoint encoding here");
@@ -145,8 +181,8 @@ Status check_tf_tensor(const TfTensor& t, const std::string& what) {
   size_t want;
   if (!checked_mul_size(static_cast<size_t>(t.shape.num_elements()), tf_dtype_size(t.dtype), &want) ||
       want != t.bytes.size())
-    return InvalidArgument(what + ": " + std::to_string(t.bytes.size()) + " bytes for a " +
-                           tf_dtype_name(t.dtype) + " tensor of shape " + t.shape.to_string());
+    return InvalidArgument(what + ": " + std::to_string(t.bytes.size()) + " bytes for a " + tf_dtype_name(t.dtype) +
+                           " tensor of shape " + t.shape.to_string());
   return Status::OK();
 }
 }  // namespace
@@ -155,11 +191,20 @@ Result<Tensor> tf_tensor_to_tensor(const TfTensor& t) {
   AF_RETURN_IF_ERROR(check_tf_tensor(t, "tf_tensor_to_tensor"));
   DType dt = DType::kFloat32;
   switch (t.dtype) {
-    case TfDType::kDouble: dt = DType::kFloat64; break;
-    case TfDType::kInt32: dt = DType::kInt32; break;
-    case TfDType::kInt64: dt = DType::kInt64; break;
-    case TfDType::kBool: dt = DType::kBool; break;
-    default: break;
+    case TfDType::kDouble:
+      dt = DType::kFloat64;
+      break;
+    case TfDType::kInt32:
+      dt = DType::kInt32;
+      break;
+    case TfDType::kInt64:
+      dt = DType::kInt64;
+      break;
+    case TfDType::kBool:
+      dt = DType::kBool;
+      break;
+    default:
+      break;
   }
   Tensor out(dt, t.shape);
   const int64_t n = t.shape.num_elements();
@@ -215,7 +260,7 @@ std::string tf_slice_key(const std::string& name, const std::vector<TfExtent>& e
     for (int i = 0; i < 10; ++i) buf[9 - i] = i < 8 ? static_cast<unsigned char>(u >> (8 * i)) : sign;
     unsigned char* begin = buf + 10 - len;
     // The header: len - 1 one-bits after the sign bit (all in the first byte up to len 8).
-    static const unsigned char kHeader[11][2] = {{0, 0}, {0x80, 0}, {0xc0, 0}, {0xe0, 0}, {0xf0, 0}, {0xf8, 0},
+    static const unsigned char kHeader[11][2] = {{0, 0},    {0x80, 0}, {0xc0, 0}, {0xe0, 0},    {0xf0, 0},   {0xf8, 0},
                                                  {0xfc, 0}, {0xfe, 0}, {0xff, 0}, {0xff, 0x80}, {0xff, 0xc0}};
     begin[0] ^= kHeader[len][0];
     if (len > 1) begin[1] ^= kHeader[len][1];
@@ -270,7 +315,13 @@ Status tf_parse_slice_key(const std::string& key, std::string* name, std::vector
     if (len == 8) {  // the run may continue into the second byte
       if (key.size() - p < 2) return false;
       unsigned char b1 = byte(1);
-      if (b1 & 0x80) { ++len; if (b1 & 0x40) { ++len; if (b1 & 0x20) return false; } }
+      if (b1 & 0x80) {
+        ++len;
+        if (b1 & 0x40) {
+          ++len;
+          if (b1 & 0x20) return false;
+        }
+      }
     }
     if (key.size() - p < static_cast<size_t>(len)) return false;
     // Value: the bytes with the header bits cleared, sign-extended from the payload's top bit.
@@ -325,7 +376,11 @@ namespace {
 constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 constexpr size_t kFooterSize = 48;
 constexpr size_t kBlockTrailerSize = 5;
-constexpr uint64_t kMaxIndexBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxIndexBytes = uint64_t{1} << 28;
+// Prefix compression lets a small table spell long keys; the keys and values a table expands to
+// may be at most this many times its size (plus kExpansionSlack): real indexes expand by about 2.
+constexpr uint64_t kMaxExpansion = 8;
+constexpr uint64_t kExpansionSlack = uint64_t{64} << 20;
 
 bool get_varint64(const std::string& s, size_t* p, size_t end, uint64_t* v) {
   uint64_t r = 0;
@@ -359,7 +414,8 @@ struct Handle {
 
 class TableParser {
  public:
-  TableParser(const std::string& bytes, const std::string& file) : b_(bytes), file_(file) {}
+  TableParser(const std::string& bytes, const std::string& file)
+      : b_(bytes), file_(file), budget_(kMaxExpansion * bytes.size() + kExpansionSlack) {}
 
   Status parse(std::vector<std::pair<std::string, std::string>>* out) {
     if (b_.size() < kFooterSize)
@@ -405,12 +461,14 @@ class TableParser {
   // The contents of the block at `h`, its trailer checked; blocks lie before the footer.
   Status read_block(const Handle& h, size_t limit, const std::string& what, std::string* out) const {
     uint64_t end;
-    if (h.offset > limit || h.size > limit || !checked_add_size(h.offset, h.size, &end) ||
-        end > limit || limit - end < kBlockTrailerSize)
+    if (h.offset > limit || h.size > limit || !checked_add_size(h.offset, h.size, &end) || end > limit ||
+        limit - end < kBlockTrailerSize)
       return err(what + ": block [" + std::to_string(h.offset) + ", +" + std::to_string(h.size) +
                  ") lies outside the file's " + std::to_string(limit) + " bytes before the footer");
     const char type = b_[end];
-    if (type == 1) return Unimplemented("TensorFlow checkpoint index " + file_ + " " + what + " is Snappy-compressed (not supported)");
+    if (type == 1)
+      return Unimplemented("TensorFlow checkpoint index " + file_ + " " + what +
+                           " is Snappy-compressed (not supported)");
     if (type != 0) return err(what + ": unknown block type " + std::to_string(static_cast<unsigned char>(type)));
     uint32_t crc = crc32c_extend(crc32c(b_.data() + h.offset, h.size), &type, 1);
     if (crc32c_masked(crc) != load32(b_, end + 1)) return err(what + ": CRC-32C mismatch");
@@ -422,7 +480,8 @@ class TableParser {
                      std::vector<std::pair<std::string, std::string>>* out) const {
     if (blk.size() < 4) return err(what + ": shorter than its restart count");
     const uint64_t restarts = load32(blk, blk.size() - 4);
-    if (restarts == 0 || restarts > (blk.size() - 4) / 4) return err(what + ": bad restart count " + std::to_string(restarts));
+    if (restarts == 0 || restarts > (blk.size() - 4) / 4)
+      return err(what + ": bad restart count " + std::to_string(restarts));
     const size_t data_end = blk.size() - 4 - 4 * restarts;
     for (uint64_t i = 0; i < restarts; ++i)
       if (load32(blk, data_end + 4 * i) > data_end) return err(what + ": restart point past the entries");
@@ -436,6 +495,11 @@ class TableParser {
       if (shared > key.size()) return err(what + ": entry shares more of the previous key than it has");
       if (non_shared > data_end - p || value_len > data_end - p - non_shared)
         return err(what + ": entry at byte " + std::to_string(p) + " runs past the block");
+      if (shared + uint64_t{non_shared} + value_len > budget_ - used_)
+        return err("expands to more than " + std::to_string(budget_) + " bytes of keys and values (" +
+                   std::to_string(kMaxExpansion) +
+                   " times its size plus 64 MiB): prefix compression lying about its keys");
+      used_ += shared + uint64_t{non_shared} + value_len;
       key.resize(shared);
       key.append(blk, p, non_shared);
       p += non_shared;
@@ -447,15 +511,42 @@ class TableParser {
 
   const std::string& b_;
   const std::string& file_;
+  const uint64_t budget_;
+  mutable uint64_t used_ = 0;
 };
+
+// A key for messages: printable ASCII as is, other bytes as \xNN, at most 100 bytes shown.
+std::string printable_key(const std::string& key) {
+  std::string out;
+  for (size_t i = 0; i < key.size() && i < 100; ++i) {
+    unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (key.size() > 100) out += "...(" + std::to_string(key.size()) + " bytes)";
+  return out;
+}
 
 // A file descriptor, closed on destruction.
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) ::close(fd_); }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
   Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept { if (this != &o) { if (fd_ >= 0) ::close(fd_); fd_ = std::exchange(o.fd_, -1); } return *this; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
@@ -493,17 +584,20 @@ Status convert_entry(const tf::BundleEntryProto& pe, int num_shards, const std::
   if (!dt.ok()) return Status(dt.status().code(), what + ": " + dt.status().message());
   e->dtype = *dt;
   if (pe.shape().unknown_rank()) return DataLoss(what + ": shape of unknown rank");
-  if (pe.shape().dim_size() > kMaxTensorRank) return DataLoss(what + ": shape of rank " + std::to_string(pe.shape().dim_size()));
+  if (pe.shape().dim_size() > kMaxTensorRank)
+    return DataLoss(what + ": shape of rank " + std::to_string(pe.shape().dim_size()));
   std::vector<int64_t> dims;
   for (const auto& d : pe.shape().dim()) {
     if (d.size() < 0) return DataLoss(what + ": shape has dimension " + std::to_string(d.size()));
     dims.push_back(d.size());
   }
   e->shape = Shape(dims);
-  if (!e->shape.valid_for_tensor()) return DataLoss(what + ": shape " + e->shape.to_string() + " is not a valid tensor shape");
+  if (!e->shape.valid_for_tensor())
+    return DataLoss(what + ": shape " + e->shape.to_string() + " is not a valid tensor shape");
   for (const auto& ps : pe.slices()) {
     if (ps.extent_size() != e->shape.rank())
-      return DataLoss(what + ": a slice has " + std::to_string(ps.extent_size()) + " extents for shape " + e->shape.to_string());
+      return DataLoss(what + ": a slice has " + std::to_string(ps.extent_size()) + " extents for shape " +
+                      e->shape.to_string());
     std::vector<TfExtent> ext;
     for (int d = 0; d < ps.extent_size(); ++d) {
       const auto& x = ps.extent(d);
@@ -526,12 +620,13 @@ Status convert_entry(const tf::BundleEntryProto& pe, int num_shards, const std::
     return Status::OK();
   }
   if (pe.shard_id() < 0 || pe.shard_id() >= num_shards)
-    return DataLoss(what + ": shard " + std::to_string(pe.shard_id()) + " outside [0, " + std::to_string(num_shards) + ")");
+    return DataLoss(what + ": shard " + std::to_string(pe.shard_id()) + " outside [0, " + std::to_string(num_shards) +
+                    ")");
   if (pe.offset() < 0 || pe.size() < 0) return DataLoss(what + ": negative offset or size");
   int64_t want, end;
   if (!checked_mul(e->shape.num_elements(), static_cast<int64_t>(tf_dtype_size(e->dtype)), &want) || want != pe.size())
-    return DataLoss(what + ": size " + std::to_string(pe.size()) + " bytes does not match a " + tf_dtype_name(e->dtype) +
-                    " tensor of shape " + e->shape.to_string());
+    return DataLoss(what + ": size " + std::to_string(pe.size()) + " bytes does not match a " +
+                    tf_dtype_name(e->dtype) + " tensor of shape " + e->shape.to_string());
   if (!checked_add(pe.offset(), pe.size(), &end)) return DataLoss(what + ": offset + size overflows");
   e->shard = pe.shard_id();
   e->offset = pe.offset();
@@ -543,7 +638,8 @@ Status convert_entry(const tf::BundleEntryProto& pe, int num_shards, const std::
 // The shape of a slice (full extents resolved against `full`).
 Shape slice_shape(const Shape& full, const std::vector<TfExtent>& ext) {
   std::vector<int64_t> dims;
-  for (size_t d = 0; d < ext.size(); ++d) dims.push_back(ext[d].length < 0 ? full.dim(static_cast<int>(d)) : ext[d].length);
+  for (size_t d = 0; d < ext.size(); ++d)
+    dims.push_back(ext[d].length < 0 ? full.dim(static_cast<int>(d)) : ext[d].length);
   return Shape(dims);
 }
 
@@ -558,7 +654,9 @@ void for_each_run(const Shape& full, const std::vector<TfExtent>& ext, F f) {
   int64_t src = 0;
   for (;;) {
     int64_t dst = 0;
-    for (int d = 0; d < r; ++d) dst = dst * full.dim(d) + (ext[static_cast<size_t>(d)].length < 0 ? 0 : ext[static_cast<size_t>(d)].start) + (d < r - 1 ? idx[static_cast<size_t>(d)] : 0);
+    for (int d = 0; d < r; ++d)
+      dst = dst * full.dim(d) + (ext[static_cast<size_t>(d)].length < 0 ? 0 : ext[static_cast<size_t>(d)].start) +
+            (d < r - 1 ? idx[static_cast<size_t>(d)] : 0);
     f(dst, src, run);
     src += run;
     int d = r - 2;
@@ -578,9 +676,11 @@ Result<TfCheckpointReader> TfCheckpointReader::open(const std::string& prefix) {
   if (!bytes.ok()) return bytes.status();
   std::vector<std::pair<std::string, std::string>> kv;
   AF_RETURN_IF_ERROR(TableParser(*bytes, file).parse(&kv));
-  if (kv.empty() || !kv[0].first.empty()) return DataLoss("TensorFlow checkpoint index " + file + " has no header entry");
+  if (kv.empty() || !kv[0].first.empty())
+    return DataLoss("TensorFlow checkpoint index " + file + " has no header entry");
   tf::BundleHeaderProto header;
-  if (!header.ParseFromString(kv[0].second)) return DataLoss("TensorFlow checkpoint index " + file + ": header does not parse");
+  if (!header.ParseFromString(kv[0].second))
+    return DataLoss("TensorFlow checkpoint index " + file + ": header does not parse");
   if (header.endianness() != tf::BundleHeaderProto::LITTLE)
     return Unimplemented("TensorFlow checkpoint " + file + " is big-endian (not supported)");
   if (header.version().min_consumer() > 1)
@@ -598,7 +698,7 @@ Result<TfCheckpointReader> TfCheckpointReader::open(const std::string& prefix) {
     const std::string& key = kv[i].first;
     const bool slice_key = key[0] == '\0';
     std::string what = "TensorFlow checkpoint index " + file + ", entry " +
-                       (slice_key ? "(slice key of " + std::to_string(key.size()) + " bytes)" : "\"" + key + "\"");
+                       (slice_key ? "(slice key \"" + printable_key(key) + "\")" : "\"" + printable_key(key) + "\"");
     tf::BundleEntryProto pe;
     if (!pe.ParseFromString(kv[i].second)) return DataLoss(what + ": does not parse as a BundleEntryProto");
     auto e = std::make_shared<RawEntry>();
@@ -617,13 +717,14 @@ Result<TfCheckpointReader> TfCheckpointReader::open(const std::string& prefix) {
   // Every slice a tensor lists has its own entry, of the same dtype and the slice's shape.
   for (const TfEntryInfo& info : r.entries_) {
     for (const auto& ext : info.slices) {
-      const std::string what = "TensorFlow checkpoint index " + file + ", tensor \"" + info.name + "\"";
+      const std::string what = "TensorFlow checkpoint index " + file + ", tensor \"" + printable_key(info.name) + "\"";
       auto it = r.raw_.find(tf_slice_key(info.name, ext));
       if (it == r.raw_.end()) return DataLoss(what + ": a listed slice has no entry");
       const Shape want = slice_shape(info.shape, ext);
       if (it->second->dtype != info.dtype || it->second->shape != want)
-        return DataLoss(what + ": slice entry is " + tf_dtype_name(it->second->dtype) + " " + it->second->shape.to_string() +
-                        ", expected " + tf_dtype_name(info.dtype) + " " + want.to_string());
+        return DataLoss(what + ": slice entry is " + tf_dtype_name(it->second->dtype) + " " +
+                        it->second->shape.to_string() + ", expected " + tf_dtype_name(info.dtype) + " " +
+                        want.to_string());
     }
   }
   return r;
@@ -634,14 +735,16 @@ Result<std::string> TfCheckpointReader::read_bytes(const RawEntry& e, const std:
   Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return DataLoss(what + ": cannot open data file " + file + ": " + errno_text());
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return DataLoss(what + ": data file " + file + " is not a regular file");
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return DataLoss(what + ": data file " + file + " is not a regular file");
   if (e.offset > st.st_size || e.size > st.st_size - e.offset)
-    return DataLoss(what + ": bytes [" + std::to_string(e.offset) + ", +" + std::to_string(e.size) + ") lie past the end of " +
-                    file + " (" + std::to_string(st.st_size) + " bytes)");
+    return DataLoss(what + ": bytes [" + std::to_string(e.offset) + ", +" + std::to_string(e.size) +
+                    ") lie past the end of " + file + " (" + std::to_string(st.st_size) + " bytes)");
   std::string out(static_cast<size_t>(e.size), '\0');
   size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::pread(fd.get(), &out[done], out.size() - done, static_cast<off_t>(e.offset) + static_cast<off_t>(done));
+    ssize_t n =
+        ::pread(fd.get(), &out[done], out.size() - done, static_cast<off_t>(e.offset) + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return DataLoss(what + ": reading " + file + ": " + (n < 0 ? errno_text() : "file shrank"));
     done += static_cast<size_t>(n);
@@ -650,16 +753,17 @@ Result<std::string> TfCheckpointReader::read_bytes(const RawEntry& e, const std:
     return DataLoss(what + ": CRC-32C mismatch in " + file + " at offset " + std::to_string(e.offset));
   if (e.dtype == TfDType::kBool)
     for (char c : out)
-      if (c != 0 && c != 1) return DataLoss(what + ": bool byte " + std::to_string(static_cast<unsigned char>(c)) + " in " + file);
+      if (c != 0 && c != 1)
+        return DataLoss(what + ": bool byte " + std::to_string(static_cast<unsigned char>(c)) + " in " + file);
   return out;
 }
 
 Result<TfTensor> TfCheckpointReader::read(const std::string& name) const {
   auto it = name.empty() ? raw_.end() : raw_.find(name);
   if (it == raw_.end() || name[0] == '\0')
-    return NotFound("TensorFlow checkpoint " + prefix_ + " has no tensor \"" + name + "\"");
+    return NotFound("TensorFlow checkpoint " + prefix_ + " has no tensor \"" + printable_key(name) + "\"");
   const RawEntry& e = *it->second;
-  const std::string what = "TensorFlow checkpoint " + prefix_ + ", tensor \"" + name + "\"";
+  const std::string what = "TensorFlow checkpoint " + prefix_ + ", tensor \"" + printable_key(name) + "\"";
   TfTensor out;
   out.dtype = e.dtype;
   out.shape = e.shape;
@@ -680,12 +784,22 @@ Result<TfTensor> TfCheckpointReader::read(const std::string& name) const {
   }
   if (total != n)
     return DataLoss(what + ": its slices hold " + std::to_string(total) + " elements, the tensor " + std::to_string(n));
-  for (size_t i = 0; i < parts.size(); ++i) {  // every slice's bytes exist before the whole is allocated
+  // Every slice's bytes exist before the whole is allocated, and the slices of one data file
+  // together fit in it (slices sharing bytes could otherwise spell a tensor far larger than the
+  // files).
+  std::map<int, int64_t> per_shard;
+  for (size_t i = 0; i < parts.size(); ++i) {
     const std::string file = data_file_name(prefix_, parts[i]->shard, num_shards_);
     struct stat st;
-    if (::stat(file.c_str(), &st) != 0 || parts[i]->offset > st.st_size || parts[i]->size > st.st_size - parts[i]->offset)
+    int64_t& sum = per_shard[parts[i]->shard];
+    if (::stat(file.c_str(), &st) != 0 || parts[i]->offset > st.st_size ||
+        parts[i]->size > st.st_size - parts[i]->offset)
       return DataLoss(what + " slice " + std::to_string(i) + ": bytes [" + std::to_string(parts[i]->offset) + ", +" +
                       std::to_string(parts[i]->size) + ") are not in data file " + file);
+    if (parts[i]->size > st.st_size - sum)
+      return DataLoss(what + ": its slices in " + file + " hold more bytes than the file (" +
+                      std::to_string(st.st_size) + ")");
+    sum += parts[i]->size;
   }
   out.bytes.assign(static_cast<size_t>(n) * es, '\0');
   std::vector<bool> covered(static_cast<size_t>(n), false);
@@ -697,7 +811,8 @@ Result<TfTensor> TfCheckpointReader::read(const std::string& name) const {
         if (covered[static_cast<size_t>(dst + k)]) overlap = true;
         covered[static_cast<size_t>(dst + k)] = true;
       }
-      std::memcpy(&out.bytes[static_cast<size_t>(dst) * es], &bytes[static_cast<size_t>(src) * es], static_cast<size_t>(run) * es);
+      std::memcpy(&out.bytes[static_cast<size_t>(dst) * es], &bytes[static_cast<size_t>(src) * es],
+                  static_cast<size_t>(run) * es);
     });
     if (overlap) return DataLoss(what + ": slice " + std::to_string(i) + " overlaps another");
   }
@@ -735,7 +850,9 @@ Status write_synced(const std::string& tmp, const std::string& bytes) {
 // Temporary files removed unless committed.
 struct TmpFiles {
   std::vector<std::string> names;
-  ~TmpFiles() { for (const auto& n : names) ::unlink(n.c_str()); }
+  ~TmpFiles() {
+    for (const auto& n : names) ::unlink(n.c_str());
+  }
 };
 
 void set_shape(const Shape& s, tf::TensorShapeProto* p) {
@@ -746,29 +863,35 @@ void set_shape(const Shape& s, tf::TensorShapeProto* p) {
 
 Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteItem>& items, int num_shards) {
   if (num_shards < 1 || num_shards > 100000)
-    return InvalidArgument("write_tf_checkpoint " + prefix + ": num_shards " + std::to_string(num_shards) + " outside [1, 100000]");
-  std::map<std::string, tf::BundleEntryProto> entries;  // by table key
+    return InvalidArgument("write_tf_checkpoint " + prefix + ": num_shards " + std::to_string(num_shards) +
+                           " outside [1, 100000]");
+  std::map<std::string, tf::BundleEntryProto> entries;    // by table key
   std::map<std::string, const TfWriteItem*> partitioned;  // first slice item of each partitioned name
   std::map<std::string, std::vector<const TfWriteItem*>> slices_of;
   std::vector<std::string> data(static_cast<size_t>(num_shards));
   std::vector<const TfWriteItem*> order;
   for (const TfWriteItem& it : items) order.push_back(&it);
-  std::stable_sort(order.begin(), order.end(), [](const TfWriteItem* a, const TfWriteItem* b) { return a->name < b->name; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const TfWriteItem* a, const TfWriteItem* b) { return a->name < b->name; });
   for (const TfWriteItem* it : order) {
     const std::string what = "write_tf_checkpoint " + prefix + ", tensor \"" + it->name + "\"";
-    if (it->name.empty() || it->name[0] == '\0') return InvalidArgument(what + ": empty name or name starting with a 0 byte");
+    if (it->name.empty() || it->name[0] == '\0')
+      return InvalidArgument(what + ": empty name or name starting with a 0 byte");
     AF_RETURN_IF_ERROR(check_tf_tensor(it->tensor, what));
     if (it->shard < 0 || it->shard >= num_shards)
-      return InvalidArgument(what + ": shard " + std::to_string(it->shard) + " outside [0, " + std::to_string(num_shards) + ")");
+      return InvalidArgument(what + ": shard " + std::to_string(it->shard) + " outside [0, " +
+                             std::to_string(num_shards) + ")");
     std::string key = it->name;
     if (!it->slice.empty()) {
       const Shape& full = it->full_shape;
       if (!full.valid_for_tensor() || full.rank() != static_cast<int>(it->slice.size()))
-        return InvalidArgument(what + ": slice of " + std::to_string(it->slice.size()) + " extents for shape " + full.to_string());
+        return InvalidArgument(what + ": slice of " + std::to_string(it->slice.size()) + " extents for shape " +
+                               full.to_string());
       for (size_t d = 0; d < it->slice.size(); ++d) {
         const TfExtent& x = it->slice[d];
         int64_t end;
-        if (x.length != -1 && (x.start < 0 || x.length < 0 || !checked_add(x.start, x.length, &end) || end > full.dim(static_cast<int>(d))))
+        if (x.length != -1 && (x.start < 0 || x.length < 0 || !checked_add(x.start, x.length, &end) ||
+                               end > full.dim(static_cast<int>(d))))
           return InvalidArgument(what + ": slice extent " + std::to_string(d) + " outside " + full.to_string());
       }
       if (slice_shape(full, it->slice) != it->tensor.shape)
@@ -798,8 +921,11 @@ Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteI
     const int64_t n = first->full_shape.num_elements();
     int64_t total = 0;
     for (const TfWriteItem* p : parts)
-      if (!checked_add(total, p->tensor.shape.num_elements(), &total)) return InvalidArgument(what + ": slice sizes overflow");
-    if (total != n) return InvalidArgument(what + ": slices hold " + std::to_string(total) + " of " + std::to_string(n) + " elements");
+      if (!checked_add(total, p->tensor.shape.num_elements(), &total))
+        return InvalidArgument(what + ": slice sizes overflow");
+    if (total != n)
+      return InvalidArgument(what + ": slices hold " + std::to_string(total) + " of " + std::to_string(n) +
+                             " elements");
     std::vector<bool> covered(static_cast<size_t>(n), false);
     tf::BundleEntryProto e;
     e.set_dtype(static_cast<tf::DataType>(static_cast<int>(first->tensor.dtype)));
@@ -860,7 +986,8 @@ Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteI
   }
   renames.emplace_back(tmp.names.back(), index);
   for (const auto& [from, to] : renames)
-    if (::rename(from.c_str(), to.c_str()) != 0) return Unavailable("renaming " + from + " to " + to + ": " + errno_text());
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return Unavailable("renaming " + from + " to " + to + ": " + errno_text());
   tmp.names.clear();
   return fsync_dir(index);
 }

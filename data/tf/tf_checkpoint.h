@@ -96,11 +96,12 @@ Status tf_parse_slice_key(const std::string& key, std::string* name, std::vector
 // An opened checkpoint: the index parsed and checked, the data files opened on demand.
 class TfCheckpointReader {
  public:
-  // Reads and checks "<prefix>.index" (at most 1 GiB): its table structure and block CRCs, the
+  // Reads and checks "<prefix>.index" (at most 256 MiB, its prefix-compressed keys and values
+  // expanding to at most 8 times that plus 64 MiB): its table structure and block CRCs, the
   // header (little-endian, num_shards in [1, 100000], a version this reader understands) and every
-  // entry (a known dtype, a valid shape; slices inside the shape). NotFound when the index does not
-  // exist; DataLoss naming the file (and key) for anything malformed; Unimplemented for
-  // big-endian bundles, compressed blocks or unsupported dtypes.
+  // entry (a known dtype, a valid shape; slices inside the shape, each with its own entry).
+  // NotFound when the index does not exist; DataLoss naming the file (and key) for anything
+  // malformed; Unimplemented for big-endian bundles, compressed blocks or unsupported dtypes.
   static Result<TfCheckpointReader> open(const std::string& prefix);
 
   // Every tensor in the bundle, sorted by name (slice keys folded into their tensor's entry).
@@ -131,10 +132,10 @@ class TfCheckpointReader {
 // One tensor (or one slice of a partitioned tensor) to write.
 struct TfWriteItem {
   std::string name;
-  TfTensor tensor;                // the whole tensor, or this slice's part (shape = slice's shape)
-  int shard = 0;                  // its data file, in [0, num_shards)
-  Shape full_shape;               // partitioned only: the whole tensor's shape
-  std::vector<TfExtent> slice;    // partitioned only: this part's extents (one per dim)
+  TfTensor tensor;              // the whole tensor, or this slice's part (shape = slice's shape)
+  int shard = 0;                // its data file, in [0, num_shards)
+  Shape full_shape;             // partitioned only: the whole tensor's shape
+  std::vector<TfExtent> slice;  // partitioned only: this part's extents (one per dim)
 };
 
 // Writes the bundle "<prefix>" with `num_shards` data files (each written even when empty, as
@@ -144,12 +145,11 @@ struct TfWriteItem {
 // full_shape and tile it exactly. InvalidArgument naming the item for a bad shape, size, shard,
 // duplicate name or slice; Unavailable (naming the file) for I/O errors, after removing the
 // temporary files.
-Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteItem>& items,
-                           int num_shards = 1);
+Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteItem>& items, int num_shards = 1);
 
 // The text-format `checkpoint` file of a directory.
 struct TfCheckpointState {
-  std::string model_checkpoint_path;                // as written (relative or absolute)
+  std::string model_checkpoint_path;  // as written (relative or absolute)
   std::vector<std::string> all_model_checkpoint_paths;
 };
 // Reads "<dir>/checkpoint" (at most 1 MiB). NotFound when missing; DataLoss naming the file when
