@@ -1,9 +1,14 @@
 // Seeded mutation fuzzing of the readers of files users and peers hand us: TOML cluster files,
-// fault plans, checkpoints, IDX files (plain and gzip) and GraphDefs. 100 000 cases each, from
+// fault plans, checkpoints, IDX files (plain and gzip), GraphDefs and TensorFlow checkpoints. 100 000 cases each, from
 // valid inputs; never a crash, an abort or an escaping exception, and decoded tensors never
 // larger than the input that declared and carried them (IDX gzip: than what DEFLATE can expand
 // the input to). Fixed seeds: a failure names its case and reproduces.
 #include <gtest/gtest.h>
+#include <leveldb/env.h>
+#include <leveldb/iterator.h>
+#include <leveldb/options.h>
+#include <leveldb/table.h>
+#include <leveldb/table_builder.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +21,7 @@
 #include "data/checkpoint.h"
 #include "data/crc32c.h"
 #include "data/idx.h"
+#include "data/tf/tf_checkpoint.h"
 #include "graph/graph_def.h"
 #include "graph/ops.h"
 #include "tests/util/fuzz.h"
@@ -159,6 +165,102 @@ TEST(FuzzReadersTest, IdxFiles) {
   }
   std::printf("IDX files: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));
   EXPECT_GT(ok, 0);
+}
+
+// A LevelDB WritableFile appending to a string (tables built in memory).
+class StringSink : public leveldb::WritableFile {
+ public:
+  leveldb::Status Append(const leveldb::Slice& d) override {
+    out.append(d.data(), d.size());
+    return leveldb::Status::OK();
+  }
+  leveldb::Status Close() override { return leveldb::Status::OK(); }
+  leveldb::Status Flush() override { return leveldb::Status::OK(); }
+  leveldb::Status Sync() override { return leveldb::Status::OK(); }
+  std::string out;
+};
+
+// TensorFlow's golden checkpoints (tests/data/tf_ckpt/): their .index bytes mutated, and in half of
+// the cases one entry's key or protobuf value mutated and the table rebuilt with valid CRCs, so
+// the checks behind the CRCs see hostile entries; every tensor of an index that opens is read
+// from the golden data files. Never a crash; every error names the checkpoint; no tensor larger
+// than the checkpoint's data files.
+TEST(FuzzReadersTest, TensorFlowCheckpoints) {
+  const std::string golden = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/";
+  struct Seed {
+    std::string prefix, index;
+    std::vector<std::pair<std::string, std::string>> kv;
+    uint64_t data_bytes = 0;
+  };
+  std::vector<Seed> seeds;
+  std::vector<std::string> corpus;
+  for (const std::string p : {"plain/model.ckpt-7", "partitioned/model.ckpt-3", "sharded/model.ckpt-5"}) {
+    Seed s;
+    s.prefix = golden + p;
+    s.index = file_bytes(s.prefix + ".index");
+    leveldb::RandomAccessFile* raw = nullptr;
+    ASSERT_TRUE(leveldb::Env::Default()->NewRandomAccessFile(s.prefix + ".index", &raw).ok());
+    std::unique_ptr<leveldb::RandomAccessFile> file(raw);
+    leveldb::Table* t = nullptr;
+    ASSERT_TRUE(leveldb::Table::Open(leveldb::Options(), file.get(), s.index.size(), &t).ok());
+    std::unique_ptr<leveldb::Table> table(t);
+    std::unique_ptr<leveldb::Iterator> it(table->NewIterator(leveldb::ReadOptions()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      s.kv.emplace_back(it->key().ToString(), it->value().ToString());
+      corpus.push_back(s.kv.back().second);
+    }
+    auto r = TfCheckpointReader::open(s.prefix);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int k = 0; k < r->num_shards(); ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, ".data-%05d-of-%05d", k, r->num_shards());
+      s.data_bytes += file_bytes(s.prefix + name).size();
+    }
+    corpus.push_back(s.index);
+    seeds.push_back(std::move(s));
+  }
+  leveldb::Options opt;
+  opt.compression = leveldb::kNoCompression;
+  std::mt19937_64 rng(5);
+  const auto t0 = std::chrono::steady_clock::now();
+  int opened = 0, read = 0;
+  for (int i = 0; i < kCases; ++i) {
+    const Seed& seed = seeds[rng() % seeds.size()];
+    std::string in;
+    if (i % 2) {
+      in = mutate(seed.index, corpus, rng);
+    } else {
+      auto kv = seed.kv;
+      auto& e = kv[rng() % kv.size()];
+      if (rng() % 4 == 0) e.first = mutate(e.first, corpus, rng);
+      else e.second = mutate(e.second, corpus, rng);
+      std::sort(kv.begin(), kv.end());
+      kv.erase(std::unique(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first == b.first; }), kv.end());
+      StringSink sink;
+      leveldb::TableBuilder b(opt, &sink);
+      for (const auto& [k, v] : kv) b.Add(k, v);
+      ASSERT_TRUE(b.Finish().ok());
+      in = std::move(sink.out);
+    }
+    auto r = TfCheckpointReader::from_index(in, seed.prefix);
+    if (!r.ok()) {
+      ASSERT_NE(r.status().message().find(seed.prefix), std::string::npos) << "case " << i << ": " << r.status();
+      continue;
+    }
+    ++opened;
+    for (const auto& e : r->entries()) {
+      auto t = r->read(e.name);
+      if (!t.ok()) {
+        ASSERT_NE(t.status().message().find(seed.prefix), std::string::npos) << "case " << i << ": " << t.status();
+        continue;
+      }
+      ++read;
+      ASSERT_LE(t->bytes.size(), seed.data_bytes) << "case " << i << " " << e.name;
+    }
+  }
+  std::printf("TensorFlow checkpoints: %d cases (%d opened, %d tensors read) in %.2f s\n", kCases, opened, read,
+              seconds_since(t0));
+  EXPECT_GT(opened, 0);
 }
 
 TEST(FuzzReadersTest, GraphDefs) {

@@ -671,11 +671,17 @@ void for_each_run(const Shape& full, const std::vector<TfExtent>& ext, F f) {
 }  // namespace
 
 Result<TfCheckpointReader> TfCheckpointReader::open(const std::string& prefix) {
-  const std::string file = prefix + ".index";
-  auto bytes = read_regular_file(file, kMaxIndexBytes, "TensorFlow checkpoint index");
+  auto bytes = read_regular_file(prefix + ".index", kMaxIndexBytes, "TensorFlow checkpoint index");
   if (!bytes.ok()) return bytes.status();
+  return from_index(*bytes, prefix);
+}
+
+Result<TfCheckpointReader> TfCheckpointReader::from_index(const std::string& index, const std::string& prefix) {
+  const std::string file = prefix + ".index";
+  if (index.size() > kMaxIndexBytes)
+    return ResourceExhausted("TensorFlow checkpoint index " + file + " is larger than 256 MiB");
   std::vector<std::pair<std::string, std::string>> kv;
-  AF_RETURN_IF_ERROR(TableParser(*bytes, file).parse(&kv));
+  AF_RETURN_IF_ERROR(TableParser(index, file).parse(&kv));
   if (kv.empty() || !kv[0].first.empty())
     return DataLoss("TensorFlow checkpoint index " + file + " has no header entry");
   tf::BundleHeaderProto header;

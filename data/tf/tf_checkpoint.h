@@ -103,6 +103,9 @@ class TfCheckpointReader {
   // NotFound when the index does not exist; DataLoss naming the file (and key) for anything
   // malformed; Unimplemented for big-endian bundles, compressed blocks or unsupported dtypes.
   static Result<TfCheckpointReader> open(const std::string& prefix);
+  // The same from the bytes of an index (as open() does after reading "<prefix>.index", which
+  // only names it in errors; data files are still "<prefix>.data-*"). Pure until read().
+  static Result<TfCheckpointReader> from_index(const std::string& index, const std::string& prefix);
 
   // Every tensor in the bundle, sorted by name (slice keys folded into their tensor's entry).
   const std::vector<TfEntryInfo>& entries() const { return entries_; }
