@@ -8,6 +8,7 @@
 #include <leveldb/options.h>
 #include <leveldb/table.h>
 #include <leveldb/table_builder.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -241,6 +242,28 @@ TEST(TfCheckpointTest, WritesShardsAndSlicesAndReadsThemBack) {
   refused({items[7], items[8]}, "\"p\": slices hold 8 of 12");
   refused({items[7], items[8], items[8]}, "\"p\": written twice");
   EXPECT_EQ(access(dir.file("bad.index").c_str(), F_OK), -1);
+  // An I/O error names the file and leaves no temporary file behind.
+  const TfWriteItem one{"w", items[0].tensor, 0, {}, {}};
+  Status s = write_tf_checkpoint(dir.file("missing/m"), {one});
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s;
+  EXPECT_NE(s.message().find(dir.file("missing/m.data-00000-of-00001")), std::string::npos) << s;
+  // The index cannot be renamed into place (a non-empty directory has its name): Unavailable
+  // naming it, and no temporary file remains.
+  ASSERT_EQ(::mkdir(dir.file("ro").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(dir.file("ro/m.index").c_str(), 0755), 0);
+  dir.write("ro/m.index/keep", "x");
+  s = write_tf_checkpoint(dir.file("ro/m"), {one});
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s;
+  EXPECT_NE(s.message().find(dir.file("ro/m.index")), std::string::npos) << s;
+  for (const auto& f : {"ro/m.data-00000-of-00001", "ro/m.index/keep"})
+    EXPECT_EQ(access(dir.file(f).c_str(), F_OK), 0) << f;
+  DIR* d = ::opendir(dir.file("ro").c_str());
+  ASSERT_NE(d, nullptr);
+  int files = 0;
+  while (dirent* ent = ::readdir(d))
+    if (ent->d_name[0] != '.') ++files;
+  ::closedir(d);
+  EXPECT_EQ(files, 2);  // m.index (the directory) and the data file: no temporary file
 }
 
 TEST(TfCheckpointTest, SliceKeysRoundTripForEveryEncodingLength) {

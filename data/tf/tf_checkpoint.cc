@@ -838,19 +838,25 @@ Status fsync_dir(const std::string& path) {
   return Status::OK();
 }
 
-// Writes `bytes` to `tmp` and fsyncs it.
-Status write_synced(const std::string& tmp, const std::string& bytes) {
+// Writes the concatenation of `parts` to `tmp` and fsyncs it.
+Status write_synced(const std::string& tmp, const std::vector<const std::string*>& parts) {
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return Unavailable("cannot create " + tmp + ": " + errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Unavailable("writing " + tmp + ": " + errno_text());
-    done += static_cast<size_t>(n);
+  for (const std::string* bytes : parts) {
+    size_t done = 0;
+    while (done < bytes->size()) {
+      ssize_t n = ::write(fd.get(), bytes->data() + done, bytes->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Unavailable("writing " + tmp + ": " + errno_text());
+      done += static_cast<size_t>(n);
+    }
   }
   if (::fsync(fd.get()) != 0) return Unavailable("fsync of " + tmp + ": " + errno_text());
   return Status::OK();
+}
+
+Status write_synced(const std::string& tmp, const std::string& bytes) {
+  return write_synced(tmp, std::vector<const std::string*>{&bytes});
 }
 
 // Temporary files removed unless committed.
@@ -874,7 +880,9 @@ Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteI
   std::map<std::string, tf::BundleEntryProto> entries;    // by table key
   std::map<std::string, const TfWriteItem*> partitioned;  // first slice item of each partitioned name
   std::map<std::string, std::vector<const TfWriteItem*>> slices_of;
-  std::vector<std::string> data(static_cast<size_t>(num_shards));
+  // Each data file: the tensors' bytes in order, written from the items themselves (no copy).
+  std::vector<int64_t> shard_size(static_cast<size_t>(num_shards), 0);
+  std::vector<std::vector<const std::string*>> shard_parts(static_cast<size_t>(num_shards));
   std::vector<const TfWriteItem*> order;
   for (const TfWriteItem& it : items) order.push_back(&it);
   std::stable_sort(order.begin(), order.end(),
@@ -912,12 +920,13 @@ Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteI
     tf::BundleEntryProto e;
     e.set_dtype(static_cast<tf::DataType>(static_cast<int>(it->tensor.dtype)));
     set_shape(it->tensor.shape, e.mutable_shape());
-    std::string& file = data[static_cast<size_t>(it->shard)];
+    int64_t& offset = shard_size[static_cast<size_t>(it->shard)];
     e.set_shard_id(it->shard);
-    e.set_offset(static_cast<int64_t>(file.size()));
+    e.set_offset(offset);
     e.set_size(static_cast<int64_t>(it->tensor.bytes.size()));
     e.set_crc32c(crc32c_masked(crc32c(it->tensor.bytes.data(), it->tensor.bytes.size())));
-    file += it->tensor.bytes;
+    offset += static_cast<int64_t>(it->tensor.bytes.size());  // in memory already: cannot overflow
+    shard_parts[static_cast<size_t>(it->shard)].push_back(&it->tensor.bytes);
     if (!entries.emplace(key, std::move(e)).second) return InvalidArgument(what + ": written twice");
   }
   for (const auto& [name, parts] : slices_of) {
@@ -963,7 +972,7 @@ Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteI
   for (int s = 0; s < num_shards; ++s) {
     const std::string final_name = data_file_name(prefix, s, num_shards);
     tmp.names.push_back(final_name + suffix);
-    AF_RETURN_IF_ERROR(write_synced(tmp.names.back(), data[static_cast<size_t>(s)]));
+    AF_RETURN_IF_ERROR(write_synced(tmp.names.back(), shard_parts[static_cast<size_t>(s)]));
     renames.emplace_back(tmp.names.back(), final_name);
   }
   // The index through Debian's LevelDB table builder with TensorFlow's table options.

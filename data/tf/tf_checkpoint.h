@@ -147,7 +147,9 @@ struct TfWriteItem {
 // is fsynced. Items may come in any order; the slices of one name must share dtype and
 // full_shape and tile it exactly. InvalidArgument naming the item for a bad shape, size, shard,
 // duplicate name or slice; Unavailable (naming the file) for I/O errors, after removing the
-// temporary files.
+// temporary files. The tensors' bytes are written straight from `items` (no copy is held; the
+// index entries are). Data is written in name order per data file. Not synchronised: one writer
+// per prefix.
 Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteItem>& items, int num_shards = 1);
 
 // The text-format `checkpoint` file of a directory.
