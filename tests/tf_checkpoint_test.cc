@@ -339,6 +339,12 @@ TEST(TfCheckpointTest, TensorFlowReadsWhatActorflowWrites) {
   items.push_back(
       {"part", *tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3}, {2, 2})), 1, full, {{0, 2}, {0, 2}}});
   items.push_back({"part", *tf_tensor_from(Tensor::from_vector<float>({4, 5}, {1, 2})), 2, full, {{2, 1}, {0, 2}}});
+  // Column slices whose row extent is "everything" (no length in the proto, -1 in the key).
+  const Shape cols{2, 3};
+  items.push_back(
+      {"colpart", *tf_tensor_from(Tensor::from_vector<int64_t>({0, 3}, {2, 1})), 0, cols, {{0, -1}, {0, 1}}});
+  items.push_back(
+      {"colpart", *tf_tensor_from(Tensor::from_vector<int64_t>({1, 2, 4, 5}, {2, 2})), 1, cols, {{0, -1}, {1, 2}}});
   ASSERT_TRUE(write_tf_checkpoint(dir.file("model.ckpt-11"), items, 3).ok());
   ASSERT_TRUE(write_tf_checkpoint_state(dir.path(), {"model.ckpt-11", {"model.ckpt-11"}}).ok());
   const std::string out = dir.file("tf.json");
@@ -347,17 +353,20 @@ TEST(TfCheckpointTest, TensorFlowReadsWhatActorflowWrites) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir.file("tf.err"));
   const auto got = nlohmann::json::parse(slurp(out));
   EXPECT_EQ(got["latest"].get<std::string>(), dir.file("model.ckpt-11"));
-  ASSERT_EQ(got["tensors"].size(), 8u) << got.dump();
+  ASSERT_EQ(got["tensors"].size(), 9u) << got.dump();
   for (const TfWriteItem& it : items) {
     const auto& v = got["tensors"][it.name];
     EXPECT_EQ(v["dtype"].get<std::string>(), tf_dtype_name(it.tensor.dtype)) << it.name;
-    if (it.name == "part") continue;
+    if (it.name == "part" || it.name == "colpart") continue;
     EXPECT_EQ(v["shape"].get<std::vector<int64_t>>(), it.tensor.shape.dims()) << it.name;
     EXPECT_EQ(v["hex"].get<std::string>(), hex(it.tensor.bytes)) << it.name;
   }
   EXPECT_EQ(got["tensors"]["part"]["shape"].get<std::vector<int64_t>>(), full.dims());
   EXPECT_EQ(got["tensors"]["part"]["hex"].get<std::string>(),
             hex(tf_tensor_from(Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, full))->bytes));
+  EXPECT_EQ(got["tensors"]["colpart"]["shape"].get<std::vector<int64_t>>(), cols.dims());
+  EXPECT_EQ(got["tensors"]["colpart"]["hex"].get<std::string>(),
+            hex(tf_tensor_from(Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5}, cols))->bytes));
 }
 
 // Debian's LevelDB reads TensorFlow's index tables, and writes the same bytes for the same
