@@ -248,8 +248,9 @@ TEST(OpFuzzTest, EveryOpSurvivesHostileShapesAttributesAndValues) {
   // some (so the plausible cases reach the arithmetic, not just the checks).
   for (const auto& op : fuzz_ops()) {
     EXPECT_GT(tally.shape_ok[op], 0) << op << ": its shape function accepted no case";
-    if (fuzz_op_has_kernel(op) && !always_refuse().count(op))
+    if (fuzz_op_has_kernel(op) && !always_refuse().count(op)) {
       EXPECT_GT(tally.kernel_ok[op], 0) << op << ": its kernel completed no case";
+    }
   }
 }
 
