@@ -29,11 +29,21 @@ class LogMessage {
   LogLevel level_;
   std::ostringstream os_;
 };
+
+// Turns AF_LOG's `stream << ...` chain into void so both arms of its `?:` have type void.
+struct LogVoidify {
+  void operator&(std::ostream&) const {}
+};
 }  // namespace detail
 
 }  // namespace actorflow
 
+// AF_LOG(level) is one expression, not an `if`: `if (c) AF_LOG(INFO) << x; else y();` runs y()
+// exactly when c is false, and an unbraced `if (c) AF_LOG(INFO) << x;` draws no -Wdangling-else.
+// Below the minimum level nothing after `<<` is evaluated. (glog's `? (void)0 : Voidify() &`:
+// `&` binds looser than `<<`, so the whole chain is streamed first, then turned into void.)
 #define AF_LOG(level)                                                                    \
-  if (::actorflow::LogLevel::level < ::actorflow::min_log_level()) {                     \
-  } else                                                                                 \
-    ::actorflow::detail::LogMessage(::actorflow::LogLevel::level, __FILE__, __LINE__).stream()
+  (::actorflow::LogLevel::level < ::actorflow::min_log_level())                          \
+      ? (void)0                                                                          \
+      : ::actorflow::detail::LogVoidify() &                                              \
+            ::actorflow::detail::LogMessage(::actorflow::LogLevel::level, __FILE__, __LINE__).stream()

@@ -67,11 +67,13 @@ using ShapeFn = std::function<Status(InferenceContext&)>;
 using GradFn = std::function<Status(const Scope& scope, const Node& op, const std::vector<Output>& grad_outputs,
                                     std::vector<Output>* grad_inputs)>;
 
+// Registered as {name, num_inputs, shape_fn[, grad, ...]}: every member after the first three has a
+// default member initializer, so an omitted one is empty/false.
 struct OpDef {
   std::string name;
   int num_inputs = -1;   // exact data input count, or -1 for variadic (the shape fn checks)
   ShapeFn shape_fn;
-  GradFn grad;           // empty = not differentiable
+  GradFn grad{};         // empty = not differentiable
   bool stateful = false; // never constant-folded or deduplicated (Variable, Placeholder, random ops)
   bool is_source = false;  // no inputs, e.g. Const
   // Reads or writes files of the machine it runs on (TensorFlow's Save, Restore, ReadFile, ...):

@@ -34,7 +34,9 @@ class ReplyChannel;
 class ClientConnection;
 class Stream;
 
-// One tensor (or one error in its place) addressed to a rendezvous key of a step.
+// One tensor (or one error in its place) addressed to a rendezvous key of a step. Callers
+// brace-initialize its leading fields ({step_id, key, tensor}); every later member has a default
+// member initializer, so the rest start empty.
 struct TensorMessage {
   int64_t step_id = 0;
   std::string key;   // kTensor/kError: the rendezvous key; empty for step control
@@ -44,11 +46,11 @@ struct TensorMessage {
   std::string status_error;
   // Set by TensorServer on the messages it delivers: the connection the message came on, for
   // replies the sender reads with TensorClient::await_replies. Ignored when sending.
-  std::shared_ptr<ReplyChannel> reply;
+  std::shared_ptr<ReplyChannel> reply{};
   // kTensor (or kError, chosen by status_error when sending), or a step-control kind whose
   // fields are in `step` (net/wire.h); a sender never sets kError.
   FrameKind kind = FrameKind::kTensor;
-  StepFields step;  // step-control kinds only
+  StepFields step{};  // step-control kinds only
 };
 
 // Settings shared by TensorServer and TensorClient. Plain value.

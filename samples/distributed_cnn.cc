@@ -3,8 +3,7 @@
 //   build/samples/distributed_cnn --cluster F --job ps --task 0
 //   build/samples/distributed_cnn --cluster F --job worker --task 0 [--steps 5000] [--sync] [--data DIR]
 // or with seed 002's own flags, or a TF_CONFIG-style JSON file (seed 000) instead of the TOML file:
-//   build/samples/distributed_cnn --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 \
-//       --job_name=worker --task_index=0
+//   build/samples/distributed_cnn --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=worker --task_index=0
 //   build/samples/distributed_cnn --cluster tf_config.json     (its "task" names the task)
 // Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
 #include <CLI/CLI.hpp>

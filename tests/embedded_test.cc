@@ -16,7 +16,7 @@ TEST(EmbeddedTest, ServerInCallersSystemServesCallerActor) {
   ASSERT_TRUE(server.ok()) << server.status();
   Scope root = Scope::root();
   auto x = ops::placeholder(root, DType::kFloat32, Shape{-1, 2}, "x");
-  auto y = ops::mul(root.with_op_name("y"), x, 3.f);
+  ops::mul(root.with_op_name("y"), x, 3.f);  // fetched by name
   Session sess(root, (*server)->target());
   // The caller's actor sends requests to the master itself.
   auto req = sess.prepare({{"x", Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})}}, {"y"});

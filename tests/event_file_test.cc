@@ -115,7 +115,7 @@ TEST(EventFileTest, TheGraphIsATensorFlowGraphDef) {
   auto w = ops::constant(root.with_op_name("w"), Tensor::from_vector<float>({1, 2, 3}, {3, 1}));
   auto y = ops::matmul(root.with_op_name("y"), x, w);
   auto split = ops::split(root.with_op_name("parts"), ops::constant(root, Tensor::from_vector<float>({1, 2}, {2})), 2, 0);
-  auto z = ops::add(root.with_op_name("z").with_control_dependencies({y}), split[1], split[0]);
+  ops::add(root.with_op_name("z").with_control_dependencies({y}), split[1], split[0]);
   ASSERT_TRUE(root.ok()) << root.status();
   testing::TempDir dir;
   auto wr = EventFileWriter::open(dir.path());

@@ -43,11 +43,11 @@ TEST(FusionTest, FusesConvBiasReluMatMulBiasAndMaxPoolGradReluGrad) {
   auto pooled = ops::max_pool(root.with_op_name("pool"), y, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
   auto dp = ops::placeholder(root, DType::kFloat32, Shape{2, 3, 3, 4}, "dp");
   auto dy = ops::max_pool_grad(root.with_op_name("dy"), y, pooled, dp, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
-  auto dconv = ops::relu_grad(root.with_op_name("dconv"), dy, y);
+  ops::relu_grad(root.with_op_name("dconv"), dy, y);
   auto a = ops::placeholder(root, DType::kFloat32, Shape{2, 5}, "a");
   auto w = ops::placeholder(root, DType::kFloat32, Shape{5, 4}, "w");
   auto mm = ops::matmul(root.with_op_name("mm"), a, w);
-  auto logits = ops::bias_add(root.with_op_name("logits"), mm, b);
+  ops::bias_add(root.with_op_name("logits"), mm, b);
   ASSERT_TRUE(root.ok()) << root.status();
   Graph g = *root.graph();
   assign_all(g, kCpu);

@@ -74,8 +74,8 @@ TEST(FuzzReadersTest, FaultPlans) {
     if (!r.ok()) continue;
     ++ok;
     for (const auto& f : r->faults) {
-      if (f.after_secs) ASSERT_LE(*f.after_secs, kMaxFaultSecs) << "case " << i;
-      if (f.duration_secs) ASSERT_LE(*f.duration_secs, kMaxFaultSecs) << "case " << i;
+      if (f.after_secs) { ASSERT_LE(*f.after_secs, kMaxFaultSecs) << "case " << i; }
+      if (f.duration_secs) { ASSERT_LE(*f.duration_secs, kMaxFaultSecs) << "case " << i; }
     }
   }
   std::printf("fault plans: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));

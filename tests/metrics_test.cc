@@ -174,7 +174,7 @@ TEST(MetricsTest, AStuckRenderDelaysNoProbeAndTheOldestIdleConnectionMakesRoom) 
     auto fd = net::connect_tcp("127.0.0.1:" + std::to_string(port), 5s);
     ASSERT_TRUE(fd.ok()) << fd.status();
     idle.push_back(std::move(*fd));
-    if (i == 0) EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK"));  // the first is in the server's list
+    if (i == 0) { EXPECT_TRUE(has(get(port, "/healthz"), " 200 OK")); }  // the first is in the server's list
   }
   // The oldest is closed (end of stream, no answer); the newest still open.
   auto closed_by_server = [](int fd, std::chrono::milliseconds bound) {

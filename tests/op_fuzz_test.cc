@@ -56,7 +56,9 @@ std::string& case_in_flight() {
   static std::string s;
   return s;
 }
+#ifdef AF_FUZZ_SANITIZED  // the sanitizers' death callback; a plain build has none
 void print_case_in_flight() { std::fprintf(stderr, "op fuzz: the process ended in %s\n", case_in_flight().c_str()); }
+#endif
 // The same from a signal (a crash in a normal build, the abort of a sanitizer report): then exits.
 void on_fatal_signal(int sig) {
   const std::string line = "op fuzz: signal " + std::to_string(sig) + " in " + case_in_flight() + "\n";
@@ -248,8 +250,9 @@ TEST(OpFuzzTest, EveryOpSurvivesHostileShapesAttributesAndValues) {
   // some (so the plausible cases reach the arithmetic, not just the checks).
   for (const auto& op : fuzz_ops()) {
     EXPECT_GT(tally.shape_ok[op], 0) << op << ": its shape function accepted no case";
-    if (fuzz_op_has_kernel(op) && !always_refuse().count(op))
+    if (fuzz_op_has_kernel(op) && !always_refuse().count(op)) {
       EXPECT_GT(tally.kernel_ok[op], 0) << op << ": its kernel completed no case";
+    }
   }
 }
 

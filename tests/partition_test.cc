@@ -276,8 +276,8 @@ TEST(StepPlanTest, PartitionsKnowTheirFeedsFetchesAndForwarders) {
   Scope root = Scope::root();
   auto x = ops::placeholder(root.with_device("/cpu:0"), DType::kFloat32, Shape{2}, "x");
   auto y = ops::placeholder(root.with_device("/cpu:2"), DType::kFloat32, Shape{-1}, "y");
-  auto s = ops::add(root.with_device("/cpu:1").with_op_name("s"), x, 1.f);  // x crosses 0 -> 1
-  auto t = ops::mul(root.with_device("/cpu:2").with_op_name("t"), y, 2.f);
+  ops::add(root.with_device("/cpu:1").with_op_name("s"), x, 1.f);  // x crosses 0 -> 1
+  ops::mul(root.with_device("/cpu:2").with_op_name("t"), y, 2.f);
   ASSERT_TRUE(root.ok()) << root.status();
   RunSignature sig;
   sig.feeds = {"x", "y"};

@@ -300,7 +300,7 @@ TEST(ScenarioTest, CorruptCheckpointThenKillParameterServer) {
     restored.push_back(std::stoll((*it)[1]));
   ASSERT_FALSE(restored.empty()) << o.out;
   for (int64_t r : restored) EXPECT_NE(r, damaged) << "the damaged checkpoint was restored\n" << o.out;
-  if (restored.back() < damaged) EXPECT_TRUE(contains(o.out, "skipped checkpoint")) << o.out;
+  if (restored.back() < damaged) { EXPECT_TRUE(contains(o.out, "skipped checkpoint")) << o.out; }
 }
 
 // Synchronous training (SyncReplicasOptimizer semantics) with a dead worker. With a backup

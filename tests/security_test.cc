@@ -445,7 +445,7 @@ TEST_F(SecurityTest, PreAuthFloodIsBounded) {
   std::ifstream threads("/proc/" + std::to_string(node.pid()) + "/status");
   std::string line;
   while (std::getline(threads, line))
-    if (line.rfind("Threads:", 0) == 0) EXPECT_LT(std::stoi(line.substr(8)), 100) << line;
+    if (line.rfind("Threads:", 0) == 0) { EXPECT_LT(std::stoi(line.substr(8)), 100) << line; }
   expect_unharmed();
 }
 
@@ -700,7 +700,7 @@ TEST(HostilePeerTest, AdvertisedDeviceActorHandlesAreNotTrusted) {
           d.name = task + "/device:CPU:0";
           d.type = "CPU";
           d.actor = caf::actor_cast<device_actor_t>(decoy);
-          return caf::result<NodeInfo, std::string>(NodeInfo{task, {d}, ""},
+          return caf::result<NodeInfo, std::string>(NodeInfo{task, {d}, "", {}},
                                                      auth_proof(secret, "node", client_nonce, fp, kProtocolVersion));
         },
     };

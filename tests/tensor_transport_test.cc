@@ -539,7 +539,7 @@ TEST(TensorTransportTest, StepControlFramesKeepTheirTypedFields) {
     EXPECT_EQ(got[i].step.number, sent[i].step.number);
     EXPECT_EQ(got[i].status_error, sent[i].status_error);
     EXPECT_EQ(got[i].tensor.is_initialized(), sent[i].tensor.is_initialized());
-    if (sent[i].tensor.is_initialized()) EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor));
+    if (sent[i].tensor.is_initialized()) { EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor)); }
   }
   // What a sender may not say: an error in a feed, a kError kind set by hand.
   TensorMessage bad = sent[0];

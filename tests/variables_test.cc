@@ -194,11 +194,12 @@ TEST(VariablesTest, AHeldReadIsASnapshotAndUpdatesAfterItAreExact) {
       s2[4][i] = 0.5 * s2[4][i] + 0.5 * gi / std::sqrt(s1[4][i] + 1e-8);
       w[4][i] -= s2[4][i];
     }
-    if (step % 2 == 1)
+    if (step % 2 == 1) {
       for (int k = 0; k < 5; ++k)
         for (int64_t i = 0; i < n; i += 997)
           ASSERT_EQ((*held)[static_cast<size_t>(k)].data<float>()[i], before[static_cast<size_t>(k)].data<float>()[i])
               << names[k] << " changed a reader's snapshot at " << i << " (step " << step << ")";
+    }
     auto now = sess.run(vars);
     ASSERT_TRUE(now.ok()) << now.status();
     for (int k = 0; k < 5; ++k)
@@ -431,7 +432,7 @@ void run_sync_training(int workers, int replicas, int total, int64_t steps) {
   }
   EXPECT_EQ(static_cast<int64_t>(w_count.size()), steps);
   EXPECT_EQ(static_cast<int64_t>(gs_count.size()), steps);
-  if (workers == replicas) EXPECT_EQ(dropped, 0);
+  if (workers == replicas) { EXPECT_EQ(dropped, 0); }
   Scope root = Scope::root();
   auto w = ops::variable(root.with_device("/cpu:1").with_op_name("w"), Shape{2}, DType::kFloat32);
   auto gs = ops::global_step(root.with_device("/cpu:1"));
