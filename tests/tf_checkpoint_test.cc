@@ -51,16 +51,6 @@ std::string unhex(const std::string& h) {
 
 nlohmann::json expected() { return nlohmann::json::parse(slurp(kGolden + "/expected.json")); }
 
-std::vector<TfWriteItem> items_of(const TfCheckpointReader& r) {
-  std::vector<TfWriteItem> items;
-  for (const TfEntryInfo& e : r.entries()) {
-    auto t = r.read(e.name);
-    EXPECT_TRUE(t.ok()) << t.status();
-    items.push_back({e.name, *t, 0, {}, {}});
-  }
-  return items;
-}
-
 TEST(TfCheckpointTest, ReadsEveryGoldenVariableAsTensorFlowDoes) {
   const auto want = expected();
   ASSERT_EQ(want["checkpoints"].size(), 3u);
@@ -299,7 +289,9 @@ TEST(TfCheckpointTest, SliceKeysRoundTripForEveryEncodingLength) {
   // Ordered: keys of increasing starts sort in increasing order.
   for (int64_t v = -300; v < 300; ++v) {
     std::string k = tf_slice_key("n", {{v, 1}});
-    if (v > -300) EXPECT_LT(prev, k) << v;
+    if (v > -300) {
+      EXPECT_LT(prev, k) << v;
+    }
     prev = k;
   }
   std::string name;
