@@ -40,7 +40,9 @@ class Supervisor::Impl {
       std::error_code ec;
       std::filesystem::create_directories(cfg_.logdir, ec);
       if (ec) status_ = InvalidArgument("Supervisor: cannot create logdir '" + cfg_.logdir + "': " + ec.message());
-      ckpt_ = std::make_unique<CheckpointManager>(cfg_.logdir, cfg_.keep_checkpoints);
+      ckpt_ = std::make_unique<CheckpointManager>(
+          cfg_.logdir, cfg_.keep_checkpoints, "model.ckpt",
+          cfg_.tensorflow_checkpoints ? CheckpointFormat::kTensorFlow : CheckpointFormat::kActorflow);
       summary_path_ = cfg_.logdir + "/summaries-" + sanitize(cfg_.task_name) + ".jsonl";
     }
   }

@@ -12,6 +12,7 @@
 #include "actors/messages.h"
 #include "core/checked_math.h"
 #include "core/denormal.h"
+#include "data/variable_slots.h"
 #include "actors/ps_replication.h"
 #include "actors/resources.h"
 #include "actors/faults.h"
@@ -558,93 +559,36 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
 }
 
 // ---- slots in checkpoints (ops VariableSlots / RestoreVariableSlots) --------------------------
-// The blob, all integers little-endian:
-//   "AFSLOTS1" | int64 adam_t | uint32 count | count x (uint8 slot id | the slot's raw bytes)
-// Each slot has the variable's dtype and shape, so its byte count is the value's. Ids:
-// 1 momentum, 2 adam_m, 3 adam_v, 4 adagrad_accum, 5 rms_ms, 6 rms_mom. No slot and adam_t 0 is
-// the empty blob (a variable no optimizer has updated).
-constexpr char kSlotsMagic[8] = {'A', 'F', 'S', 'L', 'O', 'T', 'S', '1'};
-
+// The blob's format is data/variable_slots.h's; ids map to VarState's members here.
 Tensor* slot_by_id(VarState& st, uint8_t id) {
-  switch (id) {
-    case 1: return &st.momentum;
-    case 2: return &st.adam_m;
-    case 3: return &st.adam_v;
-    case 4: return &st.adagrad_accum;
-    case 5: return &st.rms_ms;
-    case 6: return &st.rms_mom;
-    default: return nullptr;
+  switch (static_cast<SlotId>(id)) {
+    case SlotId::kMomentum: return &st.momentum;
+    case SlotId::kAdamM: return &st.adam_m;
+    case SlotId::kAdamV: return &st.adam_v;
+    case SlotId::kAdagradAccum: return &st.adagrad_accum;
+    case SlotId::kRmsMs: return &st.rms_ms;
+    case SlotId::kRmsMom: return &st.rms_mom;
   }
+  return nullptr;
 }
 
 Tensor encode_slots(VarState& st) {
-  std::vector<uint8_t> ids;
-  for (uint8_t id = 1; id <= 6; ++id)
-    if (slot_by_id(st, id)->is_initialized()) ids.push_back(id);
-  if (ids.empty() && st.adam_t == 0) return Tensor(DType::kUInt8, Shape{0});
-  const size_t slot_bytes = st.value.bytes();
-  const size_t total = 8 + 8 + 4 + ids.size() * (1 + slot_bytes);
-  // Every byte is written below: allocated without the zero fill of Tensor(dtype, shape).
-  Result<Tensor> blob = Tensor::allocate(cpu_host_pool(), DType::kUInt8, Shape{static_cast<int64_t>(total)});
-  if (!blob.ok()) throw std::bad_alloc();
-  Tensor out = std::move(*blob);
-  uint8_t* p = out.data<uint8_t>();
-  std::memcpy(p, kSlotsMagic, 8);
-  p += 8;
-  const uint64_t t = static_cast<uint64_t>(st.adam_t);
-  for (int i = 0; i < 8; ++i) *p++ = static_cast<uint8_t>(t >> (8 * i));
-  const uint32_t n = static_cast<uint32_t>(ids.size());
-  for (int i = 0; i < 4; ++i) *p++ = static_cast<uint8_t>(n >> (8 * i));
-  for (uint8_t id : ids) {
-    *p++ = id;
-    std::memcpy(p, slot_by_id(st, id)->raw_data(), slot_bytes);
-    p += slot_bytes;
-  }
-  return out;
+  VariableSlotSet set;
+  set.adam_t = st.adam_t;
+  for (uint8_t id = 1; id <= kNumSlotIds; ++id) set.slot[id] = *slot_by_id(st, id);
+  Result<Tensor> blob = encode_variable_slots(set, st.value.bytes());
+  if (!blob.ok()) throw std::bad_alloc();  // only allocation fails: every slot has the value's shape
+  return std::move(*blob);
 }
 
 // Replaces the slots by those of `blob` (checked completely before anything changes).
 Status decode_slots(VarState& st, const Tensor& blob) {
-  if (!blob.is_initialized() || blob.dtype() != DType::kUInt8 || blob.shape().dims().size() != 1)
-    return err(st, Code::kInvalidArgument, "slots must be a uint8 vector");
-  const size_t size = static_cast<size_t>(blob.num_elements());
-  Tensor slots[7];
-  int64_t adam_t = 0;
-  if (size > 0) {
-    const uint8_t* p = blob.data<uint8_t>();
-    const uint8_t* end = p + size;
-    if (size < 20 || std::memcmp(p, kSlotsMagic, 8) != 0)
-      return err(st, Code::kInvalidArgument, "slots: not an actorflow slot blob (" + std::to_string(size) + " bytes)");
-    p += 8;
-    uint64_t t = 0;
-    for (int i = 0; i < 8; ++i) t |= static_cast<uint64_t>(*p++) << (8 * i);
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(*p++) << (8 * i);
-    if (t > static_cast<uint64_t>(INT64_MAX)) return err(st, Code::kInvalidArgument, "slots: Adam step count out of range");
-    adam_t = static_cast<int64_t>(t);
-    if (n > 6) return err(st, Code::kInvalidArgument, "slots: " + std::to_string(n) + " slots (at most 6)");
-    if (n > 0 && !st.value.is_initialized() && st.dtype == DType::kInvalid)
-      return err(st, Code::kFailedPrecondition, "slots restored before the variable's value");
-    const Tensor like = st.value.is_initialized() ? st.value : Tensor(st.dtype, st.shape);
-    const size_t slot_bytes = like.bytes();
-    for (uint32_t k = 0; k < n; ++k) {
-      if (static_cast<size_t>(end - p) < 1 + slot_bytes)
-        return err(st, Code::kInvalidArgument, "slots: truncated (slot " + std::to_string(k) + " of " +
-                                                   std::to_string(n) + " needs " + std::to_string(slot_bytes) +
-                                                   " bytes for shape " + like.shape().to_string() + ")");
-      const uint8_t id = *p++;
-      if (id < 1 || id > 6 || slots[id].is_initialized())
-        return err(st, Code::kInvalidArgument, "slots: bad or repeated slot id " + std::to_string(id));
-      Result<Tensor> slot = Tensor::allocate(cpu_host_pool(), like.dtype(), like.shape());  // overwritten whole
-      if (!slot.ok()) return err(st, slot.status().code(), slot.status().message());
-      slots[id] = std::move(*slot);
-      std::memcpy(slots[id].raw_data(), p, slot_bytes);
-      p += slot_bytes;
-    }
-    if (p != end) return err(st, Code::kInvalidArgument, "slots: " + std::to_string(end - p) + " trailing bytes");
-  }
-  for (uint8_t id = 1; id <= 6; ++id) *slot_by_id(st, id) = std::move(slots[id]);
-  st.adam_t = adam_t;
+  const bool set = st.value.is_initialized();
+  Result<VariableSlotSet> slots =
+      decode_variable_slots(blob, set ? st.value.dtype() : st.dtype, set ? st.value.shape() : st.shape);
+  if (!slots.ok()) return err(st, slots.status().code(), slots.status().message());
+  for (uint8_t id = 1; id <= kNumSlotIds; ++id) *slot_by_id(st, id) = std::move(slots->slot[id]);
+  st.adam_t = slots->adam_t;
   return Status::OK();
 }
 

@@ -55,13 +55,6 @@ VariableCheckpointOps::VariableCheckpointOps(const Scope& scope, const std::vect
   if (!scope.ok()) status_ = scope.status();
 }
 
-std::string slots_key(const std::string& variable) { return variable + kSlotsSuffix; }
-
-bool is_slots_key(const std::string& name) {
-  const size_t n = std::char_traits<char>::length(kSlotsSuffix);
-  return name.size() > n && name.compare(name.size() - n, n, kSlotsSuffix) == 0;
-}
-
 Result<int64_t> global_step_value(const Tensor& t) {
   if (t.num_elements() != 1 || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32))
     return InvalidArgument("the global step must be an int64 or int32 scalar, not " + t.debug_string());

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "data/checkpoint.h"
+#include "data/variable_slots.h"  // slots_key, is_slots_key
 #include "graph/ops_variables.h"
 #include "graph/scope.h"
 
@@ -67,14 +68,6 @@ class VariableCheckpointOps {
   std::vector<Output> slot_assigns_;       // RestoreVariableSlots, after the value's Assign
   Status status_;
 };
-
-// The suffix of a checkpoint entry holding a variable's optimizer slots ("w:slots"); ':' cannot
-// occur in a node name, so it never collides with a variable.
-inline constexpr const char* kSlotsSuffix = ":slots";
-// slots_key("w") == "w:slots". Pure.
-std::string slots_key(const std::string& variable);
-// True for a name slots_key made. Pure.
-bool is_slots_key(const std::string& name);
 
 // The value of an integer scalar tensor (a global step): int64 or int32, one element.
 // InvalidArgument otherwise.

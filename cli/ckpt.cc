@@ -1,5 +1,6 @@
-// `actorflow ckpt list DIR` and `actorflow ckpt show FILE`: inspect checkpoint files
-// (data/checkpoint.h) without a cluster.
+// `actorflow ckpt list DIR`, `actorflow ckpt show CKPT` and `actorflow ckpt convert SRC DST`:
+// inspect and convert checkpoints, actorflow's files (data/checkpoint.h) and TensorFlow's V2
+// checkpoints (data/tf/tf_checkpoint_data.h), without a cluster.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -15,6 +16,8 @@
 #include "cli/commands.h"
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
+#include "data/tf/tf_checkpoint.h"
+#include "data/tf/tf_checkpoint_data.h"
 
 namespace actorflow {
 namespace cli {
@@ -134,6 +137,35 @@ int64_t file_bytes(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A checkpoint path as given, or a TensorFlow checkpoint's prefix when given its ".index".
+std::string checkpoint_path(const std::string& path) {
+  if (ends_with(path, ".index") && is_tf_checkpoint(path) && file_bytes(path + ".index") < 0)
+    return path.substr(0, path.size() - 6);
+  return path;
+}
+
+// The bytes of a checkpoint: actorflow's file, or a TensorFlow checkpoint's index and data files.
+int64_t checkpoint_bytes(const std::string& path, bool tf) {
+  if (!tf) return file_bytes(path);
+  int64_t total = std::max<int64_t>(0, file_bytes(path + ".index"));
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string head = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".data-";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, head.size(), head) == 0 && name.find(".tmp.") == std::string::npos)
+        total += std::max<int64_t>(0, file_bytes((slash == std::string::npos ? "" : dir) + name));
+    }
+    ::closedir(d);
+  }
+  return total;
+}
+
 // Exit code for a checkpoint that cannot be read: 2 when the argument names no checkpoint file
 // at all (missing, a directory, a FIFO), 1 when the file is damaged or not a checkpoint.
 int exit_code_for(const Status& st) {
@@ -163,8 +195,11 @@ int run_ckpt_list(const CkptOptions& o) {
   std::vector<std::pair<int64_t, std::string>> files;
   if (DIR* d = ::opendir(o.path.c_str())) {
     while (dirent* e = ::readdir(d))
-      if (auto step = checkpoint_step_from_path(e->d_name, o.prefix))
-        files.emplace_back(*step, (o.path.back() == '/' ? o.path : o.path + "/") + e->d_name);
+      if (auto step = checkpoint_step_from_path(e->d_name, o.prefix)) {
+        std::string name = e->d_name;
+        if (ends_with(name, ".index")) name.resize(name.size() - 6);  // a TensorFlow checkpoint's prefix
+        files.emplace_back(*step, (o.path.back() == '/' ? o.path : o.path + "/") + name);
+      }
     ::closedir(d);
   } else {
     std::cerr << "actorflow ckpt list: cannot read directory " << o.path << "\n";
@@ -175,26 +210,29 @@ int run_ckpt_list(const CkptOptions& o) {
     return 1;
   }
   std::sort(files.rbegin(), files.rend());  // newest (highest step) first
-  std::vector<std::vector<std::string>> rows{{"STEP", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}};
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  std::vector<std::vector<std::string>> rows{{"STEP", "FORMAT", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}};
   json out = {{"dir", o.path}, {"checkpoints", json::array()}};
   int bad = 0;
   std::string problems;
   for (const auto& [step, path] : files) {
-    auto data = read_checkpoint(path);
-    const int64_t bytes = file_bytes(path);
-    json j = {{"path", path}, {"bytes", bytes}};
+    const bool tf = is_tf_checkpoint(path);
+    auto data = read_any_checkpoint(path);
+    const int64_t bytes = checkpoint_bytes(path, tf);
+    const std::string format = tf ? "tensorflow" : "actorflow";
+    json j = {{"path", path}, {"format", format}, {"bytes", bytes}};
     if (data.ok()) {
       j["global_step"] = data->global_step;
       j["variables"] = count_variables(*data);
       j["checksum"] = "ok";
-      rows.push_back({std::to_string(data->global_step), std::to_string(count_variables(*data)),
+      rows.push_back({std::to_string(data->global_step), format, std::to_string(count_variables(*data)),
                       std::to_string(bytes), "ok", path});
     } else {
       ++bad;
       j["global_step"] = step;  // from the file name
       j["checksum"] = "BAD";
       j["error"] = data.status().message();
-      rows.push_back({std::to_string(step), "-", std::to_string(bytes), "BAD", path});
+      rows.push_back({std::to_string(step), format, "-", std::to_string(bytes), "BAD", path});
       problems += "  " + data.status().message() + "\n";
     }
     out["checkpoints"].push_back(j);
@@ -211,8 +249,16 @@ int run_ckpt_list(const CkptOptions& o) {
   return 0;
 }
 
-int run_ckpt_show(const CkptOptions& o) {
-  auto data = read_checkpoint(o.path);
+int run_ckpt_show(const CkptOptions& in) {
+  CkptOptions o = in;
+  o.path = checkpoint_path(in.path);
+  const bool tf = is_tf_checkpoint(o.path);
+  auto data = read_any_checkpoint(o.path);
+  if (data.ok() && tf) {
+    // TensorFlow's entries as they are: the slot blobs folded from them are not shown twice.
+    for (auto it = data->variables.begin(); it != data->variables.end();)
+      it = is_slots_key(it->first) ? data->variables.erase(it) : std::next(it);
+  }
   if (!data.ok()) {
     if (o.json) {
       json j = {{"path", o.path}, {"checksum", "BAD"}, {"error", data.status().message()}};
@@ -222,7 +268,8 @@ int run_ckpt_show(const CkptOptions& o) {
     std::cerr << "actorflow ckpt show: " << data.status().message() << "\n";
     return exit_code_for(data.status());
   }
-  const std::string crc = stored_crc(o.path);
+  const std::string crc = tf ? "" : stored_crc(o.path);
+  const int64_t bytes = checkpoint_bytes(o.path, tf);
   size_t value_bytes = 0;
   for (const auto& [name, t] : data->variables) value_bytes += t.bytes();
   json vars = json::array();
@@ -252,19 +299,64 @@ int run_ckpt_show(const CkptOptions& o) {
     vars.push_back(v);
   }
   if (o.json) {
-    json j = {{"path", o.path},   {"global_step", data->global_step}, {"checksum", "ok"},
-              {"crc32c", crc},     {"bytes", file_bytes(o.path)},      {"variables", vars}};
+    json j = {{"path", o.path},   {"format", tf ? "tensorflow" : "actorflow"}, {"global_step", data->global_step},
+              {"checksum", "ok"}, {"bytes", bytes}, {"variables", vars}};
+    if (!tf) j["crc32c"] = crc;
     // JSON escapes control characters itself; bytes that are no UTF-8 become U+FFFD.
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
     return 0;
   }
-  std::cout << "checkpoint   " << o.path << "\n"
+  std::cout << "checkpoint   " << printable_name(o.path) << "\n"
+            << "format       " << (tf ? "tensorflow (V2 checkpoint)" : "actorflow") << "\n"
             << "global_step  " << data->global_step << "\n"
-            << "checksum     ok (crc32c " << crc << ")\n"
-            << "variables    " << count_variables(*data) << " (" << value_bytes << " bytes of values, "
-            << file_bytes(o.path) << " bytes in the file)\n";
+            << "checksum     ok (" << (tf ? std::string("every block and tensor CRC-32C checked") : "crc32c " + crc)
+            << ")\n"
+            << "variables    " << count_variables(*data) << " (" << value_bytes << " bytes of values, " << bytes
+            << " bytes in " << (tf ? "the files" : "the file") << ")\n";
   if (!data->variables.empty()) print_table(rows);
   std::cout.flush();
+  return 0;
+}
+
+int run_ckpt_convert(const CkptOptions& o) {
+  const std::string src = checkpoint_path(o.path);
+  const bool src_tf = is_tf_checkpoint(src);
+  bool to_tf = !src_tf;
+  if (o.to == "tensorflow") {
+    to_tf = true;
+  } else if (o.to == "actorflow") {
+    to_tf = false;
+  } else if (!o.to.empty()) {
+    std::cerr << "actorflow ckpt convert: --to must be tensorflow or actorflow, got '" << printable_name(o.to)
+              << "'\n";
+    return 2;
+  }
+  std::string dst = o.out;
+  if (to_tf && ends_with(dst, ".index")) dst.resize(dst.size() - 6);
+  if (dst.empty()) {
+    std::cerr << "actorflow ckpt convert: the destination is empty\n";
+    return 2;
+  }
+  if (file_bytes(dst) >= 0 || file_bytes(dst + ".index") >= 0) {
+    std::cerr << "actorflow ckpt convert: " << printable_name(dst) << (file_bytes(dst) >= 0 ? "" : ".index")
+              << " exists; not replacing it\n";
+    return 2;
+  }
+  auto data = read_any_checkpoint(src);
+  if (!data.ok()) {
+    std::cerr << "actorflow ckpt convert: " << data.status().message() << "\n";
+    return exit_code_for(data.status());
+  }
+  // From TensorFlow's format, the slot blobs folded from its slot entries are kept beside the
+  // entries themselves (a graph imported from TensorFlow has them as variables).
+  Status st = to_tf ? write_checkpoint_data_as_tf(dst, *data) : write_checkpoint(dst, *data);
+  if (!st.ok()) {
+    std::cerr << "actorflow ckpt convert: writing " << printable_name(dst) << ": " << st.message() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << printable_name(dst) << " (" << (to_tf ? "tensorflow" : "actorflow") << ", global_step "
+            << data->global_step << ", " << count_variables(*data) << " entries) from " << printable_name(src)
+            << " (" << (src_tf ? "tensorflow" : "actorflow") << ")\n";
   return 0;
 }
 

@@ -126,20 +126,30 @@ int run_chaos(const ChaosOptions& opts);
 // check_plan_tasks (every task a plan names is in the cluster) is in actors/faults.h.
 
 struct CkptOptions {
-  std::string path;                  // list: a directory; show: one checkpoint file
+  std::string path;                  // list: a directory; show, convert: one checkpoint
   std::string prefix = "model.ckpt"; // list: the checkpoints' file name prefix
   bool json = false;                 // machine-readable output (one JSON document on stdout)
+  std::string out;                   // convert: the checkpoint to write
+  std::string to;                    // convert: "tensorflow" or "actorflow"; "" = the other one
 };
-// `actorflow ckpt list DIR`: every "<prefix>-<step>" file of DIR, newest (highest step) first,
-// with its global step, number of variables, size in bytes and checksum state (ok, or BAD with
-// the reason on stderr). Exit 0 when every one reads back whole; 1 when one is unreadable or
-// DIR holds none; 2 when DIR does not exist or is not a directory.
+// Checkpoints are actorflow's files or TensorFlow's V2 checkpoints (named by their prefix, the
+// path without ".index"; a path ending in ".index" is accepted too).
+// `actorflow ckpt list DIR`: every "<prefix>-<step>" checkpoint of DIR in either format, newest
+// (highest step) first, with its format, global step, number of variables, size in bytes and
+// checksum state (ok, or BAD with the reason on stderr). Exit 0 when every one reads back whole;
+// 1 when one is unreadable or DIR holds none; 2 when DIR does not exist or is not a directory.
 int run_ckpt_list(const CkptOptions& opts);
-// `actorflow ckpt show FILE`: the global step, checksum state and every variable (name, dtype,
-// shape, elements, the values of small ones, min/max/mean of larger ones). Exit 0; 1 when the
-// file is corrupt, truncated, not a checkpoint or of a newer format (the reason names it); 2
-// when it does not exist or is not a regular file.
+// `actorflow ckpt show CKPT`: the format, global step, checksum state and every variable (name,
+// dtype, shape, elements, the values of small ones, min/max/mean of larger ones). Exit 0; 1 when
+// the checkpoint is corrupt, truncated, not a checkpoint or of a newer format (the reason names
+// it); 2 when it does not exist or is not a regular file.
 int run_ckpt_show(const CkptOptions& opts);
+// `actorflow ckpt convert SRC DST [--to tensorflow|actorflow]`: reads SRC in either format and
+// writes DST in the other (or --to's), crash-safely, with the names of data/tf/tf_checkpoint_data.h
+// (optimizer slots and the global step included). Refuses to replace an existing DST. Exit 0;
+// 1 when SRC is unreadable or DST cannot be written (nothing is left at DST); 2 when SRC does
+// not exist, DST exists or --to is unknown.
+int run_ckpt_convert(const CkptOptions& opts);
 
 }  // namespace cli
 }  // namespace actorflow

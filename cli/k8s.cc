@@ -402,6 +402,7 @@ std::string cluster_toml(const ClusterSpec& c, const Plan& p, const std::string&
   if (s.save_checkpoint_secs != d.save_checkpoint_secs)
     o << "save_checkpoint_secs = " << toml_double(s.save_checkpoint_secs) << "\n";
   if (s.keep_checkpoints != d.keep_checkpoints) o << "keep_checkpoints = " << s.keep_checkpoints << "\n";
+  if (s.tensorflow_checkpoints) o << "checkpoint_format = \"tensorflow\"\n";
   if (s.max_restarts != d.max_restarts) o << "max_restarts = " << s.max_restarts << "\n";
   if (s.restart_window_secs != d.restart_window_secs)
     o << "restart_window_secs = " << toml_double(s.restart_window_secs) << "\n";

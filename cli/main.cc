@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
                   "worker=distributed_cnn) instead of actorflow node; repeatable");
   k8s->add_flag("--no-secret", k8s_opts.no_secret, "emit no Secret: create each <name>-<job>-<i>-secret yourself");
   k8s->footer("Exit status: 0 ok; 2 bad options, cluster file or missing secret/TLS files; 1 --out not writable.");
-  auto* ckpt = app.add_subcommand("ckpt", "inspect checkpoint files (list a directory, show one file)");
+  auto* ckpt = app.add_subcommand("ckpt", "inspect and convert checkpoints (list a directory, show one, convert to/from TensorFlow's format)");
   ckpt->require_subcommand(1);
   actorflow::cli::CkptOptions ckpt_opts;
   auto* ckpt_list = ckpt->add_subcommand(
@@ -84,11 +84,17 @@ int main(int argc, char** argv) {
       "show", "one checkpoint: global step, checksum, each variable's dtype, shape and values or min/max/mean");
   ckpt_show->add_option("file", ckpt_opts.path, "checkpoint file, e.g. logs/model.ckpt-300")->required();
   ckpt_show->add_flag("--json", ckpt_opts.json, "print one JSON document instead of text");
+  auto* ckpt_convert = ckpt->add_subcommand(
+      "convert", "rewrite a checkpoint in the other format: actorflow's file <-> TensorFlow's V2 checkpoint");
+  ckpt_convert->add_option("src", ckpt_opts.path, "checkpoint to read (either format)")->required();
+  ckpt_convert->add_option("dst", ckpt_opts.out, "checkpoint to write (a TensorFlow checkpoint's prefix)")->required();
+  ckpt_convert->add_option("--to", ckpt_opts.to, "tensorflow or actorflow (default: the format src is not in)");
   ckpt->footer("Exit status: 0 ok; 1 a checkpoint is corrupt, truncated or not a checkpoint (or DIR has none);\n"
                "2 the path does not exist or is the wrong kind of file.");
   CLI11_PARSE(app, argc, argv);
   if (ckpt_list->parsed()) return actorflow::cli::run_ckpt_list(ckpt_opts);
   if (ckpt_show->parsed()) return actorflow::cli::run_ckpt_show(ckpt_opts);
+  if (ckpt_convert->parsed()) return actorflow::cli::run_ckpt_convert(ckpt_opts);
   if (k8s->parsed()) return actorflow::cli::run_k8s(k8s_opts);
   if (certs->parsed()) return actorflow::cli::run_certs(certs_opts);
   if (up->parsed()) return actorflow::cli::run_up(up_opts);

@@ -157,7 +157,7 @@ const std::vector<std::string> kServerKeys = {
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs",
-    "ps_replicas"};
+    "ps_replicas",  "checkpoint_format"};
 
 }  // namespace
 
@@ -555,6 +555,15 @@ class ClusterFileReader : private TomlReader {
         read_number_in(v, path, 0.0, true, HUGE_VAL, &s.save_checkpoint_secs);
       } else if (key == "keep_checkpoints") {
         read_int(v, path, 0, INT_MAX, &s.keep_checkpoints);
+      } else if (key == "checkpoint_format") {
+        std::string str;
+        if (read_string(v, path, &str)) {
+          if (str == "actorflow" || str == "tensorflow") {
+            s.tensorflow_checkpoints = str == "tensorflow";
+          } else {
+            error(toml_pos(v.source()), path, "must be \"actorflow\" or \"tensorflow\", got \"" + str + "\"");
+          }
+        }
       } else if (key == "max_restarts") {
         read_int(v, path, 0, INT_MAX, &s.max_restarts);
       } else if (key == "restart_window_secs") {

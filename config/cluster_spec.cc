@@ -144,6 +144,7 @@ bool ServerOptions::operator==(const ServerOptions& o) const {
 bool SupervisorOptions::operator==(const SupervisorOptions& o) const {
   return chief == o.chief && logdir == o.logdir && save_checkpoint_secs == o.save_checkpoint_secs &&
          keep_checkpoints == o.keep_checkpoints && max_restarts == o.max_restarts &&
+         tensorflow_checkpoints == o.tensorflow_checkpoints &&
          restart_window_secs == o.restart_window_secs && ready_timeout_secs == o.ready_timeout_secs &&
          save_summaries_secs == o.save_summaries_secs && ps_replicas == o.ps_replicas;
 }
@@ -323,6 +324,8 @@ std::string ClusterSpec::canonical_form() const {
     << "supervisor restart_window_secs " << canonical_double(v.restart_window_secs) << "\n"
     << "supervisor ready_timeout_secs " << canonical_double(v.ready_timeout_secs) << "\n"
     << "supervisor save_summaries_secs " << canonical_double(v.save_summaries_secs) << "\n";
+  // Only when not the default, so that the fingerprints of files without it stay as they were.
+  if (v.tensorflow_checkpoints) o << "supervisor checkpoint_format \"tensorflow\"\n";
   // Only when set, so the fingerprints of files without replication stay what they were.
   if (v.ps_replicas != 1) o << "supervisor ps_replicas " << v.ps_replicas << "\n";
   return o.str();

@@ -88,6 +88,9 @@ struct SupervisorOptions {
   std::string logdir = "./logs";      // checkpoints and summaries (relative to the working dir)
   double save_checkpoint_secs = 60;   // checkpoint period; 0 disables periodic checkpoints
   int keep_checkpoints = 5;           // newest checkpoints kept; 0 keeps all
+  // checkpoint_format: "actorflow" (default, its msgpack file) or "tensorflow" (TensorFlow's V2
+  // bundle, read by tf.train.Saver; data/tf/tf_checkpoint_data.h). Restores read both.
+  bool tensorflow_checkpoints = false;
   int max_restarts = 5;               // restarts of failed tasks allowed within restart_window_secs
   double restart_window_secs = 60;    // the window of max_restarts (> 0)
   double ready_timeout_secs = 120;    // how long non-chief workers wait for the model to be ready

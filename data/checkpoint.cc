@@ -18,6 +18,7 @@
 
 #include "core/logging.h"
 #include "data/crc32c.h"
+#include "data/tf/tf_checkpoint_data.h"
 
 namespace actorflow {
 namespace {
@@ -398,8 +399,8 @@ Result<CheckpointData> decode_checkpoint(const std::string& bytes, const std::st
 
 // ---- CheckpointManager ------------------------------------------------------------------
 
-CheckpointManager::CheckpointManager(std::string dir, int keep, std::string prefix)
-    : dir_(std::move(dir)), keep_(keep), prefix_(std::move(prefix)) {}
+CheckpointManager::CheckpointManager(std::string dir, int keep, std::string prefix, CheckpointFormat format)
+    : dir_(std::move(dir)), keep_(keep), prefix_(std::move(prefix)), format_(format) {}
 
 std::string CheckpointManager::index_path() const { return join_path(dir_, kIndexName); }
 
@@ -408,7 +409,10 @@ std::string CheckpointManager::path_for_step(int64_t global_step) const {
 }
 
 std::optional<int64_t> checkpoint_step_from_path(const std::string& path, const std::string& prefix) {
-  const std::string name = base_of(path);
+  std::string name = base_of(path);
+  const std::string tf_index = ".index";
+  if (name.size() > tf_index.size() && name.compare(name.size() - tf_index.size(), tf_index.size(), tf_index) == 0)
+    name.resize(name.size() - tf_index.size());
   const std::string head = prefix + "-";
   if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0) return std::nullopt;
   const std::string digits = name.substr(head.size());
@@ -471,8 +475,33 @@ std::vector<int64_t> CheckpointManager::scan_dir() const {
   }
   ::closedir(d);
   std::sort(steps.rbegin(), steps.rend());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());  // a step in both formats
   return steps;
 }
+
+namespace {
+
+// Deletes the checkpoint of `path` in either format: the file, or a TensorFlow bundle's index and
+// data files. Failures other than ENOENT are logged.
+void remove_checkpoint_files(const std::string& path) {
+  std::vector<std::string> doomed{path, path + ".index"};
+  const std::string data_head = base_of(path) + ".data-";
+  if (DIR* d = ::opendir(dir_of(path).c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, data_head.size(), data_head) == 0 && name.find(".tmp.") == std::string::npos)
+        doomed.push_back(join_path(dir_of(path), name));
+    }
+    ::closedir(d);
+  }
+  // The index first: a bundle without it is no checkpoint, one without data would be a bad one.
+  std::swap(doomed[0], doomed[1]);
+  for (const std::string& p : doomed)
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT)
+      AF_LOG(WARNING) << "cannot delete old checkpoint file " << p << ": " << errno_text(errno);
+}
+
+}  // namespace
 
 void CheckpointManager::remove_stale_temporaries() const {
   DIR* d = ::opendir(dir_.c_str());
@@ -527,7 +556,12 @@ Result<std::string> CheckpointManager::save(const CheckpointData& data) {
   remove_stale_temporaries();
   const int64_t step = data.global_step;
   const std::string path = path_for_step(step);
-  AF_RETURN_IF_ERROR(write_checkpoint(path, data, hook_));
+  if (format_ == CheckpointFormat::kTensorFlow) {
+    AF_RETURN_IF_ERROR(write_checkpoint_data_as_tf(path, data));
+    run_hook(hook_, SavePoint::kDirSynced);
+  } else {
+    AF_RETURN_IF_ERROR(write_checkpoint(path, data, hook_));
+  }
 
   // Everything this prefix has: the index's entries and whatever files exist.
   std::string why;
@@ -550,9 +584,7 @@ Result<std::string> CheckpointManager::save(const CheckpointData& data) {
       AF_LOG(WARNING) << "deleting checkpoint " << doomed << ": its step is above the one just saved (" << step
                       << "), so it belongs to an abandoned run";
     }
-    if (::unlink(doomed.c_str()) != 0 && errno != ENOENT) {
-      AF_LOG(WARNING) << "cannot delete old checkpoint " << doomed << ": " << errno_text(errno);
-    }
+    remove_checkpoint_files(doomed);
     run_hook(hook_, SavePoint::kOldDeleted);
   }
   return path;
@@ -585,7 +617,10 @@ Result<std::optional<CheckpointData>> CheckpointManager::restore_latest() {
   std::string problems;
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     const std::string path = path_for_step(*it);
-    Result<CheckpointData> r = read_checkpoint(path);
+    const bool tf = is_tf_checkpoint(path);
+    Result<CheckpointData> r = tf ? read_tf_checkpoint_data(path) : read_checkpoint(path);
+    // A TensorFlow checkpoint without a global_step variable has its step in its name only.
+    if (r.ok() && tf && r->variables.count("global_step") == 0) r->global_step = *it;
     if (r.ok()) {
       if (!skipped_.empty()) {
         AF_LOG(WARNING) << "restored the older checkpoint " << path << " after skipping " << skipped_.size()
@@ -617,6 +652,12 @@ Result<std::string> corrupt_latest(const std::string& dir, CorruptMode mode, con
     ::closedir(d);
   }
   if (path.empty()) return NotFound("no checkpoint " + prefix + "-<step> in " + dir + " to corrupt");
+  // A TensorFlow bundle is damaged through its index (its blocks are CRC-checked).
+  const std::string tf_index = ".index";
+  if (path.size() <= tf_index.size() || path.compare(path.size() - tf_index.size(), tf_index.size(), tf_index) != 0) {
+    struct stat ist {};
+    if (::stat((path + tf_index).c_str(), &ist) == 0) path += tf_index;
+  }
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) return Unavailable("cannot open " + path + ": " + errno_text(errno));
   struct stat st {};

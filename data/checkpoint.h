@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/checkpoint_format.h"
 #include "tensor/tensor.h"
 
 namespace actorflow {
@@ -83,10 +84,17 @@ struct SkippedCheckpoint {
 //   all_model_checkpoint_paths: "model.ckpt-200"
 //   all_model_checkpoint_paths: "model.ckpt-300"    (oldest first)).
 // "Newest" means highest global step.
+//
+// save() writes `format`'s files: actorflow's one file "<prefix>-<step>", or TensorFlow's bundle
+// "<prefix>-<step>.index" + "<prefix>-<step>.data-00000-of-00001" (data/tf/tf_checkpoint_data.h:
+// the path returned and listed is then the bundle's prefix, as TensorFlow names it). Whatever the
+// format, restore_latest(), list() and the rotation see the checkpoints of both formats in the
+// directory (a step saved in both is read in TensorFlow's).
 class CheckpointManager {
  public:
   // Manages `dir` (created on the first save). keep <= 0 keeps every checkpoint.
-  CheckpointManager(std::string dir, int keep, std::string prefix = "model.ckpt");
+  CheckpointManager(std::string dir, int keep, std::string prefix = "model.ckpt",
+                    CheckpointFormat format = CheckpointFormat::kActorflow);
 
   // Saves `data` as "<dir>/<prefix>-<global_step>" (replacing a file of the same step), rewrites
   // the index atomically to name it and the newest keep-1 older ones, then deletes every other
@@ -112,11 +120,13 @@ class CheckpointManager {
   // The file the last restore_latest() returned; "" when it returned none or failed.
   const std::string& last_restored_path() const { return restored_path_; }
 
-  // Test hook run at each SavePoint of later save() calls (empty: none).
+  // Test hook run at each SavePoint of later save() calls (empty: none). TensorFlow's format runs
+  // only kDirSynced (its writer is write_tf_checkpoint's) and the index's points.
   void set_save_hook_for_testing(SaveHook hook) { hook_ = std::move(hook); }
 
   const std::string& dir() const { return dir_; }
   int keep() const { return keep_; }
+  CheckpointFormat format() const { return format_; }
   // Path of the index file, "<dir>/checkpoint".
   std::string index_path() const;
   // The path save() uses for `global_step`.
@@ -133,6 +143,7 @@ class CheckpointManager {
   std::string dir_;
   int keep_;
   std::string prefix_;
+  CheckpointFormat format_;
   SaveHook hook_;
   std::vector<SkippedCheckpoint> skipped_;
   std::string restored_path_;
@@ -147,11 +158,13 @@ enum class CorruptMode {
 };
 
 // Fault injection: damages the newest checkpoint of `prefix` in `dir` (the one restore_latest()
-// would try first) in place, and returns its path. NotFound when there is none.
+// would try first) in place, and returns its path (a TensorFlow bundle's index file, which every
+// mode damages detectably). NotFound when there is none.
 Result<std::string> corrupt_latest(const std::string& dir, CorruptMode mode, const std::string& prefix = "model.ckpt");
 
 // The global step encoded in a checkpoint file name "<prefix>-<digits>" (directory part ignored),
-// or nullopt when `path` does not name a complete checkpoint of `prefix`.
+// or nullopt when `path` does not name a complete checkpoint of `prefix`. A TensorFlow bundle's
+// index "<prefix>-<digits>.index" names its step too.
 std::optional<int64_t> checkpoint_step_from_path(const std::string& path, const std::string& prefix = "model.ckpt");
 
 }  // namespace actorflow

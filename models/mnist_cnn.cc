@@ -108,6 +108,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   so.checkpoint_dir = o.logdir;
   so.save_checkpoint_secs = o.save_checkpoint_secs;
   so.keep_checkpoints = o.keep_checkpoints;
+  so.tensorflow_checkpoints = o.tensorflow_checkpoints;
   so.ready_timeout_secs = o.ready_timeout_secs;
   so.task_name = me;
   so.init_op = m.init_op;

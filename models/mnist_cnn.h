@@ -59,6 +59,7 @@ struct CnnTrainOptions {
   std::string logdir;         // checkpoints + summaries ("" = none)
   double save_checkpoint_secs = 60;
   int keep_checkpoints = 5;          // [supervisor] keep_checkpoints (0 keeps all)
+  bool tensorflow_checkpoints = false;  // [supervisor] checkpoint_format = "tensorflow"
   double ready_timeout_secs = 120;   // [supervisor] ready_timeout_secs: non-chief wait for the model
   double save_summaries_secs = 10;   // [supervisor] save_summaries_secs (0: no steps/s summaries)
   int task_index = 0;

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   to.logdir = logdir.empty() ? cluster->supervisor().logdir : logdir;
   to.save_checkpoint_secs = save_secs >= 0 ? save_secs : cluster->supervisor().save_checkpoint_secs;
   to.keep_checkpoints = cluster->supervisor().keep_checkpoints;
+  to.tensorflow_checkpoints = cluster->supervisor().tensorflow_checkpoints;
   to.ready_timeout_secs = cluster->supervisor().ready_timeout_secs;
   to.save_summaries_secs = cluster->supervisor().save_summaries_secs;
   to.task_index = task;

@@ -318,6 +318,64 @@ TEST(CheckpointManagerTest, SavingAnOlderStepDropsTheAbandonedFuture) {
   EXPECT_EQ(m.list().size(), 3u);
 }
 
+// CheckpointFormat::kTensorFlow: each save is a TensorFlow bundle (index + one data file), the
+// rotation deletes both files of an old one, restore_latest() reads them back exactly, falls back
+// past a damaged one (every corrupt_latest mode, applied to its index), and a directory holding
+// both formats is one history ordered by step.
+TEST(CheckpointManagerTest, TensorFlowFormatRotatesRestoresAndFallsBack) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 2, "model.ckpt", CheckpointFormat::kTensorFlow);
+  EXPECT_EQ(m.format(), CheckpointFormat::kTensorFlow);
+  for (int64_t step : {10, 20, 30}) {
+    auto p = m.save(model_at(step));
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(*p, dir.file("model.ckpt-" + std::to_string(step)));
+  }
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-20.data-00000-of-00001", "model.ckpt-20.index",
+                                      "model.ckpt-30.data-00000-of-00001", "model.ckpt-30.index"}));
+  EXPECT_EQ(m.list(), (std::vector<std::string>{dir.file("model.ckpt-30"), dir.file("model.ckpt-20")}));
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status();
+  expect_same(model_at(30), **r);
+  EXPECT_EQ(m.last_restored_path(), dir.file("model.ckpt-30"));
+
+  // actorflow's format in the same directory: one history by step.
+  CheckpointManager native(dir.path(), 5);
+  ASSERT_TRUE(native.save(model_at(40)).ok());
+  r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status();
+  expect_same(model_at(40), **r);
+  EXPECT_EQ(native.list(), (std::vector<std::string>{dir.file("model.ckpt-40"), dir.file("model.ckpt-30"),
+                                                     dir.file("model.ckpt-20")}));
+  fs::remove(dir.file("model.ckpt-40"));
+
+  for (CorruptMode mode : {CorruptMode::kFlipByte, CorruptMode::kTruncateHalf, CorruptMode::kDropLastByte,
+                           CorruptMode::kZeroLength}) {
+    TempDir d2;
+    CheckpointManager tf(d2.path(), 5, "model.ckpt", CheckpointFormat::kTensorFlow);
+    for (int64_t step : {100, 200}) ASSERT_TRUE(tf.save(model_at(step)).ok());
+    auto hit = corrupt_latest(d2.path(), mode);
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    EXPECT_EQ(*hit, d2.file("model.ckpt-200.index"));
+    auto back = tf.restore_latest();
+    ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+    expect_same(model_at(100), **back);
+    ASSERT_EQ(tf.last_restore_skipped().size(), 1u);
+    EXPECT_EQ(tf.last_restore_skipped()[0].why.code(), Code::kDataLoss) << tf.last_restore_skipped()[0].why;
+  }
+  // A variable TensorFlow's format cannot hold is an error naming it, and nothing is left behind.
+  TempDir d3;
+  CheckpointManager tf(d3.path(), 5, "model.ckpt", CheckpointFormat::kTensorFlow);
+  CheckpointData bad = model_at(1);
+  bad.variables["bytes"] = Tensor::from_vector<uint8_t>({1, 2}, {2});
+  auto p = tf.save(bad);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("'bytes'"), std::string::npos) << p.status();
+  EXPECT_TRUE(dir_entries(d3.path()).empty());
+}
+
 TEST(CheckpointManagerTest, StepFromPath) {
   EXPECT_EQ(checkpoint_step_from_path("/a/b/model.ckpt-123"), 123);
   EXPECT_EQ(checkpoint_step_from_path("model.ckpt-0"), 0);
@@ -325,6 +383,10 @@ TEST(CheckpointManagerTest, StepFromPath) {
   EXPECT_FALSE(checkpoint_step_from_path("model.ckpt-").has_value());
   EXPECT_FALSE(checkpoint_step_from_path("checkpoint").has_value());
   EXPECT_EQ(checkpoint_step_from_path("run/w.ckpt-9", "w.ckpt"), 9);
+  // A TensorFlow checkpoint's index names its step; its data files do not.
+  EXPECT_EQ(checkpoint_step_from_path("/a/model.ckpt-77.index"), 77);
+  EXPECT_FALSE(checkpoint_step_from_path("model.ckpt-77.data-00000-of-00001").has_value());
+  EXPECT_FALSE(checkpoint_step_from_path("model.ckpt-77.index.tmp.5").has_value());
 }
 
 TEST(CheckpointManagerTest, HookThatThrowsLeavesStateLikeACrash) {

@@ -703,6 +703,25 @@ TEST_F(ClusterSpecTest, MissingFileAndDirectory) {
   EXPECT_EQ(d.status().message(), "cannot open cluster file '" + dir_ + "': is a directory, not a regular file");
 }
 
+// [supervisor] checkpoint_format picks the format the chief's checkpoints are written in.
+TEST_F(ClusterSpecTest, CheckpointFormatIsActorflowOrTensorflow) {
+  auto c = ClusterSpec::from_string("[jobs]\nworker=[\"localhost:1\"]\n", "c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->supervisor().tensorflow_checkpoints);
+  auto tf = ClusterSpec::from_string(
+      "[jobs]\nworker=[\"localhost:1\"]\n[supervisor]\ncheckpoint_format = \"tensorflow\"\n", "c");
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  EXPECT_TRUE(tf->supervisor().tensorflow_checkpoints);
+  EXPECT_NE(tf->supervisor(), c->supervisor());
+  auto af = ClusterSpec::from_string(
+      "[jobs]\nworker=[\"localhost:1\"]\n[supervisor]\ncheckpoint_format = \"actorflow\"\n", "c");
+  ASSERT_TRUE(af.ok()) << af.status();
+  EXPECT_FALSE(af->supervisor().tensorflow_checkpoints);
+  const std::string f = dir_ + "/cluster.toml";
+  EXPECT_EQ(error_of("[jobs]\nworker=[\"localhost:1\"]\n[supervisor]\ncheckpoint_format = \"onnx\"\n"),
+            f + ":4:21: supervisor.checkpoint_format: must be \"actorflow\" or \"tensorflow\", got \"onnx\"");
+}
+
 TEST_F(ClusterSpecTest, ErrorsAreListedInFileOrder) {
   const std::string f = dir_ + "/cluster.toml";
   const std::string msg = error_of(R"([supervisor]

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "actorflow/monitored_session.h"
 #include "actorflow/train.h"
+#include "data/tf/tf_checkpoint.h"
 #include "tests/util/event_reader.h"
 #include "tests/util/local_server.h"
 #include "tests/util/process.h"
@@ -101,6 +103,58 @@ TEST(MonitoredSessionTest, StopsAtTheLastStepSavesEveryNStepsAndANewChiefRestore
   auto w = (*sess)->raw_session().run({m.w});
   ASSERT_TRUE(w.ok());
   EXPECT_NEAR((*w)[0].data<float>()[0], -0.3f, 1e-5);
+}
+
+// With tensorflow_checkpoints the chief's checkpoints are TensorFlow's V2 checkpoints (the
+// Supervisor's final one at close() included) holding w and the global step under their names;
+// a new chief in actorflow's default format restores from them and goes on.
+TEST(MonitoredSessionTest, TensorFlowFormatCheckpointsAreWrittenAndRestored) {
+  auto server = testing::two_device_server();
+  TempDir dir;
+  {
+    Model m;
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.checkpoint_dir = dir.path();
+    o.tensorflow_checkpoints = true;
+    o.hooks = {std::make_shared<train::StopAtStepHook>(0, 4)};
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    for (int runs = 0; !(*sess)->should_stop() && runs < 100; ++runs)
+      ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+    ASSERT_TRUE((*sess)->close().ok());
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir.file("model.ckpt-4.index")));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("model.ckpt-4.data-00000-of-00001")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("model.ckpt-4")));
+  auto r = TfCheckpointReader::open(dir.file("model.ckpt-4"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto w = r->read("w");
+  ASSERT_TRUE(w.ok()) << w.status();
+  float wv = 0;
+  ASSERT_EQ(w->bytes.size(), 4u);
+  std::memcpy(&wv, w->bytes.data(), 4);
+  EXPECT_NEAR(wv, 0.6f, 1e-6);  // 1 - 4 * 0.1
+  auto gs = r->read("global_step");
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  int64_t step = 0;
+  std::memcpy(&step, gs->bytes.data(), 8);
+  EXPECT_EQ(step, 4);
+
+  Model m;
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.checkpoint_dir = dir.path();
+  o.hooks = {std::make_shared<train::StopAtStepHook>(2, 0)};
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  EXPECT_EQ((*sess)->supervisor().restored_step(), 4);
+  for (int runs = 0; !(*sess)->should_stop() && runs < 100; ++runs)
+    ASSERT_TRUE((*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok());
+  EXPECT_EQ(read_step(**sess, m.gs), 6);
+  auto wn = (*sess)->raw_session().run({m.w});
+  ASSERT_TRUE(wn.ok());
+  EXPECT_NEAR((*wn)[0].data<float>()[0], 0.4f, 1e-5);
 }
 
 // Records what it asked for and what came back.

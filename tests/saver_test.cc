@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -18,6 +19,9 @@
 #include "actorflow/train.h"
 #include "data/checkpoint.h"
 #include "data/crc32c.h"
+#include "data/tf/tf_checkpoint.h"
+#include "data/tf/tf_checkpoint_data.h"
+#include "data/variable_slots.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
 
@@ -165,6 +169,163 @@ TEST(SaverTest, OptimizerSlotsAreSavedAndRestoredWithTheValues) {
   ASSERT_EQ(show->wait(std::chrono::seconds(30)), 0) << show->output();
   EXPECT_NE(show->output().find("optimizer slots of 'w'"), std::string::npos) << show->output();
   EXPECT_NE(show->output().find("variables    2 "), std::string::npos) << show->output();
+}
+
+// The values of a float32 tensor of a TensorFlow checkpoint.
+std::vector<float> tf_floats(const TfCheckpointReader& r, const std::string& name) {
+  auto t = r.read(name);
+  EXPECT_TRUE(t.ok()) << name << ": " << t.status();
+  if (!t.ok()) return {};
+  EXPECT_EQ(t->dtype, TfDType::kFloat) << name;
+  std::vector<float> out(t->bytes.size() / 4);
+  std::memcpy(out.data(), t->bytes.data(), t->bytes.size());
+  return out;
+}
+
+int64_t tf_int64(const TfCheckpointReader& r, const std::string& name) {
+  auto t = r.read(name);
+  EXPECT_TRUE(t.ok()) << name << ": " << t.status();
+  if (!t.ok() || t->bytes.size() != 8) return -1;
+  int64_t v = 0;
+  std::memcpy(&v, t->bytes.data(), 8);
+  return v;
+}
+
+// w = [1, 1] on /cpu:1 trained by Adam(0.1) on loss = sum(w * x) with x = [1, -2], or with
+// `squared` on sum(w * w * x), whose gradient changes with w (TensorFlow's golden
+// tests/data/tf_ckpt/adam is that model).
+struct AdamModel {
+  std::unique_ptr<Server> server;
+  Scope root = Scope::root();
+  Output w, gs, x, step, init;
+  std::unique_ptr<Session> sess;
+  const Tensor xv = Tensor::from_vector<float>({1, -2}, {2});
+  explicit AdamModel(bool squared = false) {
+    LocalServerOptions so;
+    so.cpu_devices = 2;
+    server = std::move(*Server::local(so));
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    w = train::get_variable(ps, "w", Shape{2}, DType::kFloat32, train::constant_initializer(1));
+    gs = train::get_or_create_global_step(ps);
+    x = ops::placeholder(worker, DType::kFloat32, Shape{2}, "x");
+    Output wx = ops::mul(worker, w, x);
+    Output loss = ops::reduce_sum(worker, squared ? ops::mul(worker, w, wx) : wx);
+    step = *train::AdamOptimizer(0.1f).minimize(worker, loss, gs);
+    init = *train::global_variables_initializer(root);
+    sess = std::make_unique<Session>(root, server->target());
+  }
+  void train_step() { ASSERT_TRUE(sess->run({{x, xv}}, {}, {step}).ok()); }
+  std::vector<float> w_now() {
+    auto r = sess->run({w});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? floats((*r)[0]) : std::vector<float>{};
+  }
+};
+
+// SaverOptions::tensorflow_format writes TensorFlow's V2 checkpoint with TensorFlow's names:
+// values, Adam's moments as w/Adam and w/Adam_1 (hand-computed: after two steps of g = x,
+// m = 0.19 g and v = 0.001999 g^2), the update count as w/Adam_t and the global step; restore()
+// reads it back (the same variables and a fresh server continue exactly as before the save);
+// latest_checkpoint() names its prefix; max_to_keep deletes the index and data files together.
+TEST(SaverTest, TensorFlowFormatSavesValuesSlotsAndStepUnderTensorFlowsNames) {
+  TempDir dir;
+  AdamModel m;
+  train::SaverOptions opts;
+  opts.tensorflow_format = true;
+  opts.max_to_keep = 2;
+  train::Saver saver(m.root, {}, opts);
+  ASSERT_TRUE(saver.status().ok()) << saver.status();
+  ASSERT_TRUE(m.sess->run({}, {}, {m.init}).ok());
+  m.train_step();
+  m.train_step();
+  auto path = saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir.path() + "/model.ckpt-2");
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-2.data-00000-of-00001", "model.ckpt-2.index"}));
+  auto r = TfCheckpointReader::open(*path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> names;
+  for (const auto& e : r->entries()) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"global_step", "w", "w/Adam", "w/Adam_1", "w/Adam_t"}));
+  EXPECT_EQ(tf_floats(*r, "w"), m.w_now());
+  const std::vector<float> adam_m = tf_floats(*r, "w/Adam"), adam_v = tf_floats(*r, "w/Adam_1");
+  ASSERT_EQ(adam_m.size(), 2u);
+  ASSERT_EQ(adam_v.size(), 2u);
+  EXPECT_NEAR(adam_m[0], 0.19f, 1e-6);
+  EXPECT_NEAR(adam_m[1], -0.38f, 1e-6);
+  // 1 - 0.999f is 0.00099998713 in float32: v is 0.001999 g^2 to about 1e-5 relative.
+  EXPECT_NEAR(adam_v[0], 0.001999f, 0.001999f * 2e-5);
+  EXPECT_NEAR(adam_v[1], 0.007996f, 0.007996f * 2e-5);
+  EXPECT_EQ(tf_int64(*r, "w/Adam_t"), 2);
+  EXPECT_EQ(tf_int64(*r, "global_step"), 2);
+
+  m.train_step();
+  const std::vector<float> third = m.w_now();
+  auto latest = train::latest_checkpoint(dir.path());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, *path);
+  ASSERT_TRUE(saver.restore(*m.sess, *path).ok());
+  m.train_step();
+  EXPECT_EQ(m.w_now(), third);
+  // A fresh server (a parameter server that restarted empty) from the TensorFlow checkpoint; the
+  // ".index" file's name is accepted too.
+  LocalServerOptions so;
+  so.cpu_devices = 2;
+  auto fresh = std::move(*Server::local(so));
+  Session sess2(m.root, fresh->target());
+  ASSERT_TRUE(saver.restore(sess2, *path + ".index").ok());
+  ASSERT_TRUE(sess2.run({{m.x, m.xv}}, {}, {m.step}).ok());
+  auto again = sess2.run({m.w, m.gs});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(floats((*again)[0]), third);
+  EXPECT_EQ(*(*again)[1].data<int64_t>(), 3);
+
+  // Rotation: after two more saves only the newest two remain, each with its data file.
+  m.train_step();
+  ASSERT_TRUE(saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs).ok());
+  m.train_step();
+  ASSERT_TRUE(saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs).ok());
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-4.data-00000-of-00001", "model.ckpt-4.index",
+                                      "model.ckpt-5.data-00000-of-00001", "model.ckpt-5.index"}));
+}
+
+// A checkpoint TensorFlow 2.21 wrote (tests/data/tf_ckpt/adam: tf.compat.v1's AdamOptimizer after
+// two steps of loss = sum(w * w * [1, -2]), with beta1_power/beta2_power instead of an update
+// count) restores into the same model built with actorflow's API, optimizer state included: the
+// moments become w's slots with update count 2, and one more step gives TensorFlow's own
+// third-step value to 1e-6 (the gradient changes with w, so the step depends on the moments and
+// the count, not only on the gradient's sign).
+TEST(SaverTest, ATensorFlowWrittenAdamCheckpointContinuesAsTensorFlowWould) {
+  const std::string golden = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt";
+  std::ifstream f(golden + "/expected.json");
+  const auto want = nlohmann::json::parse(f)["adam_third_step"]["w"].get<std::vector<float>>();
+  ASSERT_EQ(want.size(), 2u);
+  AdamModel m(/*squared=*/true);
+  train::Saver saver(m.root);
+  ASSERT_TRUE(saver.status().ok()) << saver.status();
+  auto data = read_tf_checkpoint_data(golden + "/adam/model.ckpt-2");
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_TRUE(data->variables.count("w:slots"));
+  const Tensor& wv = data->variables.at("w");
+  auto slots = decode_variable_slots(data->variables.at("w:slots"), wv.dtype(), wv.shape());
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(slots->adam_t, 2);
+  EXPECT_EQ(floats(slots->at(SlotId::kAdamM)), floats(data->variables.at("w/Adam")));
+  EXPECT_EQ(floats(slots->at(SlotId::kAdamV)), floats(data->variables.at("w/Adam_1")));
+  auto latest = train::latest_checkpoint(golden + "/adam");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, golden + "/adam/model.ckpt-2");
+  ASSERT_TRUE(saver.restore(*m.sess, *latest).ok());
+  auto gs = m.sess->run({m.gs});
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  EXPECT_EQ(*(*gs)[0].data<int64_t>(), 2);
+  m.train_step();
+  const std::vector<float> got = m.w_now();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0], want[0], 1e-6);
+  EXPECT_NEAR(got[1], want[1], 1e-6);
 }
 
 TEST(SaverTest, SaveReadsTheGlobalStepInTheSameRun) {
@@ -416,10 +577,11 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   EXPECT_EQ(r.code, 0) << r.out;
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 3u) << r.out;
-  EXPECT_EQ(columns(l[0]), (std::vector<std::string>{"STEP", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}));
+  EXPECT_EQ(columns(l[0]), (std::vector<std::string>{"STEP", "FORMAT", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}));
   EXPECT_EQ(columns(l[1]),
-            (std::vector<std::string>{"15", "3", std::to_string(fs::file_size(p15)), "ok", p15}));
-  EXPECT_EQ(columns(l[2]), (std::vector<std::string>{"5", "3", std::to_string(fs::file_size(p5)), "ok", p5}));
+            (std::vector<std::string>{"15", "actorflow", "3", std::to_string(fs::file_size(p15)), "ok", p15}));
+  EXPECT_EQ(columns(l[2]),
+            (std::vector<std::string>{"5", "actorflow", "3", std::to_string(fs::file_size(p5)), "ok", p5}));
 
   CliRun j = actorflow({"ckpt", "list", dir.path(), "--json"});
   EXPECT_EQ(j.code, 0) << j.out;
@@ -436,8 +598,9 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   EXPECT_EQ(r.code, 1) << r.out;
   l = lines(r.out);
   ASSERT_EQ(l.size(), 5u) << r.out;
-  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "-", std::to_string(fs::file_size(p15)), "BAD", p15}));
-  EXPECT_EQ(columns(l[2])[3], "ok");
+  EXPECT_EQ(columns(l[1]),
+            (std::vector<std::string>{"15", "actorflow", "-", std::to_string(fs::file_size(p15)), "BAD", p15}));
+  EXPECT_EQ(columns(l[2])[4], "ok");
   EXPECT_EQ(l[3], "actorflow ckpt list: 1 of 2 checkpoints in " + dir.path() + " are unreadable:");
   EXPECT_NE(l[4].find("checkpoint " + p15 + " is truncated or corrupt"), std::string::npos) << l[4];
 }
@@ -472,15 +635,16 @@ TEST(CkptCliTest, ShowPrintsTheStepChecksumAndEveryVariable) {
   CliRun r = actorflow({"ckpt", "show", p5});
   EXPECT_EQ(r.code, 0) << r.out;
   auto l = lines(r.out);
-  ASSERT_EQ(l.size(), 8u) << r.out;
+  ASSERT_EQ(l.size(), 9u) << r.out;
   EXPECT_EQ(l[0], "checkpoint   " + p5);
-  EXPECT_EQ(l[1], "global_step  5");
-  EXPECT_EQ(l[2], "checksum     ok (crc32c " + crc_hex(p5) + ")");
-  EXPECT_EQ(l[3], "variables    3 (80 bytes of values, " + std::to_string(fs::file_size(p5)) + " bytes in the file)");
-  EXPECT_EQ(columns(l[4]), (std::vector<std::string>{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}));
-  EXPECT_EQ(columns(l[5]), (std::vector<std::string>{"big", "float32", "[12]", "12", "min 0 max 11 mean 5.5"}));
-  EXPECT_EQ(columns(l[6]), (std::vector<std::string>{"global_step", "int64", "[]", "1", "[5]"}));
-  EXPECT_EQ(columns(l[7]), (std::vector<std::string>{"w", "float32", "[2,3]", "6", "[5, 6, 7, 8, 9, 10]"}));
+  EXPECT_EQ(l[1], "format       actorflow");
+  EXPECT_EQ(l[2], "global_step  5");
+  EXPECT_EQ(l[3], "checksum     ok (crc32c " + crc_hex(p5) + ")");
+  EXPECT_EQ(l[4], "variables    3 (80 bytes of values, " + std::to_string(fs::file_size(p5)) + " bytes in the file)");
+  EXPECT_EQ(columns(l[5]), (std::vector<std::string>{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}));
+  EXPECT_EQ(columns(l[6]), (std::vector<std::string>{"big", "float32", "[12]", "12", "min 0 max 11 mean 5.5"}));
+  EXPECT_EQ(columns(l[7]), (std::vector<std::string>{"global_step", "int64", "[]", "1", "[5]"}));
+  EXPECT_EQ(columns(l[8]), (std::vector<std::string>{"w", "float32", "[2,3]", "6", "[5, 6, 7, 8, 9, 10]"}));
 
   CliRun j = actorflow({"ckpt", "show", p5, "--json"});
   EXPECT_EQ(j.code, 0) << j.out;
@@ -488,11 +652,88 @@ TEST(CkptCliTest, ShowPrintsTheStepChecksumAndEveryVariable) {
   EXPECT_EQ(doc["global_step"], 5);
   EXPECT_EQ(doc["checksum"], "ok");
   EXPECT_EQ(doc["crc32c"], crc_hex(p5));
+  EXPECT_EQ(doc["format"], "actorflow");
   ASSERT_EQ(doc["variables"].size(), 3u);
   EXPECT_EQ(doc["variables"][0]["name"], "big");
   EXPECT_EQ(doc["variables"][0]["mean"], 5.5);
   EXPECT_EQ(doc["variables"][2]["shape"], nlohmann::json({2, 3}));
   EXPECT_EQ(doc["variables"][2]["values"], nlohmann::json({5, 6, 7, 8, 9, 10}));
+}
+
+// TensorFlow checkpoints in `actorflow ckpt`: list shows both formats in one directory (the
+// TensorFlow one by its prefix, its bytes the index's and data files'), show reads a checkpoint
+// TensorFlow wrote (by prefix or by its .index), and convert goes actorflow -> TensorFlow ->
+// actorflow with every value, the slots and the step unchanged; it never replaces a file and
+// names what is wrong.
+TEST(CkptCliTest, TensorFlowCheckpointsAreListedShownAndConverted) {
+  TempDir dir;
+  write_two(dir.path());  // actorflow's model.ckpt-5 and model.ckpt-15
+  const std::string p15 = dir.path() + "/model.ckpt-15", tf20 = dir.path() + "/model.ckpt-20";
+  CliRun r = actorflow({"ckpt", "convert", p15, tf20});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "wrote " + tf20 + " (tensorflow, global_step 15, 3 entries) from " + p15 + " (actorflow)\n");
+  r = actorflow({"ckpt", "list", dir.path()});
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto l = lines(r.out);
+  ASSERT_EQ(l.size(), 4u) << r.out;
+  const auto tf_bytes = fs::file_size(tf20 + ".index") + fs::file_size(tf20 + ".data-00000-of-00001");
+  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "tensorflow", "3", std::to_string(tf_bytes), "ok", tf20}));
+  EXPECT_EQ(columns(l[2])[1], "actorflow");
+  // Back to actorflow's format: the same data as the original file.
+  const std::string back = dir.path() + "/back.ckpt";
+  r = actorflow({"ckpt", "convert", tf20 + ".index", back});
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto a = read_checkpoint(p15), b = read_checkpoint(back);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(b->global_step, 15);
+  ASSERT_EQ(b->variables.size(), a->variables.size());
+  for (const auto& [name, t] : a->variables) {
+    ASSERT_TRUE(b->variables.count(name)) << name;
+    const Tensor& u = b->variables.at(name);
+    EXPECT_EQ(u.dtype(), t.dtype()) << name;
+    EXPECT_EQ(u.shape(), t.shape()) << name;
+    EXPECT_EQ(std::memcmp(u.raw_data(), t.raw_data(), t.bytes()), 0) << name;
+  }
+  // A checkpoint written by TensorFlow, by prefix and by index file.
+  const std::string golden = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/adam/model.ckpt-2";
+  for (const std::string& p : {golden, golden + ".index"}) {
+    r = actorflow({"ckpt", "show", p});
+    EXPECT_EQ(r.code, 0) << r.out;
+    l = lines(r.out);
+    ASSERT_GE(l.size(), 6u) << r.out;
+    EXPECT_EQ(l[0], "checkpoint   " + golden);
+    EXPECT_EQ(l[1], "format       tensorflow (V2 checkpoint)");
+    EXPECT_EQ(l[2], "global_step  2");
+    EXPECT_EQ(l[3], "checksum     ok (every block and tensor CRC-32C checked)");
+    EXPECT_NE(r.out.find("w/Adam_1"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(":slots"), std::string::npos) << r.out;
+  }
+  CliRun j = actorflow({"ckpt", "show", golden, "--json"});
+  EXPECT_EQ(j.code, 0) << j.out;
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["format"], "tensorflow");
+  EXPECT_EQ(doc["variables"].size(), 6u);  // beta1_power, beta2_power, global_step, w, w/Adam, w/Adam_1
+  // Errors: an existing destination (either form), an unknown --to, a missing source, a damaged one.
+  r = actorflow({"ckpt", "convert", p15, tf20});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt convert: " + tf20 + ".index exists; not replacing it\n");
+  r = actorflow({"ckpt", "convert", tf20, back});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt convert: " + back + " exists; not replacing it\n");
+  r = actorflow({"ckpt", "convert", p15, dir.path() + "/x", "--to", "onnx"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "actorflow ckpt convert: --to must be tensorflow or actorflow, got 'onnx'\n");
+  r = actorflow({"ckpt", "convert", dir.path() + "/nope", dir.path() + "/x"});
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(dir.path() + "/nope does not exist"), std::string::npos) << r.out;
+  ASSERT_EQ(*corrupt_latest(dir.path(), CorruptMode::kFlipByte), tf20 + ".index");
+  r = actorflow({"ckpt", "convert", tf20, dir.path() + "/y"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(tf20 + ".index"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path() + "/y"));
+  r = actorflow({"ckpt", "list", dir.path()});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("tensorflow  -"), std::string::npos) << r.out;
 }
 
 TEST(CkptCliTest, BadInputIsAClearErrorAndANonZeroExit) {

@@ -53,7 +53,7 @@ nlohmann::json expected() { return nlohmann::json::parse(slurp(kGolden + "/expec
 
 TEST(TfCheckpointTest, ReadsEveryGoldenVariableAsTensorFlowDoes) {
   const auto want = expected();
-  ASSERT_EQ(want["checkpoints"].size(), 3u);
+  ASSERT_EQ(want["checkpoints"].size(), 4u);
   int tensors = 0;
   for (const auto& [prefix, vars] : want["checkpoints"].items()) {
     auto r = TfCheckpointReader::open(kGolden + "/" + prefix);
@@ -73,7 +73,7 @@ TEST(TfCheckpointTest, ReadsEveryGoldenVariableAsTensorFlowDoes) {
       ++tensors;
     }
   }
-  EXPECT_EQ(tensors, 10 + 3 + 4);
+  EXPECT_EQ(tensors, 10 + 3 + 4 + 6);
 }
 
 TEST(TfCheckpointTest, GoldenValuesConvertToActorflowTensors) {

@@ -197,6 +197,7 @@ class MonitoredTrainingSession {
     std::vector<std::shared_ptr<SessionRunHook>> chief_only_hooks;  // run only when is_chief
     double save_checkpoint_secs = 600;  // the Supervisor's periodic save (0: only at close)
     int keep_checkpoints = 5;
+    bool tensorflow_checkpoints = false;  // SupervisorConfig::tensorflow_checkpoints
     double ready_timeout_secs = 120;    // non-chief: how long to wait for the model
     std::string task_name = "worker";   // log lines and the summary file's name
     Output init_op;                     // default: global_variables_initializer of the graph

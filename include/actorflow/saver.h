@@ -35,6 +35,10 @@ struct SaverOptions {
   int max_to_keep = 5;
   // Name of the sub-scope its restore ops are built in (made unique: "save", "save_1", ...).
   std::string name = "save";
+  // save() writes TensorFlow's V2 checkpoint "<save_path>-<step>" (.index and .data-00000-of-00001
+  // files, which tf.train.Saver and tf.train.load_checkpoint read; names and what is carried in
+  // docs/interop.md) instead of actorflow's file. restore() and latest_checkpoint() read both.
+  bool tensorflow_format = false;
 };
 
 class Saver {
@@ -69,7 +73,8 @@ class Saver {
   // in the same run as the variables, so the file's step and values belong together.
   Result<std::string> save(Session& sess, const std::string& save_path, const Output& global_step);
 
-  // Reads checkpoint `path` and assigns its values to exactly var_list's variables in one run
+  // Reads checkpoint `path` (actorflow's file, or TensorFlow's checkpoint prefix: "<path>.index"
+  // exists) and assigns its values to exactly var_list's variables in one run
   // (values of other variables in the file are ignored; nothing is assigned when an error is
   // found before the run). Errors name the file: NotFound when it does not exist or lacks a
   // variable of var_list (naming the variable); DataLoss when it is corrupt or truncated;
@@ -85,7 +90,7 @@ class Saver {
 };
 
 // tf.train.latest_checkpoint: the path of the newest checkpoint "<dir>/<prefix>-<step>" that
-// reads back whole. Candidates are the index's entries plus any complete file of that prefix in
+// reads back whole (either format; a TensorFlow checkpoint's path is its prefix). Candidates are the index's entries plus any complete file of that prefix in
 // dir (a crash between a save's rename and its index rewrite leaves one), tried by descending
 // step; each is read and checksum-verified (so this reads the files it tries), and one that
 // fails is logged as a warning and skipped for the previous one (DESIGN.md: a checkpoint that

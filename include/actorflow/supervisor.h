@@ -4,7 +4,7 @@
 // the newest valid checkpoint in logdir or, when there is none, runs init_op; the other
 // workers wait (bounded, logged) until every variable is initialized. The chief's
 // supervisor actor (detached: it may block on sessions and files) then saves a checkpoint
-// every save_checkpoint_secs (msgpack, atomic, crc32c, newest K kept) and writes scalar
+// every save_checkpoint_secs (actorflow's msgpack file or TensorFlow's format, atomic, checksummed, newest K kept) and writes scalar
 // summaries as JSON lines. should_stop() turns true after request_stop() or a fatal error.
 //
 // Thread-safety: should_stop, request_stop and summary may be called from any thread; the other
@@ -32,6 +32,9 @@ struct SupervisorConfig {
   Output init_op;                      // run by the chief when no checkpoint exists
   double save_checkpoint_secs = 60;    // 0 = only at stop()
   int keep_checkpoints = 5;
+  // Write checkpoints in TensorFlow's format (tf.train.Saver reads them; docs/interop.md) instead
+  // of actorflow's. Restoring reads either format, whichever the newest checkpoint is in.
+  bool tensorflow_checkpoints = false;
   double ready_timeout_secs = 120;     // how long a non-chief waits for the model
   double save_summaries_secs = 10;     // steps/s summaries; 0 = off
   std::string task_name = "worker";    // used in log lines and the summary file name

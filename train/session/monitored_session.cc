@@ -215,6 +215,7 @@ Result<std::unique_ptr<MonitoredTrainingSession>> MonitoredTrainingSession::crea
   sc.init_op = options.init_op;
   sc.save_checkpoint_secs = options.save_checkpoint_secs;
   sc.keep_checkpoints = options.keep_checkpoints;
+  sc.tensorflow_checkpoints = options.tensorflow_checkpoints;
   sc.ready_timeout_secs = options.ready_timeout_secs;
   sc.task_name = options.task_name;
   m->supervisor_ = std::make_unique<Supervisor>(scope, sc);

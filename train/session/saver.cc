@@ -8,6 +8,7 @@
 #include "actors/session.h"
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
+#include "data/tf/tf_checkpoint_data.h"
 #include "train/collections.h"
 
 namespace actorflow {
@@ -43,14 +44,15 @@ class Saver::Impl {
     if (!step_op.valid()) data->global_step = step;
     if (data->global_step < 0)
       return InvalidArgument("Saver.save: negative global step " + std::to_string(data->global_step));
-    CheckpointManager manager(where.first, opts_.max_to_keep, where.second);
+    CheckpointManager manager(where.first, opts_.max_to_keep, where.second,
+                              opts_.tensorflow_format ? CheckpointFormat::kTensorFlow : CheckpointFormat::kActorflow);
     return manager.save(*data);
   }
 
   Status restore(Session& sess, const std::string& path) {
     AF_RETURN_IF_ERROR(io_.status().with_prefix("Saver"));
     std::lock_guard<std::mutex> l(mu_);
-    auto data = read_checkpoint(path);
+    auto data = read_any_checkpoint(path);
     if (!data.ok()) return data.status().with_prefix("Saver.restore");
     return io_.assign(sess, *data, path, /*allow_missing=*/false).with_prefix("Saver.restore");
   }

@@ -14,6 +14,10 @@ It writes, with TensorFlow's own tf.compat.v1.train.Saver (graph mode):
   sharded/model.ckpt-5.{index,data-0000[012]-of-00003} + sharded/checkpoint
       a sharded save (Saver(sharded=True)) of variables placed on two CPU devices (one shard per
       device plus one for the global step, which has no device).
+  adam/model.ckpt-2.* + adam/checkpoint
+      w = [1, 1] (float32) after 2 steps of AdamOptimizer(0.1) on loss = sum(w * w * [1, -2]), with its
+      slots w/Adam and w/Adam_1, beta1_power/beta2_power and the global step (2); expected.json's
+      "adam_third_step" holds w after one more step, which actorflow must reproduce from the file;
 and expected.json: for every checkpoint prefix and every variable, what TensorFlow's own reader
 (tf.train.load_checkpoint) returns: dtype name, shape and the little-endian bytes in hex.
 The values are fixed (no randomness), so a rerun writes the same tensors.
@@ -81,6 +85,29 @@ def sharded():
         v1.Variable(np.arange(3, dtype=np.float64) - 1.0, name="b")
 
 
+def adam():
+    """Trains two Adam steps and saves; returns (prefix, w after a third step)."""
+    d = os.path.join(OUT, "adam")
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    g = tf.Graph()
+    with g.as_default():
+        w = v1.Variable(np.array([1.0, 1.0], dtype=np.float32), name="w")
+        gs = v1.train.get_or_create_global_step()
+        loss = tf.reduce_sum(w * w * tf.constant([1.0, -2.0]))
+        train = v1.train.AdamOptimizer(0.1).minimize(loss, global_step=gs)
+        saver = v1.train.Saver(save_relative_paths=True)
+        with v1.Session(graph=g) as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(train)
+            sess.run(train)
+            prefix = saver.save(sess, os.path.join(d, "model.ckpt"), global_step=2, write_meta_graph=False)
+            sess.run(train)
+            third = sess.run(w)
+    return prefix, [float(x) for x in third]
+
+
 def record(prefix):
     reader = tf.train.load_checkpoint(prefix)
     out = {}
@@ -104,8 +131,13 @@ def main():
         rel = os.path.relpath(prefix, OUT)
         expected[rel] = record(prefix)
         print(rel, sorted(os.listdir(os.path.dirname(prefix))))
+    prefix, third = adam()
+    rel = os.path.relpath(prefix, OUT)
+    expected[rel] = record(prefix)
+    print(rel, sorted(os.listdir(os.path.dirname(prefix))))
     with open(os.path.join(OUT, "expected.json"), "w") as f:
-        json.dump({"tensorflow": tf.__version__, "checkpoints": expected}, f, indent=1, sort_keys=True)
+        json.dump({"tensorflow": tf.__version__, "checkpoints": expected, "adam_third_step": {"w": third}}, f,
+                  indent=1, sort_keys=True)
         f.write("\n")
 
 
