@@ -16,8 +16,14 @@
 //     accept, without an answer, for a back-off (10 ms doubling to 1 s); an address is forgotten
 //     after 60 s without a failure, and at most kMaxTrackedAddresses are tracked (the quietest
 //     forgotten first), so guessing the secret costs about a second a guess;
+//   - with TLS, TLS handshakes are admitted per source address by a limiter shared with the
+//     process's other TLS listeners (net/handshake_limiter.h: a burst, then a steady rate): a
+//     connection from an address over its rate is closed at accept, before any TLS work, counted
+//     in stats().rate_limited and in actorflow_tls_handshakes_refused_total{listener};
+//   - at max_pending, the connection closed to make room is the oldest of the address with the
+//     most connections in the handshake, so one address's flood of connections evicts its own;
 //   - log lines are rate limited: at most one per second per kind (refused handshake, timeout,
-//     accept failure), with a count of those suppressed.
+//     accept failure, rate limit), with a count of those suppressed.
 // Thread-safety: the callbacks run on the listener's thread, one at a time; they must not block
 // for long. The destructor stops the thread (joins it) and closes the pending connections.
 #pragma once
@@ -32,6 +38,7 @@
 
 #include "core/status.h"
 #include "net/handshake.h"
+#include "net/handshake_limiter.h"
 #include "net/socket.h"
 #include "net/stream.h"
 
@@ -48,6 +55,7 @@ struct PreAuthStats {
   int64_t evicted = 0;           // closed because max_pending newer connections arrived
   int64_t accept_errors = 0;     // accept() failures (EMFILE, ...)
   int64_t throttled = 0;         // closed at accept: their address is backing off after failed proofs
+  int64_t rate_limited = 0;      // closed at accept: their address is over its rate of TLS handshakes
   int64_t pending = 0;           // in the handshake now
 };
 
@@ -61,6 +69,9 @@ class PreAuthListener {
     std::string what = "data plane";  // for log lines: "data plane", "control plane"
     size_t max_pending = 64;
     std::chrono::milliseconds handshake_timeout{5000};
+    // With TLS (handshake.tls): who admits TLS handshakes per source address; null means the
+    // process's (HandshakeLimiter::process()). Unused without TLS.
+    std::shared_ptr<HandshakeLimiter> tls_limiter;
   };
   // Called with each authenticated connection (a Stream whose handshake bytes have all been
   // consumed: a blocking, close-on-exec socket, or a TLS session; the callee owns it), the peer's
