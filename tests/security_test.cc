@@ -176,13 +176,19 @@ Result<caf::actor> member_connection(caf::actor_system& sys, const Node& n) {
 // Connects to the control plane at `port` with the secret as `task` (the name of the connection
 // handshake: what the node takes the peer's role from) and completes the node actor's handshake
 // saying `hello_task` in hello. The node actor's handle, or why not.
+// With `tls`, the connection runs TLS with that context's certificate (and no secret: the
+// node actor's proofs are then made with the empty secret, as a TLS cluster's tools do).
 Result<caf::actor> authenticated_as(caf::actor_system& sys, const std::string& fingerprint, int port,
-                                    const std::string& task, const std::string& hello_task) {
+                                    const std::string& task, const std::string& hello_task,
+                                    std::shared_ptr<const net::TlsContext> tls = nullptr) {
+  const std::string secret = tls ? "" : kSecret;
   net::HandshakeConfig hs;
   hs.fingerprint = fingerprint;
-  hs.secret = kSecret;
+  hs.secret = secret;
   hs.task_name = task;
-  AF_ASSIGN_OR_RETURN(caf::actor h, connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(port), hs, 5s));
+  hs.tls = tls;
+  AF_ASSIGN_OR_RETURN(caf::actor h, connect_control_plane(sys, "127.0.0.1", static_cast<uint16_t>(port), hs, 5s,
+                                                          tls ? std::string(kTask) : std::string()));
   caf::scoped_actor self{sys};
   Status st = Status::OK();
   std::string server_nonce;
@@ -190,10 +196,10 @@ Result<caf::actor> authenticated_as(caf::actor_system& sys, const std::string& f
       .receive([&](std::string& n) { server_nonce = std::move(n); }, [&](caf::error& e) { st = from_caf_error(e, "hello"); });
   AF_RETURN_IF_ERROR(st);
   const std::string mine = random_nonce();
-  self->request(h, 10s, auth_atom::value, auth_proof(kSecret, "client", server_nonce, fingerprint, kProtocolVersion), mine)
+  self->request(h, 10s, auth_atom::value, auth_proof(secret, "client", server_nonce, fingerprint, kProtocolVersion), mine)
       .receive(
           [&](NodeInfo&, std::string& proof) {
-            if (proof != auth_proof(kSecret, "node", mine, fingerprint, kProtocolVersion))
+            if (proof != auth_proof(secret, "node", mine, fingerprint, kProtocolVersion))
               st = Unauthenticated("the node's proof is wrong");
           },
           [&](caf::error& e) { st = from_caf_error(e, "auth"); });
@@ -1005,11 +1011,10 @@ class SecurityBoundedTest : private BoundedBuffersEnv, public SecurityTest {};
 
 // An honest remote client's step on `n` ([1, 2] + 2 through a client session): OK when it
 // returns [3. 4.].
-::testing::AssertionResult honest_client_step(const Node& n) {
-  ScopedEnv secret("ACTORFLOW_SECRET", kSecret);
-  auto spec = ClusterSpec::from_file(n.file);
+::testing::AssertionResult honest_client_step_at(const std::string& file, int port) {
+  auto spec = ClusterSpec::from_file(file);
   if (!spec.ok()) return ::testing::AssertionFailure() << spec.status();
-  auto client = RemoteClient::create("actorflow://localhost:" + std::to_string(n.port), *spec);
+  auto client = RemoteClient::create("actorflow://localhost:" + std::to_string(port), *spec);
   if (!client.ok()) return ::testing::AssertionFailure() << client.status();
   Scope root = Scope::root();
   auto a = ops::placeholder(root, DType::kFloat32, Shape{2}, "a");
@@ -1027,6 +1032,10 @@ class SecurityBoundedTest : private BoundedBuffersEnv, public SecurityTest {};
   if (!r.ok()) return ::testing::AssertionFailure() << r.status();
   if ((*r)[0].to_string() != "[3. 4.]") return ::testing::AssertionFailure() << (*r)[0].to_string();
   return ::testing::AssertionSuccess();
+}
+::testing::AssertionResult honest_client_step(const Node& n) {
+  ScopedEnv secret("ACTORFLOW_SECRET", kSecret);
+  return honest_client_step_at(n.file, n.port);
 }
 
 // Issue 33, item 5 (finding: the device actor's early-arrival map grew from 177 MB to 1.72 GB and
@@ -1170,25 +1179,23 @@ class StallingRelay {
   std::atomic<bool> stop_{false}, stalled_{false}, node_closed_{false};
 };
 
-// Issue 33, item 5 (finding: replies to a client that stops reading piled up, 0.35 -> 2.19 GB,
-// and a larger run ended the BASP broker with bad_alloc): a remote client (the secret, job
-// `_client`) connects through a relay, which then stops reading what the node sends; the client
-// sends 64 run requests whose replies are 16 MiB each (1 GiB in all). The node of this fixture
-// allows 32 MiB of unread replies per client (ACTORFLOW_MAX_CLIENT_BACKLOG_BYTES) and 4 runs in
-// flight (ACTORFLOW_MAX_CLIENT_RUNS): it closes the client's connection with a WARNING naming
-// the client and the limit, grows less than 300 MB at its peak, and still serves an honest
-// client's step and both planes (failed before: the node held every reply).
-TEST_F(SecurityBoundedTest, RepliesToAClientThatStopsReadingAreBounded) {
-  ASSERT_TRUE(honest_client_step(node));
-  rss0 = rss_bytes(node.pid());
+// A remote client (job `_client`: the secret, or with `tls` the cluster's client certificate)
+// connects to the node of `proc` at `port` through a StallingRelay, which then stops reading what
+// the node sends; the client sends 64 run requests whose replies are 16 MiB each (1 GiB in all).
+// Expects the node (32 MiB of unread replies allowed per client, 4 runs in flight: the
+// BoundedBuffersEnv) to close the client's connection with a WARNING naming the client and the
+// limit and to grow less than 300 MB at its peak. `what` names the case in the printed line.
+void expect_a_stalled_client_is_closed(ChildProcess& proc, int port, const std::string& fingerprint,
+                                       std::shared_ptr<const net::TlsContext> tls, const std::string& what) {
+  const int64_t rss0 = rss_bytes(proc.pid());
   int64_t peak = rss0;
-  StallingRelay relay(node.port);
+  StallingRelay relay(port);
   {
     caf::actor_system_config cfg;
     Server::configure(cfg);
     caf::actor_system sys{cfg};
     const std::string me = "/job:_client/replica:0/task:0";
-    auto h = authenticated_as(sys, node.fingerprint, relay.port(), me, me);
+    auto h = authenticated_as(sys, fingerprint, relay.port(), me, me, tls);
     ASSERT_TRUE(h.ok()) << h.status();
     relay.stop_reading();
     Scope root = Scope::root();
@@ -1207,23 +1214,65 @@ TEST_F(SecurityBoundedTest, RepliesToAClientThatStopsReadingAreBounded) {
     }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(60 * testing::slowdown()));
+    const auto t0 = std::chrono::steady_clock::now();
     while (!relay.node_closed() && std::chrono::steady_clock::now() < deadline && peak - rss0 < (1ll << 30)) {
-      peak = std::max(peak, rss_bytes(node.pid()));
+      peak = std::max(peak, rss_bytes(proc.pid()));
       std::this_thread::sleep_for(20ms);  // sampling the node's memory while waiting for the close
     }
-    peak = std::max(peak, rss_bytes(node.pid()));
-    std::printf("stalled-client attack: 64 replies of 16 MiB, the node's RSS peaked %.1f MB above its start\n",
-                static_cast<double>(peak - rss0) / 1e6);
+    peak = std::max(peak, rss_bytes(proc.pid()));
+    std::printf("stalled-client attack (%s): 64 replies of 16 MiB, the node's RSS peaked %.1f MB above its start; "
+                "connection closed by the node: %s (after %.1f s)\n",
+                what.c_str(), static_cast<double>(peak - rss0) / 1e6, relay.node_closed() ? "yes" : "no",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     EXPECT_TRUE(relay.node_closed()) << "the node kept the connection of a client that does not read";
     EXPECT_LT(peak - rss0, 300ll << 20) << "node grew from " << rss0 << " to " << peak << " bytes";
-    ASSERT_TRUE(node.proc->running()) << node.proc->output();
+    ASSERT_TRUE(proc.running()) << proc.output();
   }
-  const std::string out = node.proc->output();
+  const std::string out = proc.output();
   EXPECT_NE(out.find("client /job:_client/replica:0/task:0 (node "), std::string::npos) << out;
   EXPECT_NE(out.find("does not read its replies"), std::string::npos) << out;
   EXPECT_NE(out.find("limit of " + std::to_string(size_t{32} << 20) + " bytes"), std::string::npos) << out;
+}
+
+// Issue 33, item 5 (finding: replies to a client that stops reading piled up, 0.35 -> 2.19 GB,
+// and a larger run ended the BASP broker with bad_alloc): a remote client with the secret stalls
+// (expect_a_stalled_client_is_closed); the node closes its connection, grows less than 300 MB at
+// its peak, and still serves an honest client's step and both planes (failed before: the node
+// held every reply).
+TEST_F(SecurityBoundedTest, RepliesToAClientThatStopsReadingAreBounded) {
+  ASSERT_TRUE(honest_client_step(node));
+  expect_a_stalled_client_is_closed(*node.proc, node.port, node.fingerprint, nullptr, "secret");
   EXPECT_TRUE(honest_client_step(node));
   expect_unharmed(100, 300ll << 20);
+}
+
+// The same under TLS (no secret): the client holds the cluster's client certificate, the node's
+// side of the connection is a TLS relay thread (net/tls.h) between the TCP socket and BASP's
+// AF_UNIX end, whose write buffer the budget reads. The node closes the TCP connection too (failed
+// before: BASP's end was closed but the relay kept the TCP connection, its thread and up to 1 MiB
+// of records for as long as the client stayed), grows less than 300 MB at its peak, and then runs
+// an honest client's step.
+class SecurityBoundedTlsTest : private BoundedBuffersEnv, public ::testing::Test {};
+TEST_F(SecurityBoundedTlsTest, RepliesToATlsClientThatStopsReadingAreBounded) {
+  TempDir dir;
+  const int port = free_port();
+  ASSERT_TRUE(net::write_cluster_certs(dir.path() + "/certs", {{"worker/0", {"localhost", "127.0.0.1"}}, {"client", {}}},
+                                       false)
+                  .ok());
+  const std::string file = dir.write("cluster.toml", "[cluster]\nname = \"tls\"\ntls_dir = \"certs\"\n\n[jobs]\nworker = "
+                                                     "[\"localhost:" + std::to_string(port) + "\"]\n");
+  auto spec = ClusterSpec::from_file(file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto node = ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "worker", "--task", "0"}, {});
+  ASSERT_TRUE(node->wait_for_output("serving", 30s)) << node->output();
+  auto tls = net::TlsContext::load(net::cluster_tls_files(dir.path() + "/certs", "client"));
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  ASSERT_TRUE(honest_client_step_at(file, port)) << node->output();
+  expect_a_stalled_client_is_closed(*node, port, spec->fingerprint(), *tls, "TLS");
+  // The relay said why it reset the connection.
+  EXPECT_NE(node->output().find("after the connection was closed; resetting it"), std::string::npos) << node->output();
+  EXPECT_TRUE(honest_client_step_at(file, port)) << node->output();
+  EXPECT_TRUE(node->running());
 }
 
 // A process that took a stopped task's metrics port: it records every byte it is sent and plays
