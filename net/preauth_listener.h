@@ -5,7 +5,8 @@
 //
 // Bounds, whatever a peer does:
 //   - at most `max_pending` connections are in the handshake at once; when a new one arrives at
-//     the cap, the oldest pending one is closed (so idle connections cannot lock members out);
+//     the cap, a pending one is closed (so idle connections cannot lock members out): the oldest
+//     of the source address with the most pending connections, so one address evicts its own;
 //   - each pending connection is closed `handshake_timeout` after it was accepted;
 //   - no thread per connection: one poll loop drives every pending handshake;
 //   - when accept fails for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
@@ -20,8 +21,6 @@
 //     process's other TLS listeners (net/handshake_limiter.h: a burst, then a steady rate): a
 //     connection from an address over its rate is closed at accept, before any TLS work, counted
 //     in stats().rate_limited and in actorflow_tls_handshakes_refused_total{listener};
-//   - at max_pending, the connection closed to make room is the oldest of the address with the
-//     most connections in the handshake, so one address's flood of connections evicts its own;
 //   - log lines are rate limited: at most one per second per kind (refused handshake, timeout,
 //     accept failure, rate limit), with a count of those suppressed.
 // Thread-safety: the callbacks run on the listener's thread, one at a time; they must not block
