@@ -26,6 +26,8 @@
 #include <cstdlib>
 
 #include "core/logging.h"
+#include "core/metrics.h"
+#include "net/handshake_limiter.h"
 #include "net/log_limiter.h"
 #include "net/stream.h"
 #include "net/tls.h"
@@ -180,7 +182,8 @@ struct MetricsHttpServer::Impl {
   size_t outstanding = 0;  // jobs handed to the handler thread whose answer has not come back
   Clock::time_point accept_resume{};
   std::chrono::milliseconds backoff{0};
-  LogLimiter tls_log, timeout_log, evict_log, accept_log, poll_log;
+  LogLimiter tls_log, timeout_log, evict_log, accept_log, poll_log, rate_log;
+  Counter* tls_refused = nullptr;  // actorflow_tls_handshakes_refused_total{listener="metrics"} (TLS only)
   // Handler thread's queue.
   std::mutex mu;
   std::condition_variable cv;
@@ -294,6 +297,20 @@ struct MetricsHttpServer::Impl {
     c.peer = peer_name(fd.get());
     c.ip = c.peer.substr(0, c.peer.rfind(':'));
     c.deadline = Clock::now() + kRequestBudget;
+    if (opts.tls && !opts.tls_limiter->admit(c.ip)) {
+      // Over its address's rate of TLS handshakes: closed before any TLS work (net/handshake_limiter.h).
+      tls_refused->inc();
+      int64_t held = 0;
+      if (rate_log.allow(&held)) {
+        const HandshakeLimits& lim = opts.tls_limiter->limits();
+        AF_LOG(WARNING) << "metrics endpoint: closing the connection from " << c.peer
+                        << " at accept: its address is over its rate of TLS handshakes (" << lim.burst
+                        << " at once, then " << lim.per_second
+                        << " a second: ACTORFLOW_TLS_HANDSHAKE_BURST, ACTORFLOW_TLS_HANDSHAKES_PER_SECOND)"
+                        << suppressed_note(held);
+      }
+      return;  // `fd` closes
+    }
     auto same_ip = per_ip.find(c.ip);
     if (same_ip != per_ip.end() && same_ip->second >= kMaxPerPeer)
       (void)evict(&c.ip, "at its cap of " + std::to_string(kMaxPerPeer) + " connections from " + c.ip);
@@ -560,6 +577,12 @@ Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(MetricsHttpO
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
     im.max_conns = std::max<size_t>(16, std::min<size_t>(kMaxConnections, nofile.rlim_cur > 64 ? (nofile.rlim_cur - 64) / 2 : 0));
   im.opts = std::move(opts);
+  if (im.opts.tls) {
+    if (!im.opts.tls_limiter) im.opts.tls_limiter = HandshakeLimiter::process();
+    im.tls_refused = &Metrics::global().counter("actorflow_tls_handshakes_refused_total",
+                                                "TLS handshakes refused at accept: their source address was over its rate",
+                                                {{"listener", "metrics"}});
+  }
   im.handler_thread = std::thread([&im] { im.handler_loop(); });
   im.loop_thread = std::thread([&im] { im.run(); });
   return s;

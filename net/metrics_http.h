@@ -52,8 +52,11 @@
 //     request closes the connection;
 //   - accept failing for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) closes
 //     the oldest connection and backs off (10 ms doubling to 1 s) instead of spinning;
-//   - log lines about strangers (failed TLS handshakes, timeouts, evictions, accept failures) are
-//     rate limited to one a second per kind, with a count of those held back.
+//   - with TLS, a connection whose source address is over its rate of TLS handshakes (a limiter
+//     shared with the process's other TLS listeners, net/handshake_limiter.h) is closed at accept,
+//     before any TLS work, and counted in actorflow_tls_handshakes_refused_total{listener="metrics"};
+//   - log lines about strangers (failed TLS handshakes, timeouts, evictions, accept failures,
+//     rate limits) are rate limited to one a second per kind, with a count of those held back.
 //
 // Thread-safety: start() returns a running server; port() may be called from any thread; the
 // destructor stops both threads and closes every connection (it must not race with other calls;
@@ -76,6 +79,7 @@ namespace actorflow {
 namespace net {
 
 class TlsContext;
+class HandshakeLimiter;
 
 // A request as a route's handler sees it. Plain value.
 struct HttpRequest {
@@ -112,6 +116,9 @@ struct MetricsHttpOptions {
   std::string fingerprint;                   // the cluster file's, bound into the proofs
   std::string scrape_token;                  // Bearer credential for GET /metrics only; "" = none
   std::shared_ptr<const TlsContext> tls;     // null = plain HTTP
+  // With tls: who admits TLS handshakes per source address; null means the process's
+  // (HandshakeLimiter::process()). Unused for plain HTTP.
+  std::shared_ptr<HandshakeLimiter> tls_limiter;
   std::function<std::string()> render;       // the body of GET /metrics; null: no /metrics (404)
   std::map<std::string, HttpRoute> routes;   // more GET paths, exact match without the query
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "net/log_limiter.h"
 #include "net/stream.h"
 #include "net/tls.h"
@@ -55,7 +56,8 @@ struct PreAuthListener::Impl {
     Clock::time_point last{};   // the latest failure
   };
   std::unordered_map<std::string, Strikes> strikes;
-  LogLimiter throttle_log;
+  LogLimiter throttle_log, rate_log;
+  Counter* tls_refused = nullptr;  // actorflow_tls_handshakes_refused_total{listener=opts.what} (TLS only)
 
   static std::string host_part(const std::string& addr) {
     const size_t colon = addr.rfind(':');
@@ -183,32 +185,47 @@ struct PreAuthListener::Impl {
       }
       backoff = std::chrono::milliseconds(0);
       count(&PreAuthStats::accepted);
-      {
-        const std::string addr = peer_name(fd);
-        if (throttled(host_part(addr), Clock::now())) {
-          count(&PreAuthStats::throttled);
-          int64_t held = 0;
-          if (throttle_log.allow(&held)) {
-            AF_LOG(WARNING) << opts.what << ": closing the connection from " << addr
-                            << " at once: its address failed to authenticate " << strikes[host_part(addr)].failures
-                            << " times and is backing off" << suppressed_note(held);
-          }
-          ::close(fd);
-          continue;
+      const std::string addr = peer_name(fd);
+      if (throttled(host_part(addr), Clock::now())) {
+        count(&PreAuthStats::throttled);
+        int64_t held = 0;
+        if (throttle_log.allow(&held)) {
+          AF_LOG(WARNING) << opts.what << ": closing the connection from " << addr
+                          << " at once: its address failed to authenticate " << strikes[host_part(addr)].failures
+                          << " times and is backing off" << suppressed_note(held);
         }
+        ::close(fd);
+        continue;
+      }
+      if (opts.handshake.tls && !opts.tls_limiter->admit(host_part(addr))) {
+        count(&PreAuthStats::rate_limited);
+        tls_refused->inc();
+        int64_t held = 0;
+        if (rate_log.allow(&held)) {
+          const HandshakeLimits& lim = opts.tls_limiter->limits();
+          AF_LOG(WARNING) << opts.what << ": closing the connection from " << addr
+                          << " at accept: its address is over its rate of TLS handshakes (" << lim.burst
+                          << " at once, then " << lim.per_second
+                          << " a second: ACTORFLOW_TLS_HANDSHAKE_BURST, ACTORFLOW_TLS_HANDSHAKES_PER_SECOND)"
+                          << suppressed_note(held);
+        }
+        ::close(fd);
+        continue;
       }
       if (pending.size() >= opts.max_pending) {
         count(&PreAuthStats::evicted);
+        auto victim = oldest_of_busiest_address();
         int64_t held = 0;
         if (evict_log.allow(&held)) {
           AF_LOG(WARNING) << opts.what << ": " << opts.max_pending
-                          << " connections already in the handshake; closing the oldest, from "
-                          << pending.front().addr << suppressed_note(held);
+                          << " connections already in the handshake; closing the oldest of the address with the "
+                             "most of them, from "
+                          << victim->addr << suppressed_note(held);
         }
-        pending.pop_front();
+        pending.erase(victim);
       }
       Pending p;
-      p.addr = peer_name(fd);
+      p.addr = addr;
       p.deadline = Clock::now() + opts.handshake_timeout;
       p.hs = std::make_unique<ServerHandshake>(opts.handshake, p.addr);
       if (opts.handshake.tls) {
@@ -221,6 +238,24 @@ struct PreAuthListener::Impl {
       pending.push_back(std::move(p));
       set_pending();
     }
+  }
+
+  // The oldest pending connection of the source address with the most pending connections
+  // (the oldest of all on a tie); pending must not be empty.
+  std::list<Pending>::iterator oldest_of_busiest_address() {
+    std::unordered_map<std::string, size_t> per_host;
+    std::string busiest;
+    size_t most = 0;
+    for (const Pending& p : pending) {
+      const size_t n = ++per_host[host_part(p.addr)];
+      if (n > most) {
+        most = n;
+        busiest = host_part(p.addr);
+      }
+    }
+    for (auto it = pending.begin(); it != pending.end(); ++it)
+      if (host_part(it->addr) == busiest) return it;
+    return pending.begin();
   }
 
   // Reads what the handshake wants / writes what it has; finishes the connection when done.
@@ -351,6 +386,12 @@ Result<std::unique_ptr<PreAuthListener>> PreAuthListener::start(Fd listener, Opt
   im.listener = std::move(listener);
   im.opts = std::move(options);
   if (im.opts.max_pending == 0) im.opts.max_pending = 1;
+  if (im.opts.handshake.tls) {
+    if (!im.opts.tls_limiter) im.opts.tls_limiter = HandshakeLimiter::process();
+    im.tls_refused = &Metrics::global().counter("actorflow_tls_handshakes_refused_total",
+                                                "TLS handshakes refused at accept: their source address was over its rate",
+                                                {{"listener", im.opts.what}});
+  }
   im.on_auth = std::move(on_auth);
   im.on_rejected = std::move(on_rejected);
   im.on_tick = std::move(on_tick);

@@ -5,7 +5,8 @@
 //
 // Bounds, whatever a peer does:
 //   - at most `max_pending` connections are in the handshake at once; when a new one arrives at
-//     the cap, the oldest pending one is closed (so idle connections cannot lock members out);
+//     the cap, a pending one is closed (so idle connections cannot lock members out): the oldest
+//     of the source address with the most pending connections, so one address evicts its own;
 //   - each pending connection is closed `handshake_timeout` after it was accepted;
 //   - no thread per connection: one poll loop drives every pending handshake;
 //   - when accept fails for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the
@@ -16,8 +17,12 @@
 //     accept, without an answer, for a back-off (10 ms doubling to 1 s); an address is forgotten
 //     after 60 s without a failure, and at most kMaxTrackedAddresses are tracked (the quietest
 //     forgotten first), so guessing the secret costs about a second a guess;
+//   - with TLS, TLS handshakes are admitted per source address by a limiter shared with the
+//     process's other TLS listeners (net/handshake_limiter.h: a burst, then a steady rate): a
+//     connection from an address over its rate is closed at accept, before any TLS work, counted
+//     in stats().rate_limited and in actorflow_tls_handshakes_refused_total{listener};
 //   - log lines are rate limited: at most one per second per kind (refused handshake, timeout,
-//     accept failure), with a count of those suppressed.
+//     accept failure, rate limit), with a count of those suppressed.
 // Thread-safety: the callbacks run on the listener's thread, one at a time; they must not block
 // for long. The destructor stops the thread (joins it) and closes the pending connections.
 #pragma once
@@ -32,6 +37,7 @@
 
 #include "core/status.h"
 #include "net/handshake.h"
+#include "net/handshake_limiter.h"
 #include "net/socket.h"
 #include "net/stream.h"
 
@@ -48,6 +54,7 @@ struct PreAuthStats {
   int64_t evicted = 0;           // closed because max_pending newer connections arrived
   int64_t accept_errors = 0;     // accept() failures (EMFILE, ...)
   int64_t throttled = 0;         // closed at accept: their address is backing off after failed proofs
+  int64_t rate_limited = 0;      // closed at accept: their address is over its rate of TLS handshakes
   int64_t pending = 0;           // in the handshake now
 };
 
@@ -61,6 +68,9 @@ class PreAuthListener {
     std::string what = "data plane";  // for log lines: "data plane", "control plane"
     size_t max_pending = 64;
     std::chrono::milliseconds handshake_timeout{5000};
+    // With TLS (handshake.tls): who admits TLS handshakes per source address; null means the
+    // process's (HandshakeLimiter::process()). Unused without TLS.
+    std::shared_ptr<HandshakeLimiter> tls_limiter;
   };
   // Called with each authenticated connection (a Stream whose handshake bytes have all been
   // consumed: a blocking, close-on-exec socket, or a TLS session; the callee owns it), the peer's

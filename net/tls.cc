@@ -286,9 +286,14 @@ class Relay {
     set_nonblocking(tcp_.get(), true);
     set_nonblocking(app_.get(), true);
     Clock::time_point linger_until{};
+    Clock::time_point drain_until{};  // once the plane ended: the bound on sending what is left
     for (;;) {
       bool progress = false;
       if (!pump_app_to_net(&progress) || !pump_net_to_app(&progress)) break;
+      // The plane closed its end (seen as EOF, or as a hang-up while the records for the peer fill
+      // the buffer and nothing more is read from the plane): what is left must go within a bound.
+      if (((app_eof_ && tn_begin_ < tn_end_) || plane_hup_) && drain_until == Clock::time_point())
+        drain_until = Clock::now() + kDrainBound;
       if (app_eof_ && tn_begin_ == tn_end_ && !sent_close_) {
         SSL_shutdown(ssl_);  // close_notify; the peer's relay ends its plane's connection
         ::shutdown(tcp_.get(), SHUT_WR);
@@ -306,15 +311,33 @@ class Relay {
       if (tn_begin_ < tn_end_ || net_wants_write_) p[0].events |= POLLOUT;
       if (!app_eof_ && tn_end_ < kCap) p[1].events |= POLLIN;
       if (ta_begin_ < ta_end_) p[1].events |= POLLOUT;
+      if (plane_hup_ && p[1].events == 0) p[1].fd = -1;  // its hang-up is known: poll() would not wait
       int wait_ms = -1;
       if (sent_close_) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(linger_until - Clock::now()).count();
         if (left <= 0) break;  // the peer never closed its side: give up on it
         wait_ms = static_cast<int>(left);
+      } else if (drain_until != Clock::time_point()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(drain_until - Clock::now()).count();
+        if (left <= 0) {
+          // The plane is gone and the peer does not take what is left (a client that stopped
+          // reading, whose connection the node closed): drop it and reset the connection, so
+          // neither this thread nor the TCP connection waits on the peer.
+          if (!exiting()) {
+            AF_LOG(WARNING) << "TLS connection with " << peer_ << ": the peer did not take the last "
+                            << (tn_end_ - tn_begin_) << " bytes within " << kDrainBound.count()
+                            << " ms after the connection was closed; resetting it";
+          }
+          linger hard{1, 0};
+          (void)::setsockopt(tcp_.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+          break;
+        }
+        wait_ms = static_cast<int>(left);
       }
       int r = ::poll(p, 2, wait_ms);
       if (r < 0 && errno != EINTR) break;
       if (r > 0 && ((p[0].revents | p[1].revents) & POLLNVAL)) break;
+      if (r > 0 && (p[1].revents & (POLLHUP | POLLERR))) plane_hup_ = true;
     }
     ::shutdown(app_.get(), SHUT_RDWR);
     ::shutdown(tcp_.get(), SHUT_RDWR);
@@ -325,6 +348,8 @@ class Relay {
 
  private:
   static constexpr size_t kCap = 1024 * 1024;
+  // After the plane closed its end: how long the peer has to take what is still to be sent.
+  static constexpr std::chrono::milliseconds kDrainBound{5000};
 
   // The plane's bytes into TLS records. False when the relay must end.
   bool pump_app_to_net(bool* progress) {
@@ -408,6 +433,7 @@ class Relay {
   std::vector<char> to_net_, to_app_;
   size_t tn_begin_ = 0, tn_end_ = 0, ta_begin_ = 0, ta_end_ = 0;
   bool app_eof_ = false, net_eof_ = false, sent_close_ = false, app_shut_ = false, net_wants_write_ = false;
+  bool plane_hup_ = false;  // poll() reported the plane's end closed
 };
 
 // Starts a relay thread for `ssl` over `tcp`; returns the plane's end of the socketpair.
