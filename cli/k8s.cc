@@ -24,6 +24,7 @@
 
 #include "actorflow/actorflow.h"
 #include "cli/commands.h"
+#include "core/private_file.h"
 #include "net/certs.h"
 #include "net/socket.h"
 
@@ -739,9 +740,16 @@ int run_k8s(const K8sOptions& o) {
   files.push_back({o.out + "/cluster.toml", plan->cluster_toml, false});
   for (const auto& [path, content, secret] : files) {
     // A Secret's file is mode 0600 from its creation on (no moment in which another user may
-    // open it); an existing file is made 0600 before the content goes in.
-    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, secret ? 0600 : 0644));
-    bool ok = fd.valid() && (!secret || ::fchmod(fd.get(), 0600) == 0);
+    // open it, never chmod-ed): written through a temporary file and renamed into place.
+    if (secret) {
+      if (Status s = write_private_file(path, content); !s.ok()) {
+        std::cerr << "actorflow k8s: " << s.message() << "\n";
+        return 1;
+      }
+      continue;
+    }
+    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+    bool ok = fd.valid();
     for (size_t off = 0; ok && off < content.size();) {
       const ssize_t w = ::write(fd.get(), content.data() + off, content.size() - off);
       if (w < 0 && errno == EINTR) continue;
