@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,15 +133,21 @@ inline ::testing::AssertionResult private_from_creation(const DirWatch& w, const
     if (e.mask & IN_ATTRIB)
       return ::testing::AssertionFailure() << name << ": the mode (or owner) of '" << e.name
                                            << "' changed after it was created (IN_ATTRIB)";
-    if (e.mode >= 0 && (e.mode & 077) != 0)
-      return ::testing::AssertionFailure() << name << ": '" << e.name << "' had mode 0" << std::oct << e.mode
-                                           << std::dec << " at an event (mask 0x" << std::hex << e.mask << ")";
+    if (e.mode >= 0 && (e.mode & 077) != 0) {
+      std::ostringstream what;
+      what << name << ": '" << e.name << "' had mode 0" << std::oct << e.mode << " at an event (mask 0x" << std::hex
+           << e.mask << ")";
+      return ::testing::AssertionFailure() << what.str();
+    }
   }
   if (!seen) return ::testing::AssertionFailure() << name << ": no inotify event seen for it";
   struct stat st {};
   if (::lstat((dir + "/" + name).c_str(), &st) != 0) return ::testing::AssertionFailure() << name << " is missing";
-  if ((st.st_mode & 07777) != 0600)
-    return ::testing::AssertionFailure() << name << " has mode 0" << std::oct << (st.st_mode & 07777);
+  if ((st.st_mode & 07777) != 0600) {
+    std::ostringstream what;
+    what << name << " has mode 0" << std::oct << (st.st_mode & 07777);
+    return ::testing::AssertionFailure() << what.str();
+  }
   return ::testing::AssertionSuccess();
 }
 
