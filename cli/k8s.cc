@@ -351,6 +351,8 @@ struct Plan {
   std::map<std::string, std::string> shared_data;  // Secret key -> content every task's Secret holds
   std::map<std::string, std::map<std::string, std::string>> task_data;  // "job/i" -> its own files
   std::map<std::string, std::string> client_data;  // the tools' Secret (TLS only); no pod mounts it
+  bool tools = false;                               // --tools: the tools Pod and its Secret
+  std::map<std::string, std::string> tools_data;   // the tools Pod's Secret: shared_data + client cert/key
   std::string cluster_toml;
 };
 
@@ -513,6 +515,13 @@ Result<Plan> make_plan(const ClusterSpec& c, const K8sOptions& o) {
       }
     }
   }
+  p.tools = o.tools;
+  if (p.tools && p.emit_secrets) {
+    // What the cluster file names for a tool (the secret file, the scrape token, ca.crt) and the
+    // tools' own certificate; no task's key.
+    p.tools_data = p.shared_data;
+    for (const auto& [k, v] : p.client_data) p.tools_data[k] = v;
+  }
   p.cluster_toml = cluster_toml(c, p, o.cluster);
   return p;
 }
@@ -650,6 +659,39 @@ Node stateful_set(const Plan& p, const JobPlan& j, int i) {
                                               {"spec", pod_spec}})}})}});
 }
 
+// The tools Pod: idles so that `kubectl exec <name>-tools -- actorflow status ...` runs a tool with
+// the tools' certificate (a task's pod holds only its task's key, which cannot speak as a tool).
+// It mounts the cluster file and the Secret <name>-tools, never a task's Secret.
+Node tools_pod(const Plan& p) {
+  const std::string name = p.name + "-tools";
+  std::vector<Node> mounts = {map({{"name", str("cluster")},
+                                   {"mountPath", str(std::string(kConfigDir) + "/cluster.toml")},
+                                   {"subPath", str("cluster.toml")},
+                                   {"readOnly", boolean(true)}}),
+                              map({{"name", str("secret")}, {"mountPath", str(kSecretDir)}, {"readOnly", boolean(true)}})};
+  std::vector<Node> volumes = {
+      map({{"name", str("cluster")}, {"configMap", map({{"name", str(p.name + "-cluster")}})}}),
+      map({{"name", str("secret")},
+           {"secret", map({{"secretName", commented(str(name), "the tools' key, no task's")},
+                           {"defaultMode", commented(num(0400), "0400: keys must not be group/other readable")}})}})};
+  std::vector<std::pair<std::string, Node>> container = {
+      {"name", str("tools")},
+      {"image", str(p.image)},
+      {"command", commented(list({str("/bin/sh"), str("-c"), str("exec sleep infinity")}),
+                            "kubectl exec " + name + " -- actorflow status --cluster " + kConfigDir +
+                                "/cluster.toml")},
+      {"volumeMounts", list(mounts)},
+      {"resources", map({{"requests", map({{"cpu", str("100m")}, {"memory", str("128Mi")}})}})}};
+  Node pod_spec = map({{"restartPolicy", str("Always")},
+                       {"containers", list({map(container)})},
+                       {"volumes", list(volumes)}});
+  return map({{"apiVersion", str("v1")},
+              {"kind", str("Pod")},
+              {"metadata", metadata(p, name, {{"app.kubernetes.io/name", str(p.name)},
+                                              {"app.kubernetes.io/component", str("tools")}})},
+              {"spec", pod_spec}});
+}
+
 }  // namespace
 
 int run_k8s(const K8sOptions& o) {
@@ -685,12 +727,18 @@ int run_k8s(const K8sOptions& o) {
                       secret_object(*plan, plan->name + "-client", plan->client_data,
                                     "The tools' certificate (actorflow status, Prometheus): no pod of the\n"
                                     "cluster mounts it; mount it only where a tool runs")});
+    if (plan->tools)
+      docs.push_back({"secret-tools",
+                      secret_object(*plan, plan->name + "-tools", plan->tools_data,
+                                    "Mounted by the tools Pod " + plan->name + "-tools only: the tools' key\n"
+                                    "(with TLS) and what the cluster file names; no task's key")});
   }
   for (const JobPlan& j : plan->jobs) {
     docs.push_back({"service-" + dns_label(j.job), service(*plan, j)});
     for (int i = 0; i < j.replicas; ++i)
       docs.push_back({"statefulset-" + dns_label(j.job) + "-" + std::to_string(i), stateful_set(*plan, j, i)});
   }
+  if (plan->tools) docs.push_back({"pod-tools", tools_pod(*plan)});
 
   // JSON: one v1 List on stdout, the object itself in a file of --out.
   auto render = [&](const std::vector<std::pair<std::string, Node>>& ds) {
