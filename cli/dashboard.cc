@@ -330,7 +330,8 @@ class DashboardAccess {
 // Writes `token` to `path` with mode 0600 from its creation on (core/private_file.h; a symbolic
 // link there is replaced, not followed).
 Status write_token_file(const std::string& path, const std::string& token) {
-  return write_private_file(path, token + "\n");
+  Status s = write_private_file(path, token + "\n");
+  return s.ok() ? s : s.with_prefix("cannot write the token file " + path);
 }
 
 }  // namespace
