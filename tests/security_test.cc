@@ -1171,6 +1171,8 @@ class StallingRelay {
   int port() const { return port_; }
   void stop_reading() { stalled_.store(true); }
   bool node_closed() const { return node_closed_.load(); }
+  // Bytes forwarded from the client to the node so far.
+  size_t forwarded() const { return forwarded_.load(); }
 
  private:
   void loop() {
@@ -1198,6 +1200,8 @@ class StallingRelay {
         else if (!net::write_all(node.get(), buf.data(), static_cast<size_t>(n), "node").ok()) {
           node_closed_.store(true);
           return;
+        } else {
+          forwarded_.fetch_add(static_cast<size_t>(n));
         }
       }
       if (!stalled && (p[1].revents & POLLIN)) {
@@ -1216,6 +1220,7 @@ class StallingRelay {
   net::Fd listen_;
   std::thread thread_;
   std::atomic<bool> stop_{false}, stalled_{false}, node_closed_{false};
+  std::atomic<size_t> forwarded_{0};
 };
 
 // Issue 33, item 5 (finding: replies to a client that stops reading piled up, 0.35 -> 2.19 GB,
@@ -1298,18 +1303,38 @@ TEST_F(SecurityBoundedTest, SmallRepliesToAClientThatStopsReadingAreBounded) {
     relay.stop_reading();
     caf::scoped_actor self{sys};
     const std::string cpu = std::string(kTask) + "/device:CPU:0";
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(120 * testing::slowdown()));
-    // At most 4 M requests (about 1 GB of replies): the replies come to `self`, never read.
-    while (!relay.node_closed() && sent < (size_t{4} << 20) && std::chrono::steady_clock::now() < deadline &&
-           peak - rss0 < (1ll << 30)) {
-      for (int i = 0; i < 1024; ++i, ++sent) {
-        switch (sent % 3) {
-          case 0: self->send(*h, devices_atom::value); break;
-          case 1: self->send(*h, ping_atom::value); break;
-          default: self->send(*h, register_atom::value, cpu, std::string("h"), std::string("g")); break;
-        }
+    auto send_one = [&] {
+      switch (sent++ % 3) {
+        case 0: self->send(*h, devices_atom::value); break;
+        case 1: self->send(*h, ping_atom::value); break;
+        default: self->send(*h, register_atom::value, cpu, std::string("h"), std::string("g")); break;
       }
+    };
+    const auto bound = std::chrono::seconds(static_cast<int>(10 * testing::slowdown()));
+    // Waits (bounded) until the relay's count of forwarded bytes satisfies `done`, sampling the
+    // node's memory meanwhile.
+    auto await_forwarded = [&](const std::function<bool(size_t)>& done) {
+      const auto until = std::chrono::steady_clock::now() + bound;
+      while (!relay.node_closed() && !done(relay.forwarded()) && std::chrono::steady_clock::now() < until) {
+        peak = std::max(peak, rss_bytes(node.pid()));
+        std::this_thread::sleep_for(20ms);
+      }
+    };
+    // The size of a request on the wire: 3 000 of them, forwarded whole (the count stops growing).
+    const size_t f0 = relay.forwarded();
+    for (int i = 0; i < 3000; ++i) send_one();
+    size_t last = f0;
+    await_forwarded([&](size_t f) {
+      const bool steady = f > f0 && f == last;
+      last = f;
+      return steady;
+    });
+    const size_t per_request = std::max<size_t>(1, (relay.forwarded() - f0) / 3000);
+    // Up to 2 M requests (about 340 MB of replies held before), paced so that this process holds
+    // at most about 32 768 not yet forwarded: the replies come to `self`, never read.
+    while (!relay.node_closed() && sent < (size_t{2} << 20) && peak - rss0 < (1ll << 30)) {
+      for (int i = 0; i < 1024; ++i) send_one();
+      await_forwarded([&](size_t f) { return f + 32768 * per_request >= f0 + sent * per_request; });
       peak = std::max(peak, rss_bytes(node.pid()));
     }
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(30 * testing::slowdown()));
