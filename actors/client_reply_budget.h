@@ -15,8 +15,17 @@
 //     held), with a WARNING naming the client, its backlog and the limit, and the run answers
 //     ResourceExhausted (which goes nowhere). Honest clients read continuously (their middleman
 //     thread does), so only a stalled or hostile one has a backlog.
+//   - every other reply (ping, devices, a refused request, CAF's own error replies): small, so
+//     not admitted one by one; instead every message a remote node sends the node actor has that
+//     node's backlog checked on the middleman thread (note_request, called from the node actor's
+//     mailbox; one check per node queued at a time, so a flood costs no more than one pending
+//     check). A client (its connection proved a `_` job, or an unknown name; members are trusted
+//     and never closed here) whose unread bytes are past `max_backlog_bytes` is closed as above.
+//     A reply larger than the limit that went out alone is allowed for until the backlog falls
+//     back under the limit.
 // Memory held for one client is then at most about max_runs replies being computed, plus twice
-// max_backlog_bytes (the admitted bytes, plus the batch CAF is writing, which it no longer shows).
+// max_backlog_bytes (the admitted bytes, plus the batch CAF is writing, which it no longer shows),
+// plus the small replies to the requests read while one check was queued.
 //
 // Thread-safety: every method may be called from any thread; the object must outlive the
 // callbacks it posts (hold it in a shared_ptr; posted work holds a weak reference).
@@ -29,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "core/status.h"
@@ -60,6 +70,12 @@ class ClientReplyBudget : public std::enable_shared_from_this<ClientReplyBudget>
   Status admit(const caf::node_id& client, const std::string& who, size_t bytes);
   void release(const caf::node_id& client, size_t bytes);
 
+  // A message from remote node `from` reached the node actor (any message: its reply, if any,
+  // goes back on `from`'s connection). Does not block: queues a check of `from`'s backlog on the
+  // middleman thread unless one is queued already; the check closes a client's connection as
+  // admit() does when what it has not read is past max_backlog_bytes (members are never closed).
+  void note_request(const caf::node_id& from);
+
   const Limits& limits() const { return limits_; }
 
  private:
@@ -69,6 +85,9 @@ class ClientReplyBudget : public std::enable_shared_from_this<ClientReplyBudget>
   std::mutex mu_;
   std::map<caf::node_id, int> runs_;         // guarded by mu_
   std::map<caf::node_id, size_t> admitted_;  // guarded by mu_
+  // A reply larger than the limit admitted alone: its size, until the backlog is under the limit.
+  std::map<caf::node_id, size_t> oversize_;  // guarded by mu_
+  std::set<caf::node_id> checks_queued_;     // note_request's checks not run yet; guarded by mu_
 };
 
 }  // namespace actorflow

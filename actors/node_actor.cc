@@ -281,9 +281,10 @@ std::vector<std::string> serves_for(const NodeActorConfig& cfg) {
   return {serves.begin(), serves.end()};
 }
 
-node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
+node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
+                                      std::shared_ptr<ClientReplyBudget> client_replies) {
   self->state.cfg = std::move(cfg);
-  self->state.client_replies = ClientReplyBudget::create(self->home_system(), ClientReplyBudget::limits_from_env());
+  self->state.client_replies = std::move(client_replies);
   if (self->state.cfg.shutdown_token.empty()) self->state.cfg.shutdown_token = random_nonce();
   // Exit and error messages stop nothing here (a member's CAF node could send them in anyone's
   // name); only the Server's shutdown message does. At most one log line per second.
@@ -689,17 +690,24 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg) {
 // sender's thread. Other reasons are dropped here too (the exit handler would ignore them).
 class NodeActorImpl : public NodeActor {
  public:
-  NodeActorImpl(caf::actor_config& c, NodeActorConfig cfg) : NodeActor(c), cfg_(std::move(cfg)) {}
+  NodeActorImpl(caf::actor_config& c, NodeActorConfig cfg)
+      : NodeActor(c),
+        cfg_(std::move(cfg)),
+        client_replies_(ClientReplyBudget::create(home_system(), ClientReplyBudget::limits_from_env())) {}
 
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* eu) override {
     if (what && what->content().match_elements<caf::exit_msg>()) {
       note_dropped_exit(*what);
       return;  // not a request: nobody waits for an answer
     }
+    // Whatever a remote node sends may be answered on its connection: its backlog is checked
+    // (a client that does not read is closed; actors/client_reply_budget.h).
+    if (what && what->sender && what->sender->node() != home_system().node())
+      client_replies_->note_request(what->sender->node());
     NodeActor::enqueue(std::move(what), eu);
   }
 
-  behavior_type make_behavior() override { return node_actor(this, std::move(cfg_)); }
+  behavior_type make_behavior() override { return node_actor(this, std::move(cfg_), client_replies_); }
 
  private:
   // At most one log line per second, from any sending thread.
@@ -715,6 +723,7 @@ class NodeActorImpl : public NodeActor {
   }
 
   NodeActorConfig cfg_;
+  const std::shared_ptr<ClientReplyBudget> client_replies_;  // shared with the behaviour's state
   std::atomic<int64_t> last_exit_log_ms_{-1000000};
 };
 

@@ -71,6 +71,13 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // A frame from the data plane (the TensorServer's callback): the receiving hook, then a
   // tensor for a local device or step control. Never throws; bad frames are logged and dropped.
   void deliver(const net::TensorMessage& m);
+  // The data-plane connection whose ReplyChannel has id `channel_id` ended (the TensorServer's
+  // closed callback, on that connection's reader thread, after its last frame): feeds carried for
+  // run requests that were to follow on it are dropped (their run request can no longer come:
+  // it travels in the same write, on the same connection), with a WARNING naming the step, and
+  // counted in actorflow_early_tensors_dropped_total{reason="closed"}; its reply token is
+  // forgotten. Thread-safe; never throws.
+  void connection_closed(uint64_t channel_id);
 
   // ---- step dispatch (step_dispatch.cc); contracts in Router ----
   bool can_dispatch(const std::string& device) override;
@@ -155,7 +162,11 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   struct Carried {
     std::vector<std::pair<std::string, Tensor>> feeds;
     std::chrono::steady_clock::time_point first;  // when its first feed arrived
+    uint64_t channel = 0;  // ReplyChannel::id() of the connection its first feed came on (0: none)
   };
+  // Counts `n` dropped feeds in actorflow_early_tensors_dropped_total{reason}: "budget",
+  // "expired" or "closed".
+  static void count_dropped_feeds(const char* reason, size_t n);
   std::unordered_map<int64_t, Carried> carried_;
   // No entry of carried_ is older than this (a lower bound; expire_carried() sweeps past it).
   std::chrono::steady_clock::time_point carried_oldest_ = std::chrono::steady_clock::time_point::max();

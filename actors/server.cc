@@ -525,7 +525,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
         return;
       }
       router->deliver(m);
-    });
+    }, [router](uint64_t channel_id) { router->connection_closed(channel_id); });
     if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
     impl_->data_server_ = std::move(*ds);
     impl_->data_client_ = std::make_shared<net::TensorClient>(topts);

@@ -5,6 +5,7 @@
 #include "actors/direct_step.h"
 #include "actors/router.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 
 namespace actorflow {
 namespace {
@@ -170,6 +171,42 @@ void ProcessRouter::abort_remote_step(const node_actor_t& node, const std::strin
 
 // ---- the running side --------------------------------------------------------------------------
 
+void ProcessRouter::count_dropped_feeds(const char* reason, size_t n) {
+  static const char* const kReasons[] = {"budget", "expired", "closed"};
+  static Counter* counters[3] = {nullptr, nullptr, nullptr};
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < 3; ++i)
+      counters[i] = &Metrics::global().counter("actorflow_early_tensors_dropped_total",
+                                               "Tensors that arrived before their step and were dropped",
+                                               {{"reason", kReasons[i]}});
+  });
+  for (int i = 0; i < 3; ++i)
+    if (std::string(reason) == kReasons[i]) counters[i]->inc(static_cast<int64_t>(n));
+}
+
+void ProcessRouter::connection_closed(uint64_t channel_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  channels_.erase(std::string(1, kChannelToken) + std::to_string(channel_id));
+  if (carried_.empty()) return;
+  carried_oldest_ = std::chrono::steady_clock::time_point::max();
+  for (auto it = carried_.begin(); it != carried_.end();) {
+    if (it->second.channel != channel_id) {
+      carried_oldest_ = std::min(carried_oldest_, it->second.first);
+      ++it;
+      continue;
+    }
+    size_t bytes = 0;
+    for (const auto& kt : it->second.feeds) bytes += kt.second.bytes();
+    carried_bytes_ -= bytes;
+    count_dropped_feeds("closed", it->second.feeds.size());
+    AF_LOG(WARNING) << "data plane: dropped " << it->second.feeds.size() << " feed(s) (" << bytes << " bytes) of step "
+                    << it->first << " (the first: " << (it->second.feeds.empty() ? "" : it->second.feeds.front().first)
+                    << "): the connection they came on closed before their run request";
+    it = carried_.erase(it);
+  }
+}
+
 void ProcessRouter::drop_carried(int64_t step_id) {
   std::lock_guard<std::mutex> l(mu_);
   auto c = carried_.find(step_id);
@@ -193,6 +230,7 @@ void ProcessRouter::expire_carried() {
     size_t bytes = 0;
     for (const auto& kt : it->second.feeds) bytes += kt.second.bytes();
     carried_bytes_ -= bytes;
+    count_dropped_feeds("expired", it->second.feeds.size());
     AF_LOG(WARNING) << "data plane: dropped " << it->second.feeds.size() << " feed(s) (" << bytes << " bytes) of step "
                     << it->first << " (the first: " << (it->second.feeds.empty() ? "" : it->second.feeds.front().first)
                     << "): its run request did not come within " << ttl.count()
@@ -218,6 +256,9 @@ void ProcessRouter::on_feed(const net::TensorMessage& m) {
                       << " bytes) arrived without their run requests; dropped (the last: step " << m.step_id
                       << ", feed " << m.step.key << ")";
     }
+    size_t n = 0;
+    for (const auto& kc : carried_) n += kc.second.feeds.size();
+    count_dropped_feeds("budget", n + (bytes > max_bytes ? 1 : 0));
     carried_.clear();
     carried_bytes_ = 0;
     carried_oldest_ = std::chrono::steady_clock::time_point::max();
@@ -225,6 +266,7 @@ void ProcessRouter::on_feed(const net::TensorMessage& m) {
   if (bytes > max_bytes) return;
   auto [c, fresh] = carried_.try_emplace(m.step_id);
   if (fresh) {
+    c->second.channel = m.reply ? m.reply->id() : 0;
     c->second.first = std::chrono::steady_clock::now();
     carried_oldest_ = std::min(carried_oldest_, c->second.first);
   }

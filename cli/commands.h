@@ -99,6 +99,7 @@ struct K8sOptions {
                                       // --task N instead of `actorflow node`
   bool no_secret = false;          // emit no Secret (create each <name>-<job>-<i>-secret yourself);
                                    // pods still mount them
+  bool tools = false;              // also a tools Pod <name>-tools and its Secret <name>-tools
 };
 // `actorflow k8s`: Kubernetes manifests for the cluster file (docs/kubernetes.md): a ConfigMap
 // <name>-cluster with the cluster file rewritten to the pods' DNS names
@@ -106,8 +107,11 @@ struct K8sOptions {
 // per job, 9100 unless set); per task a Secret <name>-<job>-<i>-secret holding only what that
 // task's pod needs (its own certificate and key, ca.crt, the secret file, the scrape token) and a
 // StatefulSet <name>-<job>-<i> of one pod that mounts it; per job a headless Service <name>-<job>;
-// with TLS a Secret <name>-client (ca.crt, client.crt/.key) that no pod mounts. Never ca.key nor
-// the operator's key. Deterministic output. Exit 0; 2 for a bad cluster file or options, missing
+// with TLS a Secret <name>-client (ca.crt, client.crt/.key) that no pod mounts. With `tools` a
+// Pod <name>-tools (`sleep infinity`, for `kubectl exec <name>-tools -- actorflow status --cluster
+// /etc/actorflow/cluster.toml`) that mounts the ConfigMap's cluster file and its own Secret
+// <name>-tools: what a tool needs and nothing of a task (ca.crt, client.crt/.key with TLS, the
+// secret file, the scrape token); no task's pod mounts it. Never ca.key nor the operator's key. Deterministic output. Exit 0; 2 for a bad cluster file or options, missing
 // secret/TLS files, a job the generated form cannot run (sparse task indices, tasks of a job with
 // different metrics ports, StatefulSet names over 52 characters, no secret nor TLS); 1 when --out
 // cannot be written. Not thread-safe (writes stdout/stderr and files).

@@ -30,6 +30,7 @@
 #include "cli/cluster_probe.h"
 #include "cli/commands.h"
 #include "cli/dashboard_page.h"
+#include "core/private_file.h"
 #include "net/metrics_http.h"
 
 namespace actorflow {
@@ -326,14 +327,11 @@ class DashboardAccess {
   std::map<std::string, std::chrono::steady_clock::time_point> sessions_;  // id -> expiry
 };
 
-// Writes `token` to `path`, created or truncated with mode 0600 (a symbolic link is refused).
+// Writes `token` to `path` with mode 0600 from its creation on (core/private_file.h; a symbolic
+// link there is replaced, not followed).
 Status write_token_file(const std::string& path, const std::string& token) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return PermissionDenied("cannot write the token file " + path + ": " + std::strerror(errno));
-  net::Fd guard(fd);
-  if (::fchmod(fd, 0600) != 0) return PermissionDenied("cannot chmod 0600 the token file " + path + ": " + std::strerror(errno));
-  const std::string line = token + "\n";
-  return net::write_all(fd, line.data(), line.size(), path);
+  Status s = write_private_file(path, token + "\n");
+  return s.ok() ? s : s.with_prefix("cannot write the token file " + path);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include "actorflow/actorflow.h"
 #include "cli/commands.h"
+#include "core/private_file.h"
 #include "net/certs.h"
 #include "net/socket.h"
 
@@ -350,6 +351,8 @@ struct Plan {
   std::map<std::string, std::string> shared_data;  // Secret key -> content every task's Secret holds
   std::map<std::string, std::map<std::string, std::string>> task_data;  // "job/i" -> its own files
   std::map<std::string, std::string> client_data;  // the tools' Secret (TLS only); no pod mounts it
+  bool tools = false;                               // --tools: the tools Pod and its Secret
+  std::map<std::string, std::string> tools_data;   // the tools Pod's Secret: shared_data + client cert/key
   std::string cluster_toml;
 };
 
@@ -513,6 +516,13 @@ Result<Plan> make_plan(const ClusterSpec& c, const K8sOptions& o) {
       }
     }
   }
+  p.tools = o.tools;
+  if (p.tools && p.emit_secrets) {
+    // What the cluster file names for a tool (the secret file, the scrape token, ca.crt) and the
+    // tools' own certificate; no task's key.
+    p.tools_data = p.shared_data;
+    for (const auto& [k, v] : p.client_data) p.tools_data[k] = v;
+  }
   p.cluster_toml = cluster_toml(c, p, o.cluster);
   return p;
 }
@@ -650,6 +660,39 @@ Node stateful_set(const Plan& p, const JobPlan& j, int i) {
                                               {"spec", pod_spec}})}})}});
 }
 
+// The tools Pod: idles so that `kubectl exec <name>-tools -- actorflow status ...` runs a tool with
+// the tools' certificate (a task's pod holds only its task's key, which cannot speak as a tool).
+// It mounts the cluster file and the Secret <name>-tools, never a task's Secret.
+Node tools_pod(const Plan& p) {
+  const std::string name = p.name + "-tools";
+  std::vector<Node> mounts = {map({{"name", str("cluster")},
+                                   {"mountPath", str(std::string(kConfigDir) + "/cluster.toml")},
+                                   {"subPath", str("cluster.toml")},
+                                   {"readOnly", boolean(true)}}),
+                              map({{"name", str("secret")}, {"mountPath", str(kSecretDir)}, {"readOnly", boolean(true)}})};
+  std::vector<Node> volumes = {
+      map({{"name", str("cluster")}, {"configMap", map({{"name", str(p.name + "-cluster")}})}}),
+      map({{"name", str("secret")},
+           {"secret", map({{"secretName", commented(str(name), "the tools' key, no task's")},
+                           {"defaultMode", commented(num(0400), "0400: keys must not be group/other readable")}})}})};
+  std::vector<std::pair<std::string, Node>> container = {
+      {"name", str("tools")},
+      {"image", str(p.image)},
+      {"command", commented(list({str("/bin/sh"), str("-c"), str("exec sleep infinity")}),
+                            "kubectl exec " + name + " -- actorflow status --cluster " + kConfigDir +
+                                "/cluster.toml")},
+      {"volumeMounts", list(mounts)},
+      {"resources", map({{"requests", map({{"cpu", str("100m")}, {"memory", str("128Mi")}})}})}};
+  Node pod_spec = map({{"restartPolicy", str("Always")},
+                       {"containers", list({map(container)})},
+                       {"volumes", list(volumes)}});
+  return map({{"apiVersion", str("v1")},
+              {"kind", str("Pod")},
+              {"metadata", metadata(p, name, {{"app.kubernetes.io/name", str(p.name)},
+                                              {"app.kubernetes.io/component", str("tools")}})},
+              {"spec", pod_spec}});
+}
+
 }  // namespace
 
 int run_k8s(const K8sOptions& o) {
@@ -685,12 +728,18 @@ int run_k8s(const K8sOptions& o) {
                       secret_object(*plan, plan->name + "-client", plan->client_data,
                                     "The tools' certificate (actorflow status, Prometheus): no pod of the\n"
                                     "cluster mounts it; mount it only where a tool runs")});
+    if (plan->tools)
+      docs.push_back({"secret-tools",
+                      secret_object(*plan, plan->name + "-tools", plan->tools_data,
+                                    "Mounted by the tools Pod " + plan->name + "-tools only: the tools' key\n"
+                                    "(with TLS) and what the cluster file names; no task's key")});
   }
   for (const JobPlan& j : plan->jobs) {
     docs.push_back({"service-" + dns_label(j.job), service(*plan, j)});
     for (int i = 0; i < j.replicas; ++i)
       docs.push_back({"statefulset-" + dns_label(j.job) + "-" + std::to_string(i), stateful_set(*plan, j, i)});
   }
+  if (plan->tools) docs.push_back({"pod-tools", tools_pod(*plan)});
 
   // JSON: one v1 List on stdout, the object itself in a file of --out.
   auto render = [&](const std::vector<std::pair<std::string, Node>>& ds) {
@@ -740,9 +789,16 @@ int run_k8s(const K8sOptions& o) {
   files.push_back({o.out + "/cluster.toml", plan->cluster_toml, false});
   for (const auto& [path, content, secret] : files) {
     // A Secret's file is mode 0600 from its creation on (no moment in which another user may
-    // open it); an existing file is made 0600 before the content goes in.
-    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, secret ? 0600 : 0644));
-    bool ok = fd.valid() && (!secret || ::fchmod(fd.get(), 0600) == 0);
+    // open it, never chmod-ed): written through a temporary file and renamed into place.
+    if (secret) {
+      if (Status s = write_private_file(path, content); !s.ok()) {
+        std::cerr << "actorflow k8s: " << s.message() << "\n";
+        return 1;
+      }
+      continue;
+    }
+    net::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+    bool ok = fd.valid();
     for (size_t off = 0; ok && off < content.size();) {
       const ssize_t w = ::write(fd.get(), content.data() + off, content.size() - off);
       if (w < 0 && errno == EINTR) continue;

@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
                   "JOB=COMMAND: that job's pods run COMMAND --cluster F --job JOB --task N (e.g. "
                   "worker=distributed_cnn) instead of actorflow node; repeatable");
   k8s->add_flag("--no-secret", k8s_opts.no_secret, "emit no Secret: create each <name>-<job>-<i>-secret yourself");
+  k8s->add_flag("--tools", k8s_opts.tools,
+                "also a Pod <name>-tools with the tools' key (Secret <name>-tools) for kubectl exec <name>-tools -- "
+                "actorflow status --cluster /etc/actorflow/cluster.toml");
   k8s->footer("Exit status: 0 ok; 2 bad options, cluster file or missing secret/TLS files; 1 --out not writable.");
   auto* ckpt = app.add_subcommand("ckpt", "inspect and convert checkpoints (list a directory, show one, convert to/from TensorFlow's format)");
   ckpt->require_subcommand(1);

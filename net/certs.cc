@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "core/file_read.h"
+#include "core/private_file.h"
 #include "net/openssl_util.h"
 
 namespace actorflow {
@@ -112,41 +113,12 @@ std::string key_pem(EVP_PKEY* k) {
   return std::string(p, static_cast<size_t>(n));
 }
 
-// Writes `data` to `path` with mode 0600 through a temporary file and a rename.
+// Writes `data` to `path` with mode 0600 from its creation on (core/private_file.h).
 Status write_file_0600(const std::string& path, const std::string& data, bool overwrite) {
-  if (!overwrite && ::access(path.c_str(), F_OK) == 0)
+  Status s = write_private_file(path, data, overwrite);
+  if (s.code() == Code::kAlreadyExists)
     return AlreadyExists("'" + path + "' already exists (pass --force to replace the cluster's certificates)");
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == EACCES || e == EPERM) return PermissionDenied("cannot write '" + path + "': " + std::strerror(e));
-    return Unavailable("cannot write '" + path + "': " + std::strerror(e));
-  }
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Unavailable("writing '" + path + "': " + std::strerror(e));
-    }
-    off += static_cast<size_t>(w);
-  }
-  ::fchmod(fd, 0600);
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Unavailable("writing '" + path + "': " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Unavailable("renaming to '" + path + "': " + std::strerror(e));
-  }
-  return Status::OK();
+  return s;
 }
 
 Status make_dir(const std::string& dir) {

@@ -319,7 +319,8 @@ Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
 
 class TensorServer::Impl {
  public:
-  Impl(const TransportOptions& options, Callback cb) : opts_(options), cb_(std::move(cb)) {
+  Impl(const TransportOptions& options, Callback cb, ClosedCallback closed)
+      : opts_(options), cb_(std::move(cb)), closed_cb_(std::move(closed)) {
     if (!opts_.allocator) opts_.allocator = cpu_host_pool();
     hs_ = handshake_config(opts_);
   }
@@ -449,6 +450,16 @@ class TensorServer::Impl {
     if (st.ok()) st = stream.set_io_timeout(opts_.io_timeout);
     if (st.ok()) st = read_frames(c.chan, c.peer);
     c.chan->close_for_writes();
+    // After the last frame of this connection was delivered: nothing more comes on it.
+    if (closed_cb_) {
+      try {
+        closed_cb_(c.chan->id());
+      } catch (const std::exception& e) {
+        AF_LOG(ERROR) << "data plane: the connection-closed callback threw for " << c.peer << ": " << e.what();
+      } catch (...) {
+        AF_LOG(ERROR) << "data plane: the connection-closed callback threw for " << c.peer;
+      }
+    }
     bool bad = !st.ok() && st.code() != Code::kCancelled;
     if (bad && !stopping_.load()) {
       AF_LOG(ERROR) << "data plane: dropping connection from " << c.peer << " on port " << port_ << ": " << st;
@@ -487,6 +498,7 @@ class TensorServer::Impl {
   TransportOptions opts_;
   HandshakeConfig hs_;
   Callback cb_;
+  ClosedCallback closed_cb_;  // may be empty
   std::unique_ptr<PreAuthListener> listener_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -501,9 +513,9 @@ TensorServer::~TensorServer() = default;
 
 Result<std::unique_ptr<TensorServer>> TensorServer::start(const TransportOptions& options,
                                                           const std::string& bind_host, uint16_t port,
-                                                          Callback on_tensor) {
+                                                          Callback on_tensor, ClosedCallback on_closed) {
   if (!on_tensor) return InvalidArgument("TensorServer::start needs an on_tensor callback");
-  auto impl = std::make_unique<Impl>(options, std::move(on_tensor));
+  auto impl = std::make_unique<Impl>(options, std::move(on_tensor), std::move(on_closed));
   AF_RETURN_IF_ERROR(impl->start(bind_host, port));
   return std::unique_ptr<TensorServer>(new TensorServer(std::move(impl)));
 }

@@ -95,14 +95,22 @@ struct TensorServerStats {
 // callback must be thread-safe, and it should return quickly (it blocks that connection). The
 // callback owns nothing it is given beyond the call, but may copy the message (the Tensor shares
 // its buffer). The callback is never called after the destructor has returned.
+// `on_closed`, when given, runs on that same reader thread once the connection has ended (the
+// peer closed it, a frame was bad, or the server stops), after its last message was delivered:
+// no message with a `reply` channel of that id follows. It gets the id of the connection's
+// ReplyChannel (ReplyChannel::id()); same rules as `on_tensor` (thread-safe, quick, no throw
+// expected: an exception is caught and logged).
 class TensorServer {
  public:
   using Callback = std::function<void(const TensorMessage&)>;
+  using ClosedCallback = std::function<void(uint64_t channel_id)>;
 
   // Binds `bind_host:port` (port 0 = an ephemeral port; see port()) and starts serving.
-  // Unavailable when the address cannot be bound; InvalidArgument for a missing callback.
+  // Unavailable when the address cannot be bound; InvalidArgument for a missing `on_tensor`
+  // (`on_closed` may be empty).
   static Result<std::unique_ptr<TensorServer>> start(const TransportOptions& options, const std::string& bind_host,
-                                                     uint16_t port, Callback on_tensor);
+                                                     uint16_t port, Callback on_tensor,
+                                                     ClosedCallback on_closed = nullptr);
 
   // Stops accepting, closes every connection and joins every thread. Waits for running callbacks.
   ~TensorServer();

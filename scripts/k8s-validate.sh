@@ -60,8 +60,11 @@ TOML
 "$AF" k8s --cluster "$TMP/tls.toml" --image registry.example/actorflow:test --namespace training \
   --program "worker=distributed_cnn --steps 500" > "$TMP/tls.yaml"
 # JSON: stdout is one v1 List (no schema of its own); --out writes each object as its own file.
-"$AF" k8s --cluster "$TMP/secret.toml" --image registry.example/actorflow:test --format json --out "$TMP/json" 2>/dev/null
-"$AF" k8s --cluster "$TMP/tls.toml" --image registry.example/actorflow:test --out "$TMP/out" 2>/dev/null
+# --tools adds the tools Pod and its Secret (with TLS: the tools' certificate).
+"$AF" k8s --cluster "$TMP/secret.toml" --image registry.example/actorflow:test --format json --out "$TMP/json" \
+  --tools 2>/dev/null
+"$AF" k8s --cluster "$TMP/tls.toml" --image registry.example/actorflow:test --out "$TMP/out" --tools 2>/dev/null
+ls "$TMP"/out/*-pod-tools.yaml "$TMP"/json/*-pod-tools.json >/dev/null
 
 status=0
 for f in "$TMP/secret.yaml" "$TMP/tls.yaml" "$TMP"/out/*.yaml "$TMP"/json/*.json; do

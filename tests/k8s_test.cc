@@ -17,6 +17,7 @@
 
 #include "config/cluster_spec.h"
 #include "net/tls.h"
+#include "tests/util/dir_watch.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -449,6 +450,142 @@ TEST(K8sTest, EachPodMountsOnlyItsOwnTasksKeyNeverAnotherTasksNorTheClientKey) {
         EXPECT_TRUE(base64_decode(v.get<std::string>()) != keys[never]) << o["metadata"]["name"] << " holds " << never;
     }
   }
+}
+
+// Issue 33 item 7 ("secret files created 0600 from the start"): `actorflow k8s --out DIR`, run
+// under umask 000 while DIR is watched with inotify, writes every Secret's file (they hold keys
+// and the cluster secret) so that there is no moment at which another user could open it: at
+// each event (IN_CREATE, IN_CLOSE_WRITE, IN_MOVED_TO) of every name the file had, its mode has no
+// group or other bit, and its mode never changes after creation (no IN_ATTRIB), ending 0600; no
+// temporary file is left behind; the other manifests and cluster.toml are 0644 as before. Run
+// twice, the second time over the first's files. (Failed before: the file was opened and then
+// fchmod-ed, a mode change a watcher cannot tell from a chmod after a world-readable creation.)
+TEST(K8sTest, SecretFilesAreNeverReadableByOthersNotEvenWhileWritten) {
+  TempDir in, out;
+  const std::string file = write_cluster(in);
+  ASSERT_EQ(::chmod(in.file("cluster.key").c_str(), 0600), 0);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    testing::DirWatch watch(out.path());
+    ASSERT_TRUE(watch.ok());
+    auto p = ChildProcess::start({"/bin/sh", "-c", "umask 000 && exec \"$0\" \"$@\"", binary("actorflow"), "k8s",
+                                  "--cluster", file, "--image", "af:4", "--out", out.path()},
+                                 {}, {});
+    ASSERT_TRUE(p);
+    auto code = p->await_exit(60s);
+    watch.stop();
+    ASSERT_TRUE(code.ok()) << code.status();
+    ASSERT_EQ(*code, 0) << p->output();
+    int secrets = 0;
+    std::vector<std::string> names = files_in(out.path(), "");
+    for (const std::string& n : names) {
+      if (n == "." || n == "..") continue;
+      SCOPED_TRACE(n);
+      EXPECT_TRUE((n.size() > 5 && n.compare(n.size() - 5, 5, ".yaml") == 0) || n == "cluster.toml")
+          << "a file left behind";
+      const std::string text = read_text(out.file(n));
+      if (text.find("\nkind: \"Secret\"\n") != std::string::npos) {
+        ++secrets;
+        EXPECT_TRUE(testing::private_from_creation(watch, out.path(), n));
+        continue;
+      }
+      struct stat st {};
+      ASSERT_EQ(::stat(out.file(n).c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 07777, 0644u);
+    }
+    EXPECT_EQ(secrets, 5) << "a Secret per task";
+  }
+}
+
+// With TLS, `kubectl exec <task pod> -- actorflow status` cannot work (a task's pod holds only
+// its task's key, and a task's certificate cannot speak as a tool): `actorflow k8s --tools` adds a
+// Pod <name>-tools that idles with the tools' certificate. It mounts the ConfigMap's cluster file
+// and the Secret <name>-tools (ca.crt, client.crt/.key, the secret file, the scrape token: what
+// the cluster file names) and nothing else: no task's key by name or content, never the CA's or
+// the operator's key; no task's pod mounts the tools' or the client Secret; what the tools pod
+// sees loads as a cluster file whose TLS identity is the tools' ("client"). Without --tools there
+// is no tools Pod.
+TEST(K8sTest, AToolsPodMountsTheClientKeyAndNoTaskKey) {
+  TempDir in, out, plain_out;
+  in.write("cluster.key", kSecret);
+  in.write("metrics.token", "0123456789abcdef0123456789abcdef\n");
+  ASSERT_EQ(::chmod(in.file("metrics.token").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(in.file("cluster.key").c_str(), 0600), 0);
+  const std::string head = "[cluster]\nname = \"cnn\"\nsecret_file = \"cluster.key\"\n"
+                           "metrics_token_file = \"metrics.token\"\n";
+  const std::string jobs = "[jobs]\nps = [\"localhost:2222\"]\nworker = [\"localhost:2223\", \"localhost:2224\"]\n";
+  const std::string file = in.write("cluster.toml", head + jobs);
+  CliRun certs = run_actorflow({"certs", "--cluster", file, "--out", in.file("certs")});
+  ASSERT_EQ(certs.code, 0) << certs.output;
+  in.write("cluster.toml", head + "tls_dir = \"certs\"\n" + jobs);
+
+  CliRun run;
+  const std::vector<json> plain = manifests({"--cluster", file, "--image", "af:5"}, plain_out, &run);
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(find_object(plain, "Pod", "cnn-tools"), nullptr) << "a tools Pod without --tools";
+  EXPECT_EQ(find_object(plain, "Secret", "cnn-tools"), nullptr);
+
+  const std::vector<json> objects = manifests({"--cluster", file, "--image", "af:5", "--tools"}, out, &run);
+  ASSERT_EQ(run.code, 0) << run.output;
+  std::map<std::string, std::string> keys;  // every private key `actorflow certs` wrote
+  for (const std::string& f : files_in(in.file("certs"), ".key")) keys[f] = read_text(in.file("certs/" + f));
+  ASSERT_EQ(keys.size(), 6u);
+
+  const json* pod = find_object(objects, "Pod", "cnn-tools");
+  ASSERT_NE(pod, nullptr);
+  const json& spec = (*pod)["spec"];
+  const json& c = spec["containers"][0];
+  EXPECT_EQ(c["image"], "af:5");
+  EXPECT_EQ(c["command"], json({"/bin/sh", "-c", "exec sleep infinity"}));
+  EXPECT_FALSE(c.contains("ports")) << "the tools pod serves nothing";
+  EXPECT_EQ(mounted_secrets(spec), std::vector<std::string>{"cnn-tools"});
+  std::set<std::string> config_maps;
+  for (const json& v : spec["volumes"])
+    if (v.contains("configMap")) config_maps.insert(v["configMap"]["name"].get<std::string>());
+  EXPECT_EQ(config_maps, std::set<std::string>{"cnn-cluster"});
+  std::map<std::string, std::string> mounts;  // volume -> mount path
+  for (const json& m : c["volumeMounts"]) mounts[m["name"]] = m["mountPath"];
+  EXPECT_EQ(mounts, (std::map<std::string, std::string>{{"cluster", "/etc/actorflow/cluster.toml"},
+                                                        {"secret", "/etc/actorflow/secret"}}));
+
+  const json* secret = find_object(objects, "Secret", "cnn-tools");
+  ASSERT_NE(secret, nullptr);
+  std::map<std::string, std::string> data;
+  for (auto& [k, v] : (*secret)["data"].items()) data[k] = base64_decode(v.get<std::string>());
+  std::vector<std::string> names;
+  for (const auto& [k, v] : data) names.push_back(k);
+  EXPECT_EQ(names, (std::vector<std::string>{"ca.crt", "client.crt", "client.key", "cluster.key", "metrics.token"}));
+  EXPECT_TRUE(data["client.key"] == keys["client.key"]);
+  for (const auto& [k, v] : data)
+    for (const auto& [kf, kv] : keys)
+      if (kf != "client.key") {
+        EXPECT_TRUE(v != kv) << "the tools' Secret holds " << kf << " as " << k;
+      }
+
+  // No task's pod mounts the tools' or the client Secret; each mounts its own only.
+  int sets = 0;
+  for (const json& o : objects) {
+    if (o["kind"] != "StatefulSet") continue;
+    ++sets;
+    const std::vector<std::string> m = mounted_secrets(o["spec"]["template"]["spec"]);
+    EXPECT_EQ(m, std::vector<std::string>{o["metadata"]["name"].get<std::string>() + "-secret"});
+  }
+  EXPECT_EQ(sets, 3);
+
+  // What the tools pod sees loads, and its TLS identity is the tools' certificate.
+  const json* cm = find_object(objects, "ConfigMap", "cnn-cluster");
+  ASSERT_NE(cm, nullptr);
+  TempDir view;
+  ASSERT_EQ(::mkdir(view.file("secret").c_str(), 0700), 0);
+  for (const auto& [k, v] : data) {
+    view.write("secret/" + k, v);
+    ASSERT_EQ(::chmod(view.file("secret/" + k).c_str(), 0400), 0);
+  }
+  auto loaded = ClusterSpec::from_file(view.write("cluster.toml", (*cm)["data"]["cluster.toml"].get<std::string>()));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto tls = net::TlsContext::load(net::cluster_tls_files(loaded->tls_dir(), "client"));
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  EXPECT_EQ((*tls)->identity(), "client");
 }
 
 TEST(K8sTest, BadInputExitsTwoNamingTheProblem) {

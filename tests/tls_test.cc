@@ -8,6 +8,7 @@
 #include <regex>
 #include <openssl/ssl.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -30,6 +31,7 @@
 #include "net/socket.h"
 #include "net/tensor_transport.h"
 #include "net/tls.h"
+#include "tests/util/dir_watch.h"
 #include "tests/util/process.h"
 
 #include <caf/io/all.hpp>
@@ -110,6 +112,45 @@ TEST(TlsTest, CertsAreWrittenMode0600AndNotOverwritten) {
   auto ctx = pki.ctx("a/0");
   ASSERT_TRUE(ctx);
   EXPECT_EQ(ctx->identity(), "a/0");
+}
+
+// `actorflow certs --out DIR` under umask 000, DIR watched with inotify: every key and
+// certificate is mode 0600 from its creation on (no event shows a group or other bit, no mode
+// change after creation), none is left under a temporary name; the same with --force over the
+// first run's files (failed before: each file was fchmod-ed after it was created).
+TEST(TlsTest, CertsAreNeverReadableByOthersNotEvenWhileWritten) {
+  testing::TempDir in;
+  const std::string cluster =
+      in.write("cluster.toml", "[cluster]\ntls_dir = \"certs\"\n[jobs]\nworker = [\"localhost:2223\"]\n");
+  ASSERT_EQ(::mkdir(in.file("certs").c_str(), 0700), 0);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    testing::DirWatch watch(in.file("certs"));
+    ASSERT_TRUE(watch.ok());
+    std::vector<std::string> argv = {"/bin/sh", "-c", "umask 000 && exec \"$0\" \"$@\"", testing::binary("actorflow"),
+                                     "certs", "--cluster", cluster, "--out", in.file("certs")};
+    if (round == 1) argv.push_back("--force");
+    auto p = testing::ChildProcess::start(argv, {}, {});
+    ASSERT_TRUE(p);
+    auto code = p->await_exit(std::chrono::seconds(60));
+    watch.stop();
+    ASSERT_TRUE(code.ok()) << code.status();
+    ASSERT_EQ(*code, 0) << p->output();
+    int n = 0;
+    if (DIR* d = ::opendir(in.file("certs").c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        ++n;
+        EXPECT_TRUE(name.size() > 4 && (name.compare(name.size() - 4, 4, ".crt") == 0 ||
+                                        name.compare(name.size() - 4, 4, ".key") == 0))
+            << name << ": a file left behind";
+        EXPECT_TRUE(testing::private_from_creation(watch, in.file("certs"), name));
+      }
+      ::closedir(d);
+    }
+    EXPECT_EQ(n, 8) << "ca, worker-0, client and operator: a .crt and a .key each";
+  }
 }
 
 TEST(TlsTest, LoadErrorsNameTheFile) {
