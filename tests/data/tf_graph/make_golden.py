@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Writes the TensorFlow GraphDefs that tests/tf_import_test.cc imports, and TensorFlow's outputs.
+
+Run with TensorFlow's python (bench/tf_venv.sh makes one):
+    .venv-tf/bin/python tests/data/tf_graph/make_golden.py [OUT_DIR]   (default: this directory)
+
+Every graph is built in graph mode (tf.compat.v1) and written with tf.io.write_graph, as binary
+(.pb) and, where small, as text (.pbtxt):
+  mlp_forward.{pb,pbtxt}   x [2,6] -> relu(x w1 + b1) -> logits = h w2 + b2 -> probs = softmax;
+                           reference variables initialised from fixed values (init op "init")
+  cnn_forward.pb           the seed CNN on a 4x4x1 input: conv 5x5x32 SAME + bias + relu, maxpool
+                           2x2, conv 5x5x64 SAME + bias + relu, maxpool 2x2, fc 1024 + relu, fc 10,
+                           softmax ("probs"); binary only (its weights are 470 KB)
+  mlp_train_{ref,resource}_{sgd,adam}.pbtxt (text only, to keep the files small)
+                           the MLP with a mean softmax cross-entropy loss and
+                           GradientDescentOptimizer(0.1) / AdamOptimizer(0.01) ("train"), its
+                           variables reference (VariableV2) or resource (VarHandleOp) variables,
+                           built under replica_device_setter(ps_tasks=1)
+and expected.json: for each graph the feeds, TensorFlow's fetched outputs, and for the training
+graphs the loss before the step, every variable's value after init and after one "train" run,
+and every variable node's device. All values are fixed (no randomness): a rerun writes the same.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+OUT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__)))
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+
+
+def values(seed, shapes, scale):
+    rng = np.random.RandomState(seed)
+    return [(rng.standard_normal(s) * scale).astype(np.float32) for s in shapes]
+
+
+def mlp(x, resource):
+    w1, b1, w2, b2 = values(1, [(6, 5), (5,), (5, 3), (3,)], 0.5)
+    w1 = v1.Variable(w1, name="w1", use_resource=resource)
+    b1 = v1.Variable(b1, name="b1", use_resource=resource)
+    w2 = v1.Variable(w2, name="w2", use_resource=resource)
+    b2 = v1.Variable(b2, name="b2", use_resource=resource)
+    h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1), name="h")
+    return tf.add(tf.matmul(h, w2), b2, name="logits")
+
+
+def cnn(x):
+    c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b = values(
+        2, [(5, 5, 1, 32), (32,), (5, 5, 32, 64), (64,), (64, 1024), (1024,), (1024, 10), (10,)], 0.1)
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, tf.constant(c1w), [1, 1, 1, 1], "SAME"), tf.constant(c1b)))
+    h = tf.nn.max_pool2d(h, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, tf.constant(c2w), [1, 1, 1, 1], "SAME"), tf.constant(c2b)))
+    h = tf.nn.max_pool2d(h, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    h = tf.reshape(h, [-1, 64])
+    h = tf.nn.relu(tf.matmul(h, tf.constant(f1w)) + tf.constant(f1b))
+    logits = tf.add(tf.matmul(h, tf.constant(f2w)), tf.constant(f2b), name="logits")
+    return tf.nn.softmax(logits, name="probs")
+
+
+def write(g, name, text, binary=True):
+    gd = g.as_graph_def()
+    if binary:
+        tf.io.write_graph(gd, OUT, name + ".pb", as_text=False)
+    if text:
+        tf.io.write_graph(gd, OUT, name + ".pbtxt", as_text=True)
+
+
+def tolist(a):
+    return {"shape": list(a.shape), "values": [float(v) for v in np.asarray(a, dtype=np.float64).ravel()]}
+
+
+def main():
+    expected = {}
+    rng = np.random.RandomState(7)
+    xs = rng.standard_normal((2, 6)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [2, 6], name="x")
+        logits = mlp(x, False)
+        tf.nn.softmax(logits, name="probs")
+        v1.global_variables_initializer()
+    write(g, "mlp_forward", True)
+    with v1.Session(graph=g) as s:
+        s.run("init")
+        lo, pr = s.run(["logits:0", "probs:0"], {"x:0": xs})
+    expected["mlp_forward"] = {"feeds": {"x": tolist(xs)}, "fetches": {"logits": tolist(lo), "probs": tolist(pr)}}
+
+    img = np.random.RandomState(8).standard_normal((2, 4, 4, 1)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        cnn(v1.placeholder(tf.float32, [2, 4, 4, 1], name="x"))
+    write(g, "cnn_forward", False)
+    with v1.Session(graph=g) as s:
+        lo, pr = s.run(["logits:0", "probs:0"], {"x:0": img})
+    expected["cnn_forward"] = {"feeds": {"x": tolist(img)}, "fetches": {"logits": tolist(lo), "probs": tolist(pr)}}
+
+    xt = np.random.RandomState(9).standard_normal((4, 6)).astype(np.float32)
+    yt = np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]
+    for form, resource in (("ref", False), ("resource", True)):
+        for oname, opt in (("sgd", lambda: v1.train.GradientDescentOptimizer(0.1)),
+                           ("adam", lambda: v1.train.AdamOptimizer(0.01))):
+            g = tf.Graph()
+            with g.as_default():
+                with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+                    x = v1.placeholder(tf.float32, [4, 6], name="x")
+                    y = v1.placeholder(tf.float32, [4, 3], name="y")
+                    loss = tf.reduce_mean(
+                        tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=mlp(x, resource)), name="loss")
+                    opt().minimize(loss, name="train")
+                    v1.global_variables_initializer()
+            name = "mlp_train_%s_%s" % (form, oname)
+            write(g, name, True, binary=False)
+            gd = g.as_graph_def()
+            devices = {n.name: n.device for n in gd.node if n.op in ("VariableV2", "VarHandleOp")}
+            # TensorFlow runs it in one process: the same graph with its device strings cleared.
+            for n in gd.node:
+                n.device = ""
+            run = tf.Graph()
+            with run.as_default():
+                v1.import_graph_def(gd, name="")
+                reads = {}
+                for n in devices:
+                    t = run.get_tensor_by_name(n + ":0")
+                    reads[n] = (tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32)
+                                     if resource else tf.identity(t))
+            with v1.Session(graph=run) as s:
+                s.run("init")
+                before = s.run(reads)
+                l0 = s.run("loss:0", {"x:0": xt, "y:0": yt})
+                s.run("train", {"x:0": xt, "y:0": yt})
+                after = s.run(reads)
+            expected[name] = {
+                "feeds": {"x": tolist(xt), "y": tolist(yt)},
+                "loss": float(l0),
+                "before": {k: tolist(np.asarray(v)) for k, v in before.items()},
+                "after": {k: tolist(np.asarray(v)) for k, v in after.items()},
+                "devices": devices,
+            }
+    with open(os.path.join(OUT, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
