@@ -341,6 +341,19 @@ class Importer {
     return emit(c, op, std::move(inputs), std::move(a), "", c.device.empty() ? v->requested_device : "");
   }
 
+  // A slot variable of an optimizer update whose initial value must be a fill of `want` (or, for
+  // Adagrad's accumulator, any positive fill, which becomes the update's attribute): checked once
+  // every node is imported, since the initializer may come later in the GraphDef.
+  struct SlotCheck {
+    std::string tf_name, op;  // the update, for messages
+    int update = -1;          // its actorflow node
+    int slot = -1;            // the slot's variable node
+    std::string role;         // "m", "accumulator", ...
+    double want = 0;
+    bool adagrad = false;
+  };
+  Status check_slots();
+
   Status translate(Ctx& c);
   Status fold_or_fail(Ctx& c, bool* folded);
   Status log_softmax(Ctx& c);
@@ -355,6 +368,7 @@ class Importer {
   std::unordered_map<std::string, Endpoint> map_;
   // TF node name -> the actorflow node for it (for control inputs).
   std::unordered_map<std::string, int> node_map_;
+  std::vector<SlotCheck> slot_checks_;
 };
 
 // Splits "name:i" / "name" / "^name".
@@ -491,10 +505,60 @@ Status Importer::run(const pb::GraphDef& def) {
                                ") in " + source_ +
                                " is on a cycle: control flow (while loops) is not supported");
   }
+  AF_RETURN_IF_ERROR(check_slots());
   for (const auto& [key, e] : map_) {
     Node* nd = g_.node(e.node);
     out_.outputs[key] = Output(nd, e.index);
     if (key.size() > 2 && key.compare(key.size() - 2, 2, ":0") == 0) out_.outputs[key.substr(0, key.size() - 2)] = Output(nd, e.index);
+  }
+  return Status::OK();
+}
+
+// actorflow's variable actor keeps the optimizer slots itself, starting them at TensorFlow's
+// defaults (zeros; RMSProp's ms at one; Adagrad's accumulator at the update's attribute). The
+// GraphDef's slot variables must therefore be initialised to exactly that by an Assign of a
+// constant or a Fill, else the imported update would compute something else.
+Status Importer::check_slots() {
+  for (const SlotCheck& sc : slot_checks_) {
+    const Node* slot = g_.node(sc.slot);
+    const std::string var = slot->attrs.get_or<std::string>("shared_name", slot->name);
+    bool found = false;
+    double value = 0;
+    bool uniform = true;
+    for (int i = 0; i < g_.num_nodes() && !found; ++i) {
+      const Node* n = g_.node(i);
+      if (n->op != "Assign" || n->attrs.get_or<std::string>("var_name", "") != var || n->inputs.size() != 1) continue;
+      const Node* v = g_.node(n->inputs[0].node);
+      if (v->op == "Fill") {
+        value = v->attrs.get_or<double>("value", 0);
+        found = true;
+      } else if (v->op == "Const") {
+        auto t = v->attrs.get<Tensor>("value");
+        if (!t.ok() || t->dtype() != DType::kFloat32 || t->num_elements() < 1) continue;
+        const float* p = t->data<float>();
+        value = p[0];
+        for (int64_t k = 1; k < t->num_elements(); ++k) uniform = uniform && p[k] == p[0];
+        found = true;
+      }
+    }
+    const std::string where = "node '" + printable(sc.tf_name) + "' (op " + printable(sc.op) + ") in " + source_ + ": ";
+    if (!found)
+      return InvalidArgument(where + "its " + sc.role + " slot '" + printable(slot->name) +
+                             "' has no initializer assigning a constant; actorflow keeps the slot in the variable "
+                             "and must know its initial value");
+    if (!uniform) return InvalidArgument(where + "its " + sc.role + " slot '" + printable(slot->name) + "' starts at differing values");
+    if (sc.adagrad) {
+      if (!(value > 0))
+        return InvalidArgument(where + "its accumulator slot '" + printable(slot->name) + "' starts at " +
+                               std::to_string(value) + " (must be > 0)");
+      Node* up = g_.node(sc.update);
+      up->attrs.set("initial_accumulator_value", value);
+      Status s = infer_node_shapes(g_, *up);
+      if (!s.ok()) return InvalidArgument(where + s.message());
+    } else if (value != sc.want) {
+      return InvalidArgument(where + "its " + sc.role + " slot '" + printable(slot->name) + "' starts at " +
+                             std::to_string(value) + "; actorflow's " + sc.op + " starts it at " + std::to_string(sc.want));
+    }
   }
   return Status::OK();
 }
@@ -505,7 +569,24 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
   *folded = false;
   const std::string& op = c.op;
   if (op == "Shape" || op == "Size" || op == "Rank" || op == "ShapeN") {
-    if (op == "ShapeN") return Status::OK();  // handled by translate (several outputs)
+    attr(c, "T");
+    if (op == "ShapeN") {
+      // One Const per input: output 0 under the node's name, output k as "<name>/shape_k".
+      if (c.in.empty()) return err(c, "has no inputs");
+      attr(c, "N");
+      AF_ASSIGN_OR_RETURN(DType dt, attr_type(c, "out_type"));
+      for (size_t k = c.in.size(); k-- > 0;) {
+        const Shape& s = node_of(c.in[k])->output_shapes[static_cast<size_t>(c.in[k].index)];
+        if (!s.fully_defined())
+          return err(c, "input " + std::to_string(k) + "'s shape " + s.to_string() +
+                            " is not fully known at import; actorflow needs it constant");
+        const std::string name = k == 0 ? "" : c.name + "/shape_" + std::to_string(k);
+        AF_ASSIGN_OR_RETURN(Node* n, emit_const(c, int_tensor(dt, s.dims(), Shape{s.rank()}), name));
+        map_[c.tf_name + ":" + std::to_string(k)] = Endpoint{n->id, 0};
+      }
+      *folded = true;
+      return Status::OK();
+    }
     if (c.in.size() != 1) return want_inputs(c, 1);
     const Node* in = node_of(c.in[0]);
     const Shape& s = in->output_shapes[static_cast<size_t>(c.in[0].index)];
@@ -985,17 +1066,23 @@ Status Importer::translate(Ctx& c) {
   }
   // Optimizer updates: TF's (var, slots..., hyper-parameters..., grad) -> actorflow's
   // (hyper-parameters..., grad) on the variable, whose actor keeps the slots itself.
+  struct Slot {
+    size_t input;      // the TF input that is the slot variable (dropped)
+    const char* role;
+    double start;      // the value actorflow's variable actor starts it at
+  };
   struct Apply {
     std::string af_op;
     size_t tf_inputs;
-    std::vector<size_t> slot_vars;  // TF inputs that must be slot variables (dropped)
-    std::vector<size_t> keep;       // TF inputs passed on, in actorflow's order
+    std::vector<Slot> slots;
+    std::vector<size_t> keep;  // TF inputs passed on, in actorflow's order
   };
   static const std::map<std::string, Apply> kApply = {
       {"ApplyGradientDescent", {"ApplyGradientDescent", 3, {}, {1, 2}}},
-      {"ApplyMomentum", {"ApplyMomentum", 5, {1}, {2, 3, 4}}},
-      {"ApplyAdam", {"ApplyAdam", 10, {1, 2}, {5, 6, 7, 8, 9}}},
-      {"ApplyRMSProp", {"ApplyRMSProp", 8, {1, 2}, {3, 4, 5, 6, 7}}},
+      {"ApplyMomentum", {"ApplyMomentum", 5, {{1, "accumulator", 0}}, {2, 3, 4}}},
+      {"ApplyAdam", {"ApplyAdam", 10, {{1, "m", 0}, {2, "v", 0}}, {5, 6, 7, 8, 9}}},
+      {"ApplyRMSProp", {"ApplyRMSProp", 8, {{1, "ms", 1}, {2, "mom", 0}}, {3, 4, 5, 6, 7}}},
+      {"ApplyAdagrad", {"ApplyAdagrad", 4, {{1, "accumulator", -1}}, {2, 3}}},
   };
   std::string base = op;
   const bool resource = op.rfind("ResourceApply", 0) == 0;
@@ -1005,15 +1092,28 @@ Status Importer::translate(Ctx& c) {
     const Apply& d = ap->second;
     AF_RETURN_IF_ERROR(want_inputs(c, d.tf_inputs));
     AF_ASSIGN_OR_RETURN(Node* v, var_in(c, 0));
-    for (size_t i : d.slot_vars) AF_RETURN_IF_ERROR(var_in(c, i).status());
+    std::vector<SlotCheck> checks;
+    for (const Slot& sl : d.slots) {
+      AF_ASSIGN_OR_RETURN(Node* sv, var_in(c, sl.input));
+      checks.push_back({c.tf_name, c.op, -1, sv->id, sl.role, sl.start, sl.start < 0});
+    }
     attr(c, "T");
+    AF_ASSIGN_OR_RETURN(bool update_slots, attr_bool(c, "update_slots", true));
+    if (!update_slots) return err_attr(c, "update_slots", "is false: an Adagrad that does not update its accumulator is not supported");
     AF_ASSIGN_OR_RETURN(bool locking, attr_bool(c, "use_locking", false));
     (void)locking;  // the variable actor applies one update at a time: always "locked"
     AF_ASSIGN_OR_RETURN(bool nesterov, attr_bool(c, "use_nesterov", false));
     if (nesterov) return err_attr(c, "use_nesterov", "is true: Nesterov momentum is not supported");
     std::vector<Endpoint> ins;
     for (size_t i : d.keep) ins.push_back(c.in[i]);
-    return emit_var_op(c, v, d.af_op, std::move(ins)).status();
+    AttrMap extra;
+    if (d.af_op == "ApplyAdagrad") extra.set("initial_accumulator_value", 0.1);  // set from the slot in check_slots
+    AF_ASSIGN_OR_RETURN(Node* up, emit_var_op(c, v, d.af_op, std::move(ins), std::move(extra)));
+    for (SlotCheck& sc : checks) {
+      sc.update = up->id;
+      slot_checks_.push_back(std::move(sc));
+    }
+    return Status::OK();
   }
   if (op == "SaveV2" || op == "RestoreV2" || op == "SaveSlices" || op == "RestoreSlice" || op == "MergeV2Checkpoints")
     return err(c, "TensorFlow's save/restore ops are not supported in imported graphs (actorflow's Saver saves "

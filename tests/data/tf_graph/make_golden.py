@@ -16,9 +16,13 @@ Every graph is built in graph mode (tf.compat.v1) and written with tf.io.write_g
                            GradientDescentOptimizer(0.1) / AdamOptimizer(0.01) ("train"), its
                            variables reference (VariableV2) or resource (VarHandleOp) variables,
                            built under replica_device_setter(ps_tasks=1)
+  cnn_train_ref_momentum.pb, cnn_train_resource_rmsprop.pb, mlp_train_ref_adagrad.pb (binary only)
+                           the same with MomentumOptimizer(0.1, 0.9), RMSPropOptimizer(0.01, 0.9,
+                           momentum 0.5) and AdagradOptimizer(0.1, initial accumulator 0.2); the
+                           CNN is the seed CNN's layers with 4/8 conv channels and fc 16 on 4x4x1
 and expected.json: for each graph the feeds, TensorFlow's fetched outputs, and for the training
-graphs the loss before the step, every variable's value after init and after one "train" run,
-and every variable node's device. All values are fixed (no randomness): a rerun writes the same.
+graphs the loss before the step, the values of the model's variables (and Adam's beta powers)
+after init and after one "train" run, and every variable node's device (slots included). All values are fixed (no randomness): a rerun writes the same.
 """
 import json
 import os
@@ -60,6 +64,20 @@ def cnn(x):
     return tf.nn.softmax(logits, name="probs")
 
 
+def small_cnn(x, resource):
+    """The seed CNN's layer kinds with few channels (its training graph stays small)."""
+    c1w, c1b, c2w, c2b, f1w, f1b, f2w, f2b = values(
+        3, [(5, 5, 1, 4), (4,), (5, 5, 4, 8), (8,), (8, 16), (16,), (16, 3), (3,)], 0.3)
+    var = lambda v, n: v1.Variable(v, name=n, use_resource=resource)
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, var(c1w, "c1w"), [1, 1, 1, 1], "SAME"), var(c1b, "c1b")))
+    h = tf.nn.max_pool2d(h, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, var(c2w, "c2w"), [1, 1, 1, 1], "SAME"), var(c2b, "c2b")))
+    h = tf.nn.max_pool2d(h, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    h = tf.reshape(h, [-1, 8])
+    h = tf.nn.relu(tf.matmul(h, var(f1w, "f1w")) + var(f1b, "f1b"))
+    return tf.add(tf.matmul(h, var(f2w, "f2w")), var(f2b, "f2b"), name="logits")
+
+
 def write(g, name, text, binary=True):
     gd = g.as_graph_def()
     if binary:
@@ -69,7 +87,9 @@ def write(g, name, text, binary=True):
 
 
 def tolist(a):
-    return {"shape": list(a.shape), "values": [float(v) for v in np.asarray(a, dtype=np.float64).ravel()]}
+    # float32 values in their shortest decimal form (read back as double and narrowed: exact)
+    return {"shape": list(a.shape),
+            "values": [float(np.format_float_positional(v, unique=True)) for v in np.asarray(a, np.float32).ravel()]}
 
 
 def main():
@@ -98,21 +118,32 @@ def main():
     expected["cnn_forward"] = {"feeds": {"x": tolist(img)}, "fetches": {"logits": tolist(lo), "probs": tolist(pr)}}
 
     xt = np.random.RandomState(9).standard_normal((4, 6)).astype(np.float32)
+    xc = np.random.RandomState(10).standard_normal((4, 4, 4, 1)).astype(np.float32)
     yt = np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]
-    for form, resource in (("ref", False), ("resource", True)):
-        for oname, opt in (("sgd", lambda: v1.train.GradientDescentOptimizer(0.1)),
-                           ("adam", lambda: v1.train.AdamOptimizer(0.01))):
+    optimizers = {
+        "sgd": lambda: v1.train.GradientDescentOptimizer(0.1),
+        "adam": lambda: v1.train.AdamOptimizer(0.01),
+        "momentum": lambda: v1.train.MomentumOptimizer(0.1, 0.9),
+        "rmsprop": lambda: v1.train.RMSPropOptimizer(0.01, decay=0.9, momentum=0.5),
+        "adagrad": lambda: v1.train.AdagradOptimizer(0.1, initial_accumulator_value=0.2),
+    }
+    runs = [("mlp", form, o, True) for form in ("ref", "resource") for o in ("sgd", "adam")]
+    runs += [("cnn", "ref", "momentum", False), ("cnn", "resource", "rmsprop", False), ("mlp", "ref", "adagrad", False)]
+    for model, form, oname, text in runs:
+            resource = form == "resource"
+            xv = xt if model == "mlp" else xc
             g = tf.Graph()
             with g.as_default():
                 with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
-                    x = v1.placeholder(tf.float32, [4, 6], name="x")
+                    x = v1.placeholder(tf.float32, xv.shape, name="x")
                     y = v1.placeholder(tf.float32, [4, 3], name="y")
+                    logits = mlp(x, resource) if model == "mlp" else small_cnn(x, resource)
                     loss = tf.reduce_mean(
-                        tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=mlp(x, resource)), name="loss")
-                    opt().minimize(loss, name="train")
+                        tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+                    optimizers[oname]().minimize(loss, name="train")
                     v1.global_variables_initializer()
-            name = "mlp_train_%s_%s" % (form, oname)
-            write(g, name, True, binary=False)
+            name = "%s_train_%s_%s" % (model, form, oname)
+            write(g, name, text, binary=not text)
             gd = g.as_graph_def()
             devices = {n.name: n.device for n in gd.node if n.op in ("VariableV2", "VarHandleOp")}
             # TensorFlow runs it in one process: the same graph with its device strings cleared.
@@ -129,18 +160,20 @@ def main():
             with v1.Session(graph=run) as s:
                 s.run("init")
                 before = s.run(reads)
-                l0 = s.run("loss:0", {"x:0": xt, "y:0": yt})
-                s.run("train", {"x:0": xt, "y:0": yt})
+                l0 = s.run("loss:0", {"x:0": xv, "y:0": yt})
+                s.run("train", {"x:0": xv, "y:0": yt})
                 after = s.run(reads)
             expected[name] = {
-                "feeds": {"x": tolist(xt), "y": tolist(yt)},
+                "feeds": {"x": tolist(xv), "y": tolist(yt)},
                 "loss": float(l0),
-                "before": {k: tolist(np.asarray(v)) for k, v in before.items()},
-                "after": {k: tolist(np.asarray(v)) for k, v in after.items()},
+                # the model's variables and Adam's beta powers; the slots ("w1/Adam", ...) are
+                # compared by their effect on the variables
+                "before": {k: tolist(np.asarray(v)) for k, v in before.items() if "/" not in k},
+                "after": {k: tolist(np.asarray(v)) for k, v in after.items() if "/" not in k},
                 "devices": devices,
             }
     with open(os.path.join(OUT, "expected.json"), "w") as f:
-        json.dump(expected, f, indent=1, sort_keys=True)
+        json.dump(expected, f, sort_keys=True)
         f.write("\n")
 
 
