@@ -263,6 +263,10 @@ TEST(TfImportTest, UnsupportedOpsAttributesAndDtypesNameNodeOpAndFile) {
   const Tensor k = *kv;
   EXPECT_EQ(k.num_elements(), 3);
   EXPECT_EQ(k.data<int32_t>()[2], 7);
+  // A splat constant that a few bytes spell as 512 MiB is refused before it is allocated.
+  expect_error(import_text(R"(node { name: "big" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 134217728 } } float_val: 1 } } } })"),
+               {"node 'big'", "536870912 bytes exceeds"});
   // A function library is refused.
   expect_error(import_text(x + R"( library { function { signature { name: "f" } } })"), {"hand.pbtxt"});
 }

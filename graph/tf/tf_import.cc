@@ -93,7 +93,7 @@ Status fill_typed(Tensor& t, const Field& f, int64_t n, const char* field) {
 
 // A TensorProto as an actorflow tensor: tensor_content (exactly elements x dtype size bytes) or
 // the dtype's typed field; sizes checked before anything is allocated.
-Result<Tensor> tensor_of(const pb::TensorProto& p) {
+Result<Tensor> tensor_of(const pb::TensorProto& p, int64_t max_bytes) {
   AF_ASSIGN_OR_RETURN(DType dt, dtype_of(p.dtype()));
   AF_ASSIGN_OR_RETURN(Shape shape, shape_of(p.tensor_shape()));
   if (!shape.fully_defined()) return InvalidArgument("tensor shape " + shape.to_string() + " is not fully defined");
@@ -103,6 +103,10 @@ Result<Tensor> tensor_of(const pb::TensorProto& p) {
   if (n > kMaxConstElements)
     return InvalidArgument("tensor of " + std::to_string(n) + " elements (at most 2^28 in a GraphDef constant)");
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dt);
+  if (static_cast<int64_t>(bytes) > max_bytes)
+    return InvalidArgument("a tensor of " + std::to_string(bytes) + " bytes exceeds what the import may still " +
+                           "materialise (" + std::to_string(max_bytes) + " bytes: constants are bounded by 64 MiB " +
+                           "plus 16 times the GraphDef's size)");
   if (!p.tensor_content().empty()) {
     if (p.tensor_content().size() != bytes)
       return InvalidArgument("tensor_content holds " + std::to_string(p.tensor_content().size()) + " bytes, a " +
@@ -158,8 +162,10 @@ Tensor int_tensor(DType dt, const std::vector<int64_t>& v, const Shape& shape) {
 // Everything about the import in progress: the trial graph, the name map and the error context.
 class Importer {
  public:
-  Importer(Graph& g, const Scope& scope, const ImportGraphDefOptions& opts, std::string source)
+  Importer(Graph& g, const Scope& scope, const ImportGraphDefOptions& opts, std::string source, size_t data_bytes)
       : g_(g), scope_(scope), opts_(opts), source_(std::move(source)) {
+    const_limit_ = (int64_t{64} << 20) + 16 * static_cast<int64_t>(data_bytes);
+    const_budget_ = const_limit_;
     prefix_ = scope.name_prefix();
     if (!opts.prefix.empty()) prefix_ += opts.prefix + "/";
   }
@@ -177,6 +183,7 @@ class Importer {
     std::vector<int> ctrl;
     std::vector<std::string> coloc;
     std::set<std::string> used;     // attributes read
+    std::map<std::string, const pb::AttrValue*> attrs;
   };
 
   Status err(const Ctx& c, const std::string& why) const {
@@ -189,8 +196,8 @@ class Importer {
   // ---- attributes -------------------------------------------------------------------------
   const pb::AttrValue* attr(Ctx& c, const std::string& name) {
     c.used.insert(name);
-    auto it = c.nd->attr().find(name);
-    return it == c.nd->attr().end() ? nullptr : &it->second;
+    auto it = c.attrs.find(name);
+    return it == c.attrs.end() ? nullptr : it->second;
   }
   Result<DType> attr_type(Ctx& c, const std::string& name) {
     const pb::AttrValue* a = attr(c, name);
@@ -327,6 +334,12 @@ class Importer {
     return *added;
   }
   Result<Node*> emit_const(const Ctx& c, Tensor t, const std::string& name = "") {
+    // Constants a small file spells large (a splat value, a folded Tile) count against a budget.
+    const int64_t bytes = static_cast<int64_t>(t.bytes());
+    if (bytes > const_budget_)
+      return err(c, "its constants would exceed " + std::to_string(const_limit_) +
+                        " bytes (64 MiB plus 16 times the GraphDef's size)");
+    const_budget_ -= bytes;
     AttrMap a;
     a.set("dtype", t.dtype());
     a.set("value", std::move(t));
@@ -369,6 +382,7 @@ class Importer {
   // TF node name -> the actorflow node for it (for control inputs).
   std::unordered_map<std::string, int> node_map_;
   std::vector<SlotCheck> slot_checks_;
+  int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
 };
 
 // Splits "name:i" / "name" / "^name".
@@ -447,6 +461,8 @@ Status Importer::run(const pb::GraphDef& def) {
     c.tf_name = nd.name();
     c.op = nd.op();
     c.name = prefix_ + nd.name();
+    for (const auto& e : nd.attr())
+      if (!c.attrs.emplace(e.key(), &e.value()).second) return err_attr(c, e.key(), "is given twice");
     for (const auto& in : nd.input()) {
       std::string node;
       int idx;
@@ -485,7 +501,7 @@ Status Importer::run(const pb::GraphDef& def) {
     if (g_.num_nodes() == before) return err(c, "made no node");  // every translation adds one
     Node* made = g_.find(c.name);
     if (!made) return err(c, "made no node of its name");
-    for (const auto& [k, v] : nd.attr()) {
+    for (const auto& [k, v] : c.attrs) {
       if (c.used.count(k) || (!k.empty() && k[0] == '_')) continue;
       return err_attr(c, k, "is not supported (actorflow does not know what it changes)");
     }
@@ -519,15 +535,20 @@ Status Importer::run(const pb::GraphDef& def) {
 // GraphDef's slot variables must therefore be initialised to exactly that by an Assign of a
 // constant or a Fill, else the imported update would compute something else.
 Status Importer::check_slots() {
+  if (slot_checks_.empty()) return Status::OK();
+  std::unordered_multimap<std::string, int> assigns;  // variable name -> its Assign nodes
+  for (int i = 0; i < g_.num_nodes(); ++i)
+    if (g_.node(i)->op == "Assign") assigns.emplace(g_.node(i)->attrs.get_or<std::string>("var_name", ""), i);
   for (const SlotCheck& sc : slot_checks_) {
     const Node* slot = g_.node(sc.slot);
     const std::string var = slot->attrs.get_or<std::string>("shared_name", slot->name);
     bool found = false;
     double value = 0;
     bool uniform = true;
-    for (int i = 0; i < g_.num_nodes() && !found; ++i) {
-      const Node* n = g_.node(i);
-      if (n->op != "Assign" || n->attrs.get_or<std::string>("var_name", "") != var || n->inputs.size() != 1) continue;
+    auto range = assigns.equal_range(var);
+    for (auto it = range.first; it != range.second && !found; ++it) {
+      const Node* n = g_.node(it->second);
+      if (n->inputs.size() != 1) continue;
       const Node* v = g_.node(n->inputs[0].node);
       if (v->op == "Fill") {
         value = v->attrs.get_or<double>("value", 0);
@@ -759,7 +780,7 @@ Status Importer::translate(Ctx& c) {
     AF_ASSIGN_OR_RETURN(DType dt, attr_type(c, "dtype"));
     const pb::AttrValue* v = attr(c, "value");
     if (!v || v->value_case() != pb::AttrValue::kTensor) return err_attr(c, "value", "is missing or not a tensor");
-    auto t = tensor_of(v->tensor());
+    auto t = tensor_of(v->tensor(), const_budget_);
     if (!t.ok()) return err_attr(c, "value", t.status().message());
     if (t->dtype() != dt) return err_attr(c, "value", std::string("is ") + dtype_name(t->dtype()) + ", dtype says " + dtype_name(dt));
     return emit_const(c, std::move(*t)).status();
@@ -932,6 +953,9 @@ Status Importer::translate(Ctx& c) {
         return err(c, "the tiled constant would have too many elements");
       od.push_back(d);
     }
+    if (total * static_cast<int64_t>(dtype_size(x->dtype())) > const_budget_)
+      return err(c, "the tiled constant would exceed " + std::to_string(const_limit_) +
+                        " bytes of constants (64 MiB plus 16 times the GraphDef's size)");
     Tensor out(x->dtype(), Shape(od));
     const size_t es = dtype_size(x->dtype());
     const char* src = static_cast<const char*>(x->raw_data());
@@ -1169,7 +1193,7 @@ Result<ImportedGraph> import_graph_def(const Scope& scope, const std::string& da
   Graph& real = *scope.graph();
   Graph trial(real);
   const int first = trial.num_nodes();
-  Importer imp(trial, scope, opts, src);
+  Importer imp(trial, scope, opts, src, data.size());
   AF_RETURN_IF_ERROR(imp.run(def));
   ImportedGraph got = imp.result();
   for (int id = first; id < trial.num_nodes(); ++id) {
