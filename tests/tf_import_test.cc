@@ -246,6 +246,7 @@ TEST(TfImportTest, UnsupportedOpsAttributesAndDtypesNameNodeOpAndFile) {
   expect_error(import_text(x + R"( node { name: "r" op: "Reshape" input: "x" input: "x" })"),
                {"node 'r'", "op Reshape", "computed at run time"});
   expect_error(import_text(x + x), {"node 'x'", "defined twice"});
+  expect_error(import_text(R"(node { name: "a:b" op: "NoOp" })"), {"node 'a:b'", "not a TensorFlow node name"});
   expect_error(import_text(R"(node { name: "k" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 3 } } tensor_content: "abcd" } } } })"),
                {"node 'k'", "attribute 'value'", "4 bytes", "needs 12"});

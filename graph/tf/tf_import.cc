@@ -4,6 +4,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -385,6 +386,14 @@ class Importer {
   int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
 };
 
+// TensorFlow's rule for node names: [A-Za-z0-9.][A-Za-z0-9_.\-/>]* (so ':' and '^' never occur).
+bool valid_node_name(const std::string& s) {
+  auto first = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.'; };
+  auto rest = [&first](char ch) { return first(ch) || ch == '_' || ch == '-' || ch == '/' || ch == '>'; };
+  if (s.empty() || !first(s[0])) return false;
+  return std::all_of(s.begin() + 1, s.end(), rest);
+}
+
 // Splits "name:i" / "name" / "^name".
 bool split_input(const std::string& s, std::string* node, int* index, bool* control) {
   *control = !s.empty() && s[0] == '^';
@@ -410,6 +419,9 @@ Status Importer::run(const pb::GraphDef& def) {
   for (int i = 0; i < n; ++i) {
     const auto& nd = def.node(i);
     if (nd.name().empty()) return InvalidArgument(source_ + ": node " + std::to_string(i) + " has no name");
+    if (!valid_node_name(nd.name()))
+      return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ +
+                             ": not a TensorFlow node name ([A-Za-z0-9.][A-Za-z0-9_.-/>]*)");
     if (nd.op().empty())
       return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ + " has no op");
     if (!index.emplace(nd.name(), i).second)
