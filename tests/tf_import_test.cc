@@ -211,6 +211,54 @@ TEST(TfImportTest, ControlInputsAndColocationAreKept) {
   EXPECT_EQ(apply->inputs.size(), 5u);
 }
 
+// BroadcastGradientArgs of constant shapes folds to TensorFlow's reduction indices (the cases and
+// their answers are TensorFlow 2.21's tf.raw_ops.BroadcastGradientArgs).
+TEST(TfImportTest, BroadcastGradientArgsFoldsAsTensorFlowComputesIt) {
+  struct Case {
+    std::vector<int32_t> s0, s1, r0, r1;
+  };
+  const std::vector<Case> cases = {{{4, 3}, {3}, {}, {0}},           {{4, 1}, {1, 3}, {1}, {0}},
+                                   {{2, 1, 5}, {1, 1}, {1}, {0, 1, 2}}, {{1}, {1}, {}, {}},
+                                   {{}, {4, 3}, {0, 1}, {}},          {{5, 1, 3}, {1, 7, 1}, {1}, {0, 2}},
+                                   {{1, 1, 3}, {3}, {0, 1}, {0, 1}},   {{1, 4}, {1, 1}, {0}, {0, 1}}};
+  auto node = [](const std::string& name, const std::vector<int32_t>& v) {
+    std::string t = "tensor { dtype: DT_INT32 tensor_shape { dim { size: " + std::to_string(v.size()) + " } }";
+    for (int32_t x : v) t += " int_val: " + std::to_string(x);
+    return "node { name: \"" + name + "\" op: \"Const\" attr { key: \"dtype\" value { type: DT_INT32 } } " +
+           "attr { key: \"value\" value { " + t + " } } } }\n";
+  };
+  for (const Case& k : cases) {
+    Scope root = Scope::root();
+    ImportGraphDefOptions o;
+    o.format = GraphDefFormat::kText;
+    const std::string text = node("a", k.s0) + node("b", k.s1) +
+                             "node { name: \"g\" op: \"BroadcastGradientArgs\" input: \"a\" input: \"b\" "
+                             "attr { key: \"T\" value { type: DT_INT32 } } }";
+    auto r = import_graph_def(root, text, o, "bga.pbtxt");
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int out = 0; out < 2; ++out) {
+      auto t = r->output("g:" + std::to_string(out));
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_EQ(t->node()->op, "Const");
+      auto v = t->node()->attrs.get<Tensor>("value");
+      ASSERT_TRUE(v.ok());
+      const std::vector<int32_t>& want = out == 0 ? k.r0 : k.r1;
+      ASSERT_EQ(v->num_elements(), static_cast<int64_t>(want.size())) << "output " << out;
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->data<int32_t>()[i], want[i]) << "output " << out;
+    }
+  }
+  // Shapes that do not broadcast are an error naming the node.
+  Scope root = Scope::root();
+  ImportGraphDefOptions o;
+  o.format = GraphDefFormat::kText;
+  auto bad = import_graph_def(root, node("a", {4, 3}) + node("b", {5}) +
+                                        "node { name: \"g\" op: \"BroadcastGradientArgs\" input: \"a\" input: \"b\" }",
+                              o, "bga.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node 'g'"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("do not broadcast"), std::string::npos) << bad.status();
+}
+
 // Imports the text-format GraphDef `text` into `root` (a new graph when not given: then only the
 // status of the result may be used, as its nodes die with that graph).
 Result<ImportedGraph> import_text(const std::string& text, Scope root = Scope::root(),

@@ -642,6 +642,33 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
     *folded = true;
     return Status::OK();
   }
+  if (op == "BroadcastGradientArgs") {
+    // The dimensions each gradient of a broadcasting binary op sums over: after left-padding the
+    // shorter shape with 1s, every dimension where that input is 1 (both, unless the shapes are
+    // equal: then none), as TensorFlow computes them. Constant shapes only.
+    AF_RETURN_IF_ERROR(want_inputs(c, 2));
+    attr(c, "T");
+    AF_ASSIGN_OR_RETURN(auto s0, const_ints(c, 0, "s0"));
+    AF_ASSIGN_OR_RETURN(auto s1, const_ints(c, 1, "s1"));
+    const DType dt = const_in(c, 0)->dtype();
+    std::vector<int64_t> r0, r1;
+    if (s0 != s1) {
+      const size_t n = std::max(s0.size(), s1.size());
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t a = i < n - s0.size() ? 1 : s0[i - (n - s0.size())];
+        const int64_t b = i < n - s1.size() ? 1 : s1[i - (n - s1.size())];
+        if (a != b && a != 1 && b != 1)
+          return err(c, "shapes " + Shape(s0).to_string() + " and " + Shape(s1).to_string() + " do not broadcast");
+        if (a == 1) r0.push_back(static_cast<int64_t>(i));
+        if (b == 1) r1.push_back(static_cast<int64_t>(i));
+      }
+    }
+    AF_ASSIGN_OR_RETURN(Node* n1, emit_const(c, int_tensor(dt, r1, Shape{static_cast<int64_t>(r1.size())}), c.name + "/r1"));
+    map_[c.tf_name + ":1"] = Endpoint{n1->id, 0};
+    AF_RETURN_IF_ERROR(emit_const(c, int_tensor(dt, r0, Shape{static_cast<int64_t>(r0.size())})).status());
+    *folded = true;
+    return Status::OK();
+  }
   // The rest need every data input constant and integer.
   static const std::set<std::string> kIntOps = {"Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "FloorDiv",
                                                 "Pack", "ConcatV2", "Slice", "Prod", "Cast"};
