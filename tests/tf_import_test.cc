@@ -211,6 +211,35 @@ TEST(TfImportTest, ControlInputsAndColocationAreKept) {
   EXPECT_EQ(apply->inputs.size(), 5u);
 }
 
+// A graph written with a tf.compat.v1.train.Saver: its save/restore ops are refused by default;
+// drop_save_restore leaves out exactly the save/ subgraph, and the model runs as TensorFlow's.
+TEST(TfImportTest, SaveRestoreSubgraphIsRefusedOrDropped) {
+  const std::string file = kGolden + "/mlp_saver.pbtxt";
+  {
+    Scope root = Scope::root();
+    auto r = import_graph_def_file(root, file);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("node 'save/SaveV2' (op SaveV2)"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("drop_save_restore"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("mlp_saver.pbtxt"), std::string::npos) << r.status();
+    EXPECT_EQ(root.graph()->num_nodes(), 0);
+  }
+  Scope root = Scope::root();
+  ImportGraphDefOptions o;
+  o.drop_save_restore = true;
+  auto r = import_graph_def_file(root, file, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dropped.size(), 15u);  // save/filename/input ... save/restore_all
+  for (const auto& d : r->dropped) EXPECT_EQ(d.rfind("save/", 0), 0u) << d;
+  for (const auto& [name, node] : r->nodes) EXPECT_NE(name.rfind("save/", 0), 0u) << name;
+  Session sess(root);
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+  const auto& g = expected()["mlp_forward"];
+  auto out = sess.run_by_name(feeds_of(g), {"probs"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_near((*out)[0], g["fetches"]["probs"], "probs");
+}
+
 // BroadcastGradientArgs of constant shapes folds to TensorFlow's reduction indices (the cases and
 // their answers are TensorFlow 2.21's tf.raw_ops.BroadcastGradientArgs).
 TEST(TfImportTest, BroadcastGradientArgsFoldsAsTensorFlowComputesIt) {

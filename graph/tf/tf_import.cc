@@ -367,6 +367,8 @@ class Importer {
     bool adagrad = false;
   };
   Status check_slots();
+  Status mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
+                           std::vector<char>* dropped);
 
   Status translate(Ctx& c);
   Status fold_or_fail(Ctx& c, bool* folded);
@@ -410,6 +412,65 @@ bool split_input(const std::string& s, std::string* node, int* index, bool* cont
   return !rest.empty();
 }
 
+// TensorFlow's ops that write or read checkpoint files.
+const std::set<std::string>& save_restore_ops() {
+  static const std::set<std::string> ops = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "SaveSlices",
+                                            "RestoreSlice", "Save", "Restore"};
+  return ops;
+}
+
+// Marks the save/restore subgraph (see ImportGraphDefOptions::drop_save_restore). Inputs were
+// checked to name nodes of the GraphDef.
+Status Importer::mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
+                                   std::vector<char>* dropped) {
+  const std::set<std::string>& kSeeds = save_restore_ops();
+  const int n = def.node_size();
+  std::vector<std::vector<int>> consumers(static_cast<size_t>(n)), producers(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    for (const auto& in : def.node(i).input()) {
+      std::string node;
+      int idx;
+      bool ctl;
+      if (!split_input(in, &node, &idx, &ctl)) continue;
+      auto it = index.find(node);
+      if (it == index.end()) continue;
+      consumers[static_cast<size_t>(it->second)].push_back(i);
+      producers[static_cast<size_t>(i)].push_back(it->second);
+    }
+  }
+  std::vector<int> work;
+  for (int i = 0; i < n; ++i)
+    if (kSeeds.count(def.node(i).op())) {
+      (*dropped)[static_cast<size_t>(i)] = 1;
+      work.push_back(i);
+    }
+  while (!work.empty()) {  // consumers, transitively
+    const int i = work.back();
+    work.pop_back();
+    for (int j : consumers[static_cast<size_t>(i)])
+      if (!(*dropped)[static_cast<size_t>(j)]) {
+        (*dropped)[static_cast<size_t>(j)] = 1;
+        work.push_back(j);
+      }
+  }
+  // Producers whose every consumer is dropped, transitively (only above dropped nodes).
+  for (int i = 0; i < n; ++i)
+    if ((*dropped)[static_cast<size_t>(i)]) work.push_back(i);
+  while (!work.empty()) {
+    const int i = work.back();
+    work.pop_back();
+    for (int p : producers[static_cast<size_t>(i)]) {
+      if ((*dropped)[static_cast<size_t>(p)]) continue;
+      bool all = true;
+      for (int c : consumers[static_cast<size_t>(p)]) all = all && (*dropped)[static_cast<size_t>(c)];
+      if (!all) continue;
+      (*dropped)[static_cast<size_t>(p)] = 1;
+      work.push_back(p);
+    }
+  }
+  return Status::OK();
+}
+
 Status Importer::run(const pb::GraphDef& def) {
   if (def.has_library() && def.library().ByteSizeLong() > 0)
     return InvalidArgument(source_ + ": the GraphDef has a function library; functions are not supported");
@@ -439,10 +500,24 @@ Status Importer::run(const pb::GraphDef& def) {
       return InvalidArgument(source_ + ": input_map of '" + printable(tf_name) + "' is not an output of the scope's graph");
     map_[node + ":" + std::to_string(idx)] = out.endpoint();
   }
+  std::vector<char> dropped(static_cast<size_t>(n), 0);
+  if (opts_.drop_save_restore) {
+    AF_RETURN_IF_ERROR(mark_save_restore(def, index, &dropped));
+  } else {
+    for (const auto& nd : def.node())
+      if (save_restore_ops().count(nd.op()))
+        return InvalidArgument("node '" + printable(nd.name()) + "' (op " + printable(nd.op()) + ") in " + source_ +
+                               ": TensorFlow's save/restore ops are not run by actorflow (its Saver saves the "
+                               "imported variables); ImportGraphDefOptions::drop_save_restore leaves that subgraph out");
+  }
   std::vector<int> pending(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const auto& nd = def.node(i);
+    if (dropped[static_cast<size_t>(i)]) {
+      out_.dropped.push_back(nd.name());
+      continue;
+    }
     for (const auto& in : nd.input()) {
       std::string node;
       int idx;
@@ -461,8 +536,8 @@ Status Importer::run(const pb::GraphDef& def) {
   }
   std::vector<int> ready;
   for (int i = n - 1; i >= 0; --i)
-    if (pending[static_cast<size_t>(i)] == 0) ready.push_back(i);
-  int done = 0;
+    if (pending[static_cast<size_t>(i)] == 0 && !dropped[static_cast<size_t>(i)]) ready.push_back(i);
+  int done = static_cast<int>(out_.dropped.size());
   while (!ready.empty()) {
     const int i = ready.back();
     ready.pop_back();
@@ -528,7 +603,7 @@ Status Importer::run(const pb::GraphDef& def) {
   }
   if (done != n) {
     for (int i = 0; i < n; ++i)
-      if (pending[static_cast<size_t>(i)] > 0)
+      if (pending[static_cast<size_t>(i)] > 0 && !dropped[static_cast<size_t>(i)])
         return InvalidArgument("node '" + printable(def.node(i).name()) + "' (op " + printable(def.node(i).op()) +
                                ") in " + source_ +
                                " is on a cycle: control flow (while loops) is not supported");

@@ -43,6 +43,13 @@ struct ImportGraphDefOptions {
   // true: the GraphDef's device strings are dropped (the scope's device, if any, is requested instead).
   bool clear_devices = false;
   GraphDefFormat format = GraphDefFormat::kAuto;
+  // true: TensorFlow's save/restore subgraph, which actorflow does not run (its Saver saves the
+  // imported variables), is left out instead of refused: every SaveV2, RestoreV2,
+  // MergeV2Checkpoints, SaveSlices and RestoreSlice node, every node that consumes one (data or
+  // control, transitively: the restoring Assigns, restore_all), and then every node all of whose
+  // consumers were left out (the file name and tensor-name constants). ImportedGraph::dropped
+  // lists them. false (the default): such a node is an error naming it.
+  bool drop_save_restore = false;
 };
 
 // What an import added. Node pointers are owned by the scope's graph and live as long as it does.
@@ -55,6 +62,8 @@ struct ImportedGraph {
   std::map<std::string, Output> outputs;
   // Names (as imported) of the variable nodes, VariableV2 and VarHandleOp alike, in GraphDef order.
   std::vector<std::string> variables;
+  // TensorFlow node names left out by ImportGraphDefOptions::drop_save_restore, in GraphDef order.
+  std::vector<std::string> dropped;
 
   // The output for TensorFlow tensor name `tf_name` ("x", "x:0", "h:1"); NotFound naming it.
   Result<Output> output(const std::string& tf_name) const;

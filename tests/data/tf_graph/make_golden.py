@@ -8,6 +8,7 @@ Every graph is built in graph mode (tf.compat.v1) and written with tf.io.write_g
 (.pb) and, where small, as text (.pbtxt):
   mlp_forward.{pb,pbtxt}   x [2,6] -> relu(x w1 + b1) -> logits = h w2 + b2 -> probs = softmax;
                            reference variables initialised from fixed values (init op "init")
+  mlp_saver.pbtxt          mlp_forward with a tf.compat.v1.train.Saver (its save/ subgraph)
   cnn_forward.pb           the seed CNN on a 4x4x1 input: conv 5x5x32 SAME + bias + relu, maxpool
                            2x2, conv 5x5x64 SAME + bias + relu, maxpool 2x2, fc 1024 + relu, fc 10,
                            softmax ("probs"); binary only (its weights are 470 KB)
@@ -107,6 +108,16 @@ def main():
         s.run("init")
         lo, pr = s.run(["logits:0", "probs:0"], {"x:0": xs})
     expected["mlp_forward"] = {"feeds": {"x": tolist(xs)}, "fetches": {"logits": tolist(lo), "probs": tolist(pr)}}
+
+    # The same MLP with a tf.compat.v1.train.Saver: its save/restore subgraph (SaveV2, RestoreV2,
+    # string constants) is what ImportGraphDefOptions::drop_save_restore drops.
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [2, 6], name="x")
+        tf.nn.softmax(mlp(x, False), name="probs")
+        v1.global_variables_initializer()
+        v1.train.Saver()
+    write(g, "mlp_saver", True, binary=False)
 
     img = np.random.RandomState(8).standard_normal((2, 4, 4, 1)).astype(np.float32)
     g = tf.Graph()
