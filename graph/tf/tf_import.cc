@@ -711,7 +711,9 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       if (op == "Shape") {
         AF_RETURN_IF_ERROR(emit_const(c, int_tensor(dt, s.dims(), Shape{s.rank()})).status());
       } else {
-        AF_RETURN_IF_ERROR(emit_const(c, int_tensor(dt, {s.num_elements()}, Shape{})).status());
+        auto count = s.checked_num_elements();
+        if (!count.ok()) return err(c, count.status().message());
+        AF_RETURN_IF_ERROR(emit_const(c, int_tensor(dt, {*count}, Shape{})).status());
       }
     }
     *folded = true;
