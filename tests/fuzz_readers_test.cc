@@ -1,5 +1,6 @@
 // Seeded mutation fuzzing of the readers of files users and peers hand us: TOML cluster files,
-// fault plans, checkpoints, IDX files (plain and gzip), GraphDefs and TensorFlow checkpoints. 100 000 cases each, from
+// fault plans, checkpoints, IDX files (plain and gzip), GraphDefs, TensorFlow checkpoints and
+// TensorFlow GraphDefs (import_graph_def). 100 000 cases each (TensorFlow GraphDefs: 20 000), from
 // valid inputs; never a crash, an abort or an escaping exception, and decoded tensors never
 // larger than the input that declared and carried them (IDX gzip: than what DEFLATE can expand
 // the input to). Fixed seeds: a failure names its case and reproduces.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "actors/faults.h"
 #include "config/cluster_spec.h"
@@ -24,6 +26,8 @@
 #include "data/tf/tf_checkpoint.h"
 #include "graph/graph_def.h"
 #include "graph/ops.h"
+#include "graph/tf/tf_import.h"
+#include "proto/tf/graph.pb.h"
 #include "tests/util/fuzz.h"
 #include "tests/util/process.h"
 
@@ -283,6 +287,78 @@ TEST(FuzzReadersTest, GraphDefs) {
   }
   std::printf("GraphDefs: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));
   EXPECT_GT(ok, 0);
+}
+
+// TensorFlow's golden GraphDefs (tests/data/tf_graph/) imported after mutation: half the cases
+// mutate the file's bytes (binary and text), half parse it and change one node (its op swapped
+// for another seen op, one input, device or attribute value's bytes mutated, or the node dropped)
+// and serialise it again, so the importer itself sees well-formed protobuf with wrong content.
+// Never a crash; every error names the source and leaves the graph empty.
+TEST(FuzzReadersTest, TensorFlowGraphDefs) {
+  const std::string dir = std::string(AF_SOURCE_DIR) + "/tests/data/tf_graph/";
+  auto slurp = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  std::vector<std::string> corpus, binary;
+  for (const char* f : {"mlp_forward.pb", "mlp_train_ref_adagrad.pb", "cnn_train_ref_momentum.pb"}) binary.push_back(slurp(dir + f));
+  corpus = binary;
+  corpus.push_back(slurp(dir + "mlp_forward.pbtxt"));
+  for (const auto& c : corpus) ASSERT_GT(c.size(), 1000u);
+  std::vector<std::string> ops;
+  {
+    actorflow::tf::GraphDef d;
+    ASSERT_TRUE(d.ParseFromString(binary[2]));
+    for (const auto& n : d.node()) ops.push_back(n.op());
+  }
+  const int cases = 20000;
+  std::mt19937_64 rng(34);
+  const auto t0 = std::chrono::steady_clock::now();
+  int imported = 0;
+  for (int i = 0; i < cases; ++i) {
+    std::string in;
+    if (rng() % 2 == 0) {
+      in = mutate(corpus[rng() % corpus.size()], corpus, rng);
+    } else {
+      actorflow::tf::GraphDef d;
+      ASSERT_TRUE(d.ParseFromString(binary[rng() % binary.size()]));
+      auto* n = d.mutable_node(static_cast<int>(rng() % static_cast<uint64_t>(d.node_size())));
+      switch (rng() % 5) {
+        case 0: n->set_op(ops[rng() % ops.size()]); break;
+        case 1:
+          if (n->input_size() > 0) {
+            const int k = static_cast<int>(rng() % static_cast<uint64_t>(n->input_size()));
+            n->set_input(k, mutate(n->input(k), corpus, rng));
+          }
+          break;
+        case 2: n->set_device(mutate(n->device(), corpus, rng)); break;
+        case 3:
+          if (n->attr_size() > 0) {
+            auto* e = n->mutable_attr(static_cast<int>(rng() % static_cast<uint64_t>(n->attr_size())));
+            actorflow::tf::AttrValue v;
+            if (v.ParseFromString(mutate(e->value().SerializeAsString(), corpus, rng))) *e->mutable_value() = v;
+          }
+          break;
+        default:
+          d.mutable_node()->DeleteSubrange(static_cast<int>(rng() % static_cast<uint64_t>(d.node_size())), 1);
+          break;
+      }
+      in = d.SerializeAsString();
+    }
+    Scope root = Scope::root();
+    auto r = import_graph_def(root, in, {}, "case.pb");
+    if (r.ok()) {
+      ++imported;
+      ASSERT_EQ(r->nodes.empty(), root.graph()->num_nodes() == 0) << "case " << i;
+    } else {
+      ASSERT_NE(r.status().message().find("case.pb"), std::string::npos) << "case " << i << ": " << r.status();
+      ASSERT_EQ(root.graph()->num_nodes(), 0) << "case " << i;
+    }
+  }
+  std::printf("TensorFlow GraphDefs: %d cases (%d imported) in %.2f s\n", cases, imported, seconds_since(t0));
+  EXPECT_GT(imported, 0);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // Status and Result<T> (core/status.h), DType and Shape (tensor/types.h), Tensor
 // (tensor/tensor.h), Graph, Node and Output (graph/graph.h), Scope (graph/scope.h), the ops
 // (graph/ops.h, graph/ops_variables.h), tf.gradients (graph/gradients.h), device names
-// (graph/device_spec.h) and tf.train.replica_device_setter (graph/replica_device_setter.h).
+// (graph/device_spec.h), tf.train.replica_device_setter (graph/replica_device_setter.h) and
+// TensorFlow's import_graph_def (graph/tf/tf_import.h: GraphDef .pb/.pbtxt files into a Scope).
 // Each declaration there documents what it returns, who owns what, and its thread-safety (graph
 // construction is single-threaded; Tensor and Status are values). Brings no CAF header.
 #pragma once
@@ -21,5 +22,6 @@
 #include "graph/ops_variables.h"
 #include "graph/replica_device_setter.h"
 #include "graph/scope.h"
+#include "graph/tf/tf_import.h"
 #include "tensor/tensor.h"
 #include "tensor/types.h"

@@ -1,0 +1,379 @@
+// import_graph_def against TensorFlow itself: the GraphDefs in tests/data/tf_graph/ were written by
+// TensorFlow 2.21's tf.compat.v1 (make_golden.py there), and expected.json holds what TensorFlow
+// computed from them (forward outputs; a training step's variables). Each graph is imported, run
+// with actorflow's Session in-process and compared within 1e-5.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "actorflow/graph.h"
+#include "actorflow/session.h"
+#include "runtime/placer.h"
+
+namespace actorflow {
+namespace {
+
+const std::string kGolden = std::string(AF_SOURCE_DIR) + "/tests/data/tf_graph";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+const nlohmann::json& expected() {
+  static const nlohmann::json j = nlohmann::json::parse(slurp(kGolden + "/expected.json"));
+  return j;
+}
+
+Tensor tensor_of(const nlohmann::json& j) {
+  std::vector<int64_t> dims = j["shape"].get<std::vector<int64_t>>();
+  std::vector<float> v;
+  for (const auto& x : j["values"]) v.push_back(static_cast<float>(x.get<double>()));
+  return Tensor::from_vector<float>(v, Shape(dims));
+}
+
+void expect_near(const Tensor& got, const nlohmann::json& want, const std::string& what, double tol = 1e-5) {
+  const Tensor w = tensor_of(want);
+  ASSERT_EQ(got.shape(), w.shape()) << what;
+  ASSERT_EQ(got.dtype(), DType::kFloat32) << what;
+  for (int64_t i = 0; i < w.num_elements(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], w.data<float>()[i], tol) << what << " element " << i;
+}
+
+std::vector<std::pair<std::string, Tensor>> feeds_of(const nlohmann::json& g) {
+  std::vector<std::pair<std::string, Tensor>> f;
+  for (const auto& [k, v] : g["feeds"].items()) f.emplace_back(k, tensor_of(v));
+  return f;
+}
+
+// Imports a golden forward graph, runs its init op when it has one, and compares every fetch.
+void check_forward(const std::string& file, const std::string& key) {
+  SCOPED_TRACE(file);
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, kGolden + "/" + file);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  ASSERT_TRUE(sess.status().ok()) << sess.status();
+  if (imported->node("init")) {
+    auto init = sess.run_by_name({}, {}, {"init"});
+    ASSERT_TRUE(init.ok()) << init.status();
+  }
+  const auto& g = expected()[key];
+  std::vector<std::string> names;
+  for (const auto& [k, v] : g["fetches"].items()) names.push_back(k);
+  auto out = sess.run_by_name(feeds_of(g), names);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t i = 0; i < names.size(); ++i) expect_near((*out)[i], g["fetches"][names[i]], names[i]);
+}
+
+TEST(TfImportTest, ForwardMlpGivesTensorFlowsOutputsFromBinaryAndText) {
+  check_forward("mlp_forward.pb", "mlp_forward");
+  check_forward("mlp_forward.pbtxt", "mlp_forward");
+}
+
+TEST(TfImportTest, SeedCnnForwardGivesTensorFlowsOutputs) { check_forward("cnn_forward.pb", "cnn_forward"); }
+
+// One step of each golden training graph (reference and resource variables; SGD and Adam): the
+// loss before it and every variable after it equal TensorFlow's. The graphs were built under
+// replica_device_setter: imported as they are, their variables request /job:ps/task:0 and the
+// placer puts them on the ps; to run in one process they are imported again with clear_devices.
+TEST(TfImportTest, OneTrainingStepEqualsTensorFlows) {
+  for (const char* name : {"mlp_train_ref_sgd.pbtxt", "mlp_train_ref_adam.pbtxt", "mlp_train_resource_sgd.pbtxt",
+                           "mlp_train_resource_adam.pbtxt", "cnn_train_ref_momentum.pb",
+                           "cnn_train_resource_rmsprop.pb", "mlp_train_ref_adagrad.pb"}) {
+    SCOPED_TRACE(name);
+    const std::string key = std::string(name).substr(0, std::string(name).find('.'));
+    const auto& g = expected()[key];
+    ASSERT_FALSE(g.is_null()) << key;
+    const std::string file = kGolden + "/" + name;
+    {
+      Scope root = Scope::root();
+      auto imported = import_graph_def_file(root, file);
+      ASSERT_TRUE(imported.ok()) << imported.status();
+      EXPECT_EQ(imported->variables.size(), g["devices"].size());
+      for (const auto& [var, dev] : g["devices"].items()) {
+        Node* n = imported->node(var);
+        ASSERT_NE(n, nullptr) << var;
+        EXPECT_EQ(n->op, "VariableV2") << var;
+        EXPECT_EQ(n->requested_device, "/job:ps/task:0") << var;
+        EXPECT_EQ(dev.get<std::string>(), "/job:ps/task:0") << var;
+      }
+      Graph placed = *root.graph();
+      PlacerOptions po;
+      po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
+      auto st = place_graph(placed,
+                            {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
+                             {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
+                            po);
+      ASSERT_TRUE(st.ok()) << st.status();
+      for (const auto& [var, dev] : g["devices"].items())
+        EXPECT_EQ(placed.find(var)->assigned_device, "/job:ps/replica:0/task:0/device:CPU:0") << var;
+      // The optimizer's updates run where their variables live.
+      for (int i = 0; i < placed.num_nodes(); ++i) {
+        if (placed.node(i)->op.rfind("Apply", 0) == 0) {
+          EXPECT_EQ(placed.node(i)->assigned_device, "/job:ps/replica:0/task:0/device:CPU:0") << placed.node(i)->name;
+        }
+      }
+    }
+    Scope root = Scope::root();
+    ImportGraphDefOptions opts;
+    opts.clear_devices = true;
+    auto imported = import_graph_def_file(root, file, opts);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    Session sess(root);
+    ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+    std::vector<std::string> vars;
+    for (const auto& [var, v] : g["after"].items()) vars.push_back(var);
+    // TensorFlow keeps the optimizer's slots as variables; actorflow's variable actor keeps them
+    // itself, so the model's variables are compared after the step (the slot variables stay at
+    // their initial values here), and Adam's beta powers, updated by the graph's own Assign ops.
+    auto before = sess.run_by_name({}, vars);
+    ASSERT_TRUE(before.ok()) << before.status();
+    for (size_t i = 0; i < vars.size(); ++i) expect_near((*before)[i], g["before"][vars[i]], vars[i] + " after init");
+    auto loss = sess.run_by_name(feeds_of(g), {"loss"});
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR((*loss)[0].data<float>()[0], g["loss"].get<double>(), 1e-5);
+    auto step = sess.run_by_name(feeds_of(g), {}, {"train"});
+    ASSERT_TRUE(step.ok()) << step.status();
+    auto after = sess.run_by_name({}, vars);
+    ASSERT_TRUE(after.ok()) << after.status();
+    int compared = 0;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      expect_near((*after)[i], g["after"][vars[i]], vars[i] + " after one step");
+      // The step changed it (so the comparison can fail): TensorFlow's values moved.
+      if (vars[i].find("_power") == std::string::npos) {
+        const Tensor b = tensor_of(g["before"][vars[i]]), a = tensor_of(g["after"][vars[i]]);
+        EXPECT_FALSE(a.equals(b)) << vars[i];
+      }
+      ++compared;
+    }
+    EXPECT_GE(compared, 4);
+  }
+}
+
+TEST(TfImportTest, PrefixAndInputMap) {
+  Scope root = Scope::root();
+  auto x = ops::placeholder(root, DType::kFloat32, Shape{2, 6}, "my_x");
+  ImportGraphDefOptions opts;
+  opts.prefix = "net";
+  opts.input_map["x:0"] = x;
+  auto imported = import_graph_def_file(root, kGolden + "/mlp_forward.pb", opts);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Node* mm = imported->node("MatMul");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->name, "net/MatMul");
+  EXPECT_EQ(mm->inputs[0].node, x.node()->id);  // reads the remapped input
+  auto probs = imported->output("probs");
+  ASSERT_TRUE(probs.ok()) << probs.status();
+  EXPECT_EQ(probs->node()->name, "net/probs");
+  EXPECT_EQ(imported->output("x:0")->node(), x.node());
+  EXPECT_FALSE(imported->output("nope").ok());
+  // The imported net runs from the remapped placeholder, under its prefix.
+  Session sess(root);
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"net/init"}).ok());
+  const auto& g = expected()["mlp_forward"];
+  auto out = sess.run({{x, tensor_of(g["feeds"]["x"])}}, {*probs});
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_near((*out)[0], g["fetches"]["probs"], "probs");
+  // A second import under the same prefix collides: an error, and nothing is added.
+  const int before = root.graph()->num_nodes();
+  auto again = import_graph_def_file(root, kGolden + "/mlp_forward.pb", opts);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("already exists"), std::string::npos) << again.status();
+  EXPECT_EQ(root.graph()->num_nodes(), before);
+  // input_map naming a tensor the GraphDef lacks.
+  ImportGraphDefOptions bad;
+  bad.input_map["nothing:0"] = x;
+  auto r = import_graph_def_file(root, kGolden + "/mlp_forward.pb", bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nothing:0"), std::string::npos) << r.status();
+}
+
+TEST(TfImportTest, ControlInputsAndColocationAreKept) {
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, kGolden + "/mlp_train_ref_adam.pbtxt");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Node* train = imported->node("train");
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->op, "NoOp");
+  EXPECT_EQ(train->control_inputs.size(), 6u);  // two Assigns of the beta powers, four ApplyAdams
+  Node* read = imported->node("w1/read");
+  ASSERT_NE(read, nullptr);
+  EXPECT_EQ(read->colocate_with, std::vector<std::string>{"w1"});
+  Node* apply = imported->node("train/update_w1/ApplyAdam");
+  ASSERT_NE(apply, nullptr);
+  EXPECT_EQ(apply->op, "ApplyAdam");
+  EXPECT_EQ(apply->attrs.get_or<std::string>("var_name", ""), "w1");
+  EXPECT_EQ(apply->inputs.size(), 5u);
+}
+
+// A graph written with a tf.compat.v1.train.Saver: its save/restore ops are refused by default;
+// drop_save_restore leaves out exactly the save/ subgraph, and the model runs as TensorFlow's.
+TEST(TfImportTest, SaveRestoreSubgraphIsRefusedOrDropped) {
+  const std::string file = kGolden + "/mlp_saver.pbtxt";
+  {
+    Scope root = Scope::root();
+    auto r = import_graph_def_file(root, file);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("node 'save/SaveV2' (op SaveV2)"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("drop_save_restore"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("mlp_saver.pbtxt"), std::string::npos) << r.status();
+    EXPECT_EQ(root.graph()->num_nodes(), 0);
+  }
+  Scope root = Scope::root();
+  ImportGraphDefOptions o;
+  o.drop_save_restore = true;
+  auto r = import_graph_def_file(root, file, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dropped.size(), 15u);  // save/filename/input ... save/restore_all
+  for (const auto& d : r->dropped) EXPECT_EQ(d.rfind("save/", 0), 0u) << d;
+  for (const auto& [name, node] : r->nodes) EXPECT_NE(name.rfind("save/", 0), 0u) << name;
+  Session sess(root);
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+  const auto& g = expected()["mlp_forward"];
+  auto out = sess.run_by_name(feeds_of(g), {"probs"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  expect_near((*out)[0], g["fetches"]["probs"], "probs");
+}
+
+// BroadcastGradientArgs of constant shapes folds to TensorFlow's reduction indices (the cases and
+// their answers are TensorFlow 2.21's tf.raw_ops.BroadcastGradientArgs).
+TEST(TfImportTest, BroadcastGradientArgsFoldsAsTensorFlowComputesIt) {
+  struct Case {
+    std::vector<int32_t> s0, s1, r0, r1;
+  };
+  const std::vector<Case> cases = {{{4, 3}, {3}, {}, {0}},           {{4, 1}, {1, 3}, {1}, {0}},
+                                   {{2, 1, 5}, {1, 1}, {1}, {0, 1, 2}}, {{1}, {1}, {}, {}},
+                                   {{}, {4, 3}, {0, 1}, {}},          {{5, 1, 3}, {1, 7, 1}, {1}, {0, 2}},
+                                   {{1, 1, 3}, {3}, {0, 1}, {0, 1}},   {{1, 4}, {1, 1}, {0}, {0, 1}}};
+  auto node = [](const std::string& name, const std::vector<int32_t>& v) {
+    std::string t = "tensor { dtype: DT_INT32 tensor_shape { dim { size: " + std::to_string(v.size()) + " } }";
+    for (int32_t x : v) t += " int_val: " + std::to_string(x);
+    return "node { name: \"" + name + "\" op: \"Const\" attr { key: \"dtype\" value { type: DT_INT32 } } " +
+           "attr { key: \"value\" value { " + t + " } } } }\n";
+  };
+  for (const Case& k : cases) {
+    Scope root = Scope::root();
+    ImportGraphDefOptions o;
+    o.format = GraphDefFormat::kText;
+    const std::string text = node("a", k.s0) + node("b", k.s1) +
+                             "node { name: \"g\" op: \"BroadcastGradientArgs\" input: \"a\" input: \"b\" "
+                             "attr { key: \"T\" value { type: DT_INT32 } } }";
+    auto r = import_graph_def(root, text, o, "bga.pbtxt");
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int out = 0; out < 2; ++out) {
+      auto t = r->output("g:" + std::to_string(out));
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_EQ(t->node()->op, "Const");
+      auto v = t->node()->attrs.get<Tensor>("value");
+      ASSERT_TRUE(v.ok());
+      const std::vector<int32_t>& want = out == 0 ? k.r0 : k.r1;
+      ASSERT_EQ(v->num_elements(), static_cast<int64_t>(want.size())) << "output " << out;
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v->data<int32_t>()[i], want[i]) << "output " << out;
+    }
+  }
+  // Shapes that do not broadcast are an error naming the node.
+  Scope root = Scope::root();
+  ImportGraphDefOptions o;
+  o.format = GraphDefFormat::kText;
+  auto bad = import_graph_def(root, node("a", {4, 3}) + node("b", {5}) +
+                                        "node { name: \"g\" op: \"BroadcastGradientArgs\" input: \"a\" input: \"b\" }",
+                              o, "bga.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node 'g'"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("do not broadcast"), std::string::npos) << bad.status();
+}
+
+// Imports the text-format GraphDef `text` into `root` (a new graph when not given: then only the
+// status of the result may be used, as its nodes die with that graph).
+Result<ImportedGraph> import_text(const std::string& text, Scope root = Scope::root(),
+                                  const std::string& source = "hand.pbtxt") {
+  ImportGraphDefOptions o;
+  o.format = GraphDefFormat::kText;
+  return import_graph_def(root, text, o, source);
+}
+
+void expect_error(const Result<ImportedGraph>& r, const std::vector<std::string>& parts) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status();
+  for (const auto& p : parts) EXPECT_NE(r.status().message().find(p), std::string::npos) << r.status() << " lacks " << p;
+}
+
+TEST(TfImportTest, UnsupportedOpsAttributesAndDtypesNameNodeOpAndFile) {
+  const std::string x = R"(node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } })";
+  expect_error(import_text(x + R"( node { name: "w" op: "Cumsum" input: "x" })"),
+               {"node 'w'", "op Cumsum", "hand.pbtxt", "not supported"});
+  expect_error(import_text(x + R"( node { name: "r" op: "Relu" input: "x" attr { key: "frobnicate" value { i: 1 } } })"),
+               {"node 'r'", "op Relu", "attribute 'frobnicate'", "hand.pbtxt"});
+  expect_error(import_text(R"(node { name: "h" op: "Placeholder" attr { key: "dtype" value { type: DT_HALF } } })"),
+               {"node 'h'", "attribute 'dtype'", "DT_HALF"});
+  expect_error(import_text(x + R"( node { name: "c" op: "Conv2D" input: "x" input: "x"
+      attr { key: "data_format" value { s: "NCHW" } } attr { key: "strides" value { list { i: 1 i: 1 i: 1 i: 1 } } }
+      attr { key: "padding" value { s: "SAME" } } })"),
+               {"node 'c'", "op Conv2D", "attribute 'data_format'", "NCHW"});
+  expect_error(import_text(x + R"( node { name: "m" op: "MatMul" input: "x" input: "nowhere" })"),
+               {"node 'm'", "nowhere", "names no node"});
+  expect_error(import_text(x + R"( node { name: "a" op: "Identity" input: "b" } node { name: "b" op: "Identity" input: "a" })"),
+               {"cycle"});
+  expect_error(import_text(x + R"( node { name: "s" op: "SaveV2" input: "x" })"), {"node 's'", "op SaveV2"});
+  expect_error(import_text(x + R"( node { name: "r" op: "Reshape" input: "x" input: "x" })"),
+               {"node 'r'", "op Reshape", "computed at run time"});
+  expect_error(import_text(x + x), {"node 'x'", "defined twice"});
+  expect_error(import_text(R"(node { name: "a:b" op: "NoOp" })"), {"node 'a:b'", "not a TensorFlow node name"});
+  expect_error(import_text(R"(node { name: "k" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 3 } } tensor_content: "abcd" } } } })"),
+               {"node 'k'", "attribute 'value'", "4 bytes", "needs 12"});
+  // A typed field with the wrong count, and the splat form TensorFlow writes.
+  expect_error(import_text(R"(node { name: "k" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 3 } } float_val: 1 float_val: 2 } } } })"),
+               {"node 'k'", "2 float_val values for 3 elements"});
+  Scope kept = Scope::root();
+  auto splat = import_text(R"(node { name: "k" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+      attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 3 } } int_val: 7 } } } })",
+                           kept);
+  ASSERT_TRUE(splat.ok()) << splat.status();
+  auto kv = splat->node("k")->attrs.get<Tensor>("value");
+  ASSERT_TRUE(kv.ok());
+  const Tensor k = *kv;
+  EXPECT_EQ(k.num_elements(), 3);
+  EXPECT_EQ(k.data<int32_t>()[2], 7);
+  // A splat constant that a few bytes spell as 512 MiB is refused before it is allocated.
+  expect_error(import_text(R"(node { name: "big" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 134217728 } } float_val: 1 } } } })"),
+               {"node 'big'", "536870912 bytes exceeds"});
+  // A function library is refused.
+  expect_error(import_text(x + R"( library { function { signature { name: "f" } } })"), {"hand.pbtxt"});
+}
+
+TEST(TfImportTest, TruncatedAndGarbageInputsAreErrorsNamingTheFile) {
+  const std::string pb = slurp(kGolden + "/mlp_forward.pb");
+  ASSERT_GT(pb.size(), 100u);
+  Scope root = Scope::root();
+  for (size_t cut : {size_t{1}, size_t{7}, pb.size() / 2, pb.size() - 1}) {
+    ImportGraphDefOptions o;
+    o.format = GraphDefFormat::kBinary;
+    auto r = import_graph_def(root, pb.substr(0, cut), o, "cut.pb");
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_NE(r.status().message().find("cut.pb"), std::string::npos) << r.status();
+  }
+  auto garbage = import_graph_def(root, std::string("\xff\xfe garbage {{{", 15), {}, "junk.pb");
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_NE(garbage.status().message().find("junk.pb"), std::string::npos) << garbage.status();
+  ImportGraphDefOptions as_text;
+  as_text.format = GraphDefFormat::kText;
+  auto text = import_graph_def(root, "node { name: \"x\" op: ", as_text, "t.pbtxt");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("t.pbtxt"), std::string::npos) << text.status();
+  EXPECT_NE(text.status().message().find("line 1"), std::string::npos) << text.status();
+  auto missing = import_graph_def_file(root, kGolden + "/no_such.pb");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("no_such.pb"), std::string::npos) << missing.status();
+  EXPECT_EQ(root.graph()->num_nodes(), 0);  // nothing was added by any failed import
+}
+
+}  // namespace
+}  // namespace actorflow
