@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
+# TensorFlow itself (pip's tensorflow-cpu in the project-local .venv-tf) for the interop tests that
+# compare with it; where PyPI cannot be reached they are skipped, saying so. AF_WITH_TF=0 skips it.
+if [ "${AF_WITH_TF:-1}" != 0 ]; then
+  bench/tf_venv.sh > /dev/null || echo "test.sh: no TensorFlow venv (.venv-tf): the tests that run TensorFlow itself are skipped" >&2
+fi
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ "${AF_SANITIZERS:-}" = 1 ] || { [ "${CI:-}" = true ] && [ "${AF_SANITIZERS:-}" != 0 ]; }; then
   scripts/test-sanitizers.sh

@@ -3,6 +3,7 @@
 // exact file set), latest_checkpoint over corrupt files, restore errors; and the real
 // `actorflow ckpt list|show` binary on files written here (output lines and exit codes).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -326,6 +327,63 @@ TEST(SaverTest, ATensorFlowWrittenAdamCheckpointContinuesAsTensorFlowWould) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_NEAR(got[0], want[0], 1e-6);
   EXPECT_NEAR(got[1], want[1], 1e-6);
+}
+
+std::string slurp_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string hex_of(const void* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<const unsigned char*>(p)[i];
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+// The round trip the other way: actorflow trains two Adam steps and its Saver writes TensorFlow's
+// format; TensorFlow 2.21's own tf.compat.v1.train.Saver restores w, global_step, w/Adam and
+// w/Adam_1 bit-identically, and one more TensorFlow step (its beta powers set from w/Adam_t)
+// equals actorflow's own third step to 1e-6. Runs tests/data/tf_ckpt/tf_restore_adam.py with the
+// project's .venv-tf (bench/tf_venv.sh; scripts/test.sh makes it where PyPI is reachable);
+// skipped without it.
+TEST(SaverTest, TensorFlowRestoresTheSaversCheckpointAndContinuesTheSameWay) {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+  TempDir dir;
+  AdamModel m(/*squared=*/true);
+  train::SaverOptions opts;
+  opts.tensorflow_format = true;
+  train::Saver saver(m.root, {}, opts);
+  ASSERT_TRUE(m.sess->run({}, {}, {m.init}).ok());
+  m.train_step();
+  m.train_step();
+  auto path = saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto saved = read_tf_checkpoint_data(*path);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  m.train_step();
+  const std::vector<float> third = m.w_now();
+
+  const std::string out = dir.file("tf.json"), err = dir.file("tf.err");
+  const std::string cmd = python + " " + AF_SOURCE_DIR + "/tests/data/tf_ckpt/tf_restore_adam.py " + *path + " > " +
+                          out + " 2> " + err;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp_file(err);
+  const auto got = nlohmann::json::parse(slurp_file(out));
+  EXPECT_EQ(got["adam_t"], 2);
+  for (const std::string name : {"w", "global_step", "w/Adam", "w/Adam_1"}) {
+    const Tensor& t = saved->variables.at(name);
+    EXPECT_EQ(got["restored"][name].get<std::string>(), hex_of(t.raw_data(), t.bytes())) << name;
+  }
+  const auto next = got["next_w"].get<std::vector<float>>();
+  ASSERT_EQ(next.size(), 2u);
+  ASSERT_EQ(third.size(), 2u);
+  EXPECT_NEAR(next[0], third[0], 1e-6);
+  EXPECT_NEAR(next[1], third[1], 1e-6);
 }
 
 TEST(SaverTest, SaveReadsTheGlobalStepInTheSameRun) {
