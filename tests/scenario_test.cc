@@ -12,6 +12,7 @@
 // accuracy .." measured from the log lines' own timestamps; with AF_SCENARIO_REPORT=FILE set the
 // same figures are appended to FILE as JSON lines (docs/reliability.md's table comes from there).
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -117,6 +118,12 @@ Outcome run_job(const std::string& name, std::string plan, const std::vector<std
   o.out = up->output();
 
   measure(o);
+  if (DIR* d = ::opendir(logdir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') o.logdir_files.push_back(e->d_name);
+    ::closedir(d);
+    std::sort(o.logdir_files.begin(), o.logdir_files.end());
+  }
   expect_scenario_outcome(o, TrainingBounds{2, shape.real_size ? kRealSizeMinAccuracy : kMinAccuracy, kMaxLoss}, logdir,
                           dir.path());
   report(o);
@@ -190,6 +197,35 @@ TEST(ScenarioTest, RealSizeKillParameterServer) {
                    real_size_steps(), real_size());
   EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
   EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+}
+
+// The same with the chief writing TensorFlow's checkpoint format ([supervisor] checkpoint_format =
+// "tensorflow"): every checkpoint is a TensorFlow V2 checkpoint (index and data file) holding the
+// seed model's variables under their names, and the killed ps is restored from the newest one.
+TEST(ScenarioTest, RealSizeKillParameterServerWithTensorFlowCheckpoints) {
+  Shape shape = real_size();
+  shape.supervisor = "checkpoint_format = \"tensorflow\"\n";
+  TempDir probe;
+  auto o = run_job("real size, TensorFlow checkpoints, kill ps/0",
+                   "seed = 34\n[[fault]]\nkind = \"kill\"\ntask = \"ps/0\"\nat_step = 150\n", {}, real_size_steps(),
+                   shape);
+  EXPECT_TRUE(contains(o.out, "restarted ps/0")) << o.out;
+  EXPECT_TRUE(contains(o.out, "global steps rolled back")) << o.out;
+  // The checkpoints in the logdir are TensorFlow's (an index and a data file each), none is
+  // actorflow's single file; expect_scenario_outcome read each back whole.
+  int indexes = 0, data = 0;
+  std::string names;
+  for (const std::string& f : o.logdir_files) {
+    names += " " + f;
+    if (f.rfind("model.ckpt-", 0) != 0) continue;
+    const bool index = f.size() > 6 && f.compare(f.size() - 6, 6, ".index") == 0;
+    const bool datafile = f.find(".data-00000-of-00001") != std::string::npos;
+    indexes += index;
+    data += datafile;
+    EXPECT_TRUE(index || datafile) << "not a TensorFlow checkpoint file: " << f;
+  }
+  EXPECT_GE(indexes, 1) << names;
+  EXPECT_EQ(indexes, data) << names;
 }
 
 // Replicated parameter servers ([supervisor] ps_replicas = 2, 2 ps tasks, each the other's

@@ -34,6 +34,7 @@ struct Outcome {
   int64_t final_global_step = -1;  // the largest "Global-Step: G" a worker read after its training
   int64_t failed_runs = 0;      // training runs that failed and were retried (the managed session's lines)
   double wall_secs = 0;
+  std::vector<std::string> logdir_files;  // the names in the job's logdir when it ended, sorted
 };
 
 // The first violation of "global_step never goes backwards except by a logged ps restore", or "".
