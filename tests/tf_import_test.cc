@@ -11,6 +11,7 @@
 #include "actorflow/graph.h"
 #include "actorflow/session.h"
 #include "runtime/placer.h"
+#include "tests/util/process.h"
 
 namespace actorflow {
 namespace {
@@ -153,6 +154,67 @@ TEST(TfImportTest, OneTrainingStepEqualsTensorFlows) {
     }
     EXPECT_GE(compared, 4);
   }
+}
+
+// Between-graph replication of an imported graph across processes, as TensorFlow 1.x users run
+// it: `actorflow node` processes for /job:ps/task:0 and two workers, and two clients (this test
+// process), each importing the same GraphDef as it is (replica_device_setter's devices kept) and
+// running it by names through its own worker. The variables live once, on the ps task: the
+// first client's init and one training step give TensorFlow's values; the second client,
+// without running init, reads those very values, takes a step of its own, and the first sees it.
+TEST(TfImportTest, TwoWorkersTrainOneImportedGraphOnAParameterServerProcess) {
+  using namespace std::chrono_literals;
+  testing::TempDir dir;
+  const int ps = testing::free_port(), w0 = testing::free_port(), w1 = testing::free_port();
+  const std::string file = dir.write(
+      "cluster.toml", "[cluster]\nname = \"imported\"\n[jobs]\nps = [\"localhost:" + std::to_string(ps) +
+                          "\"]\nworker = [\"localhost:" + std::to_string(w0) + "\", \"localhost:" +
+                          std::to_string(w1) + "\"]\n");
+  std::vector<std::unique_ptr<testing::ChildProcess>> nodes;
+  for (const auto& [job, task] : std::vector<std::pair<std::string, std::string>>{{"ps", "0"}, {"worker", "0"}, {"worker", "1"}}) {
+    nodes.push_back(testing::ChildProcess::start(
+        {testing::binary("actorflow"), "node", "--cluster", file, "--job", job, "--task", task}));
+    ASSERT_TRUE(nodes.back() && nodes.back()->wait_for_output("serving", 30s)) << nodes.back()->output();
+  }
+  const auto& g = expected()["mlp_train_resource_sgd"];
+  std::vector<std::string> vars;
+  for (const auto& [var, v] : g["after"].items()) vars.push_back(var);
+  ASSERT_GE(vars.size(), 4u);
+  struct Client {
+    Scope root = Scope::root();
+    std::unique_ptr<Session> sess;
+  };
+  auto client = [&](int port) {
+    auto c = std::make_unique<Client>();
+    auto imported = import_graph_def_file(c->root, kGolden + "/mlp_train_resource_sgd.pbtxt");
+    EXPECT_TRUE(imported.ok()) << imported.status();
+    for (const std::string& v : vars) EXPECT_EQ(imported->node(v)->requested_device, "/job:ps/task:0") << v;
+    c->sess = std::make_unique<Session>(c->root, "actorflow://localhost:" + std::to_string(port),
+                                        SessionOptions().cluster_file(file).timeout(60s));
+    EXPECT_TRUE(c->sess->status().ok()) << c->sess->status();
+    return c;
+  };
+  auto a = client(w0);
+  ASSERT_TRUE(a->sess->run_by_name({}, {}, {"init"}).ok());
+  auto loss = a->sess->run_by_name(feeds_of(g), {"loss"});
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR((*loss)[0].data<float>()[0], g["loss"].get<double>(), 1e-5);
+  ASSERT_TRUE(a->sess->run_by_name(feeds_of(g), {}, {"train"}).ok());
+  auto after = a->sess->run_by_name({}, vars);
+  ASSERT_TRUE(after.ok()) << after.status();
+  for (size_t i = 0; i < vars.size(); ++i) expect_near((*after)[i], g["after"][vars[i]], vars[i] + " after one step");
+
+  auto b = client(w1);  // the same GraphDef, imported again by another worker's client
+  auto seen = b->sess->run_by_name({}, vars);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  for (size_t i = 0; i < vars.size(); ++i) EXPECT_TRUE((*seen)[i].equals((*after)[i])) << vars[i];
+  ASSERT_TRUE(b->sess->run_by_name(feeds_of(g), {}, {"train"}).ok());
+  auto later = a->sess->run_by_name({}, vars);
+  ASSERT_TRUE(later.ok()) << later.status();
+  int moved = 0;
+  for (size_t i = 0; i < vars.size(); ++i) moved += (*later)[i].equals((*after)[i]) ? 0 : 1;
+  EXPECT_GT(moved, 0) << "the second worker's step did not reach the shared variables";
+  for (auto& n : nodes) EXPECT_TRUE(n->running()) << n->output();
 }
 
 TEST(TfImportTest, PrefixAndInputMap) {
