@@ -3,12 +3,14 @@
 // computed from them (forward outputs; a training step's variables). Each graph is imported, run
 // with actorflow's Session in-process and compared within 1e-5.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "actorflow/graph.h"
+#include "actorflow/saver.h"
 #include "actorflow/session.h"
 #include "runtime/placer.h"
 #include "tests/util/process.h"
@@ -215,6 +217,62 @@ TEST(TfImportTest, TwoWorkersTrainOneImportedGraphOnAParameterServerProcess) {
   for (size_t i = 0; i < vars.size(); ++i) moved += (*later)[i].equals((*after)[i]) ? 0 : 1;
   EXPECT_GT(moved, 0) << "the second worker's step did not reach the shared variables";
   for (auto& n : nodes) EXPECT_TRUE(n->running()) << n->output();
+}
+
+// Bring a model over and take it back: TensorFlow's Adam training graph (reference variables) is
+// imported, trained three steps by actorflow and saved by actorflow's Saver in TensorFlow's
+// format; TensorFlow 2.21 imports the same GraphDef, restores every variable of it with its own
+// tf.compat.v1.train.Saver (the Adam slots w1/Adam, w1/Adam_1, ... are actorflow's optimizer
+// state, not the imported slot variables' initial zeros) and takes a fourth step: its loss and
+// every variable after it equal actorflow's own fourth step to 1e-5. Runs
+// tests/data/tf_graph/tf_resume.py with the project's .venv-tf; skipped without it.
+TEST(TfImportTest, TensorFlowResumesAGraphActorflowTrained) {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+  const auto& g = expected()["mlp_train_ref_adam"];
+  const std::string graph = kGolden + "/mlp_train_ref_adam.pbtxt";
+  testing::TempDir dir;
+  Scope root = Scope::root();
+  ImportGraphDefOptions opts;
+  opts.clear_devices = true;
+  auto imported = import_graph_def_file(root, graph, opts);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sess.run_by_name(feeds_of(g), {}, {"train"}).ok());
+  train::SaverOptions so;
+  so.tensorflow_format = true;
+  train::Saver saver(root, {}, so);
+  ASSERT_TRUE(saver.status().ok()) << saver.status();
+  auto path = saver.save(sess, dir.path() + "/model.ckpt", 3);
+  ASSERT_TRUE(path.ok()) << path.status();
+  std::vector<std::string> vars;
+  for (const std::string& v : imported->variables)
+    if (v.find("/Adam") == std::string::npos) vars.push_back(v);  // the model's and the beta powers
+  ASSERT_EQ(vars.size(), 6u);
+  auto saved = sess.run_by_name({}, vars);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto loss = sess.run_by_name(feeds_of(g), {"loss"});
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  ASSERT_TRUE(sess.run_by_name(feeds_of(g), {}, {"train"}).ok());
+  auto fourth = sess.run_by_name({}, vars);
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+
+  const std::string out = dir.path() + "/tf.json", err = dir.path() + "/tf.err";
+  const std::string cmd = python + " " + kGolden + "/tf_resume.py " + graph + " mlp_train_ref_adam " + *path + " > " +
+                          out + " 2> " + err;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(err);
+  const auto got = nlohmann::json::parse(slurp(out));
+  EXPECT_NEAR(got["loss"].get<double>(), (*loss)[0].data<float>()[0], 1e-5);
+  auto expect_values = [](const nlohmann::json& want, const Tensor& t, const std::string& what) {
+    const auto v = want.get<std::vector<double>>();
+    ASSERT_EQ(static_cast<int64_t>(v.size()), t.num_elements()) << what;
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_NEAR(v[i], t.data<float>()[i], 1e-5) << what << " element " << i;
+  };
+  for (size_t i = 0; i < vars.size(); ++i) {
+    expect_values(got["restored"][vars[i]], (*saved)[i], vars[i] + " restored by TensorFlow");
+    expect_values(got["after"][vars[i]], (*fourth)[i], vars[i] + " after TensorFlow's step");
+  }
 }
 
 TEST(TfImportTest, PrefixAndInputMap) {

@@ -87,22 +87,15 @@ Status write_checkpoint_data_as_tf(const std::string& prefix, const CheckpointDa
   std::vector<TfWriteItem> items;
   std::set<std::string> names;
   auto add = [&](const std::string& name, TfTensor t) {
-    if (!names.insert(name).second) return;  // a variable of that name is saved already
+    if (!names.insert(name).second) return;  // written already (a slot before a same-named variable)
     TfWriteItem item;
     item.name = name;
     item.tensor = std::move(t);
     items.push_back(std::move(item));
   };
-  // Variables first, so that a saved variable named like a slot ("w/Adam" of an imported
-  // TensorFlow graph) wins over the slot's copy.
-  for (const auto& [name, t] : data.variables) {
-    if (is_slots_key(name)) continue;
-    Result<TfTensor> tt = tf_tensor_from(t);
-    if (!tt.ok())
-      return InvalidArgument("checkpoint variable '" + name + "' cannot be written in TensorFlow's format: " +
-                             tt.status().message());
-    add(name, std::move(*tt));
-  }
+  // Slots first: a variable of an imported TensorFlow graph named like a slot ("w/Adam") is the
+  // slot variable TensorFlow's graph declares, which actorflow's variable actor does not update
+  // (it keeps the slots itself); the state it holds is the slot's, so that is what is written.
   for (const auto& [name, blob] : data.variables) {
     if (!is_slots_key(name)) continue;
     const std::string var = name.substr(0, name.size() - std::strlen(kSlotsSuffix));
@@ -120,6 +113,14 @@ Status write_checkpoint_data_as_tf(const std::string& prefix, const CheckpointDa
       add(var + tf_slot_suffix(id), std::move(*tt));
     }
     if (set->adam_t > 0) add(var + kAdamStepSuffix, int64_scalar(set->adam_t));
+  }
+  for (const auto& [name, t] : data.variables) {
+    if (is_slots_key(name)) continue;
+    Result<TfTensor> tt = tf_tensor_from(t);
+    if (!tt.ok())
+      return InvalidArgument("checkpoint variable '" + name + "' cannot be written in TensorFlow's format: " +
+                             tt.status().message());
+    add(name, std::move(*tt));
   }
   add(kGlobalStep, int64_scalar(data.global_step));
   return write_tf_checkpoint(prefix, items, 1);
