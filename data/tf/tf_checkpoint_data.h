@@ -7,8 +7,8 @@
 //     TensorFlow keeps as the shared "beta1_power"/"beta2_power" instead, as the int64 scalar
 //     "w/Adam_t" (TensorFlow ignores an entry no variable of its graph names);
 //   - the global step as the int64 scalar "global_step" unless a variable of that name is saved.
-// docs/interop.md, "Saver and Supervisor in TensorFlow's format", lists the rules and what is
-// not carried over. Pure functions over files; thread-safe for distinct prefixes.
+// docs/interop.md, "Saver, Supervisor and `actorflow ckpt` in TensorFlow's format", lists the
+// rules and what is not carried over. Pure functions over files; thread-safe for distinct prefixes.
 #pragma once
 
 #include <string>
