@@ -2,8 +2,8 @@
 //
 // Replies to a client travel over its control-plane (CAF/BASP) connection, and CAF 0.17's broker
 // buffers what it writes there without limit: a client that sends run requests and stops reading
-// its socket made a node hold every reply (issue 33: 0.35 -> 2.19 GB, then bad_alloc in the
-// broker). The node therefore keeps, per client node:
+// its socket made a node hold every reply (measured: 0.35 -> 2.19 GB, then bad_alloc in the
+// broker; docs/security.md, "Bounded buffers"). The node therefore keeps, per client node:
 //   - runs in flight: at most `max_runs` client runs at once; one more is refused with
 //     ResourceExhausted naming the client and the limit (nothing runs for it);
 //   - unread reply bytes: before a run's reply is handed to CAF, the bytes CAF still holds for

@@ -1,4 +1,4 @@
-// Replicated parameter servers ([supervisor] ps_replicas = 2; docs/architecture.md,
+// Replicated parameter servers ([supervisor] ps_replicas = 2; docs/architecture/ps-replication.md,
 // "Replicated parameter servers"): primary-backup. The variable actors of ps task p are the
 // primaries of p's variables; ps task (p+1) % num_ps holds a backup of each, under the same
 // name in its resource container. A primary applies a mutating call, forwards the same call

@@ -719,7 +719,7 @@ void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::millise
     std::unique_lock<std::mutex> l(mu);
     if (cv.wait_for(l, bound, [&] { return done; })) return;
     if (actors_ended->load()) {
-      // Every actor ended, its work with it; only CAF's teardown waits (docs/architecture.md).
+      // Every actor ended, its work with it; only CAF's teardown waits (docs/architecture/step-path.md).
       AF_LOG(WARNING) << task << ": every actor ended, but CAF's actor-system teardown still waits after "
                       << bound.count() << " ms (a finished detached actor not released); exiting";
       std::fflush(nullptr);

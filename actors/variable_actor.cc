@@ -1318,7 +1318,7 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   const std::string attrs = encode_call_attrs(attr_map);
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
-    // backup counts the same contributions in the same order; see docs/architecture.md).
+    // backup counts the same contributions in the same order; see docs/architecture/ps-replication.md).
     self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
         .then([](const std::vector<Tensor>&) {},
               [self, epoch = b.epoch](const caf::error& e) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed CNN's throughput against the parameter servers' link bandwidth (issue 17 item 4), on
+# The seed CNN's throughput against the parameter servers' link bandwidth, on
 # hosts made of network namespaces (scripts/netns-cluster.sh): K ps hosts + 3 worker hosts, TLS and
 # a secret on, each ps host's link capped with tbf (both directions) to each RATE in turn; the
 # workers train asynchronously and `actorflow status --json`, run from a worker host, measures the

@@ -14,7 +14,7 @@ move to the last before the job ends).
 --bf16 runs the job with `[server] mixed_precision = "bfloat16"` (MatMul and the convolutions take
 bfloat16 operands; graph/mixed_precision.h); the FLOP rate is still set against the FP32 peak.
 
-Then, per task, where its CPU goes per step (issue 19 item 3's breakdown): kernel CPU time per op
+Then, per task, where its CPU goes per step (the step's breakdown): kernel CPU time per op
 type (`actorflow_kernel_cpu_microseconds_total{op}`, the calling thread's CPU time in each
 kernel), the rest of the process's CPU (framework, data plane, copies, the other threads), and for
 the workers the FLOP rate of the convolution and matrix-multiply kernels against the core's FP32

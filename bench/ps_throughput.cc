@@ -3,13 +3,13 @@
 //   build/bench/ps_throughput [--elements 16777216,4194304,1] [--seconds 15] [--workers 2]
 //                             [--rounds 1] [--no-tf] [--sparse [--vocab 1000000]]
 //
-// --sparse adds the sparse case (the PS-workloads issue's (c)): samples/wide_and_deep's job (2 ps
+// --sparse adds the sparse case: samples/wide_and_deep's job (2 ps
 // + the workers; a 1M x 64 and a 1M x 1 table partitioned over the ps, sparse Adagrad, batch 256)
 // against the same model on TensorFlow's runtime (bench/tf_wide_and_deep.py:
 // fixed_size_partitioner, embedding_lookup "mod", AdagradOptimizer), global steps per second
 // after a 10 s warm-up. Use --elements "" with it to run only the sparse case.
 //
-// The workload (issue 19's, and the PS-workloads issue's dense cases): one float32 variable w of
+// The workload (the dense cases): one float32 variable w of
 // N elements on /job:ps/task:0, initialised to 1. Each step a worker reads w, computes
 // g = w * 0 + 1 on its own device and applies plain SGD on the ps (apply_gradient_descent,
 // lr 2^-20). 1 ps + W workers (default 2), each its own process on 127.0.0.1 (this binary,
@@ -232,7 +232,7 @@ Outcome run_tf(const std::string& python, int64_t elements, double seconds, int 
   return o;
 }
 
-// ---- the sparse case: samples/wide_and_deep (issue 15 item 6 (c)) ----------------------
+// ---- the sparse case: samples/wide_and_deep --------------------------------------------
 // The sample's job (2 ps + `workers` workers, 1M x 64 and 1M x 1 tables partitioned over the ps,
 // sparse Adagrad) under `actorflow up`, its progress lines read as they come: global steps per
 // second over `seconds` after a `warmup`, from the steps the lines print and their arrival times.

@@ -1,4 +1,4 @@
-// The control plane at scale (issue 17, item 5): W workers and P parameter servers on 127.0.0.1,
+// The control plane at scale (docs/scale.md): W workers and P parameter servers on 127.0.0.1,
 // lightweight tasks (several worker tasks per process), measured per task and in total.
 //
 //   build/bench/scale [--workers 64,128,256] [--ps 8] [--window 10] [--per-process 16]

@@ -68,7 +68,7 @@ struct DashboardOptions {
   std::string chart_js;           // Chart.js file; "" = the Debian package's (libjs-chart.js)
   std::string token_file;         // off loopback: where to write the login token ("" = print it)
 };
-// `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc; docs/architecture.md,
+// `actorflow dashboard`: serves a live page of the cluster (cli/dashboard.cc; docs/architecture/metrics.md,
 // "Dashboard"): the tasks table of `status`, charts of loss, accuracy, steps/s, global step, CPU and network per
 // task, and an event log (down/up, restarts, actor failures, faults, checkpoints, restores,
 // rollbacks), all from /api/state, polled every interval and kept for the last 600 points per

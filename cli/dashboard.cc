@@ -1,4 +1,4 @@
-// `actorflow dashboard`: a live page of a running cluster (cli/commands.h, docs/architecture.md "Dashboard").
+// `actorflow dashboard`: a live page of a running cluster (cli/commands.h, docs/architecture/metrics.md "Dashboard").
 //
 // The main thread polls the cluster every interval with the same probe `actorflow status` uses
 // (cli/cluster_probe.h), appends to bounded time series, derives events from what changed

@@ -97,7 +97,7 @@ struct SupervisorOptions {
   double save_summaries_secs = 10;    // summary period; 0 disables summaries
   // Copies of each parameter-server variable (1 or 2). With 2, the variable actors of ps task p
   // replicate every update to ps task (p+1) % num_ps before acknowledging it (primary-backup,
-  // docs/architecture.md "Replicated parameter servers"); the file must then have >= 2 ps tasks.
+  // docs/architecture/ps-replication.md "Replicated parameter servers"); the file must then have >= 2 ps tasks.
   int ps_replicas = 1;
 
   bool operator==(const SupervisorOptions& o) const;

@@ -1,4 +1,4 @@
-// What a node measures about itself (issue 16 item 1): counters, gauges and histograms in one
+// What a node measures about itself: counters, gauges and histograms in one
 // process-wide registry, rendered in Prometheus' text exposition format (version 0.0.4) by the
 // node's metrics endpoint (net/metrics_http.h, `[server] metrics_port`).
 //

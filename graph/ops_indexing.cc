@@ -1,4 +1,4 @@
-// Indexing and activation ops for embedding-style models (issue 15): Gather, UnsortedSegmentSum,
+// Indexing and activation ops for embedding-style models: Gather, UnsortedSegmentSum,
 // Concat, Slice, Sigmoid, Tanh, L2Loss, and the two helper ops their gradients use (ConcatPart,
 // SliceGrad). Shape functions, gradients and the ops:: builders declared in graph/ops.h; the CPU
 // kernels are in device/cpu/indexing_kernels.cc.

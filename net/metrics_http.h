@@ -1,4 +1,4 @@
-// A node's metrics endpoint (issue 16 item 3): a minimal HTTP/1.1 server for Prometheus.
+// A node's metrics endpoint: a minimal HTTP/1.1 server for Prometheus.
 //
 //   GET /metrics   200, the node's measurements in text exposition format 0.0.4
 //   GET /healthz   200 "ok" (liveness and readiness probes; says nothing else, no secret needed)

@@ -1,4 +1,4 @@
-// A wide & deep click model whose embedding tables are too big to move whole (issue 15 item 4):
+// A wide & deep click model whose embedding tables are too big to move whole:
 // a 1M x 64 embedding table and a 1M x 1 wide table, each partitioned over the ps tasks
 // (train::get_partitioned_variable, fixed_size_partitioner(num_ps), placed round robin), looked
 // up with embedding_lookup's "mod" strategy (each id goes only to the shard that owns it) and

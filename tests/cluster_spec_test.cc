@@ -28,7 +28,8 @@ namespace {
 using Strings = std::vector<std::string>;
 using Ints = std::vector<int>;
 
-// The cluster file of docs/DESIGN.md, verbatim.
+// The project's original design example of a cluster file, verbatim (docs/cluster-file.md,
+// "Example", is its current form).
 const char* kDesignExample = R"(
 [cluster]
 name = "mnist"

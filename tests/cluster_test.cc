@@ -622,7 +622,7 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
 
 // Fault injection tests the program users run: with faults armed, steps still go direct over
 // the data plane and run inline on the worker's reader thread, exactly as without, and a link
-// fault on that path acts there (issue 13). The host and worker/0 share this process's injector.
+// fault on that path acts there (faults never change the step path). The host and worker/0 share this process's injector.
 TEST(ClusterTest, AFaultArmedJobTakesTheSameStepPathAsAnUnarmedOne) {
   Cluster c;
   auto spec = ClusterSpec::from_file(c.file);

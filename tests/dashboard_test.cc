@@ -1,4 +1,4 @@
-// `actorflow dashboard` (issue 16 item 4): the live cluster page, loaded in a real headless
+// `actorflow dashboard`: the live cluster page, loaded in a real headless
 // Chromium (Debian's, installed by scripts/setup.sh) while a job trains: the tasks table lists
 // every task and the global step in the DOM grows between two loads; a screenshot is saved in the
 // test's output directory; a killed parameter server shows as a restart, a restore and a

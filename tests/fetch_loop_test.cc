@@ -2,7 +2,7 @@
 // (samples/fetch_loop: one ps task holding a float variable per size, one worker fetching each size
 // back to back with a deadline per fetch), across two processes, with plain TCP and with TLS.
 // Over plain TCP a small frame behind a reply of a megabyte or more used to stay unread in the
-// socket until the fetch's deadline (docs/architecture.md, "No step waits without a bound"):
+// socket until the fetch's deadline (docs/architecture/step-path.md, "No step waits without a bound"):
 // 6 to 8 of 10 fetches of a 6.3 MB variable ended in DeadlineExceeded.
 #include <gtest/gtest.h>
 

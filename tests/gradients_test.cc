@@ -196,7 +196,7 @@ TEST(GradientsTest, ElementwiseAndBroadcasting) {
   });
 }
 
-// The indexing and activation ops of graph/ops_indexing.cc (issue 15).
+// The indexing and activation ops of graph/ops_indexing.cc (embedding-style models).
 TEST(GradientsTest, IndexingAndActivations) {
   auto a = random_tensor({4, 3}, 11), b = random_tensor({2, 3}, 12), c = random_tensor({4, 2}, 13);
   auto ids = Tensor::from_vector<int64_t>({3, 0, 3, 1, 2}, {5});  // row 3 twice, row 0 once...

@@ -338,7 +338,7 @@ TEST(GraphDefTest, InvalidContentIsRejectedWithClearErrors) {
     expect_error(v, kBad, "attr 'dtype': expected a [kind, value] pair, found string"); }
   { V v = good(); v.at("nodes").a[0].at("attrs").at("dtype") = V::arr({V::str("list_int"), V::arr({V::dbl(1.5)})});
     expect_error(v, kBad, "attr 'dtype' (list_int)[0]: expected an integer, found float"); }
-  // Shapes no tensor can have (issue 33): declared, and of a constant with zero elements; bool
+  // Shapes no tensor can have (docs/security.md): declared, and of a constant with zero elements; bool
   // bytes other than 0 and 1.
   { V v = good(); v.at("nodes").a[1].at("output_shapes") = V::arr({V::arr({V::num((int64_t{1} << 62) + 1), V::num(4)})});
     expect_error(v, kBad, "Identity 'b' output_shapes[0]: shape [4611686018427387905,4] has more than 2^60 elements"); }

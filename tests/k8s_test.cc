@@ -346,7 +346,7 @@ std::vector<std::string> mounted_secrets(const json& pod_spec) {
   return names;
 }
 
-// Issue 33 item 7: one compromised pod must not be able to impersonate another task. Each task's
+// One compromised pod must not be able to impersonate another task. Each task's
 // pod mounts one Secret with only its own certificate and key, the CA certificate and the shared
 // cluster secret / scrape token; no pod mounts another task's key or the tools' client key.
 TEST(K8sTest, EachPodMountsOnlyItsOwnTasksKeyNeverAnotherTasksNorTheClientKey) {
@@ -452,7 +452,7 @@ TEST(K8sTest, EachPodMountsOnlyItsOwnTasksKeyNeverAnotherTasksNorTheClientKey) {
   }
 }
 
-// Issue 33 item 7 ("secret files created 0600 from the start"): `actorflow k8s --out DIR`, run
+// Secret files are created 0600 from the start: `actorflow k8s --out DIR`, run
 // under umask 000 while DIR is watched with inotify, writes every Secret's file (they hold keys
 // and the cluster secret) so that there is no moment at which another user could open it: at
 // each event (IN_CREATE, IN_CLOSE_WRITE, IN_MOVED_TO) of every name the file had, its mode has no

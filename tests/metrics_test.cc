@@ -1,4 +1,4 @@
-// What a node measures about itself and serves to Prometheus (issue 16 items 1 and 3): the
+// What a node measures about itself and serves to Prometheus: the
 // registry's text exposition (hand-written expected text), the HTTP endpoint attacked from
 // outside with raw sockets (no secret, a wrong one, bad requests, oversized heads), and a real
 // training job whose tasks' /metrics are scraped twice: the values must move.

@@ -1,4 +1,4 @@
-// Every registered op fuzzed (issue 33): the test walks the op registry (graph/op_registry.h) and
+// Every registered op fuzzed (docs/security.md): the test walks the op registry (graph/op_registry.h) and
 // the kernel registry (device/kernel.h) and runs, for each op, its shape function (through
 // infer_node_shapes, as a graph build or a client's GraphDef does) and its CPU kernel (as the
 // executor does, with real variable actors behind the variable ops) on the hostile cases of

@@ -151,7 +151,7 @@ TEST(OpsIndexingTest, SliceTakesTheBoxAndChecksItFits) {
   EXPECT_NE(e.status().message().find("cut"), std::string::npos) << e.status();
 }
 
-// Issue 33's attack: a 4-element tensor reshaped into [2^62+1, 4] (the element counts agreed
+// A security review's attack: a 4-element tensor reshaped into [2^62+1, 4] (the element counts agreed
 // modulo 2^64), then sliced. Refused by Reshape's shape function, and by its kernel when the
 // input's shape is only known at run time; slice bounds whose sum overflows are refused too.
 TEST(OpsIndexingTest, ReshapeIntoAWrappingShapeAndOverflowingSliceBoundsAreRefused) {

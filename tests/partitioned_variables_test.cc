@@ -1,4 +1,4 @@
-// Partitioned variables (issue 15 item 2): partitioners, shards laid out and placed as
+// Partitioned variables: partitioners, shards laid out and placed as
 // TensorFlow does, embedding_lookup over shards with the "mod" and "div" strategies (each id sent
 // only to its shard), sparse gradients that reach only their shard, and saving/restoring the
 // shards as one logical variable — values computed by hand.

@@ -123,7 +123,7 @@ TEST(SamplesTest, DistributedCnnRejectsBadClusterJsonAndMixedFlags) {
 }
 
 
-// The wide & deep sample (issue 15 item 4): tables partitioned over 2 ps, 2 workers, sparse
+// The wide & deep sample: tables partitioned over 2 ps, 2 workers, sparse
 // updates; each worker's held-out loss must come within 0.08 nats of the generating model's
 // Bayes loss (the sample at its defaults, 1M rows and 3000 steps, ends about 0.03 above it; here
 // 100 000 rows and fewer steps keep the test short).

@@ -1,4 +1,4 @@
-// The control plane's per-task cost stays flat (issue 17, item 5; docs/scale.md): in a cluster of
+// The control plane's per-task cost stays flat (docs/scale.md): in a cluster of
 // 16 workers and 2 ps, a worker holds connections only to the ps tasks its graph names and to the
 // chief (whose supervisor watches every task), the chief to every other task, a ps to every other
 // task (the workers whose graphs name it, the chief, the other ps of those graphs); no worker talks

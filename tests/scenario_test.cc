@@ -1,4 +1,4 @@
-// The fault scenario suite (issue 5): for every fault kind, a real training job (1 ps + 2
+// The fault scenario suite (docs/reliability.md): for every fault kind, a real training job (1 ps + 2
 // workers, each a process under `actorflow up`, a small seed-002 CNN on Fashion-MNIST) gets the
 // fault from `actorflow chaos` while it trains, and must
 //   - finish: every worker prints its test accuracy, `up` exits 0 on its own;

@@ -873,7 +873,7 @@ actorflow::Node raw_node(const Graph& g, const std::string& op, const std::strin
   return n;
 }
 
-// Issue 33, finding 1: an authenticated client (the cluster secret; a remote session as
+// An authenticated client (the cluster secret; a remote session as
 // tf.Session("grpc://...") has) sends a graph whose Reshape turns a 4-element tensor into
 // [2^62+1, 4] (the element counts agree modulo 2^64) and slices it, which read and wrote the
 // node's heap; then the same with the shape declared, slice bounds whose sum overflows on a fed
@@ -950,7 +950,7 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
     return m;
   };
 
-  // The issue's graph, shapes declared unknown (as any decoder accepts): Reshape's shape function
+  // The attack's graph, shapes declared unknown (as any decoder accepts): Reshape's shape function
   // refuses it on the node.
   {
     Graph g;
@@ -1051,7 +1051,7 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
   expect_unharmed(100000);  // refusals may be logged; the node must still serve and not have grown
 }
 
-// Issue 33, item 5: a node of this fixture keeps at most 64 MiB of tensors that arrive before
+// Bounded buffers: a node of this fixture keeps at most 64 MiB of tensors that arrive before
 // their step (ACTORFLOW_MAX_EARLY_TENSOR_BYTES) for at most 3 s (ACTORFLOW_EARLY_TENSOR_TTL_MS;
 // the defaults are 256 MiB and 60 s), 32 MiB of unread replies and 4 runs in flight per remote
 // client (ACTORFLOW_MAX_CLIENT_BACKLOG_BYTES, ACTORFLOW_MAX_CLIENT_RUNS; 256 MiB and 16), and, under AddressSanitizer, a 16 MB quarantine so the
@@ -1110,8 +1110,8 @@ class SecurityBoundedTest : private BoundedBuffersEnv, public SecurityTest {};
   return honest_client_step_at(n.file, n.port);
 }
 
-// Issue 33, item 5 (finding: the device actor's early-arrival map grew from 177 MB to 1.72 GB and
-// was still held after the connection closed): an authenticated data-plane peer (the secret)
+// The device actor's early-arrival map once grew from 177 MB to 1.72 GB and was still held
+// after the connection closed: an authenticated data-plane peer (the secret)
 // sends 400 tensors of 1 MiB for steps that never run, then 400 feeds of 1 MiB of a step whose
 // run request never comes. The node keeps at most its budget of each (64 MiB here), says so in a
 // WARNING naming a step and the sending device (or the feed), drops the rest when they expire,
@@ -1170,8 +1170,7 @@ TEST_F(SecurityBoundedTest, EarlyTensorsOfStepsThatNeverRunAreBoundedAndExpire) 
   expect_unharmed(100, 200ll << 20);
 }
 
-// Issue 33, item 5 (finding: tensors for steps that never run were "still held after the
-// connection closed"): an authenticated data-plane peer sends 32 feeds of 1 MiB of a step whose
+// Tensors for steps that never run were once still held after the connection closed: an authenticated data-plane peer sends 32 feeds of 1 MiB of a step whose
 // run request never comes (within the 64 MiB budget: none is dropped for it), then closes its
 // connection, and no further data-plane frame ever enters the node. The node drops the feeds
 // because the connection they came on closed, with a WARNING naming how many, the step and why
@@ -1359,8 +1358,8 @@ void expect_a_stalled_client_is_closed(ChildProcess& proc, int port, const std::
   EXPECT_NE(out.find("limit of " + std::to_string(size_t{32} << 20) + " bytes"), std::string::npos) << out;
 }
 
-// Issue 33, item 5 (finding: replies to a client that stops reading piled up, 0.35 -> 2.19 GB,
-// and a larger run ended the BASP broker with bad_alloc): a remote client with the secret stalls
+// Replies to a client that stops reading once piled up (0.35 -> 2.19 GB, and a larger run ended
+// the BASP broker with bad_alloc): a remote client with the secret stalls
 // (expect_a_stalled_client_is_closed); the node closes its connection, grows less than 300 MB at
 // its peak, and still serves an honest client's step and both planes (failed before: the node
 // held every reply).
@@ -1400,8 +1399,8 @@ TEST_F(SecurityBoundedTlsTest, RepliesToATlsClientThatStopsReadingAreBounded) {
   EXPECT_TRUE(node->running());
 }
 
-// Issue 33, item 5 (small replies were not counted: "a client that floods such requests without
-// reading makes a node hold about as many bytes as it sent"): a remote client (`_client`)
+// Small replies were not counted before: a client that flooded such requests without reading
+// made a node hold about as many bytes as it sent. Here a remote client (`_client`)
 // connects through a relay that then stops reading what the node sends, and floods devices,
 // ping and refused register requests, whose replies are small, without reading one. The node of
 // this fixture allows 32 MiB of unread replies per client: it closes the client's connection
@@ -2114,8 +2113,7 @@ double timed_status(const TlsCluster& c, std::chrono::milliseconds bound, const 
   return code.ok() && *code == 0 && up == static_cast<int>(c.ports.size()) ? secs : -1;
 }
 
-// Issue 33, finding 7 (a TLS ClientHello flood slowed an honest `actorflow status` from 1.1 s to
-// 3.8-12 s): a stranger on 127.0.0.2 sends complete ClientHellos as fast as it can to every
+// A TLS ClientHello flood once slowed an honest `actorflow status` from 1.1 s to 3.8-12 s: a stranger on 127.0.0.2 sends complete ClientHellos as fast as it can to every
 // task's control-plane and metrics port of a three-task TLS cluster, and drops each connection as
 // soon as the task answered. The tasks admit a bounded number of TLS handshakes per source address
 // (a burst, then a steady rate) and close the rest at accept, before any TLS work; so `actorflow

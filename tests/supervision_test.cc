@@ -1,4 +1,4 @@
-// Supervision (issue 5, part 1): actors restarted in place after exceptions with a restart
+// Supervision: actors restarted in place after exceptions with a restart
 // budget (one_for_one, max_restarts within restart_window_secs), and the chief's supervisor
 // watching every task of the cluster (a dead task at once, a silent one within peer_timeout).
 #include <gtest/gtest.h>
@@ -193,7 +193,7 @@ TEST(ChiefSupervisorTest, DetectsDeadAndSilentTasksAndTheirReturn) {
   ASSERT_EQ(sv.task_health().size(), 2u);
   ASSERT_GE(seconds_until([&] { return health(t0).up && health(t1).up; }, 30s), 0) << "the chief never saw both workers";
 
-  // A dead worker (closed connection): the issue's bound is 1 s.
+  // A dead worker (closed connection): the bound asked for is 1 s.
   worker0->signal(SIGKILL);
   const double dead = seconds_until([&] { return !health(t0).up; }, 10s);
   ASSERT_GE(dead, 0) << "a killed worker was never noticed";

@@ -28,7 +28,7 @@ TEST(CheckedMathTest, OverflowIsReportedNeverWrapped) {
   int64_t r = 0;
   EXPECT_TRUE(checked_mul(int64_t{3}, int64_t{-7}, &r));
   EXPECT_EQ(r, -21);
-  EXPECT_FALSE(checked_mul((int64_t{1} << 62) + 1, int64_t{4}, &r));  // the shape: wraps to 4
+  EXPECT_FALSE(checked_mul((int64_t{1} << 62) + 1, int64_t{4}, &r));  // the attack's shape: wraps to 4
   EXPECT_FALSE(checked_mul(min, int64_t{-1}, &r));
   EXPECT_TRUE(checked_add(max - 1, int64_t{1}, &r));
   EXPECT_EQ(r, max);
@@ -57,7 +57,7 @@ TEST(CheckedMathTest, OverflowIsReportedNeverWrapped) {
   EXPECT_EQ(saturating_cast<int32_t>(-7.9), -7);
 }
 
-// Shape::num_elements never wraps: the issue's [2^62+1, 4] has no int64 element count.
+// Shape::num_elements never wraps: the attack's [2^62+1, 4] has no int64 element count.
 TEST(ShapeTest, ElementCountsNeverWrapAndTensorsRefuseOversizedShapes) {
   const Shape attack{(int64_t{1} << 62) + 1, 4};
   EXPECT_EQ(attack.num_elements(), -1);

@@ -9,8 +9,8 @@
 //   - the global step as the int64 scalar "global_step" unless a variable of that name is saved.
 // A slot entry wins over a saved variable of the same name (an imported TensorFlow graph's slot
 // variable, which actorflow's optimizer updates do not touch: they keep the slots themselves).
-// docs/interop.md, "Saver and Supervisor in TensorFlow's format", lists the rules and what is
-// not carried over. Pure functions over files; thread-safe for distinct prefixes.
+// docs/interop.md, "Saver, Supervisor and `actorflow ckpt` in TensorFlow's format", lists the
+// rules and what is not carried over. Pure functions over files; thread-safe for distinct prefixes.
 #pragma once
 
 #include <string>

@@ -93,8 +93,8 @@ class Saver {
 // reads back whole (either format; a TensorFlow checkpoint's path is its prefix). Candidates are the index's entries plus any complete file of that prefix in
 // dir (a crash between a save's rename and its index rewrite leaves one), tried by descending
 // step; each is read and checksum-verified (so this reads the files it tries), and one that
-// fails is logged as a warning and skipped for the previous one (DESIGN.md: a checkpoint that
-// fails its checksum is reported and the previous one is used; TensorFlow returns the index's
+// fails is logged as a warning and skipped for the previous one (a checkpoint that fails its
+// checksum is reported and the previous one is used; TensorFlow returns the index's
 // entry unchecked). NotFound when dir has none; DataLoss listing each file and its problem when
 // none is readable. Thread-safe.
 Result<std::string> latest_checkpoint(const std::string& dir, const std::string& prefix = "model.ckpt");

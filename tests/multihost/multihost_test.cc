@@ -1,4 +1,4 @@
-// Multi-host for real (issue 17): seed 002's CNN across "hosts" that are network namespaces on
+// Multi-host for real: seed 002's CNN across "hosts" that are network namespaces on
 // one bridge (scripts/netns-cluster.sh), each host running `actorflow up` for its own tasks: the
 // parameter server on host 0 (10.213.0.1), worker/i on host i+1. TLS on and a cluster secret.
 // The faults are real ones: a host's link taken down (every packet, both planes and heartbeats),

@@ -379,7 +379,7 @@ const std::map<std::string, OpSpec>& specs() {
          std::vector<int64_t> target = s.dims();
          std::shuffle(target.begin(), target.end(), r);
          if (!target.empty() && chance(r, 40)) target[r() % target.size()] = -1;
-         if (chance(r, 10)) target = {(int64_t{1} << 62) + 1, 4};  // the shape
+         if (chance(r, 10)) target = {(int64_t{1} << 62) + 1, 4};  // the attack's shape (docs/security.md)
          attr(c, "shape", target);
        }}},
       {"Shape", {unary({DType::kFloat32, DType::kBool})}},

@@ -1,4 +1,4 @@
-// The op fuzzer's cases (issue 33), shared by tests/op_fuzz_test.cc (every op's shape function and
+// The op fuzzer's cases (docs/security.md), shared by tests/op_fuzz_test.cc (every op's shape function and
 // CPU kernel in this process) and tests/security_test.cc (the same cases as GraphDefs sent by a
 // remote client to a real `actorflow node`).
 //
