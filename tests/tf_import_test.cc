@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "actorflow/graph.h"
+#include "actorflow/monitored_session.h"
 #include "actorflow/saver.h"
+#include "actorflow/server.h"
 #include "actorflow/session.h"
 #include "runtime/placer.h"
 #include "tests/util/process.h"
@@ -273,6 +276,69 @@ TEST(TfImportTest, TensorFlowResumesAGraphActorflowTrained) {
     expect_values(got["restored"][vars[i]], (*saved)[i], vars[i] + " restored by TensorFlow");
     expect_values(got["after"][vars[i]], (*fourth)[i], vars[i] + " after TensorFlow's step");
   }
+}
+
+// actorflow's MonitoredTrainingSession runs an imported graph: its chief initialises it with the
+// GraphDef's own init op, trains it through the managed session (feeds and fetches by the imported
+// tensors), saves it at close (TensorFlow's format), and a new chief over the same directory with
+// a fresh import on a fresh server restores it instead of initialising: the variables are those
+// after the steps (initialised, they would be TensorFlow's initial values).
+TEST(TfImportTest, AMonitoredTrainingSessionInitialisesSavesAndRestoresAnImportedGraph) {
+  const auto& g = expected()["mlp_train_ref_sgd"];
+  testing::TempDir dir;
+  LocalServerOptions lo;
+  auto server = Server::local(lo);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto restarted = Server::local(lo);  // the second chief's: its variables start uninitialised
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  std::vector<std::string> vars;
+  for (const auto& [var, v] : g["after"].items()) vars.push_back(var);
+  struct Run {
+    Scope root = Scope::root();
+    ImportedGraph imported;
+    FeedDict feeds;
+  };
+  auto import = [&](Run& r) {
+    ImportGraphDefOptions opts;
+    opts.clear_devices = true;
+    auto imported = import_graph_def_file(r.root, kGolden + "/mlp_train_ref_sgd.pbtxt", opts);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    r.imported = std::move(*imported);
+    for (const auto& [name, t] : feeds_of(g)) r.feeds.emplace_back(*r.imported.output(name), t);
+  };
+  auto options = [&](Run& r, Server& on) {
+    train::MonitoredTrainingSession::Options o;
+    o.master = on.target();
+    o.checkpoint_dir = dir.path();
+    o.tensorflow_checkpoints = true;
+    o.init_op = Output(r.imported.node("init"), 0);
+    return o;
+  };
+  std::vector<Tensor> trained;
+  {
+    Run r;
+    import(r);
+    auto sess = train::MonitoredTrainingSession::create(r.root, options(r, **server));
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    auto before = (*sess)->raw_session().run_by_name({}, vars);
+    ASSERT_TRUE(before.ok()) << before.status();
+    for (size_t i = 0; i < vars.size(); ++i) expect_near((*before)[i], g["before"][vars[i]], vars[i] + " after init");
+    const Output train_op(r.imported.node("train"), 0);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*sess)->run(r.feeds, {}, {train_op}).ok());
+    auto after = (*sess)->raw_session().run_by_name({}, vars);
+    ASSERT_TRUE(after.ok()) << after.status();
+    trained = *after;
+    for (size_t i = 0; i < vars.size(); ++i) EXPECT_FALSE(trained[i].equals((*before)[i])) << vars[i];
+    ASSERT_TRUE((*sess)->close().ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/model.ckpt-0.index"));
+  Run r;
+  import(r);
+  auto sess = train::MonitoredTrainingSession::create(r.root, options(r, **restarted));
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  auto restored = (*sess)->raw_session().run_by_name({}, vars);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  for (size_t i = 0; i < vars.size(); ++i) EXPECT_TRUE((*restored)[i].equals(trained[i])) << vars[i];
 }
 
 TEST(TfImportTest, PrefixAndInputMap) {
