@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "actorflow/graph.h"
 #include "actorflow/monitored_session.h"
 #include "core/logging.h"
 #include "data/dataset.h"
@@ -90,13 +91,45 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   return m;
 }
 
+Result<CnnModel> import_mnist_cnn(const Scope& root, const CnnOptions& o) {
+  if (o.sync || o.partition_fc)
+    return InvalidArgument("an imported GraphDef (" + o.graph_def + ") trains as its graph says: no --sync or --partition-fc");
+  const Scope w = o.worker_device.empty() ? root : root.with_device(o.worker_device);
+  ImportGraphDefOptions io;
+  io.drop_save_restore = true;
+  AF_ASSIGN_OR_RETURN(ImportedGraph g, import_graph_def_file(w, o.graph_def, io));
+  auto target = [&](const char* name) -> Result<Output> {
+    Node* n = g.node(name);
+    if (!n) return NotFound(o.graph_def + ": the model needs a node '" + name + "', which the GraphDef lacks");
+    return Output(n, 0);
+  };
+  CnnModel m;
+  AF_ASSIGN_OR_RETURN(m.x, g.output("x-input"));
+  AF_ASSIGN_OR_RETURN(m.labels, g.output("y-input"));
+  AF_ASSIGN_OR_RETURN(m.logits, g.output("logits"));
+  AF_ASSIGN_OR_RETURN(m.loss, g.output("loss"));
+  AF_ASSIGN_OR_RETURN(m.global_step, g.output("global_step"));
+  AF_ASSIGN_OR_RETURN(m.train_op, target("train"));
+  AF_ASSIGN_OR_RETURN(m.init_op, target("init"));
+  auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
+  m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
+  if (!root.ok()) return root.status();
+  return m;
+}
+
 Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& mo, const CnnTrainOptions& o) {
   auto out = o.out ? o.out : [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); };
   AF_ASSIGN_OR_RETURN(MnistData data, load_mnist(o.data_dir));
   AF_ASSIGN_OR_RETURN(Tensor train_y, one_hot(data.train_labels, 10));
   AF_ASSIGN_OR_RETURN(Tensor test_y, one_hot(data.test_labels, 10));
   Scope root = Scope::root();
-  AF_ASSIGN_OR_RETURN(CnnModel m, build_mnist_cnn(root, mo));
+  AF_ASSIGN_OR_RETURN(CnnModel m, mo.graph_def.empty() ? build_mnist_cnn(root, mo) : import_mnist_cnn(root, mo));
+  // An imported graph's placeholders have a fixed batch: training and evaluation feed that.
+  const Shape& x_shape = m.x.node()->output_shapes.empty() ? Shape() : m.x.node()->output_shapes[0];
+  const int64_t fixed_batch = !x_shape.unknown_rank() && x_shape.dims().size() == 2 ? x_shape.dims()[0] : -1;
+  if (fixed_batch > 0 && fixed_batch != o.batch)
+    return InvalidArgument(mo.graph_def + ": its x-input takes batches of " + std::to_string(fixed_batch) +
+                           ", the training loop feeds " + std::to_string(o.batch));
   const std::string me = "worker/" + std::to_string(o.task_index);
 
   // tf.train.MonitoredTrainingSession(master, is_chief, checkpoint_dir, hooks=[StopAtStepHook]):
@@ -183,10 +216,12 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   }
   // Test accuracy in chunks (the whole test set at once would need ~1 GB of activations).
   const int64_t n = data.test_images.shape().dim(0);
-  const int64_t chunk = 1000;
+  const int64_t chunk = fixed_batch > 0 ? fixed_batch : 1000;
+  // A fixed batch evaluates whole batches only (the last n % batch test images are left out).
+  const int64_t n_eval = fixed_batch > 0 ? n - n % fixed_batch : n;
   double correct = 0, loss = 0;
-  for (int64_t s = 0; s < n; s += chunk) {
-    const int64_t len = std::min(chunk, n - s);
+  for (int64_t s = 0; s < n_eval; s += chunk) {
+    const int64_t len = std::min(chunk, n_eval - s);
     Tensor xs(DType::kFloat32, Shape{len, 784}), ys(DType::kFloat32, Shape{len, 10});
     std::memcpy(xs.raw_data(), data.test_images.data<float>() + s * 784, static_cast<size_t>(len) * 784 * 4);
     std::memcpy(ys.raw_data(), test_y.data<float>() + s * 10, static_cast<size_t>(len) * 10 * 4);
@@ -194,8 +229,8 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     correct += r[0].data<float>()[0] * static_cast<double>(len);
     loss += r[1].data<float>()[0] * static_cast<double>(len);
   }
-  res.test_accuracy = correct / static_cast<double>(n);
-  res.test_loss = loss / static_cast<double>(n);
+  res.test_accuracy = correct / static_cast<double>(n_eval);
+  res.test_loss = loss / static_cast<double>(n_eval);
   res.final_global_step = step;
   char line[64];
   std::snprintf(line, sizeof line, "Test-Accuracy: %.4f", res.test_accuracy);

@@ -33,6 +33,13 @@ struct CnnOptions {
   // per ps task (train::get_partitioned_variable), so every ps link carries a share of each step's
   // traffic instead of one link carrying nearly all of it. No effect with one ps.
   bool partition_fc = false;
+  // A TensorFlow GraphDef file of the seed CNN's training graph to import instead of building the
+  // model (docs/interop.md, "GraphDef import"; tests/data/tf_graph/make_seed_cnn.py writes one):
+  // placeholders "x-input" [B, 784] and "y-input" [B, 10], "logits", "loss", targets "train" and
+  // "init", a "global_step" variable. Its device strings are kept (replica_device_setter's
+  // /job:ps/task:0); its other nodes are requested on worker_device. The optimizer and
+  // learning rate are the graph's; sync and partition_fc do not apply.
+  std::string graph_def;
 };
 
 struct CnnModel {
@@ -50,6 +57,11 @@ struct CnnModel {
 
 // Builds the model in `root`'s graph. Errors name the op that failed to build.
 Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& opts);
+// Imports opts.graph_def into `root`'s graph (its Saver subgraph, if any, left out) and adds the
+// accuracy; sync_finish_op stays invalid. Errors: the import's (naming the file, node and op), or
+// NotFound naming a tensor or target the model needs that the GraphDef lacks; InvalidArgument for
+// sync or partition_fc.
+Result<CnnModel> import_mnist_cnn(const Scope& root, const CnnOptions& opts);
 
 struct CnnTrainOptions {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
                  "sync: fail a step whose replicas do not all arrive within this many seconds")
       ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--seed", seed, "initializer and shuffle seed");
+  std::string graph_def;
+  app.add_option("--graph-def", graph_def,
+                 "train this TensorFlow GraphDef (.pb/.pbtxt) of the seed CNN instead of building the model "
+                 "(tests/data/tf_graph/make_seed_cnn.py writes one)");
   app.add_option("--step-timeout-secs", step_timeout,
                  "fail (and recover from) a step that takes longer than this; 0 = wait forever")
       ->check(CLI::Range(0.0, 86400.0));
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   mo.conv1_channels = conv1;
   mo.conv2_channels = conv2;
   mo.seed = seed;
+  mo.graph_def = graph_def;
   af::CnnTrainOptions to;
   to.data_dir = data;
   to.steps = steps;

@@ -341,6 +341,22 @@ TEST(TfImportTest, AMonitoredTrainingSessionInitialisesSavesAndRestoresAnImporte
   for (size_t i = 0; i < vars.size(); ++i) EXPECT_TRUE((*restored)[i].equals(trained[i])) << vars[i];
 }
 
+// As under TensorFlow's tf.device: the scope's device fills what a node's own device leaves unset.
+// replica_device_setter wrote "/job:worker" on the compute nodes (no task) and "/job:ps/task:0"
+// on the variables: imported under worker 2's device, the compute nodes request worker 2 (before,
+// "/job:worker" alone, which the placer may put on any worker task) and the variables stay.
+TEST(TfImportTest, TheScopesDeviceFillsWhatANodesDeviceLeavesOpen) {
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root.with_device("/job:worker/task:2"), kGolden + "/mlp_train_resource_sgd.pbtxt");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->node("x")->requested_device, "/job:worker/task:2");
+  EXPECT_EQ(imported->node("w1")->requested_device, "/job:ps/task:0");
+  Scope plain = Scope::root();
+  auto as_written = import_graph_def_file(plain, kGolden + "/mlp_train_resource_sgd.pbtxt");
+  ASSERT_TRUE(as_written.ok()) << as_written.status();
+  EXPECT_EQ(as_written->node("x")->requested_device, "/job:worker");
+}
+
 TEST(TfImportTest, PrefixAndInputMap) {
   Scope root = Scope::root();
   auto x = ops::placeholder(root, DType::kFloat32, Shape{2, 6}, "my_x");

@@ -569,6 +569,15 @@ Status Importer::run(const pb::GraphDef& def) {
     if (!dev.empty()) {
       auto spec = DeviceSpec::parse(dev);
       if (!spec.ok()) return err(c, "device '" + printable(dev) + "': " + spec.status().message());
+      // As TensorFlow's import under a device scope: the node's own fields win, the scope's fill
+      // the others (replica_device_setter's "/job:worker" under "/job:worker/task:2" is task 2's).
+      if (!scope_.device().empty()) {
+        auto outer = DeviceSpec::parse(scope_.device());
+        if (outer.ok()) {
+          spec->fill_from(*outer);
+          dev = spec->to_string();
+        }
+      }
     } else {
       dev = scope_.device();
     }

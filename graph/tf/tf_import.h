@@ -4,7 +4,9 @@
 //
 // Each TensorFlow node becomes one actorflow node of the same name (under the scope's name prefix
 // and ImportGraphDefOptions::prefix): its op, inputs, control inputs (`^name`), requested device
-// and colocation (`_class: loc:@name`) kept. Where actorflow's op takes as an attribute what
+// and colocation (`_class: loc:@name`) kept. As under TensorFlow's tf.device, the scope's device
+// fills what a node's device leaves unset ("/job:worker" under "/job:worker/task:2" requests
+// task 2) and is the device of a node that has none. Where actorflow's op takes as an attribute what
 // TensorFlow feeds as a tensor (Reshape's shape, Sum's axes, Fill's dims, ...), that input must be
 // a constant the importer can compute (Const, Shape of a fully known shape, integer Pack, ConcatV2,
 // Slice, Sub, ...); such integer arithmetic is folded into Const nodes of the same names.
