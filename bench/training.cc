@@ -11,7 +11,11 @@
 // its cluster file's [server] mixed_precision = "bfloat16", TensorFlow by casting those ops'
 // operands to bfloat16 and their results back (what Keras' mixed_bfloat16 policy does per layer,
 // variables float32).
-//   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf] [--bf16]
+// With --imported, the job runs twice on actorflow instead, without TensorFlow: the model built
+// with actorflow's API (fc 1024) and TensorFlow's own GraphDef of it imported by every worker
+// (tests/data/tf_graph/seed_cnn_train_ref.pb, `samples/distributed_cnn --graph-def`), and prints
+// the ratio of their wall times.
+//   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf] [--bf16] [--imported]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -92,7 +96,8 @@ double torch_images_per_sec(int steps) {
 
 // The seed's job on actorflow: `actorflow up -- distributed_cnn --steps N`, 1 ps + 3 workers.
 // Wall seconds and worker 0's test accuracy; false with the reason when it failed.
-bool actorflow_job(int64_t steps, bool bf16, double* wall, double* accuracy, std::string* why) {
+bool actorflow_job(int64_t steps, bool bf16, double* wall, double* accuracy, std::string* why,
+                   const std::string& extra_args = "") {
   char tmpl[] = "/tmp/af_training_job_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string file = dir + "/cluster.toml";
@@ -109,8 +114,8 @@ bool actorflow_job(int64_t steps, bool bf16, double* wall, double* accuracy, std
   const std::string exe = n > 0 ? std::string(self, static_cast<size_t>(n)) : "";
   const std::string build = exe.substr(0, exe.rfind('/')) + "/..";
   const std::string cmd = "'" + build + "/actorflow' up --cluster '" + file + "' -- '" + build +
-                          "/samples/distributed_cnn' --steps " + std::to_string(steps) + " --print-every 1000 2>" + dir +
-                          "/up.log";
+                          "/samples/distributed_cnn' --steps " + std::to_string(steps) + " --print-every 1000" + extra_args +
+                          " 2>" + dir + "/up.log";
   const auto t0 = std::chrono::steady_clock::now();
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return *why = "cannot start actorflow up", false;
@@ -171,15 +176,16 @@ std::string tf_python() {
 
 int main(int argc, char** argv) {
   int64_t steps = 60, job_steps = 5000;
-  bool tf = true, bf16 = false;
+  bool tf = true, bf16 = false, imported = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-tf") tf = false;
     else if (a == "--bf16") bf16 = true;
+    else if (a == "--imported") imported = true;
     else if (a == "--job-steps" && i + 1 < argc) job_steps = std::atoll(argv[++i]);
     else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) steps = std::atoll(a.c_str());
     else {
-      std::fprintf(stderr, "training: unknown argument '%s' (usage: training [steps_per_worker] [--job-steps N] [--no-tf] [--bf16])\n",
+      std::fprintf(stderr, "training: unknown argument '%s' (usage: training [steps_per_worker] [--job-steps N] [--no-tf] [--bf16] [--imported])\n",
                    a.c_str());
       return 2;
     }
@@ -190,6 +196,28 @@ int main(int argc, char** argv) {
   }
   setenv("AF_MIN_LOG_LEVEL", "1", 0);
   af::set_min_log_level(af::LogLevel::WARNING);
+  if (imported) {
+    std::printf("seed CNN job (fc 1024), 1 ps + 3 workers as processes on loopback, %lld global steps, Adam 1e-4, "
+                "batch 50: built with actorflow's API, then TensorFlow's GraphDef of it imported\n",
+                static_cast<long long>(job_steps));
+    std::fflush(stdout);
+    double api_wall = 0, api_acc = 0, gd_wall = 0, gd_acc = 0;
+    std::string why;
+    if (!actorflow_job(job_steps, false, &api_wall, &api_acc, &why, " --hidden 1024")) {
+      std::printf("actorflow API job FAILED: %s\n", why.c_str());
+      return 1;
+    }
+    std::printf("actorflow's API:        %7.1f s wall, test accuracy %.4f\n", api_wall, api_acc);
+    std::fflush(stdout);
+    const std::string graph = std::string(AF_SOURCE_DIR) + "/tests/data/tf_graph/seed_cnn_train_ref.pb";
+    if (!actorflow_job(job_steps, false, &gd_wall, &gd_acc, &why, " --graph-def '" + graph + "'")) {
+      std::printf("imported GraphDef job FAILED: %s\n", why.c_str());
+      return 1;
+    }
+    std::printf("TensorFlow's GraphDef: %7.1f s wall, test accuracy %.4f\n", gd_wall, gd_acc);
+    std::printf("imported / API wall time = %.2f\n", gd_wall / api_wall);
+    return 0;
+  }
   std::printf("seed CNN, batch 50, Adam; %lld steps per worker; oneDNN one thread per kernel\n",
               static_cast<long long>(steps));
   const double torch = torch_images_per_sec(static_cast<int>(steps));
