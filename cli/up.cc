@@ -20,6 +20,7 @@
 #include "actors/server.h"
 #include "cli/commands.h"
 #include "core/logging.h"
+#include "actors/server_runtime.h"
 
 namespace actorflow {
 namespace cli {

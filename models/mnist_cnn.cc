@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "actorflow/monitored_session.h"
+#include "actorflow/server.h"
+#include "actorflow/session.h"
 #include "core/logging.h"
 #include "data/dataset.h"
 #include "data/idx.h"
