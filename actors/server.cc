@@ -38,6 +38,7 @@
 #include "actors/variable_actor.h"
 #include "actors/ps_replication.h"
 #include "core/logging.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace {

@@ -15,6 +15,7 @@
 #include "actors/server.h"
 #include "actors/server_gate.h"
 #include "config/tf_cluster.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 

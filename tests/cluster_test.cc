@@ -28,6 +28,7 @@
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
 #include "actors/server_runtime.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace {
