@@ -157,7 +157,7 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     impl_->server_ = impl_->own_server_.get();
     impl_->use_gate(ServerRuntime(*impl_->server_).gate());
   } else {
-    // The gate is taken while the registry holds the server (Server::find's pointer is valid
+    // The gate is taken while the registry holds the server (ServerRuntime::find's pointer is valid
     // until the server is destroyed, which needs its gate first).
     impl_->use_gate(ServerRuntime::gate_of(target));
     impl_->server_ = impl_->gate_ ? ServerRuntime::find(target) : nullptr;

@@ -74,7 +74,7 @@ TEST(PsServingTest, ServerOfAndServedByFollowFailuresAndRedirects) {
   EXPECT_FALSE(fresh.redirect(p0, p2));  // nothing changes twice
 }
 
-// Routing by what the ps tasks that answer say they serve for (Server::refresh_ps_serving).
+// Routing by what the ps tasks that answer say they serve for (ServerRuntime::refresh_ps_serving).
 TEST(PsServingTest, FollowClaimsRoutesWhereTheAnsweringTasksSay) {
   const std::string p0 = "/job:ps/replica:0/task:0", p1 = "/job:ps/replica:0/task:1", p2 = "/job:ps/replica:0/task:2";
   using Claims = std::map<std::string, std::vector<std::string>>;
