@@ -23,7 +23,7 @@
 
 #include "actors/messages.h"
 #include "actors/node_actor.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/status.h"
 #include "net/tls.h"
 

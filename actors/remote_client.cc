@@ -11,6 +11,7 @@
 #include "actors/membership.h"
 #include "actors/server.h"
 #include "graph/graph_def.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace {

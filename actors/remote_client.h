@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/client_sessions.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/status.h"
 #include "graph/graph.h"
 

@@ -1,4 +1,5 @@
 #include "actors/server.h"
+#include "actors/server_runtime.h"
 #include "actors/server_gate.h"
 
 #include "core/metrics.h"
@@ -37,6 +38,7 @@
 #include "actors/variable_actor.h"
 #include "actors/ps_replication.h"
 #include "core/logging.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace {
@@ -91,24 +93,26 @@ struct Server::Impl {
 
 Server::Server() : impl_(std::make_unique<Impl>()) {}
 
-std::shared_ptr<ServerGate> Server::gate() const { return impl_->gate_; }
+ServerRuntime::ServerRuntime(Server& server) : server_(&server), impl_(server.impl_.get()) {}
+
+std::shared_ptr<ServerGate> ServerRuntime::gate() const { return impl_->gate_; }
 
 const std::string& Server::target() const { return impl_->target_; }
-const std::string& Server::task_prefix() const { return impl_->task_prefix_; }
-const ClusterSpec& Server::cluster() const { return impl_->cluster_; }
+const std::string& ServerRuntime::task_prefix() const { return impl_->task_prefix_; }
+const ClusterSpec& ServerRuntime::cluster() const { return impl_->cluster_; }
 uint16_t Server::port() const { return impl_->port_; }
-const ServerOptions& Server::server_options() const { return impl_->server_options_; }
+const ServerOptions& ServerRuntime::server_options() const { return impl_->server_options_; }
 caf::actor_system& Server::system() { return *impl_->sys_; }
 caf::actor Server::master() const { return caf::actor_cast<caf::actor>(impl_->master_); }
-Membership* Server::membership() { return impl_->membership_.get(); }
-const std::shared_ptr<ResourceManager>& Server::resources() const { return impl_->resources_; }
-const std::vector<DeviceInfo>& Server::devices() const { return impl_->device_infos_; }
-std::shared_ptr<DirectSteps> Server::direct_steps() const { return impl_->direct_; }
-std::shared_ptr<Router> Server::router() const { return impl_->router_; }
+Membership* ServerRuntime::membership() { return impl_->membership_.get(); }
+const std::shared_ptr<ResourceManager>& ServerRuntime::resources() const { return impl_->resources_; }
+const std::vector<DeviceInfo>& ServerRuntime::devices() const { return impl_->device_infos_; }
+std::shared_ptr<DirectSteps> ServerRuntime::direct_steps() const { return impl_->direct_; }
+std::shared_ptr<Router> ServerRuntime::router() const { return impl_->router_; }
 
-std::shared_ptr<PsServing> Server::ps_serving() const { return impl_->ps_serving_; }
+std::shared_ptr<PsServing> ServerRuntime::ps_serving() const { return impl_->ps_serving_; }
 
-void Server::note_step_failure(const Status& why) {
+void ServerRuntime::note_step_failure(const Status& why) {
   if (!impl_->ps_serving_ || why.ok() || !impl_->membership_) return;
   std::string copy, primary;
   if (parse_served_by(why.message(), &copy, &primary)) {
@@ -122,7 +126,7 @@ void Server::note_step_failure(const Status& why) {
   }
 }
 
-Server::PsRefresh Server::refresh_ps_serving(const std::string& why) {
+ServerRuntime::PsRefresh ServerRuntime::refresh_ps_serving(const std::string& why) {
   PsRefresh out;
   if (!impl_->ps_serving_ || !impl_->membership_) return out;
   // Which ps task a refused or missing variable belongs to, and whether the other routes are
@@ -154,7 +158,7 @@ Server::PsRefresh Server::refresh_ps_serving(const std::string& why) {
   return out;
 }
 
-void Server::learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers) {
+void ServerRuntime::learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers) {
   std::weak_ptr<PsServing> serving = impl_->ps_serving_;
   const std::string own = impl_->replicator_->own_task();
   // A ps task that says it serves this one's variables took them over when this task failed (its
@@ -197,18 +201,18 @@ Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
   configure(*s->impl_->own_cfg_);
   s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
   s->impl_->sys_ = s->impl_->own_sys_.get();
-  AF_RETURN_IF_ERROR(s->init_local(opts));
+  AF_RETURN_IF_ERROR(ServerRuntime(*s).init_local(opts));
   return s;
 }
 
 Result<std::unique_ptr<Server>> Server::local_in(caf::actor_system& sys, const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
   s->impl_->sys_ = &sys;
-  AF_RETURN_IF_ERROR(s->init_local(opts));
+  AF_RETURN_IF_ERROR(ServerRuntime(*s).init_local(opts));
   return s;
 }
 
-Status Server::init_local(const LocalServerOptions& opts) {
+Status ServerRuntime::init_local(const LocalServerOptions& opts) {
   if (opts.max_restarts < 0 || !(opts.restart_window_secs > 0))
     return InvalidArgument("LocalServerOptions: max_restarts must be >= 0 and restart_window_secs > 0 (got " +
                            std::to_string(opts.max_restarts) + " and " + std::to_string(opts.restart_window_secs) + ")");
@@ -217,7 +221,7 @@ Status Server::init_local(const LocalServerOptions& opts) {
   return init("/job:localhost/replica:0/task:0", d);
 }
 
-Status Server::init(const std::string& task_prefix, const DeviceOptions& dopts) {
+Status ServerRuntime::init(const std::string& task_prefix, const DeviceOptions& dopts) {
   static std::atomic<int> counter{0};
   impl_->task_prefix_ = task_prefix;
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
@@ -240,17 +244,17 @@ Status Server::init(const std::string& task_prefix, const DeviceOptions& dopts) 
   router->set_master(impl_->master_, impl_->direct_);
   impl_->target_ = "local://" + std::to_string(++counter);
   std::lock_guard<std::mutex> l(g_registry_mu);
-  registry()[impl_->target_] = this;
+  registry()[impl_->target_] = server_;
   return Status::OK();
 }
 
-Server* Server::find(const std::string& target) {
+Server* ServerRuntime::find(const std::string& target) {
   std::lock_guard<std::mutex> l(g_registry_mu);
   auto it = registry().find(target);
   return it == registry().end() ? nullptr : it->second;
 }
 
-std::shared_ptr<ServerGate> Server::gate_of(const std::string& target) {
+std::shared_ptr<ServerGate> ServerRuntime::gate_of(const std::string& target) {
   std::lock_guard<std::mutex> l(g_registry_mu);
   auto it = registry().find(target);
   return it == registry().end() ? nullptr : it->second->impl_->gate_;
@@ -380,7 +384,7 @@ Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const
   configure(*s->impl_->own_cfg_);
   s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
   s->impl_->sys_ = s->impl_->own_sys_.get();
-  AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
+  AF_RETURN_IF_ERROR(ServerRuntime(*s).init_cluster(cluster, task));
   const char* plan_file = std::getenv(kFaultPlanEnv);
   if (plan_file && *plan_file) {
     auto plan = FaultPlan::from_file(plan_file);
@@ -400,11 +404,11 @@ Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const 
   AF_RETURN_IF_ERROR(cluster.validate_task(task));
   std::unique_ptr<Server> s(new Server());
   s->impl_->sys_ = &sys;
-  AF_RETURN_IF_ERROR(s->init_cluster(cluster, task));
+  AF_RETURN_IF_ERROR(ServerRuntime(*s).init_cluster(cluster, task));
   return s;
 }
 
-Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
+Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   impl_->cluster_ = cluster;
   impl_->task_ = task;
   impl_->server_options_ = cluster.server_options(task);
@@ -482,7 +486,7 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
   nc.peers = impl_->auth_peers_;
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
-  nc.connect_peers = [this](const std::vector<std::string>& tasks) { return connect_tasks(tasks); };
+  nc.connect_peers = [srv = server_](const std::vector<std::string>& tasks) { return ServerRuntime(*srv).connect_tasks(tasks); };
   // Remote client sessions (actors/client_sessions.h) run on this server, under its final target.
   nc.clients = std::make_shared<ClientSessions>("actorflow://" + address);
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
@@ -595,13 +599,13 @@ Status Server::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
     std::lock_guard<std::mutex> l(g_registry_mu);
     registry().erase(impl_->target_);
     impl_->target_ = "actorflow://" + address;
-    registry()[impl_->target_] = this;
+    registry()[impl_->target_] = server_;
   }
   AF_LOG(INFO) << "Started server for " << impl_->task_prefix_ << " at " << address;
   return Status::OK();
 }
 
-Status Server::connect_tasks(const std::vector<std::string>& tasks) {
+Status ServerRuntime::connect_tasks(const std::vector<std::string>& tasks) {
   for (const auto& prefix : tasks) {
     if (prefix == impl_->task_prefix_) continue;
     auto spec = DeviceSpec::parse(prefix);
@@ -615,7 +619,7 @@ Status Server::connect_tasks(const std::vector<std::string>& tasks) {
   return Status::OK();
 }
 
-Result<std::vector<DeviceInfo>> Server::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
+Result<std::vector<DeviceInfo>> ServerRuntime::cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
                                                             const std::map<std::string, std::string>& task_aliases) {
   std::vector<DeviceInfo> out = impl_->device_infos_;
   if (!impl_->membership_) return out;
@@ -710,7 +714,7 @@ Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task) {
 void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound, int exit_code_on_timeout,
                             int exit_code_if_actors_ended) {
   if (!server) return;
-  const std::string task = server->task_prefix();
+  const std::string task = server->impl_->task_prefix_;
   std::shared_ptr<std::atomic<bool>> actors_ended = server->impl_->actors_ended_;
   std::mutex mu;
   std::condition_variable cv;

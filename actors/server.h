@@ -13,6 +13,6 @@
 #include "actors/direct_step.h"
 #include "actors/membership.h"
 #include "actors/messages.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/status.h"
 #include "device/device.h"

@@ -1,3 +1,4 @@
+#include "actors/server_runtime.h"
 #include "actors/session.h"
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "actors/server.h"
 #include "actors/server_gate.h"
 #include "config/tf_cluster.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 
@@ -72,7 +74,7 @@ struct Session::Impl {
   std::chrono::milliseconds step_timeout() const {
     if (opts_.timeout().count() > 0 || !server_) return opts_.timeout();
     return std::chrono::milliseconds(
-        static_cast<int64_t>(std::ceil(server_->server_options().step_timeout_secs * 1000.0)));
+        static_cast<int64_t>(std::ceil(ServerRuntime(*server_).server_options().step_timeout_secs * 1000.0)));
   }
 
   std::shared_ptr<const Graph> snapshot() {
@@ -153,12 +155,12 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     }
     impl_->own_server_ = std::move(*s);
     impl_->server_ = impl_->own_server_.get();
-    impl_->use_gate(impl_->server_->gate());
+    impl_->use_gate(ServerRuntime(*impl_->server_).gate());
   } else {
-    // The gate is taken while the registry holds the server (Server::find's pointer is valid
+    // The gate is taken while the registry holds the server (ServerRuntime::find's pointer is valid
     // until the server is destroyed, which needs its gate first).
-    impl_->use_gate(Server::gate_of(target));
-    impl_->server_ = impl_->gate_ ? Server::find(target) : nullptr;
+    impl_->use_gate(ServerRuntime::gate_of(target));
+    impl_->server_ = impl_->gate_ ? ServerRuntime::find(target) : nullptr;
     if (!impl_->server_ && target.rfind("actorflow://", 0) == 0) {
       impl_->status_ = impl_->open_remote(target);
     } else if (!impl_->server_) {
@@ -214,7 +216,7 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   ServerGate::Entry in(impl_->gate_);
   if (impl_->gate_ && !in) return impl_->server_gone();
   auto r = run_by_name(f, fe, ta);
-  if (!r.ok() && impl_->server_) impl_->server_->note_step_failure(r.status());
+  if (!r.ok() && impl_->server_) ServerRuntime(*impl_->server_).note_step_failure(r.status());
   latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   (r.ok() ? ok_runs : failed_runs).inc();
   return r;
@@ -249,17 +251,17 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   req->sig.targets = targets;
   // The server's [server] policy from the cluster file applies to every session on it.
   req->placement = impl_->opts_.placement();
-  req->placement.log_device_placement |= impl_->server_->server_options().log_device_placement;
-  req->placement.allow_soft_placement &= impl_->server_->server_options().allow_soft_placement;
-  req->placement.mixed_bfloat16 |= impl_->server_->server_options().mixed_bfloat16;
+  req->placement.log_device_placement |= ServerRuntime(*impl_->server_).server_options().log_device_placement;
+  req->placement.allow_soft_placement &= ServerRuntime(*impl_->server_).server_options().allow_soft_placement;
+  req->placement.mixed_bfloat16 |= ServerRuntime(*impl_->server_).server_options().mixed_bfloat16;
   req->timeout = impl_->step_timeout();
   // A failed-over parameter server's ops go to its backup (ps_replicas = 2).
   uint64_t serving_generation = 0;
-  if (auto serving = impl_->server_->ps_serving()) {
+  if (auto serving = ServerRuntime(*impl_->server_).ps_serving()) {
     serving_generation = serving->generation();
     req->placement.task_aliases = serving->aliases();
   }
-  if (Membership* membership = impl_->server_->membership()) {
+  if (Membership* membership = ServerRuntime(*impl_->server_).membership()) {
     // Connecting and routing happen once per graph version, membership change and failover.
     const uint64_t epoch = membership->epoch();
     Impl::DeviceCache& cache = *impl_->cache_;
@@ -274,7 +276,7 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
       // Reaching the tasks: the session's own deadline, else the server's connect_timeout_ms.
       const auto connect_timeout = impl_->opts_.timeout();
       const uint64_t before = membership->epoch();
-      auto devs = impl_->server_->cluster_devices_for(*req->graph, connect_timeout, req->placement.task_aliases);
+      auto devs = ServerRuntime(*impl_->server_).cluster_devices_for(*req->graph, connect_timeout, req->placement.task_aliases);
       if (!devs.ok()) return devs.status();
       req->devices = std::move(*devs);
       req->membership_epoch = membership->epoch();
@@ -330,10 +332,10 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not
   // possible right now, through the master.
-  std::shared_ptr<DirectSteps> direct = impl_->server_->membership() ? impl_->server_->direct_steps() : nullptr;
+  std::shared_ptr<DirectSteps> direct = ServerRuntime(*impl_->server_).membership() ? ServerRuntime(*impl_->server_).direct_steps() : nullptr;
   if (direct && direct->has_plans()) {
     auto plan = direct->find(plan_key(*req));
-    std::shared_ptr<Router> router = plan ? impl_->server_->router() : nullptr;
+    std::shared_ptr<Router> router = plan ? ServerRuntime(*impl_->server_).router() : nullptr;
     if (plan && router) {
       auto r = direct->run(*router, *plan, req->feeds, req->timeout);
       if (r) return std::move(*r);

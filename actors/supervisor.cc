@@ -1,3 +1,4 @@
+#include "actors/server_runtime.h"
 #include "actors/supervisor.h"
 
 #include <caf/all.hpp>
@@ -72,7 +73,7 @@ class Supervisor::Impl {
     auto sess = std::make_unique<Session>(scope_, target, opts);
     AF_RETURN_IF_ERROR(sess->status());
     session_ = sess.get();
-    server_ = Server::find(target);
+    server_ = ServerRuntime::find(target);
     // On failure the session dies with this frame: nothing may keep pointing at it (stop() would
     // save a final checkpoint through it: a use after free, seen when a restore failed).
     Status ready = Status::OK();
@@ -230,8 +231,8 @@ class Supervisor::Impl {
       // tasks were silent could write one task's variables on another (which would then hold
       // them as their primary, and the task they belong to as refusing backup copies).
       bool routes_confirmed = true;
-      if (server_ && server_->ps_serving() && !server_->ps_serving()->aliases().empty())
-        routes_confirmed = server_->refresh_ps_serving(cfg_.task_name + " is recovering").all_answered;
+      if (server_ && ServerRuntime(*server_).ps_serving() && !ServerRuntime(*server_).ps_serving()->aliases().empty())
+        routes_confirmed = ServerRuntime(*server_).refresh_ps_serving(cfg_.task_name + " is recovering").all_answered;
       auto ready = model_ready(*session_);
       if (ready.ok() && *ready) {
         AF_LOG(INFO) << cfg_.task_name << ": model is available again; resuming";
@@ -275,11 +276,11 @@ class Supervisor::Impl {
   // peer within peer_timeout_ms, and logs it; this loop notices the task left the membership,
   // records the outage and reconnects when the task is back (logging how long it was gone).
   void start_monitor() {
-    if (!cfg_.monitor_tasks || !server_ || !server_->membership() || monitor_.joinable()) return;
-    const ClusterSpec& cluster = server_->cluster();
+    if (!cfg_.monitor_tasks || !server_ || !ServerRuntime(*server_).membership() || monitor_.joinable()) return;
+    const ClusterSpec& cluster = ServerRuntime(*server_).cluster();
     for (const TaskId& t : cluster.all_tasks()) {
       const std::string prefix = t.device_prefix();
-      if (prefix == server_->task_prefix()) continue;
+      if (prefix == ServerRuntime(*server_).task_prefix()) continue;
       auto addr = cluster.task_address(t);
       if (!addr.ok()) continue;
       Health h;
@@ -293,7 +294,7 @@ class Supervisor::Impl {
   }
 
   void monitor_loop() {
-    Membership* m = server_->membership();
+    Membership* m = ServerRuntime(*server_).membership();
     std::unique_lock<std::mutex> l(health_mu_);
     while (!monitor_stop_) {
       std::set<std::string> up;

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 40000;

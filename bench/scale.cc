@@ -60,6 +60,7 @@
 #include "core/metrics.h"
 #include "net/port_reservation.h"
 #include "net/proc_sockets.h"
+#include "actors/server_runtime.h"
 
 namespace af = actorflow;
 using Clock = std::chrono::steady_clock;
@@ -155,7 +156,7 @@ af::Status worker_loop(af::Server& server, int index, int num_ps, const std::str
   std::thread watch;
   if (chief) {
     watch = std::thread([&] {
-      af::Membership* m = server.membership();
+      af::Membership* m = af::ServerRuntime(server).membership();
       std::set<std::string> seen, gone;
       while (!done) {
         std::set<std::string> now;
@@ -268,7 +269,7 @@ int run_tasks(const std::string& cluster_file, const std::string& job, const std
     if (Clock::now() - last_dump >= std::chrono::milliseconds(500)) {
       last_dump = Clock::now();
       size_t peers = 0;  // the peers the process's tasks connected to (Membership::ensure)
-      for (auto& sv : servers) peers += sv->membership()->peers().size();
+      for (auto& sv : servers) peers += af::ServerRuntime(*sv).membership()->peers().size();
       put(task_file(dir, "counters", job, indices[0]),
           counters_text() + "membership_peers " + std::to_string(peers) + "\n");
     }

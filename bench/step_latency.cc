@@ -31,6 +31,7 @@
 #include "net/certs.h"
 #include "net/port_reservation.h"
 #include "net/socket.h"
+#include "actors/server_runtime.h"
 
 namespace af = actorflow;
 using Clock = std::chrono::steady_clock;
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
   if (ok) {
     auto& sys = (*server)->system();
     // The connection the steps used (the control plane admits only authenticated members).
-    if (auto* m = (*server)->membership())
+    if (auto* m = af::ServerRuntime(**server).membership())
       for (const auto& p : m->peers())
         if (p.node) caf_remote = caf_ping_us(sys, p.node, iterations);
     auto echo_actor = sys.spawn([]() -> caf::behavior { return {[](af::ping_atom) { return std::string("pong"); }}; });

@@ -6,6 +6,7 @@
 #include "actorflow/embedding.h"
 #include "cli/commands.h"
 #include "net/metrics_http.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace cli {

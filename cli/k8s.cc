@@ -27,6 +27,7 @@
 #include "core/private_file.h"
 #include "net/certs.h"
 #include "net/socket.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace cli {

@@ -20,6 +20,8 @@
 #include "actors/server.h"
 #include "cli/commands.h"
 #include "core/logging.h"
+#include "actors/server_runtime.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace cli {

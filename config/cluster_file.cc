@@ -191,7 +191,7 @@ class ClusterFileReader : private TomlReader {
     }
     spec_.choose_default_chief();
     if (const toml::table* c = table_at("cluster")) read_cluster(*c);
-    if (const toml::table* s = table_at("server")) read_server(*s, "server", &spec_.server_defaults_);
+    if (const toml::table* s = table_at("server")) read_server(*s, "server", &spec_.options_->server_defaults);
     if (const toml::table* t = table_at("tasks")) read_tasks(*t);
     if (const toml::table* s = table_at("supervisor")) read_supervisor(*s);
     load_secret();
@@ -523,14 +523,14 @@ class ClusterFileReader : private TomlReader {
         error(toml_pos(v.source()), path, std::string("expected a table of [server] keys, got ") + toml_type_name(v));
         continue;
       }
-      ServerOptions o = spec_.server_defaults_;
+      ServerOptions o = spec_.options_->server_defaults;
       read_server(*tbl, path, &o);
-      spec_.task_options_[*task] = o;
+      spec_.options_->task_options[*task] = o;
     }
   }
 
   void read_supervisor(const toml::table& t) {
-    SupervisorOptions& s = spec_.supervisor_;
+    SupervisorOptions& s = spec_.options_->supervisor;
     for (auto&& [k, v] : t) {
       const std::string key(k.str()), path = key_path("supervisor", key);
       if (key == "chief") {

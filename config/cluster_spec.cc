@@ -212,6 +212,10 @@ bool is_loopback_host(const std::string& host) {
 
 // ---- ClusterSpec queries -----------------------------------------------------------------
 
+ClusterSpec::ClusterSpec() : options_(std::make_shared<Options>()) {}
+
+const SupervisorOptions& ClusterSpec::supervisor() const { return options_->supervisor; }
+
 std::string ClusterSpec::where(const Position& p) const {
   if (p.line <= 0) return source_ + ": ";
   return source_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column) + ": ";
@@ -263,8 +267,8 @@ std::vector<TaskId> ClusterSpec::all_tasks() const {
 }
 
 ServerOptions ClusterSpec::server_options(const TaskId& t) const {
-  auto it = task_options_.find(t);
-  return it == task_options_.end() ? server_defaults_ : it->second;
+  auto it = options_->task_options.find(t);
+  return it == options_->task_options.end() ? options_->server_defaults : it->second;
 }
 
 bool ClusterSpec::all_loopback() const {
@@ -280,16 +284,16 @@ void ClusterSpec::choose_default_chief() {
   if (jobs_.empty()) return;
   auto w = jobs_.find("worker");
   if (w != jobs_.end() && w->second.count(0)) {
-    supervisor_.chief = TaskId{"worker", 0};
+    options_->supervisor.chief = TaskId{"worker", 0};
     return;
   }
   for (const auto& [job, tasks] : jobs_) {
     if (job != "ps") {
-      supervisor_.chief = TaskId{job, tasks.begin()->first};
+      options_->supervisor.chief = TaskId{job, tasks.begin()->first};
       return;
     }
   }
-  supervisor_.chief = TaskId{jobs_.begin()->first, jobs_.begin()->second.begin()->first};
+  options_->supervisor.chief = TaskId{jobs_.begin()->first, jobs_.begin()->second.begin()->first};
 }
 
 std::string ClusterSpec::canonical_form() const {
@@ -315,7 +319,7 @@ std::string ClusterSpec::canonical_form() const {
     // Only when set, so that the fingerprints of files written before the option stay the same.
     if (s.mixed_bfloat16) o << p << "mixed_bfloat16 1\n";
   }
-  const SupervisorOptions& v = supervisor_;
+  const SupervisorOptions& v = options_->supervisor;
   o << "supervisor chief " << quote(v.chief.to_string()) << "\n"
     << "supervisor logdir " << quote(v.logdir) << "\n"
     << "supervisor save_checkpoint_secs " << canonical_double(v.save_checkpoint_secs) << "\n"

@@ -1,6 +1,7 @@
 // Fault plans: the format's reader (config/toml_read.h's helpers, shared with cluster files) and
 // writer, fault validation, descriptions, and the seed-derived random streams.
 #include "config/fault_plan.h"
+#include "config/cluster.h"
 
 #include <algorithm>
 #include <cctype>

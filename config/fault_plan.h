@@ -25,11 +25,13 @@
 #include <utility>
 #include <vector>
 
-#include "config/cluster_spec.h"
+#include "config/task_id.h"
 #include "config/task_names.h"
 #include "core/status.h"
 
 namespace actorflow {
+
+class ClusterSpec;  // config/cluster.h
 
 // Limits of fault plans: times (after_secs, duration_secs, jitter_secs) in seconds, and the size
 // of a plan file.

@@ -1,6 +1,6 @@
 #include "config/task_names.h"
 
-#include "config/cluster_spec.h"
+#include "config/task_id.h"
 
 namespace actorflow {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/status.h"
 
 namespace actorflow {

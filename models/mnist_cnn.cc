@@ -6,6 +6,8 @@
 
 #include "actorflow/graph.h"
 #include "actorflow/monitored_session.h"
+#include "actorflow/server.h"
+#include "actorflow/session.h"
 #include "core/logging.h"
 #include "data/dataset.h"
 #include "data/idx.h"

@@ -1,7 +1,7 @@
 // The seed 002 CNN (TF-Slim: conv 5x5x32, max-pool 2x2, conv 5x5x64, max-pool 2x2, fc 500,
 // fc 10; Glorot-uniform weights, zero biases; Adam) and the between-graph worker loop that
 // trains it on MNIST-format data under a Supervisor. Shared by samples/distributed_cnn and
-// `actorflow demo`.
+// `actorflow demo`. Brings no CAF header (a model needs only the public Server and Session).
 #pragma once
 
 #include <cstdint>
@@ -9,13 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/server.h"
-#include "actors/session.h"
-#include "config/cluster_spec.h"
 #include "core/status.h"
 #include "graph/scope.h"
 
 namespace actorflow {
+
+class Server;  // <actorflow/server.h>
 
 struct CnnOptions {
   float learning_rate = 1e-4f;

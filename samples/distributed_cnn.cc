@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "actorflow/actorflow.h"
+#include "actorflow/cluster_options.h"  // [supervisor] options
 #include "config/tf_cluster.h"
 #include "models/mnist_cnn.h"
 

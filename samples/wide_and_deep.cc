@@ -25,6 +25,7 @@
 #include <unordered_map>
 
 #include "actorflow/actorflow.h"
+#include "actorflow/cluster_options.h"  // [supervisor] options
 
 namespace af = actorflow;
 namespace train = actorflow::train;

@@ -27,6 +27,8 @@
 #include "actors/server.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
+#include "actors/server_runtime.h"
+#include "config/cluster_spec.h"  // the cluster file's options
 
 namespace actorflow {
 namespace {
@@ -306,7 +308,7 @@ TEST(ClusterTest, KilledWorkerFailsTheStepAndSessionRecovers) {
   workers.w1->wait(10s);
   runner.join();
   stop = true;
-  EXPECT_GT(h.server->direct_steps()->steps_run(), 0u);  // the steps in flight went direct
+  EXPECT_GT(ServerRuntime(*h.server).direct_steps()->steps_run(), 0u);  // the steps in flight went direct
   EXPECT_FALSE(first_error.ok());
   EXPECT_NE(first_error.message().find("/job:worker/replica:0/task:1"), std::string::npos) << first_error;
   // Bring it back: the same session works again.
@@ -406,7 +408,7 @@ TEST(ClusterTest, ConcurrentDirectStepsGetTheirOwnResults) {
     });
   for (auto& th : threads) th.join();
   for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
-  EXPECT_GE(h.server->direct_steps()->steps_run(), static_cast<uint64_t>(kThreads * kSteps));
+  EXPECT_GE(ServerRuntime(*h.server).direct_steps()->steps_run(), static_cast<uint64_t>(kThreads * kSteps));
 }
 
 // A step whose run request never reached its task (lost on the way: a drop fault on the
@@ -428,7 +430,7 @@ TEST(ClusterTest, ALiveTaskThatNeverGotAStepSaysSoAtOnce) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ((*r)[0].data<int32_t>()[0], 3 * i);
   }
-  ASSERT_GE(h.server->direct_steps()->steps_run(), 2u);
+  ASSERT_GE(ServerRuntime(*h.server).direct_steps()->steps_run(), 2u);
   auto chaos = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {binary("actorflow"), "chaos", "--cluster", c.file};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -489,12 +491,12 @@ TEST(ClusterTest, DestroyingTheServerEndsStepsAndConnectionsInFlight) {
   auto never = ops::add(other.with_device("/job:worker/task:1"), ops::constant(other, {1.f}, {1}), 1.f);
   Session sess2(other, target, SessionOptions{}.timeout(std::chrono::seconds(120)));
 
-  const uint64_t direct_before = h.server->direct_steps()->steps_run();
+  const uint64_t direct_before = ServerRuntime(*h.server).direct_steps()->steps_run();
   w0->signal(SIGSTOP);
   ASSERT_TRUE(w0->wait_stopped(5s));
   auto stuck = std::async(std::launch::async, [&] { return sess.run({{x, Tensor::from_vector<int32_t>({5, 5}, {2})}}, {q}).status(); });
   auto connecting = std::async(std::launch::async, [&] { return sess2.run({never}).status(); });
-  while (h.server->direct_steps()->steps_run() == direct_before) std::this_thread::yield();  // the step waits
+  while (ServerRuntime(*h.server).direct_steps()->steps_run() == direct_before) std::this_thread::yield();  // the step waits
   auto destroyed = std::async(std::launch::async, [&] { h.server.reset(); });
   const bool ended = destroyed.wait_for(30s) == std::future_status::ready;
   w0->signal(SIGCONT);
@@ -528,14 +530,14 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
   }
   // After the first step (placement, registration) the host's partition only forwards feeds:
   // the steps went direct (actors/direct_step.h), from this thread over the data plane.
-  EXPECT_GE(h.server->direct_steps()->steps_run(), 45u);
-  const uint64_t direct_before = h.server->direct_steps()->steps_run();
+  EXPECT_GE(ServerRuntime(*h.server).direct_steps()->steps_run(), 45u);
+  const uint64_t direct_before = ServerRuntime(*h.server).direct_steps()->steps_run();
   auto bad = sess.run({{x, Tensor::from_vector<int32_t>({1, 2}, {2})}, {d, Tensor::scalar<int32_t>(0)}}, {q});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << bad.status();
   EXPECT_NE(bad.status().message().find("integer division by zero"), std::string::npos) << bad.status();
   EXPECT_NE(bad.status().message().find("'q'"), std::string::npos) << bad.status();
-  EXPECT_GT(h.server->direct_steps()->steps_run(), direct_before);  // the error came back directly
+  EXPECT_GT(ServerRuntime(*h.server).direct_steps()->steps_run(), direct_before);  // the error came back directly
   auto again = sess.run({{x, Tensor::from_vector<int32_t>({9, 7}, {2})}, {d, Tensor::scalar<int32_t>(3)}}, {q});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)[0].data<int32_t>()[0], 3);
@@ -552,13 +554,13 @@ TEST(ClusterTest, StepsDispatchedOverTheDataPlane) {
   Session tsess(root, h.server->target(), timed);
   ASSERT_TRUE(tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q}).ok());
   ASSERT_TRUE(tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q}).ok());
-  const uint64_t before_stop = h.server->direct_steps()->steps_run();
+  const uint64_t before_stop = ServerRuntime(*h.server).direct_steps()->steps_run();
   w0->signal(SIGSTOP);
   ASSERT_TRUE(w0->wait_stopped(5s));
   auto late = tsess.run({{x, Tensor::from_vector<int32_t>({4, 4}, {2})}, {d, Tensor::scalar<int32_t>(2)}}, {q});
   w0->signal(SIGCONT);
   ASSERT_FALSE(late.ok());
-  EXPECT_EQ(h.server->direct_steps()->steps_run(), before_stop + 1);
+  EXPECT_EQ(ServerRuntime(*h.server).direct_steps()->steps_run(), before_stop + 1);
   EXPECT_NE(late.status().message().find("/job:worker/replica:0/task:0"), std::string::npos) << late.status();
   // The worker resumes and answers the abandoned step on the shared connection; later steps
   // are not confused by that late reply.
@@ -588,7 +590,7 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
   auto x = ops::placeholder(root.with_device("/job:host/task:0"), DType::kFloat32, Shape{2}, "x");
   auto y = ops::mul(wdev, x, 3.f);
   Session sess(root, h.server->target(), SessionOptions{});
-  const uint64_t inline_before = (*worker)->router()->inline_steps_run();
+  const uint64_t inline_before = ServerRuntime(**worker).router()->inline_steps_run();
   for (int i = 0; i < 40; ++i) {
     const float v = static_cast<float>(i);
     auto r = sess.run({{x, Tensor::from_vector<float>({v, 1 - v}, {2})}}, {y});
@@ -598,7 +600,7 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
   }
   // The first step opens the connection through the master; the others run direct and, the
   // device being idle, inline.
-  EXPECT_GE((*worker)->router()->inline_steps_run(), inline_before + 30);
+  EXPECT_GE(ServerRuntime(**worker).router()->inline_steps_run(), inline_before + 30);
 
   // A variable on the worker: its partition is not self-contained, the device actor runs it.
   Scope root2 = Scope::root();
@@ -609,7 +611,7 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
   auto inc = ops::assign_add(wdev2, v, x2);
   Session sess2(root2, h.server->target(), SessionOptions{});
   ASSERT_TRUE(sess2.run({}, {}, {init}).ok());
-  const uint64_t inline_mid = (*worker)->router()->inline_steps_run();
+  const uint64_t inline_mid = ServerRuntime(**worker).router()->inline_steps_run();
   float expect = 0;
   for (int i = 1; i <= 20; ++i) {
     expect += static_cast<float>(i);
@@ -617,7 +619,7 @@ TEST(ClusterTest, SelfContainedStepsRunOnTheWorkersReaderThread) {
     ASSERT_TRUE(r.ok()) << "step " << i << ": " << r.status();
     ASSERT_EQ((*r)[0].data<float>()[0], expect);
   }
-  EXPECT_EQ((*worker)->router()->inline_steps_run(), inline_mid);
+  EXPECT_EQ(ServerRuntime(**worker).router()->inline_steps_run(), inline_mid);
 }
 
 // Fault injection tests the program users run: with faults armed, steps still go direct over
@@ -638,7 +640,7 @@ TEST(ClusterTest, AFaultArmedJobTakesTheSameStepPathAsAnUnarmedOne) {
     uint64_t direct = 0, inline_runs = 0;
   };
   auto run_steps = [&](int n, int first) {
-    const uint64_t d0 = h.server->direct_steps()->steps_run(), i0 = (*worker)->router()->inline_steps_run();
+    const uint64_t d0 = ServerRuntime(*h.server).direct_steps()->steps_run(), i0 = ServerRuntime(**worker).router()->inline_steps_run();
     for (int i = first; i < first + n; ++i) {
       const float v = static_cast<float>(i);
       auto r = sess.run({{x, Tensor::from_vector<float>({v, 1 - v}, {2})}}, {y});
@@ -647,7 +649,7 @@ TEST(ClusterTest, AFaultArmedJobTakesTheSameStepPathAsAnUnarmedOne) {
       EXPECT_EQ((*r)[0].data<float>()[0], 3 * v);
       EXPECT_EQ((*r)[0].data<float>()[1], 3 * (1 - v));
     }
-    return Path{h.server->direct_steps()->steps_run() - d0, (*worker)->router()->inline_steps_run() - i0};
+    return Path{ServerRuntime(*h.server).direct_steps()->steps_run() - d0, ServerRuntime(**worker).router()->inline_steps_run() - i0};
   };
   ASSERT_TRUE(sess.run({{x, Tensor::from_vector<float>({0, 0}, {2})}}, {y}).ok());  // opens the connection
   const Path unarmed = run_steps(30, 1);
@@ -691,7 +693,7 @@ TEST(ClusterTest, ThreadsSharingARequestConnection) {
   Session sess(root, h.server->target(), SessionOptions{});
   ASSERT_TRUE(sess.run({{x, Tensor::from_vector<float>({0, 0}, {2})}}, {y}).ok());
   constexpr int kThreads = 4, kSteps = 150;
-  const uint64_t direct_before = h.server->direct_steps()->steps_run();
+  const uint64_t direct_before = ServerRuntime(*h.server).direct_steps()->steps_run();
   std::vector<std::string> errors(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
@@ -707,7 +709,7 @@ TEST(ClusterTest, ThreadsSharingARequestConnection) {
     });
   for (auto& th : threads) th.join();
   for (const auto& e : errors) EXPECT_TRUE(e.empty()) << e;
-  EXPECT_GE(h.server->direct_steps()->steps_run(), direct_before + kThreads * kSteps);
+  EXPECT_GE(ServerRuntime(*h.server).direct_steps()->steps_run(), direct_before + kThreads * kSteps);
 
   // Kill the worker while every thread has steps in flight: each thread's step ends in an
   // error naming the task.
@@ -772,7 +774,7 @@ TEST(ClusterTest, TheClusterFilesPlacementPolicyAppliesToEverySession) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto server = Server::create(*spec, TaskId{"worker", 0});
     ASSERT_TRUE(server.ok()) << server.status();
-    EXPECT_EQ((*server)->server_options().allow_soft_placement, soft);
+    EXPECT_EQ(ServerRuntime(**server).server_options().allow_soft_placement, soft);
     Scope root = Scope::root();
     auto y = ops::add(root.with_device("/job:worker/task:0/device:GPU:7"), ops::constant(root, Tensor::scalar<float>(1.f)),
                       ops::constant(root, Tensor::scalar<float>(2.f)));

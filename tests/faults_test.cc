@@ -14,6 +14,7 @@
 #include "data/checkpoint.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
+#include "actors/server_runtime.h"
 
 namespace actorflow {
 namespace {
@@ -600,7 +601,7 @@ class ClusterFaults : public ::testing::Test {
   Result<std::vector<Tensor>> step() { return sess_->run({{x_, Tensor::from_vector<float>({1, 2}, {2})}}, {z_}); }
   // Sends a plan to worker/1's node actor, as `actorflow chaos` does; returns what it loaded.
   std::vector<std::string> send_plan(const std::string& plan_toml) {
-    auto p = server_->membership()->ensure(kW1, "localhost:" + std::to_string(c_.w1));
+    auto p = ServerRuntime(*server_).membership()->ensure(kW1, "localhost:" + std::to_string(c_.w1));
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return {};
     std::vector<std::string> out;

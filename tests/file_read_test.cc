@@ -11,7 +11,7 @@
 #include <string>
 
 #include "actors/faults.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/file_read.h"
 #include "data/idx.h"
 #include "tests/util/process.h"

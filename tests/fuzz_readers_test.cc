@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "actors/faults.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "data/checkpoint.h"
 #include "data/crc32c.h"
 #include "data/idx.h"

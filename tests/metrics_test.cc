@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "core/metrics.h"
 #include "net/conn_traffic.h"
 #include "net/metrics_http.h"

@@ -18,6 +18,7 @@
 #include "device/kernel.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
+#include "actors/server_runtime.h"
 
 namespace actorflow {
 namespace {
@@ -73,7 +74,7 @@ TEST(PsServingTest, ServerOfAndServedByFollowFailuresAndRedirects) {
   EXPECT_FALSE(fresh.redirect(p0, p2));  // nothing changes twice
 }
 
-// Routing by what the ps tasks that answer say they serve for (Server::refresh_ps_serving).
+// Routing by what the ps tasks that answer say they serve for (ServerRuntime::refresh_ps_serving).
 TEST(PsServingTest, FollowClaimsRoutesWhereTheAnsweringTasksSay) {
   const std::string p0 = "/job:ps/replica:0/task:0", p1 = "/job:ps/replica:0/task:1", p2 = "/job:ps/replica:0/task:2";
   using Claims = std::map<std::string, std::vector<std::string>>;
@@ -566,7 +567,7 @@ void kill_ps0_and_fail_over(CountingClient& c, Server& server, ChildProcess& ps0
   ps0.wait(10s);
   Status first = c.step();
   EXPECT_EQ(c.succeed(30), 30) << "no failover; the first run after the kill: " << first;
-  const auto aliases = server.ps_serving()->aliases();
+  const auto aliases = ServerRuntime(server).ps_serving()->aliases();
   ASSERT_EQ(aliases.size(), 1u);
   EXPECT_EQ(aliases.begin()->first, "/job:ps/replica:0/task:0");
   EXPECT_EQ(aliases.begin()->second, "/job:ps/replica:0/task:1");
@@ -581,7 +582,7 @@ TEST(PsReplicationTest, AWorkerFailsOverToTheBackupAndANewcomerIsRedirected) {
   auto ps = start_replicated_ps(rc, 2);
   auto server = rc.host(0);
   ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_NE((*server)->ps_serving(), nullptr);
+  ASSERT_NE(ServerRuntime(**server).ps_serving(), nullptr);
   Counters m(2);
   Session sess(m.root, (*server)->target());
   ASSERT_TRUE(sess.run({m.init(0.f)}).ok());
@@ -654,7 +655,7 @@ TEST(PsReplicationTest, AReturningPsRefusesTheVariablesItsBackupTookOver) {
   ASSERT_TRUE(late.run({m2.add}).ok());
   ASSERT_TRUE(c.step().ok());
   EXPECT_EQ(c.sum(), seen->at(0).data<float>()[0] + 6.f) << "an update of one process is missing in the other's model";
-  const auto aliases = (*newcomer)->ps_serving()->aliases();
+  const auto aliases = ServerRuntime(**newcomer).ps_serving()->aliases();
   ASSERT_EQ(aliases.size(), 1u);
   EXPECT_EQ(aliases.begin()->second, "/job:ps/replica:0/task:1");
   (*newcomer)->stop();
@@ -683,7 +684,7 @@ TEST(PsReplicationTest, AProcessThatLivedThroughBothFailoversFollowsTheRestoredM
   ps[1]->signal(SIGKILL);
   ps[1]->wait(10s);
   EXPECT_FALSE(c.step().ok()) << "a run succeeded with both copies dead";
-  const auto old_routes = (*server)->ps_serving()->aliases();
+  const auto old_routes = ServerRuntime(**server).ps_serving()->aliases();
   ASSERT_EQ(old_routes.size(), 1u);
   EXPECT_EQ(old_routes.begin()->first, "/job:ps/replica:0/task:1");
   EXPECT_EQ(old_routes.begin()->second, "/job:ps/replica:0/task:0");
@@ -699,7 +700,7 @@ TEST(PsReplicationTest, AProcessThatLivedThroughBothFailoversFollowsTheRestoredM
   const int64_t failed_before = c.failed;
   ASSERT_EQ(c.succeed(1), 1) << "the old process never found the restored model";
   EXPECT_LE(c.failed - failed_before, 1) << "more than one failed run before the old process followed";
-  EXPECT_TRUE((*server)->ps_serving()->aliases().empty()) << "routes still failed over";
+  EXPECT_TRUE(ServerRuntime(**server).ps_serving()->aliases().empty()) << "routes still failed over";
   // 100 + 100, the fresh process's add (2), the old process's acknowledged add (2), and what a
   // failed run applied before it was refused (its add on the ps task that serves it: 0 or 1).
   auto seen = fresh.run({m2.read});

@@ -150,7 +150,7 @@ TEST(ScaleTest, WorkersConnectOnlyToTheParameterServersAndTheChief) {
     EXPECT_LE(c.sockets, 4 * (kPs + 1)) << name[w];
   }
   // A ps: the workers and the chief (each worker's session), and the other ps tasks: the tasks
-  // of one graph are told about each other and connect (Server::cluster_devices_for), so the ps
+  // of one graph are told about each other and connect (ServerRuntime::cluster_devices_for), so the ps
   // tasks of a graph form a clique, P^2 in the number of ps and independent of the workers.
   for (pid_t p : ps_pids) {
     std::set<pid_t> others(pids.begin(), pids.end());

@@ -45,7 +45,7 @@
 #include "actors/node_actor.h"
 #include "actors/remote_client.h"
 #include "actors/server.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "graph/graph_def.h"
 #include "graph/op_registry.h"
 #include "graph/scope.h"

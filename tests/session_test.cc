@@ -13,6 +13,7 @@
 #include "actors/session.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
+#include "actors/server_runtime.h"
 
 namespace actorflow {
 namespace {
@@ -140,7 +141,7 @@ TEST(SessionTest, KernelFailureIsNamed) {
 // would wait for forever.
 TEST(SessionTest, StoppedServerSpawnsNoResourceActor) {
   auto server = two_cpu_server();
-  const std::shared_ptr<ResourceManager> rm = server->resources();
+  const std::shared_ptr<ResourceManager> rm = ServerRuntime(*server).resources();
   ASSERT_TRUE(rm);
   auto before = rm->get_or_create("v");
   ASSERT_TRUE(before.ok()) << before.status();

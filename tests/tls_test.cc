@@ -26,7 +26,7 @@
 #include "actors/membership.h"
 #include "actors/messages.h"
 #include "actors/server.h"
-#include "config/cluster_spec.h"
+#include "config/cluster.h"
 #include "net/certs.h"
 #include "net/socket.h"
 #include "net/tensor_transport.h"

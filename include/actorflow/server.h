@@ -9,23 +9,22 @@
 // actors and (if it owns it) its actor system; sessions that still target it get
 // Unavailable errors.
 //
-// This header brings no CAF header. The server's state lives behind a pointer (Server::Impl,
-// defined in actors/server.cc). The members that take or return actor-system types
-// (configure, local_in, create_in, system, master) are declared with forward-declared CAF
-// classes: call them after including <actorflow/embedding.h>. The members marked "runtime" use
-// types internal to actorflow (devices, routing, membership); they are for actorflow's own
-// runtime and tools, not a stable API.
+// This header names only what a program calls: the factories, target(), port(), join(), stop(),
+// and the embedding members. It brings no CAF header and no cluster-file header: ClusterSpec and
+// TaskId are forward-declared (<actorflow/cluster.h> defines them). The server's state lives
+// behind a pointer (Server::Impl, defined in actors/server.cc). The members that take or return
+// actor-system types (configure, local_in, create_in, system, master) are declared with
+// forward-declared CAF classes: call them after including <actorflow/embedding.h>. actorflow's
+// own runtime reaches the rest of a server (devices, routing, membership, its cluster and
+// options, the in-process registry) through ServerRuntime (actors/server_runtime.h), which is
+// not part of the public API.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "config/cluster_spec.h"
 #include "core/status.h"
 #include "device/device_options.h"
 
@@ -37,13 +36,9 @@ class actor_system_config;
 
 namespace actorflow {
 
-class Graph;
-struct DeviceInfo;
-class DirectSteps;
-class Membership;
-class ResourceManager;
-class Router;
-class ServerGate;
+class ClusterSpec;      // <actorflow/cluster.h>
+struct TaskId;          // <actorflow/cluster.h>
+class ServerRuntime;    // actors/server_runtime.h (actorflow's runtime only)
 
 // Options of a process-local server (Server::local). A plain value type.
 // The device fields (cpu_devices, visible_devices, gpu_memory_fraction, allow_growth) are the
@@ -66,14 +61,8 @@ constexpr const char* kFaultPlanEnv = "ACTORFLOW_FAULT_PLAN";
 // nothing, so that `actorflow up` or Kubernetes restarts the task (EX_SOFTWARE).
 constexpr int kNodeActorLostExitCode = 70;
 
-// True when `host` names this machine: loopback, its hostname, or one of its addresses.
-// Thread-safe.
-bool is_local_host(const std::string& host);
-
 // One task's server. Created by the static factories (which return an owning unique_ptr); not
 // copyable or movable. Registered in the process under target() from creation to stop().
-class PsServing;
-
 class Server {
  public:
   // The single-process cluster of tf.train.Server.create_local_server(): job "localhost",
@@ -111,28 +100,13 @@ class Server {
   // The string a Session connects with: "local://<n>" or "actorflow://host:port". Stable for the
   // server's life.
   const std::string& target() const;
-  // This task's device-name prefix, e.g. "/job:localhost/replica:0/task:0".
-  const std::string& task_prefix() const;
-  // The cluster this server belongs to (empty for local servers). Valid for the server's life.
-  const ClusterSpec& cluster() const;
   // The control-plane port the task listens on (0 for local servers).
   uint16_t port() const;
-  // This task's [server] options from the cluster file (defaults for local servers). Sessions on
-  // this server apply its placement policy: log_device_placement turns placement logging on for
-  // every session, allow_soft_placement = false forbids soft placement for every session.
-  const ServerOptions& server_options() const;
 
   // Blocks until stop() is called (tf.train.Server.join()).
   void join();
   // Stops the actors; join() returns; the target is unregistered. Idempotent.
   void stop();
-
-  // The in-process server registered under `target`, or nullptr. The pointer is not owning and
-  // is valid until that server is destroyed. Thread-safe.
-  static Server* find(const std::string& target);
-  // Runtime: the gate of the in-process server registered under `target` (see gate()), or null;
-  // taken under the registry's lock, so the server cannot be destroyed in between. Thread-safe.
-  static std::shared_ptr<ServerGate> gate_of(const std::string& target);
 
   // Embedding (needs <actorflow/embedding.h>): the actor system the server's actors run in (its
   // own, or the one given to local_in/create_in). Valid for the server's life.
@@ -141,67 +115,12 @@ class Server {
   // ((run_atom, RunRequestPtr) -> std::vector<Tensor>). A handle; the server owns the actor.
   caf::actor master() const;
 
-  // Runtime: connects (bounded retry) to every task that `graph` places ops on and returns the
-  // devices of this task and those tasks. Blocks; called by Session::run from the client thread.
-  // `task_aliases` (PlacementOptions::task_aliases) redirect the tasks the graph names.
-  Result<std::vector<DeviceInfo>> cluster_devices_for(const Graph& graph, std::chrono::milliseconds timeout,
-                                                      const std::map<std::string, std::string>& task_aliases = {});
-  // Runtime: what sessions pass to use this server (actors/server_gate.h): open from creation
-  // until stop(), which closes it and cancels the waits of the calls inside; ~Server waits,
-  // bounded, until they have left. Shared with the caller; never null.
-  std::shared_ptr<ServerGate> gate() const;
-  // Runtime: the membership of a cluster server (nullptr for local servers); owned by the server.
-  Membership* membership();
-  // Runtime: the task's resource container (variables), shared.
-  const std::shared_ptr<ResourceManager>& resources() const;
-  // Runtime: this task's devices (name, type, memory, device actor).
-  const std::vector<DeviceInfo>& devices() const;
-  // Runtime: the direct-step plans and waiting steps of this server (actors/direct_step.h),
-  // shared with the caller (Session::run holds it for the length of a step). Never null after
-  // creation.
-  std::shared_ptr<DirectSteps> direct_steps() const;
-  // Runtime: routes tensors and step dispatches of this server's devices (data plane included),
-  // shared with the caller; after the server stops it routes nothing. Thread-safe.
-  std::shared_ptr<Router> router() const;
-  // Runtime: with [supervisor] ps_replicas = 2, which ps task serves each ps task's variables
-  // as this process sees it (actors/ps_replication.h; updated when a ps task goes down), else
-  // null. Shared with the caller; thread-safe.
-  std::shared_ptr<PsServing> ps_serving() const;
-  // Runtime: a step run by this process failed with `why`. A ps task's refusal (the served_by
-  // marker: a backup copy whose primary lives, or a returned ps task whose variables are served
-  // elsewhere), or a variable not initialized where a failed-over route leads, makes this process
-  // refresh its routes (refresh_ps_serving). Called by Session::run on the client thread; a no-op
-  // without ps_serving(). Thread-safe.
-  void note_step_failure(const Status& why);
-  // What refresh_ps_serving found.
-  struct PsRefresh {
-    bool changed = false;       // a route changed (logged)
-    bool all_answered = false;  // every ps task answered: the routes are as the ps tasks say
-  };
-  // Runtime (ps_replicas = 2): asks every ps task that answers now (one connection attempt each,
-  // then a request bounded by the peer timeout) which ps tasks it serves for, and routes each ps
-  // task to the one that claims it (the first after it in index order, cyclically), or to itself
-  // when it or the task it is routed to answers and nobody claims it; a task that is silent, as
-  // is its route's task, and that nobody claims keeps its route (PsServing::follow_claims). A
-  // change is logged with `why`. Blocks the calling thread; never call it from an actor.
-  // Thread-safe.
-  PsRefresh refresh_ps_serving(const std::string& why);
-
  private:
+  friend class ServerRuntime;
   friend void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::milliseconds bound,
                                      int exit_code_on_timeout, int exit_code_if_actors_ended);
   struct Impl;
   Server();
-  Status init_local(const LocalServerOptions& opts);
-  Status init(const std::string& task_prefix, const DeviceOptions& dopts);
-  Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
-  Status connect_tasks(const std::vector<std::string>& task_prefixes);
-  // A replicated ps task (ps_replicas = 2) at start: asks the other ps tasks (`ps_peers`: task
-  // prefix and address, its backup first; one attempt each) whether one took this task's
-  // variables over, and its backup again at every reconnection of the replicator; if so this
-  // task's serving map says so, and kernels' accesses to variables it does not hold are refused
-  // with the served_by marker instead of creating empty ones.
-  void learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers);
 
   std::unique_ptr<Impl> impl_;
 };
