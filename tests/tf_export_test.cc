@@ -213,6 +213,67 @@ TEST(TfExportTest, TensorFlowRunsTheFrozenSeedCnnWithActorflowsOutputs) {
   for (size_t i = 0; i < fetches.size(); ++i) expect_near(want[i], (*tf)["fetches"][fetches[i]], fetches[i]);
 }
 
+// Every other op the exporter maps, each once, run by TensorFlow: integer and bool results cast
+// to float32 so that every fetch compares the same way.
+TEST(TfExportTest, TensorFlowRunsEveryExportedOpAsActorflowDoes) {
+  if (tf_python().empty()) GTEST_SKIP() << "no .venv-tf/bin/python (bench/tf_venv.sh makes it)";
+  Scope root = Scope::root();
+  const DType f32 = DType::kFloat32;
+  Output x = ops::placeholder(root, f32, Shape{2, 3}, "x");
+  std::map<std::string, Output> outs;
+  auto out = [&](const std::string& name, Output o) { outs[name] = o; };
+  auto as_float = [&](const std::string& name, Output o) { out(name, ops::cast(root.with_op_name(name), o, f32)); };
+  out("sub", ops::sub(root.with_op_name("sub"), x, ops::constant(root, {0.25f, 0.5f, 0.75f}, Shape{3})));
+  out("mul", ops::mul(root.with_op_name("mul"), x, x));
+  out("div", ops::div(root.with_op_name("div"), x, ops::constant(root, {3.f}, Shape{})));
+  out("maximum", ops::maximum(root.with_op_name("maximum"), x, ops::constant(root, {1.f}, Shape{})));
+  out("neg", ops::neg(root.with_op_name("neg"), x));
+  out("square", ops::square(root.with_op_name("square"), x));
+  out("log", ops::log(root.with_op_name("log"), x));
+  out("exp", ops::exp(root.with_op_name("exp"), x));
+  out("sqrt", ops::sqrt(root.with_op_name("sqrt"), x));
+  out("sigmoid", ops::sigmoid(root.with_op_name("sigmoid"), x));
+  out("tanh", ops::tanh(root.with_op_name("tanh"), x));
+  out("addn", ops::add_n(root.with_op_name("addn"), {x, x, x}));
+  out("identity", ops::identity(root.with_op_name("identity"), ops::stop_gradient(root, x)));
+  out("zeros_like", ops::zeros_like(root.with_op_name("zeros_like"), x));
+  out("ones_like", ops::ones_like(root.with_op_name("ones_like"), x));
+  out("l2_loss", ops::l2_loss(root.with_op_name("l2_loss"), x));
+  out("sum_keep", ops::reduce_sum(root.with_op_name("sum_keep"), x, {1}, true));
+  out("max_all", ops::reduce_max(root.with_op_name("max_all"), x));
+  out("transpose", ops::transpose(root.with_op_name("transpose"), x, {1, 0}));
+  out("expand", ops::expand_dims(root.with_op_name("expand"), x, {1}));
+  auto parts = ops::split(root.with_op_name("split"), x, 3, 1);
+  out("concat", ops::concat(root.with_op_name("concat"), {parts[2], parts[0]}, 1));
+  out("slice", ops::slice(root.with_op_name("slice"), x, {0, 1}, {2, 2}));
+  out("gather", ops::gather(root.with_op_name("gather"), x, ops::constant(root, Tensor::from_vector<int32_t>({1, 0, 1}, {3}))));
+  out("fill", ops::fill(root.with_op_name("fill"), Shape{2, 2}, 2.5f));
+  out("softmax", ops::softmax(root.with_op_name("softmax"), x));
+  auto sparse = ops::sparse_softmax_cross_entropy_with_logits(
+      root.with_op_name("sparse_xent"), x, ops::constant(root, Tensor::from_vector<int64_t>({2, 0}, {2})));
+  out("sparse_xent", sparse[0]);
+  out("sparse_xent_grad", sparse[1]);
+  as_float("greater", ops::greater(root, x, ops::constant(root, {1.f}, Shape{})));
+  as_float("equal", ops::equal(root, x, x));
+  as_float("argmax", ops::arg_max(root, x, 1));
+  as_float("shape", ops::shape_of(root, x));
+  out("matmul_tb", ops::matmul(root.with_op_name("matmul_tb"), x, x, {false, true}));
+  ASSERT_TRUE(root.ok()) << root.status();
+  std::vector<std::string> fetches;
+  for (const auto& [name, o] : outs) fetches.push_back(o.name());
+  const std::vector<std::pair<std::string, Tensor>> feeds = {{"x", testing::random_tensor(Shape{2, 3}, 3, 0.5f, 2.f)}};
+  auto want = run_actorflow(root, feeds, fetches, "");
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto gd = export_graph_def(*root.graph());
+  ASSERT_TRUE(gd.ok()) << gd.status();
+  TempDir dir;
+  const std::string file = dir.write("ops.pb", *gd);
+  const std::string spec = dir.write("spec.json", spec_of(feeds, fetches, "").dump());
+  auto tf = run_python(dir, "tf_run_export.py", file + " " + spec);
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  for (size_t i = 0; i < fetches.size(); ++i) expect_near((*want)[i], (*tf)["fetches"][fetches[i]], fetches[i]);
+}
+
 // actorflow -> export -> actorflow's import_graph_def: the same outputs, names and devices.
 TEST(TfExportTest, ImportingTheExportGivesTheSameOutputs) {
   {

@@ -388,6 +388,8 @@ class Exporter {
       });
     }
     if (op == "Gather") {
+      if (n.attrs.get_or<bool>("drop_negatives", false))
+        return InvalidArgument("attribute 'drop_negatives' is true: TensorFlow's GatherV2 fails on a negative index");
       return with_const_input(n, "GatherV2", "axis", {0}, true, "Taxis", [&](pb::NodeDef* nd) {
         set_type(nd, "Tparams", t0());
         set_type(nd, "Tindices", in_type(n, 1));
