@@ -19,6 +19,7 @@
 #include "actorflow/monitored_session.h"
 #include "actorflow/session.h"
 #include "actorflow/train.h"
+#include "graph/ops_nn_grad.h"
 #include "models/mnist_cnn.h"
 #include "tests/util/eval.h"
 #include "tests/util/process.h"
@@ -258,17 +259,48 @@ TEST(TfExportTest, TensorFlowRunsEveryExportedOpAsActorflowDoes) {
   as_float("argmax", ops::arg_max(root, x, 1));
   as_float("shape", ops::shape_of(root, x));
   out("matmul_tb", ops::matmul(root.with_op_name("matmul_tb"), x, x, {false, true}));
+  // Convolutions, pooling and their gradients on a [1,4,4,2] image and a 3x3x2x3 filter.
+  Output img = ops::constant(root, testing::random_tensor(Shape{1, 4, 4, 2}, 21));
+  Output filt = ops::constant(root, testing::random_tensor(Shape{3, 3, 2, 3}, 22));
+  Output dy = ops::constant(root, testing::random_tensor(Shape{1, 4, 4, 3}, 23));
+  Output dpool = ops::constant(root, testing::random_tensor(Shape{1, 2, 2, 2}, 24));
+  const std::vector<int64_t> one = {1, 1, 1, 1}, two = {1, 2, 2, 1};
+  out("conv", ops::conv2d(root.with_op_name("conv"), img, filt, {1, 2, 2, 1}, "VALID"));
+  out("conv_input_grad",
+      ops::conv2d_backprop_input(root.with_op_name("conv_input_grad"),
+                                 ops::constant(root, Tensor::from_vector<int32_t>({1, 4, 4, 2}, {4})), filt, dy, one, "SAME"));
+  out("conv_filter_grad",
+      ops::conv2d_backprop_filter(root.with_op_name("conv_filter_grad"), img, {3, 3, 2, 3}, dy, one, "SAME"));
+  Output mp = ops::max_pool(root.with_op_name("max_pool"), img, two, two, "VALID");
+  out("max_pool", mp);
+  out("max_pool_grad", ops::max_pool_grad(root.with_op_name("max_pool_grad"), img, mp, dpool, two, two, "VALID"));
+  out("avg_pool", ops::avg_pool(root.with_op_name("avg_pool"), img, {1, 3, 3, 1}, one, "SAME"));
+  out("avg_pool_grad", ops::avg_pool_grad(root.with_op_name("avg_pool_grad"), img, dpool, two, two, "VALID"));
+  out("relu_grad", ops::relu_grad(root.with_op_name("relu_grad"), dy, ops::sub(root, dy, ops::constant(root, {0.2f}, Shape{}))));
+  out("bias_add_grad", ops::bias_add_grad(root.with_op_name("bias_add_grad"), dy));
+  // Variables: initialised by "init", then one AssignAdd and one SGD step (on different variables,
+  // so their order within the run does not matter).
+  Output v1 = ops::variable(root.with_op_name("v1"), Shape{3}, f32);
+  Output v2 = ops::variable(root.with_op_name("v2"), Shape{3}, f32);
+  ops::no_op(root,
+             {ops::assign(root.with_op_name("v1/Assign"), v1, ops::constant(root, {1.f, 2.f, 3.f}, Shape{3})),
+              ops::assign(root.with_op_name("v2/Assign"), v2, ops::constant(root, {4.f, 5.f, 6.f}, Shape{3}))},
+             "init");
+  out("assign_add", ops::assign_add(root.with_op_name("assign_add"), v1, ops::constant(root, {0.5f, 1.f, 2.f}, Shape{3})));
+  out("sgd", ops::apply_gradient_descent(root.with_op_name("sgd"), v2, ops::constant(root, {0.1f}, Shape{}),
+                                         ops::constant(root, {1.f, 2.f, 3.f}, Shape{3})));
+  as_float("initialized", ops::is_variable_initialized(root, v1));
   ASSERT_TRUE(root.ok()) << root.status();
   std::vector<std::string> fetches;
   for (const auto& [name, o] : outs) fetches.push_back(o.name());
   const std::vector<std::pair<std::string, Tensor>> feeds = {{"x", testing::random_tensor(Shape{2, 3}, 3, 0.5f, 2.f)}};
-  auto want = run_actorflow(root, feeds, fetches, "");
+  auto want = run_actorflow(root, feeds, fetches, "init");
   ASSERT_TRUE(want.ok()) << want.status();
   auto gd = export_graph_def(*root.graph());
   ASSERT_TRUE(gd.ok()) << gd.status();
   TempDir dir;
   const std::string file = dir.write("ops.pb", *gd);
-  const std::string spec = dir.write("spec.json", spec_of(feeds, fetches, "").dump());
+  const std::string spec = dir.write("spec.json", spec_of(feeds, fetches, "init").dump());
   auto tf = run_python(dir, "tf_run_export.py", file + " " + spec);
   ASSERT_TRUE(tf.ok()) << tf.status();
   for (size_t i = 0; i < fetches.size(); ++i) expect_near((*want)[i], (*tf)["fetches"][fetches[i]], fetches[i]);

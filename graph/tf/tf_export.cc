@@ -337,6 +337,25 @@ class Exporter {
       }
       return Status::OK();
     }
+    if (op == "AvgPoolGrad") {  // actorflow's takes the input, TensorFlow's the input's shape
+      const Shape& in = in_shape(n, 0);
+      if (!in.fully_defined())
+        return InvalidArgument("the shape of input 0 is " + in.to_string() +
+                               ": TensorFlow's AvgPoolGrad takes it as a constant, which must be fully known");
+      AF_ASSIGN_OR_RETURN(auto strides, get<std::vector<int64_t>>(n, "strides"));
+      AF_ASSIGN_OR_RETURN(auto ksize, get<std::vector<int64_t>>(n, "ksize"));
+      AF_ASSIGN_OR_RETURN(std::string padding, get<std::string>(n, "padding"));
+      AF_ASSIGN_OR_RETURN(std::string shape, helper_const(n, "orig_input_shape", ints(in.dims())));
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", in_type(n, 1));
+      set_ints(nd, "ksize", ksize);
+      set_ints(nd, "strides", strides);
+      set_string(nd, "padding", padding);
+      set_string(nd, "data_format", "NHWC");
+      nd->add_input(shape);
+      inputs(n, nd, {n.inputs.at(1)});
+      return Status::OK();
+    }
     if (op == "Sum" || op == "Mean" || op == "Max") {
       AF_ASSIGN_OR_RETURN(auto axes, get<std::vector<int64_t>>(n, "axes"));
       if (axes.empty()) {  // actorflow: every axis
