@@ -19,9 +19,9 @@
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
 #include "data/event_file.h"
-#include "graph/graph_def.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
+#include "graph/tf/tf_export.h"
 #include "graph/op_kinds.h"
 
 namespace actorflow {
@@ -429,7 +429,8 @@ class Supervisor::Impl {
       auto w = EventFileWriter::open(cfg_.logdir, "." + sanitize(cfg_.task_name));
       if (w.ok()) {
         events_ = std::move(*w);
-        Status g = events_->add_graph(tf_graph_def_proto(*scope_.graph()));
+        auto gd = tf_graph_def_proto(*scope_.graph());
+        Status g = gd.ok() ? events_->add_graph(*gd) : gd.status();
         if (!g.ok()) {
           AF_LOG(WARNING) << "Supervisor: " << g;
         }

@@ -8,7 +8,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="$ROOT/.venv-tf"
 SPEC=${TENSORFLOW_SPEC:-tensorflow-cpu==2.21.*}
+# pip's tensorboard: its event reader checks the event files actorflow writes (tf_export_test).
+# Best effort: without it those checks read the file with tf.compat.v1.train.summary_iterator.
+tensorboard() {
+  "$VENV/bin/python" -c 'import tensorboard' 2>/dev/null ||
+    timeout 900 "$VENV/bin/pip" install -q --disable-pip-version-check tensorboard >&2 ||
+    echo "tf_venv: cannot install tensorboard (its checks fall back to summary_iterator)" >&2
+}
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import tensorflow' 2>/dev/null; then
+  tensorboard
   echo "$VENV/bin/python"
   exit 0
 fi
@@ -20,4 +28,5 @@ if ! pip "$SPEC"; then
   pip tensorflow-cpu || { rm -rf "$VENV"; echo "tf_venv: cannot install tensorflow-cpu from PyPI (no network?)" >&2; exit 1; }
 fi
 "$VENV/bin/python" -c 'import tensorflow' >&2 || { echo "tf_venv: tensorflow does not import" >&2; exit 1; }
+tensorboard
 echo "$VENV/bin/python"

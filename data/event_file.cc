@@ -10,20 +10,27 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/proto_writer.h"
 #include "data/crc32c.h"
+#include "proto/tf/event.pb.h"
 
 namespace actorflow {
 namespace {
 
-using proto::put_bytes;
-using proto::put_double;
-using proto::put_float;
-using proto::put_key;
-using proto::put_le;
-using proto::put_packed_doubles;
-using proto::put_uint;
-using proto::put_varint;
+namespace pb = actorflow::tf;
+
+// `bytes` little-endian bytes of v.
+void put_le(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string serialized(const pb::Event& ev) {
+  std::string out;
+  ev.SerializeToString(&out);  // proto3, no required fields, no UTF-8-checked strings: fails only past 2 GiB
+  return out;
+}
+
+// The statistics and non-empty buckets of `values` into h (NaNs left out).
+void fill_histogram(const std::vector<double>& values, pb::HistogramProto* h);
 
 double now_secs() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -42,21 +49,17 @@ std::string event_record(const std::string& data) {
   return out;
 }
 
-// Event: wall_time = 1 (double), step = 2 (int64), file_version = 3 (string), summary = 5.
-// Summary: value = 1 (repeated Value). Value: tag = 1 (string), simple_value = 2 (float).
 std::string scalar_event(double wall_time, int64_t step, const std::map<std::string, double>& values) {
-  std::string summary;
+  pb::Event ev;
+  ev.set_wall_time(wall_time);
+  ev.set_step(step);
+  pb::Summary* summary = ev.mutable_summary();
   for (const auto& [tag, v] : values) {
-    std::string value;
-    put_bytes(value, 1, tag);
-    put_float(value, 2, static_cast<float>(v));
-    put_bytes(summary, 1, value);
+    pb::Summary::Value* value = summary->add_value();
+    value->set_tag(tag);
+    value->set_simple_value(static_cast<float>(v));
   }
-  std::string ev;
-  put_double(ev, 1, wall_time);
-  put_uint(ev, 2, static_cast<uint64_t>(step));
-  put_bytes(ev, 5, summary);
-  return ev;
+  return serialized(ev);
 }
 
 const std::vector<double>& histogram_bucket_limits() {
@@ -77,9 +80,9 @@ const std::vector<double>& histogram_bucket_limits() {
   return limits;
 }
 
-// HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5 (doubles), bucket_limit = 6,
-// bucket = 7 (packed doubles). Value.histo = 5.
-std::string histogram_proto(const std::vector<double>& values) {
+namespace {
+
+void fill_histogram(const std::vector<double>& values, pb::HistogramProto* h) {
   const auto& limits = histogram_bucket_limits();
   std::vector<double> counts(limits.size(), 0.0);
   double lo = std::numeric_limits<double>::max(), hi = -std::numeric_limits<double>::max(), sum = 0, sum_sq = 0;
@@ -96,53 +99,55 @@ std::string histogram_proto(const std::vector<double>& values) {
     num += 1;
   }
   if (num == 0) lo = hi = 0;
+  h->set_min(lo);
+  h->set_max(hi);
+  h->set_num(num);
+  h->set_sum(sum);
+  h->set_sum_squares(sum_sq);
   // Only non-empty buckets are written (with their upper limits), as TensorFlow's encoder skips
   // runs of empty ones; a reader needs nothing else.
-  std::vector<double> lim, cnt;
   for (size_t i = 0; i < counts.size(); ++i)
     if (counts[i] > 0) {
-      lim.push_back(limits[i]);
-      cnt.push_back(counts[i]);
+      h->add_bucket_limit(limits[i]);
+      h->add_bucket(counts[i]);
     }
-  std::string h;
-  put_double(h, 1, lo);
-  put_double(h, 2, hi);
-  put_double(h, 3, num);
-  put_double(h, 4, sum);
-  put_double(h, 5, sum_sq);
-  put_packed_doubles(h, 6, lim);
-  put_packed_doubles(h, 7, cnt);
-  return h;
+}
+
+}  // namespace
+
+std::string histogram_proto(const std::vector<double>& values) {
+  pb::HistogramProto h;
+  fill_histogram(values, &h);
+  std::string out;
+  h.SerializeToString(&out);
+  return out;
 }
 
 std::string histogram_event(double wall_time, int64_t step, const std::map<std::string, std::vector<double>>& values) {
-  std::string summary;
+  pb::Event ev;
+  ev.set_wall_time(wall_time);
+  ev.set_step(step);
+  pb::Summary* summary = ev.mutable_summary();
   for (const auto& [tag, v] : values) {
-    std::string value;
-    put_bytes(value, 1, tag);
-    put_bytes(value, 5, histogram_proto(v));
-    put_bytes(summary, 1, value);
+    pb::Summary::Value* value = summary->add_value();
+    value->set_tag(tag);
+    fill_histogram(v, value->mutable_histo());
   }
-  std::string ev;
-  put_double(ev, 1, wall_time);
-  put_uint(ev, 2, static_cast<uint64_t>(step));
-  put_bytes(ev, 5, summary);
-  return ev;
+  return serialized(ev);
 }
 
-// Event.graph_def = 4 (bytes: a serialized GraphDef).
 std::string graph_event(double wall_time, const std::string& graph_def) {
-  std::string ev;
-  put_double(ev, 1, wall_time);
-  put_bytes(ev, 4, graph_def);
-  return ev;
+  pb::Event ev;
+  ev.set_wall_time(wall_time);
+  ev.set_graph_def(graph_def);
+  return serialized(ev);
 }
 
 std::string file_version_event(double wall_time, const std::string& version) {
-  std::string ev;
-  put_double(ev, 1, wall_time);
-  put_bytes(ev, 3, version);
-  return ev;
+  pb::Event ev;
+  ev.set_wall_time(wall_time);
+  ev.set_file_version(version);
+  return serialized(ev);
 }
 
 Result<std::unique_ptr<EventFileWriter>> EventFileWriter::open(const std::string& logdir, const std::string& suffix) {

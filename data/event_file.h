@@ -11,8 +11,8 @@
 // "brain.Event:2"}, then {wall_time, step, summary {value {tag, simple_value}}...} for scalars,
 // {wall_time, step, summary {value {tag, histo}}...} for histograms (HistogramProto over
 // TensorFlow's default exponential buckets) and {wall_time, graph_def} for the graph. The protos
-// are encoded by hand (core/proto_writer.h; no protobuf dependency), field numbers as in
-// TensorFlow's event.proto, summary.proto and graph.proto.
+// are the generated classes of proto/tf/event.proto and summary.proto (TensorFlow's field numbers,
+// package actorflow.tf; library af_tf_proto); the framing and CRCs are written here.
 //
 // Thread-safety: an EventFileWriter may be used from several threads (one lock per writer).
 #pragma once
@@ -47,7 +47,7 @@ std::string histogram_proto(const std::vector<double>& values);
 std::string histogram_event(double wall_time, int64_t step, const std::map<std::string, std::vector<double>>& values);
 
 // A serialized Event {wall_time, graph_def: `graph_def`, a serialized tensorflow.GraphDef (see
-// graph/graph_def.h: tf_graph_def_proto)}. Pure.
+// graph/tf/tf_export.h: tf_graph_def_proto, export_graph_def)}. Pure.
 std::string graph_event(double wall_time, const std::string& graph_def);
 
 // A serialized Event {wall_time, file_version}. Pure.

@@ -1,7 +1,6 @@
 #include "graph/graph_def.h"
 #include "graph/shape_util.h"
 
-#include "core/proto_writer.h"
 
 #include <msgpack.hpp>
 
@@ -424,54 +423,6 @@ Result<Graph> deserialize_graph(const std::string& bytes) {
     return DataLoss("GraphDef: " + std::to_string(n - offset) + " trailing bytes after the graph (at offset " +
                     std::to_string(offset) + ")");
   return decode(handle.get());
-}
-
-std::string tf_graph_def_proto(const Graph& g) {
-  // NodeDef: name = 1, op = 2, input = 3, device = 4, attr = 5 (map<string, AttrValue>).
-  // AttrValue.list = 1 (ListValue: shape = 7); TensorShapeProto: dim = 2 (size = 1),
-  // unknown_rank = 3. GraphDef: node = 1, versions = 4 (VersionDef: producer = 1).
-  auto shape_proto = [](const Shape& s) {
-    std::string sp;
-    if (s.unknown_rank()) {
-      proto::put_uint(sp, 3, 1);
-      return sp;
-    }
-    for (int64_t d : s.dims()) {
-      std::string dim;
-      proto::put_uint(dim, 1, static_cast<uint64_t>(d));
-      proto::put_bytes(sp, 2, dim);
-    }
-    return sp;
-  };
-  std::string out;
-  for (int id = 0; id < g.num_nodes(); ++id) {
-    const Node* n = g.node(id);
-    std::string nd;
-    proto::put_bytes(nd, 1, n->name);
-    proto::put_bytes(nd, 2, n->op);
-    for (const Endpoint& e : n->inputs) {
-      const std::string& src = g.node(e.node)->name;
-      proto::put_bytes(nd, 3, e.index == 0 ? src : src + ":" + std::to_string(e.index));
-    }
-    for (int c : n->control_inputs) proto::put_bytes(nd, 3, "^" + g.node(c)->name);
-    const std::string& device = n->assigned_device.empty() ? n->requested_device : n->assigned_device;
-    if (!device.empty()) proto::put_bytes(nd, 4, device);
-    if (!n->output_shapes.empty()) {
-      std::string list;
-      for (const Shape& s : n->output_shapes) proto::put_bytes(list, 7, shape_proto(s));
-      std::string attr_value;
-      proto::put_bytes(attr_value, 1, list);
-      std::string entry;  // map entry: key = 1, value = 2
-      proto::put_bytes(entry, 1, "_output_shapes");
-      proto::put_bytes(entry, 2, attr_value);
-      proto::put_bytes(nd, 5, entry);
-    }
-    proto::put_bytes(out, 1, nd);
-  }
-  std::string versions;
-  proto::put_uint(versions, 1, 27);  // a producer version TensorBoard accepts without warnings
-  proto::put_bytes(out, 4, versions);
-  return out;
 }
 
 }  // namespace actorflow

@@ -44,12 +44,4 @@ std::string serialize_graph(const Graph& g);
 // not match dtype and shape, or a cycle.
 Result<Graph> deserialize_graph(const std::string& bytes);
 
-// `g` as a serialized tensorflow.GraphDef protobuf (graph.proto: node {name, op, input, device,
-// attr "_output_shapes"}, versions {producer}), for TensorBoard's Graphs tab (data/event_file.h:
-// EventFileWriter::add_graph). Inputs are "node", "node:i" and "^node" (control) as in
-// TensorFlow; the device is the assigned one, else the requested one. Other attrs are not
-// written (TensorBoard needs none to draw the graph). Pure; same preconditions as
-// serialize_graph.
-std::string tf_graph_def_proto(const Graph& g);
-
 }  // namespace actorflow

@@ -10,7 +10,7 @@
 
 #include "data/crc32c.h"
 #include "data/event_file.h"
-#include "graph/graph_def.h"
+#include "graph/tf/tf_export.h"
 #include "actorflow/actorflow.h"
 #include "tests/util/event_reader.h"
 #include "tests/util/process.h"
@@ -120,16 +120,22 @@ TEST(EventFileTest, TheGraphIsATensorFlowGraphDef) {
   testing::TempDir dir;
   auto wr = EventFileWriter::open(dir.path());
   ASSERT_TRUE(wr.ok()) << wr.status();
-  ASSERT_TRUE((*wr)->add_graph(tf_graph_def_proto(*root.graph())).ok());
+  auto gd = tf_graph_def_proto(*root.graph());
+  ASSERT_TRUE(gd.ok()) << gd.status();
+  ASSERT_TRUE((*wr)->add_graph(*gd).ok());
   auto c = testing::read_event_file((*wr)->path());
   ASSERT_EQ(c.error, "");
   ASSERT_EQ(c.events.size(), 2u);
   const auto& e = c.events[1];
   ASSERT_TRUE(e.has_graph);
-  EXPECT_EQ(e.graph_producer, 27);
+  EXPECT_EQ(e.graph_producer, 2474);  // TensorFlow 2.21's GraphDef version
   std::map<std::string, testing::DecodedNode> by_name;
   for (const auto& n : e.graph) by_name[n.name] = n;
-  EXPECT_EQ(static_cast<int>(e.graph.size()), root.graph()->num_nodes());
+  // Every node, and the Const TensorFlow's Split takes its axis from (input 0).
+  EXPECT_EQ(static_cast<int>(e.graph.size()), root.graph()->num_nodes() + 1);
+  ASSERT_EQ(by_name.count("parts/split_dim"), 1u);
+  EXPECT_EQ(by_name["parts/split_dim"].op, "Const");
+  EXPECT_EQ(by_name["parts"].inputs, (std::vector<std::string>{"parts/split_dim", "Const"}));
   ASSERT_EQ(by_name.count("y"), 1u);
   EXPECT_EQ(by_name["y"].op, "MatMul");
   EXPECT_EQ(by_name["y"].inputs, (std::vector<std::string>{"x", "w"}));

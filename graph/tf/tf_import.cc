@@ -1014,6 +1014,20 @@ Status Importer::translate(Ctx& c) {
     a.set("keep_dims", keep);
     return emit(c, op, {c.in[0]}, std::move(a)).status();
   }
+  if (op == "ArgMax") {
+    AF_RETURN_IF_ERROR(want_inputs(c, 2));
+    attr(c, "T");
+    attr(c, "Tidx");
+    if (attr(c, "output_type")) {  // absent: TensorFlow's default, int64
+      AF_ASSIGN_OR_RETURN(DType out, attr_type(c, "output_type"));
+      if (out != DType::kInt64) return err_attr(c, "output_type", "is not int64: actorflow's ArgMax gives int64");
+    }
+    AF_ASSIGN_OR_RETURN(auto dim, const_ints(c, 1, "dimension"));
+    if (dim.size() != 1) return err(c, "dimension must hold one value");
+    AttrMap a;
+    a.set("axis", dim[0]);
+    return emit(c, "ArgMax", {c.in[0]}, std::move(a)).status();
+  }
   if (op == "Fill") {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");

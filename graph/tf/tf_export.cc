@@ -1,0 +1,573 @@
+#include "graph/tf/tf_export.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "proto/tf/graph.pb.h"
+
+namespace actorflow {
+namespace {
+
+namespace pb = actorflow::tf;
+
+// TensorFlow 2.21's TF_GRAPH_DEF_VERSION (what its tf.io.write_graph stamps; the golden GraphDefs
+// of tests/data/tf_graph/ carry it): TensorFlow converts nothing in a graph of this producer.
+constexpr int kProducer = 2474;
+
+pb::DataType tf_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return pb::DT_FLOAT;
+    case DType::kFloat64: return pb::DT_DOUBLE;
+    case DType::kInt32: return pb::DT_INT32;
+    case DType::kInt64: return pb::DT_INT64;
+    case DType::kUInt8: return pb::DT_UINT8;
+    case DType::kBool: return pb::DT_BOOL;
+    case DType::kInvalid: break;
+  }
+  return pb::DT_INVALID;
+}
+
+void shape_proto(const Shape& s, pb::TensorShapeProto* p) {
+  if (s.unknown_rank()) {
+    p->set_unknown_rank(true);
+    return;
+  }
+  for (int64_t d : s.dims()) p->add_dim()->set_size(d);
+}
+
+Status tensor_proto(const Tensor& t, pb::TensorProto* p) {
+  const pb::DataType dt = tf_type(t.dtype());
+  if (dt == pb::DT_INVALID) return InvalidArgument("a tensor of dtype invalid");
+  if (!t.on_host()) return InvalidArgument("a tensor that is not in host memory");
+  p->set_dtype(dt);
+  shape_proto(t.shape(), p->mutable_tensor_shape());
+  if (t.bytes() > 0) p->set_tensor_content(static_cast<const char*>(t.raw_data()), t.bytes());
+  return Status::OK();
+}
+
+pb::AttrValue& attr(pb::NodeDef* nd, const std::string& key) {
+  pb::AttrEntry* e = nd->add_attr();
+  e->set_key(key);
+  return *e->mutable_value();
+}
+void set_type(pb::NodeDef* nd, const std::string& key, DType t) { attr(nd, key).set_type(tf_type(t)); }
+void set_bool(pb::NodeDef* nd, const std::string& key, bool b) { attr(nd, key).set_b(b); }
+void set_int(pb::NodeDef* nd, const std::string& key, int64_t i) { attr(nd, key).set_i(i); }
+void set_string(pb::NodeDef* nd, const std::string& key, const std::string& s) { attr(nd, key).set_s(s); }
+void set_ints(pb::NodeDef* nd, const std::string& key, const std::vector<int64_t>& v) {
+  pb::AttrValue::ListValue* l = attr(nd, key).mutable_list();
+  for (int64_t i : v) l->add_i(i);
+}
+void set_shape(pb::NodeDef* nd, const std::string& key, const Shape& s) {
+  shape_proto(s, attr(nd, key).mutable_shape());
+}
+
+std::string tensor_name(const std::string& node, int index) {
+  return index == 0 ? node : node + ":" + std::to_string(index);
+}
+
+// One export: the graph, the options, the GraphDef being written and the names taken.
+class Exporter {
+ public:
+  Exporter(const Graph& g, const ExportGraphDefOptions& o) : g_(g), o_(o) {}
+
+  Result<pb::GraphDef> run() {
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      const Node* n = g_.node(id);
+      used_.insert(n->name);
+      if (n->op == "VariableV2") vars_.emplace(n->attrs.get_or<std::string>("shared_name", n->name), n);
+    }
+    for (const auto& [name, value] : o_.frozen) {
+      const Node* v = g_.find(name);
+      if (!v || v->op != "VariableV2")
+        return InvalidArgument("frozen: '" + name + "' is not a variable (VariableV2 node) of the graph");
+      if (value.dtype() != v->output_types[0] || !value.shape().compatible_with(v->output_shapes[0]))
+        return InvalidArgument("frozen: the value of variable '" + name + "' is " + dtype_name(value.dtype()) + " " +
+                               value.shape().to_string() + ", the variable is " + dtype_name(v->output_types[0]) +
+                               " " + v->output_shapes[0].to_string());
+    }
+    AF_ASSIGN_OR_RETURN(std::vector<bool> keep, selected());
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      if (!keep[static_cast<size_t>(id)]) continue;
+      const Node& n = *g_.node(id);
+      const int mark = gd_.node_size();
+      Status s = node(n);
+      if (s.ok()) continue;
+      if (!o_.for_tensorboard)
+        return InvalidArgument("node '" + n.name + "' (op " + n.op + "): " + s.message());
+      // TensorBoard draws it as actorflow has it.
+      gd_.mutable_node()->DeleteSubrange(mark, gd_.node_size() - mark);
+      pb::NodeDef* nd = begin(n, n.op);
+      // An op on a variable is drawn with the variable as its first input.
+      auto v = vars_.find(n.attrs.get_or<std::string>("var_name", ""));
+      if (v != vars_.end()) nd->add_input(v->second->name);
+      inputs(n, nd, n.inputs);
+    }
+    gd_.mutable_versions()->set_producer(kProducer);
+    return std::move(gd_);
+  }
+
+ private:
+  // Which nodes are written: all, or those the requested outputs need.
+  Result<std::vector<bool>> selected() {
+    std::vector<bool> keep(static_cast<size_t>(g_.num_nodes()), o_.outputs.empty());
+    if (o_.outputs.empty()) return keep;
+    std::deque<int> todo;
+    for (const std::string& out : o_.outputs) {
+      std::string name = out;
+      const size_t colon = out.rfind(':');
+      if (colon != std::string::npos && !g_.find(out)) name = out.substr(0, colon);
+      const Node* n = g_.find(name);
+      if (!n) return NotFound("outputs: the graph has no node '" + out + "'");
+      todo.push_back(n->id);
+    }
+    while (!todo.empty()) {
+      const int id = todo.front();
+      todo.pop_front();
+      if (keep[static_cast<size_t>(id)]) continue;
+      keep[static_cast<size_t>(id)] = true;
+      const Node* n = g_.node(id);
+      for (const Endpoint& e : n->inputs) todo.push_back(e.node);
+      for (int c : n->control_inputs) todo.push_back(c);
+      if (n->attrs.has("var_name")) {
+        auto v = vars_.find(n->attrs.get_or<std::string>("var_name", ""));
+        if (v != vars_.end()) todo.push_back(v->second->id);
+      }
+    }
+    return keep;
+  }
+
+  // A new NodeDef named like `n`, of TensorFlow op `op`, with n's device and colocation.
+  pb::NodeDef* begin(const Node& n, const std::string& op) {
+    pb::NodeDef* nd = gd_.add_node();
+    nd->set_name(n.name);
+    nd->set_op(op);
+    if (!o_.clear_devices) {
+      const std::string& dev =
+          o_.for_tensorboard && !n.assigned_device.empty() ? n.assigned_device : n.requested_device;
+      if (!dev.empty()) nd->set_device(dev);
+    }
+    if (!n.colocate_with.empty()) {
+      pb::AttrValue::ListValue* l = attr(nd, "_class").mutable_list();
+      for (const std::string& c : n.colocate_with) l->add_s("loc:@" + c);
+    }
+    if (o_.for_tensorboard && !n.output_shapes.empty()) {
+      pb::AttrValue::ListValue* l = attr(nd, "_output_shapes").mutable_list();
+      for (const Shape& s : n.output_shapes) shape_proto(s, l->add_shape());
+    }
+    return nd;
+  }
+
+  // Data inputs `ins` of n, then n's control inputs.
+  void inputs(const Node& n, pb::NodeDef* nd, const std::vector<Endpoint>& ins) {
+    for (const Endpoint& e : ins) nd->add_input(tensor_name(g_.node(e.node)->name, e.index));
+    for (int c : n.control_inputs) nd->add_input("^" + g_.node(c)->name);
+  }
+
+  // A Const named "<n>/<what>" (unique) holding `t`, on n's device; its name.
+  Result<std::string> helper_const(const Node& n, const std::string& what, const Tensor& t) {
+    std::string name = n.name + "/" + what;
+    for (int i = 1; used_.count(name); ++i) name = n.name + "/" + what + "_" + std::to_string(i);
+    used_.insert(name);
+    pb::NodeDef* nd = gd_.add_node();
+    nd->set_name(name);
+    nd->set_op("Const");
+    if (!o_.clear_devices && !n.requested_device.empty()) nd->set_device(n.requested_device);
+    set_type(nd, "dtype", t.dtype());
+    AF_RETURN_IF_ERROR(tensor_proto(t, attr(nd, "value").mutable_tensor()));
+    if (o_.for_tensorboard) shape_proto(t.shape(), attr(nd, "_output_shapes").mutable_list()->add_shape());
+    return name;
+  }
+
+  // Integers as an int32 tensor (int64 when one does not fit) of shape {v.size()}, or a scalar.
+  static Tensor ints(const std::vector<int64_t>& v, bool scalar = false) {
+    bool fits = true;
+    for (int64_t x : v)
+      fits = fits && x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max();
+    const Shape s = scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())};
+    if (!fits) return Tensor::from_vector<int64_t>(v, s);
+    std::vector<int32_t> n(v.begin(), v.end());
+    return Tensor::from_vector<int32_t>(n, s);
+  }
+
+  DType in_type(const Node& n, size_t i) const {
+    const Endpoint& e = n.inputs[i];
+    return g_.node(e.node)->output_types[static_cast<size_t>(e.index)];
+  }
+  const Shape& in_shape(const Node& n, size_t i) const {
+    const Endpoint& e = n.inputs[i];
+    return g_.node(e.node)->output_shapes[static_cast<size_t>(e.index)];
+  }
+
+  template <typename T>
+  static Result<T> get(const Node& n, const std::string& key) {
+    auto v = n.attrs.get<T>(key);
+    if (!v.ok()) return InvalidArgument("attribute '" + key + "': " + v.status().message());
+    return v;
+  }
+
+  // The variable node an actorflow variable op acts on (attr var_name), checked not frozen.
+  Result<const Node*> variable_of(const Node& n) {
+    AF_ASSIGN_OR_RETURN(std::string name, get<std::string>(n, "var_name"));
+    auto v = vars_.find(name);
+    if (v == vars_.end()) return InvalidArgument("acts on variable '" + name + "', which is not in the graph");
+    if (o_.frozen.count(v->second->name))
+      return InvalidArgument("acts on variable '" + v->second->name + "', which is frozen (written as a Const)");
+    return v->second;
+  }
+
+  // The node with TensorFlow's op, attributes and inputs (helper Consts before it).
+  Status node(const Node& n) {
+    const std::string& op = n.op;
+    auto t0 = [&]() { return n.inputs.empty() ? n.output_types.at(0) : in_type(n, 0); };
+    // Ops whose TensorFlow form is the same op with T (and nothing else) and the same inputs.
+    static const std::map<std::string, std::string> kSameT = {
+        {"Identity", "Identity"}, {"StopGradient", "StopGradient"}, {"Relu", "Relu"}, {"Softmax", "Softmax"},
+        {"SoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits"}, {"ReluGrad", "ReluGrad"},
+        {"Add", "AddV2"}, {"Sub", "Sub"}, {"Mul", "Mul"}, {"Maximum", "Maximum"}, {"Neg", "Neg"},
+        {"Square", "Square"}, {"Log", "Log"}, {"Exp", "Exp"}, {"Sqrt", "Sqrt"}, {"Sigmoid", "Sigmoid"},
+        {"Tanh", "Tanh"}, {"ZerosLike", "ZerosLike"}, {"OnesLike", "OnesLike"}, {"Equal", "Equal"},
+        {"Greater", "Greater"}, {"L2Loss", "L2Loss"}};
+    if (auto it = kSameT.find(op); it != kSameT.end()) {
+      pb::NodeDef* nd = begin(n, it->second);
+      set_type(nd, "T", t0());
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Div") {
+      if (t0() != DType::kFloat32 && t0() != DType::kFloat64)
+        return InvalidArgument(std::string("Div of ") + dtype_name(t0()) +
+                               " is not exported (RealDiv is TensorFlow's division of floats)");
+      pb::NodeDef* nd = begin(n, "RealDiv");
+      set_type(nd, "T", t0());
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "NoOp") {
+      inputs(n, begin(n, "NoOp"), n.inputs);
+      return Status::OK();
+    }
+    if (op == "Const") {
+      AF_ASSIGN_OR_RETURN(Tensor v, get<Tensor>(n, "value"));
+      pb::NodeDef* nd = begin(n, "Const");
+      set_type(nd, "dtype", v.dtype());
+      AF_RETURN_IF_ERROR(tensor_proto(v, attr(nd, "value").mutable_tensor()));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Placeholder") {
+      pb::NodeDef* nd = begin(n, "Placeholder");
+      set_type(nd, "dtype", n.output_types.at(0));
+      set_shape(nd, "shape", n.output_shapes.at(0));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "MatMul") {
+      pb::NodeDef* nd = begin(n, "MatMul");
+      set_type(nd, "T", t0());
+      set_bool(nd, "transpose_a", n.attrs.get_or<bool>("transpose_a", false));
+      set_bool(nd, "transpose_b", n.attrs.get_or<bool>("transpose_b", false));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "BiasAdd" || op == "BiasAddGrad") {
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", t0());
+      set_string(nd, "data_format", "NHWC");
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "AddN") {
+      pb::NodeDef* nd = begin(n, "AddN");
+      set_type(nd, "T", t0());
+      set_int(nd, "N", static_cast<int64_t>(n.inputs.size()));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Cast") {
+      pb::NodeDef* nd = begin(n, "Cast");
+      set_type(nd, "SrcT", t0());
+      set_type(nd, "DstT", n.output_types.at(0));
+      set_bool(nd, "Truncate", false);
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "SparseSoftmaxCrossEntropyWithLogits") {
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", t0());
+      set_type(nd, "Tlabels", in_type(n, 1));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Conv2D" || op == "Conv2DBackpropInput" || op == "Conv2DBackpropFilter" || op == "MaxPool" ||
+        op == "AvgPool" || op == "MaxPoolGrad") {
+      const bool pool = op == "MaxPool" || op == "AvgPool" || op == "MaxPoolGrad";
+      AF_ASSIGN_OR_RETURN(auto strides, get<std::vector<int64_t>>(n, "strides"));
+      AF_ASSIGN_OR_RETURN(std::string padding, get<std::string>(n, "padding"));
+      std::vector<Endpoint> ins = n.inputs;
+      std::string filter_sizes;
+      if (op == "Conv2DBackpropFilter") {
+        AF_ASSIGN_OR_RETURN(auto fs, get<std::vector<int64_t>>(n, "filter_sizes"));
+        AF_ASSIGN_OR_RETURN(filter_sizes, helper_const(n, "filter_sizes", ints(fs)));
+      }
+      pb::NodeDef* nd = begin(n, op);
+      // Conv2DBackpropInput's input 0 is the int32 input_sizes: T is the filter's dtype.
+      set_type(nd, "T", op == "Conv2DBackpropInput" ? in_type(n, 1) : t0());
+      set_ints(nd, "strides", strides);
+      set_string(nd, "padding", padding);
+      set_string(nd, "data_format", "NHWC");
+      if (pool) {
+        AF_ASSIGN_OR_RETURN(auto ksize, get<std::vector<int64_t>>(n, "ksize"));
+        set_ints(nd, "ksize", ksize);
+      } else {
+        set_ints(nd, "dilations", {1, 1, 1, 1});
+        set_bool(nd, "use_cudnn_on_gpu", true);
+      }
+      if (op == "Conv2DBackpropFilter") {
+        nd->add_input(tensor_name(g_.node(ins.at(0).node)->name, ins[0].index));
+        nd->add_input(filter_sizes);
+        inputs(n, nd, {ins.at(1)});
+      } else {
+        inputs(n, nd, ins);
+      }
+      return Status::OK();
+    }
+    if (op == "AvgPoolGrad") {  // actorflow's takes the input, TensorFlow's the input's shape
+      const Shape& in = in_shape(n, 0);
+      if (!in.fully_defined())
+        return InvalidArgument("the shape of input 0 is " + in.to_string() +
+                               ": TensorFlow's AvgPoolGrad takes it as a constant, which must be fully known");
+      AF_ASSIGN_OR_RETURN(auto strides, get<std::vector<int64_t>>(n, "strides"));
+      AF_ASSIGN_OR_RETURN(auto ksize, get<std::vector<int64_t>>(n, "ksize"));
+      AF_ASSIGN_OR_RETURN(std::string padding, get<std::string>(n, "padding"));
+      AF_ASSIGN_OR_RETURN(std::string shape, helper_const(n, "orig_input_shape", ints(in.dims())));
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", in_type(n, 1));
+      set_ints(nd, "ksize", ksize);
+      set_ints(nd, "strides", strides);
+      set_string(nd, "padding", padding);
+      set_string(nd, "data_format", "NHWC");
+      nd->add_input(shape);
+      inputs(n, nd, {n.inputs.at(1)});
+      return Status::OK();
+    }
+    if (op == "Sum" || op == "Mean" || op == "Max") {
+      AF_ASSIGN_OR_RETURN(auto axes, get<std::vector<int64_t>>(n, "axes"));
+      if (axes.empty()) {  // actorflow: every axis
+        const Shape& s = in_shape(n, 0);
+        if (s.unknown_rank()) return InvalidArgument("reduces every axis of an input of unknown rank");
+        for (int i = 0; i < s.rank(); ++i) axes.push_back(i);
+      }
+      AF_ASSIGN_OR_RETURN(std::string idx, helper_const(n, "reduction_indices", ints(axes)));
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", t0());
+      set_type(nd, "Tidx", DType::kInt32);
+      set_bool(nd, "keep_dims", n.attrs.get_or<bool>("keep_dims", false));
+      nd->add_input(tensor_name(g_.node(n.inputs.at(0).node)->name, n.inputs[0].index));
+      nd->add_input(idx);
+      inputs(n, nd, {});
+      fix_index_type(nd, "Tidx", axes);
+      return Status::OK();
+    }
+    if (op == "ArgMax") {
+      AF_ASSIGN_OR_RETURN(int64_t axis, get<int64_t>(n, "axis"));
+      return with_const_input(n, "ArgMax", "dimension", {axis}, true, "Tidx", [&](pb::NodeDef* nd) {
+        set_type(nd, "T", t0());
+        set_type(nd, "output_type", n.output_types.at(0));
+      });
+    }
+    if (op == "Reshape") {
+      AF_ASSIGN_OR_RETURN(auto shape, get<std::vector<int64_t>>(n, "shape"));
+      return with_const_input(n, "Reshape", "shape", shape, false, "Tshape",
+                              [&](pb::NodeDef* nd) { set_type(nd, "T", t0()); });
+    }
+    if (op == "Transpose") {
+      AF_ASSIGN_OR_RETURN(auto perm, get<std::vector<int64_t>>(n, "perm"));
+      return with_const_input(n, "Transpose", "perm", perm, false, "Tperm",
+                              [&](pb::NodeDef* nd) { set_type(nd, "T", t0()); });
+    }
+    if (op == "ExpandDims") {
+      AF_ASSIGN_OR_RETURN(auto axes, get<std::vector<int64_t>>(n, "axes"));
+      if (axes.size() != 1)
+        return InvalidArgument("attribute 'axes' holds " + std::to_string(axes.size()) +
+                               " axes: TensorFlow's ExpandDims inserts one");
+      return with_const_input(n, "ExpandDims", "dim", axes, true, "Tdim",
+                              [&](pb::NodeDef* nd) { set_type(nd, "T", t0()); });
+    }
+    if (op == "Concat") {
+      AF_ASSIGN_OR_RETURN(int64_t axis, get<int64_t>(n, "axis"));
+      return with_const_input(n, "ConcatV2", "axis", {axis}, true, "Tidx", [&](pb::NodeDef* nd) {
+        set_type(nd, "T", t0());
+        set_int(nd, "N", static_cast<int64_t>(n.inputs.size()));
+      });
+    }
+    if (op == "Gather") {
+      if (n.attrs.get_or<bool>("drop_negatives", false))
+        return InvalidArgument("attribute 'drop_negatives' is true: TensorFlow's GatherV2 fails on a negative index");
+      return with_const_input(n, "GatherV2", "axis", {0}, true, "Taxis", [&](pb::NodeDef* nd) {
+        set_type(nd, "Tparams", t0());
+        set_type(nd, "Tindices", in_type(n, 1));
+        set_int(nd, "batch_dims", 0);
+      });
+    }
+    if (op == "Split") {
+      AF_ASSIGN_OR_RETURN(int64_t axis, get<int64_t>(n, "axis"));
+      AF_ASSIGN_OR_RETURN(int64_t parts, get<int64_t>(n, "num_split"));
+      if (axis < std::numeric_limits<int32_t>::min() || axis > std::numeric_limits<int32_t>::max())
+        return InvalidArgument("attribute 'axis' is out of int32's range");
+      AF_ASSIGN_OR_RETURN(std::string dim, helper_const(n, "split_dim", ints({axis}, true)));
+      pb::NodeDef* nd = begin(n, "Split");
+      set_type(nd, "T", t0());
+      set_int(nd, "num_split", parts);
+      nd->add_input(dim);  // TensorFlow's Split takes the axis first
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Slice") {
+      AF_ASSIGN_OR_RETURN(auto b, get<std::vector<int64_t>>(n, "begin"));
+      AF_ASSIGN_OR_RETURN(auto sz, get<std::vector<int64_t>>(n, "size"));
+      const Tensor bt = Tensor::from_vector<int64_t>(b, Shape{static_cast<int64_t>(b.size())});
+      const Tensor st = Tensor::from_vector<int64_t>(sz, Shape{static_cast<int64_t>(sz.size())});
+      AF_ASSIGN_OR_RETURN(std::string bn, helper_const(n, "begin", bt));
+      AF_ASSIGN_OR_RETURN(std::string sn, helper_const(n, "size", st));
+      pb::NodeDef* nd = begin(n, "Slice");
+      set_type(nd, "T", t0());
+      set_type(nd, "Index", DType::kInt64);
+      nd->add_input(tensor_name(g_.node(n.inputs.at(0).node)->name, n.inputs[0].index));
+      nd->add_input(bn);
+      nd->add_input(sn);
+      inputs(n, nd, {});
+      return Status::OK();
+    }
+    if (op == "Fill") {
+      AF_ASSIGN_OR_RETURN(Shape shape, get<Shape>(n, "shape"));
+      AF_ASSIGN_OR_RETURN(double value, get<double>(n, "value"));
+      if (!shape.fully_defined()) return InvalidArgument("attribute 'shape' " + shape.to_string() + " is not fully defined");
+      const DType dt = n.output_types.at(0);
+      Tensor v(dt, Shape{});
+      switch (dt) {
+        case DType::kFloat32: *v.data<float>() = static_cast<float>(value); break;
+        case DType::kFloat64: *v.data<double>() = value; break;
+        case DType::kInt32: *v.data<int32_t>() = static_cast<int32_t>(value); break;
+        case DType::kInt64: *v.data<int64_t>() = static_cast<int64_t>(value); break;
+        case DType::kUInt8: *v.data<uint8_t>() = static_cast<uint8_t>(value); break;
+        case DType::kBool: *v.data<bool>() = value != 0; break;
+        case DType::kInvalid: return InvalidArgument("dtype invalid");
+      }
+      AF_ASSIGN_OR_RETURN(std::string dims, helper_const(n, "dims", ints(shape.dims())));
+      AF_ASSIGN_OR_RETURN(std::string val, helper_const(n, "value", v));
+      pb::NodeDef* nd = begin(n, "Fill");
+      set_type(nd, "T", dt);
+      set_type(nd, "index_type", DType::kInt32);
+      fix_index_type(nd, "index_type", shape.dims());
+      nd->add_input(dims);
+      nd->add_input(val);
+      inputs(n, nd, {});
+      return Status::OK();
+    }
+    if (op == "Shape") {
+      pb::NodeDef* nd = begin(n, "Shape");
+      set_type(nd, "T", t0());
+      set_type(nd, "out_type", n.output_types.at(0));
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    // ---- variables ----------------------------------------------------------------------------
+    if (op == "VariableV2") {
+      auto frozen = o_.frozen.find(n.name);
+      if (frozen != o_.frozen.end()) {
+        pb::NodeDef* nd = begin(n, "Const");
+        set_type(nd, "dtype", frozen->second.dtype());
+        AF_RETURN_IF_ERROR(tensor_proto(frozen->second, attr(nd, "value").mutable_tensor()));
+        inputs(n, nd, n.inputs);
+        return Status::OK();
+      }
+      pb::NodeDef* nd = begin(n, "VariableV2");
+      set_type(nd, "dtype", n.output_types.at(0));
+      set_shape(nd, "shape", n.output_shapes.at(0));
+      set_string(nd, "container", "");
+      const std::string shared = n.attrs.get_or<std::string>("shared_name", n.name);
+      set_string(nd, "shared_name", shared == n.name ? "" : shared);
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op == "Assign" || op == "AssignAdd" || op == "IsVariableInitialized" || op == "ApplyGradientDescent") {
+      AF_ASSIGN_OR_RETURN(const Node* v, variable_of(n));
+      pb::NodeDef* nd = begin(n, op);
+      const DType dt = v->output_types.at(0);
+      if (op == "IsVariableInitialized") {
+        set_type(nd, "dtype", dt);
+      } else {
+        set_type(nd, "T", dt);
+        set_bool(nd, "use_locking", true);  // actorflow's variable actor applies one change at a time
+        if (op == "Assign") set_bool(nd, "validate_shape", true);
+      }
+      nd->add_input(v->name);  // TensorFlow's variable ops take the (reference) variable first
+      inputs(n, nd, n.inputs);
+      return Status::OK();
+    }
+    if (op.rfind("Apply", 0) == 0 || op.rfind("SparseApply", 0) == 0)
+      return InvalidArgument("actorflow's variable actor keeps this optimizer's slots itself; TensorFlow's " + op +
+                             " needs them as slot variables of the graph (not exported)");
+    return InvalidArgument("TensorFlow has no op for actorflow's " + op +
+                           " (ExportGraphDefOptions::for_tensorboard keeps it for drawing)");
+  }
+
+  // `tf_op` of n's inputs plus a Const "<n>/<what>" of `values` (a scalar when `scalar`) last,
+  // the Const's dtype as attribute `idx_attr`; `attrs` adds the op's other attributes.
+  Status with_const_input(const Node& n, const std::string& tf_op, const std::string& what,
+                          const std::vector<int64_t>& values, bool scalar, const std::string& idx_attr,
+                          const std::function<void(pb::NodeDef*)>& attrs) {
+    AF_ASSIGN_OR_RETURN(std::string c, helper_const(n, what, ints(values, scalar)));
+    pb::NodeDef* nd = begin(n, tf_op);
+    attrs(nd);
+    set_type(nd, idx_attr, DType::kInt32);
+    fix_index_type(nd, idx_attr, values);
+    for (const Endpoint& e : n.inputs) nd->add_input(tensor_name(g_.node(e.node)->name, e.index));
+    nd->add_input(c);
+    inputs(n, nd, {});
+    return Status::OK();
+  }
+
+  // Sets attribute `key` (already int32) to int64 when `v` does not fit int32 (as ints() does).
+  static void fix_index_type(pb::NodeDef* nd, const std::string& key, const std::vector<int64_t>& v) {
+    if (ints(v).dtype() != DType::kInt64) return;
+    for (auto& e : *nd->mutable_attr())
+      if (e.key() == key) e.mutable_value()->set_type(pb::DT_INT64);
+  }
+
+  const Graph& g_;
+  const ExportGraphDefOptions& o_;
+  pb::GraphDef gd_;
+  std::set<std::string> used_;
+  std::map<std::string, const Node*> vars_;  // shared_name -> the VariableV2 node
+};
+
+}  // namespace
+
+Result<std::string> export_graph_def(const Graph& g, const ExportGraphDefOptions& opts) {
+  AF_ASSIGN_OR_RETURN(pb::GraphDef gd, Exporter(g, opts).run());
+  std::string out;
+  if (opts.format == GraphDefFormat::kText) {
+    if (!google::protobuf::TextFormat::PrintToString(gd, &out)) return Internal("GraphDef: text format failed");
+    return out;
+  }
+  if (gd.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    return InvalidArgument("GraphDef: " + std::to_string(gd.ByteSizeLong()) +
+                           " bytes, more than protobuf's 2 GiB limit (freeze fewer or smaller constants)");
+  if (!gd.SerializeToString(&out)) return Internal("GraphDef: serialization failed");
+  return out;
+}
+
+Result<std::string> tf_graph_def_proto(const Graph& g) {
+  ExportGraphDefOptions o;
+  o.for_tensorboard = true;
+  return export_graph_def(g, o);
+}
+
+}  // namespace actorflow

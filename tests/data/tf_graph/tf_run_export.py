@@ -1,0 +1,55 @@
+"""Runs a GraphDef actorflow exported with TensorFlow itself (tf_export_test).
+
+  tf_run_export.py GRAPHDEF SPEC.json > OUT.json
+
+GRAPHDEF is binary, or text when its name ends in .pbtxt. SPEC: {"init": node name or "",
+"feeds": {tensor name: {"dtype": "float32", "shape": [...], "values": [...]}}, "fetches": [tensor
+names]}. The device strings are cleared before tf.compat.v1.import_graph_def (they name
+actorflow's jobs) and reported. OUT: {"fetches": {name: {"shape": [...], "values": [...]}},
+"devices": {node: device}, "ops": {node: op}}.
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from google.protobuf import text_format  # noqa: E402
+
+
+def main():
+    path, spec_path = sys.argv[1], sys.argv[2]
+    with open(spec_path) as f:
+        spec = json.load(f)
+    gd = tf.compat.v1.GraphDef()
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".pbtxt"):
+        text_format.Parse(data.decode("utf-8"), gd)
+    else:
+        gd.ParseFromString(data)
+    devices = {n.name: n.device for n in gd.node if n.device}
+    ops = {n.name: n.op for n in gd.node}
+    for n in gd.node:
+        n.device = ""
+    g = tf.Graph()
+    with g.as_default():
+        tf.compat.v1.import_graph_def(gd, name="")
+    with tf.compat.v1.Session(graph=g) as sess:
+        if spec.get("init"):
+            sess.run(spec["init"])
+        feeds = {}
+        for name, t in spec["feeds"].items():
+            feeds[name if ":" in name else name + ":0"] = np.array(t["values"], dtype=t["dtype"]).reshape(t["shape"])
+        names = [n if ":" in n else n + ":0" for n in spec["fetches"]]
+        outs = sess.run(names, feed_dict=feeds)
+    result = {"fetches": {}, "devices": devices, "ops": ops}
+    for name, v in zip(spec["fetches"], outs):
+        v = np.asarray(v)
+        result["fetches"][name] = {"shape": list(v.shape), "values": v.astype(np.float64).ravel().tolist()}
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
