@@ -131,9 +131,22 @@ Status check_like(const VarState& st, const Tensor& t, const char* what) {
   return Status::OK();
 }
 
+// True when no one but this actor holds `t`'s buffer, ordered after every access of the holders
+// that have let it go: then the caller may write it in place. use_count() alone is a relaxed
+// load, which does not order this actor's writes after a reader's last reads on another thread
+// (a read's reply sent by a device actor's thread, then dropped): ThreadSanitizer reported the
+// in-place Adam update racing with write_all() of the previous read in multi-process training.
+// Copying the shared_ptr increments the count with an acq_rel read-modify-write (libstdc++'s
+// __atomic_add, ext/atomicity.h), which synchronises with every holder's release decrement; the
+// count read after it is then the owner plus this probe when nobody else holds the buffer.
+bool exclusively_held(const Tensor& t) {
+  const std::shared_ptr<Buffer> probe = t.buffer();
+  return probe.use_count() <= 2;
+}
+
 // The value, made private (copy-on-write) so an update never changes a tensor a reader holds.
 Tensor& writable_value(VarState& st) {
-  if (st.value.buffer().use_count() > 1) st.value = st.value.deep_copy();
+  if (!exclusively_held(st.value)) st.value = st.value.deep_copy();
   return st.value;
 }
 
@@ -184,7 +197,7 @@ Status dense_update(VarState& st, const F& f_in, const Tensor& g, S*... slots) {
   const int64_t n = g.num_elements();
   const float* __restrict gd = g.data<float>();
   const F f = f_in;
-  if (st.value.buffer().use_count() <= 1) {
+  if (exclusively_held(st.value)) {
     update_loop(n, f, st.value.data<float>(), slots..., gd);
     return Status::OK();
   }
@@ -746,7 +759,7 @@ Status dense_update_on_device(VarState& st, Device* dev, const ResourceCall& cal
       break;
   }
   // Copy-on-write, as writable_value: a reader still holding the value keeps what it read.
-  if (st.value.buffer().use_count() > 1) {
+  if (!exclusively_held(st.value)) {
     Result<Tensor> own = dev->duplicate(st.value);
     if (!own.ok()) return err(st, own.status().code(), own.status().message());
     st.value = std::move(*own);

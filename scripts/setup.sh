@@ -9,7 +9,7 @@ PKGS=(
   libprotobuf-dev protobuf-compiler libleveldb-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  tmux python3-venv
+  tmux python3-venv curl
   chromium libjs-chart.js
 )
 missing=()

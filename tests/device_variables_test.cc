@@ -8,6 +8,7 @@
 // tests/gpu_backend_ops_test.cc check the same with the CUDA kernels.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -40,7 +41,10 @@ class DeviceMemory final : public Allocator {
     cpu_allocator()->deallocate(ptr, bytes);
   }
   bool host_accessible() const override { return false; }
-  int64_t in_use = 0;  // bytes
+  // Bytes. Atomic: Allocator's contract says allocate()/deallocate() are thread-safe, and the last
+  // reference to a buffer can die on any thread (a CAF worker or multiplexer thread), so two
+  // threads updated a plain counter at once (ThreadSanitizer, DenseUpdatesRunInTheDevicesMemory...).
+  std::atomic<int64_t> in_use{0};
 };
 
 // A GPU stand-in: tensors in DeviceMemory, copies by memcpy, dense updates by the functors.

@@ -692,7 +692,10 @@ TEST(TensorTransportTest, ReceiverOutOfMemoryReportsErrorAndKeepsConnection) {
 }
 
 TEST(TensorTransportTest, ReconnectsOnceAfterServerRestart) {
-  Inbox inbox;
+  // Every inbox outlives the server that delivers into it: declared first, destroyed last. A
+  // delivery can still be inside the callback (notifying) when wait_for() returns, so an inbox
+  // declared after `server` was destroyed under the last server's reader thread (ThreadSanitizer).
+  Inbox inbox, inbox2, inbox3;
   auto o = options();
   auto server = start_server(o, inbox);
   ASSERT_TRUE(server);
@@ -705,7 +708,6 @@ TEST(TensorTransportTest, ReconnectsOnceAfterServerRestart) {
   Status st = c.send(addr, TensorMessage{2, "b", Tensor::scalar<float>(2.f), ""});
   EXPECT_EQ(st.code(), Code::kUnavailable) << st;
   EXPECT_NE(st.message().find(addr), std::string::npos) << st;
-  Inbox inbox2;
   server = start_server(o, inbox2, port);  // same address again
   ASSERT_TRUE(server);
   ASSERT_TRUE(c.send(addr, TensorMessage{3, "c", Tensor::scalar<float>(3.f), ""}).ok());
@@ -713,7 +715,6 @@ TEST(TensorTransportTest, ReconnectsOnceAfterServerRestart) {
   // Restart once more while the client still holds the old connection: send() must notice and
   // reconnect transparently.
   server.reset();
-  Inbox inbox3;
   server = start_server(o, inbox3, port);
   ASSERT_TRUE(server);
   ASSERT_TRUE(c.send(addr, TensorMessage{4, "d", Tensor::scalar<float>(4.f), ""}).ok());
@@ -1576,8 +1577,13 @@ TEST(TensorTransportTest, MultiMegabyteRepliesAndSmallRequestsCrossInBothDirecti
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  std::lock_guard<std::mutex> l(mu);
-  EXPECT_EQ(got.size(), size_t{2 * kThreads * kPerThread});
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(got.size(), size_t{2 * kThreads * kPerThread});
+  }
+  // Not under `mu`: await_replies() runs `locked_done` (which takes `mu`) under the connection's
+  // lock, and num_connections() takes the client's lock, which send() holds while it takes the
+  // connection's. Holding `mu` here closed that cycle (ThreadSanitizer: lock-order-inversion).
   EXPECT_EQ(from_a.num_connections(), 1u);
   EXPECT_EQ(from_b.num_connections(), 1u);
 }
