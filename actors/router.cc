@@ -135,7 +135,10 @@ void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const
     std::lock_guard<std::mutex> l(mu_);
     auto it = local_.find(dst);
     if (it == local_.end()) {
-      AF_LOG(WARNING) << "dropped tensor " << key << " from the data plane: no device " << dst << " here";
+      int64_t held = 0;
+      if (unknown_device_log_.allow(&held))
+        AF_LOG(WARNING) << "dropped tensor " << key << " from the data plane: no device " << dst << " here"
+                        << net::suppressed_note(held);
       return;
     }
     a = it->second;

@@ -37,6 +37,7 @@
 
 #include "actors/device_actor.h"
 #include "actors/faults.h"
+#include "net/log_limiter.h"
 #include "net/tensor_transport.h"
 
 namespace actorflow {
@@ -151,6 +152,9 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   mutable std::mutex mu_;
   // Tensor routing.
   std::map<std::string, device_actor_t> local_;
+  // "dropped tensor ... no device here": at most one line a second (a peer decides how many
+  // frames name a device this process does not have). Guarded by mu_.
+  net::LogLimiter unknown_device_log_;
   std::map<std::string, node_actor_t> remote_;
   std::map<std::string, std::string> data_;  // task prefix -> data-plane "host:port"
   node_actor_t self_node_;
