@@ -123,6 +123,11 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // Drops the carried feeds older than early_tensor_limits().ttl (their run request is not
   // coming), with a WARNING naming the step. Called for every frame that enters (deliver()).
   void expire_carried();
+  // Drops, with mu_ held, every carried entry for which `drop(entry)` is true: its bytes leave
+  // carried_bytes_, its feeds count as `reason`, and a WARNING ends with `why`; carried_oldest_
+  // is recomputed from what stays.
+  template <typename Pred>
+  void drop_carried_locked(const Pred& drop, const char* reason, const std::string& why);
   // Where run requests for `device` go: its task's data-plane address, this process's own (for
   // replies) and the client; false when steps for it cannot go over the data plane.
   bool dispatch_route(const std::string& device, std::string* addr, std::string* own,

@@ -185,13 +185,11 @@ void ProcessRouter::count_dropped_feeds(const char* reason, size_t n) {
     if (std::string(reason) == kReasons[i]) counters[i]->inc(static_cast<int64_t>(n));
 }
 
-void ProcessRouter::connection_closed(uint64_t channel_id) {
-  std::lock_guard<std::mutex> l(mu_);
-  channels_.erase(std::string(1, kChannelToken) + std::to_string(channel_id));
-  if (carried_.empty()) return;
+template <typename Pred>
+void ProcessRouter::drop_carried_locked(const Pred& drop, const char* reason, const std::string& why) {
   carried_oldest_ = std::chrono::steady_clock::time_point::max();
   for (auto it = carried_.begin(); it != carried_.end();) {
-    if (it->second.channel != channel_id) {
+    if (!drop(it->second)) {
       carried_oldest_ = std::min(carried_oldest_, it->second.first);
       ++it;
       continue;
@@ -199,12 +197,20 @@ void ProcessRouter::connection_closed(uint64_t channel_id) {
     size_t bytes = 0;
     for (const auto& kt : it->second.feeds) bytes += kt.second.bytes();
     carried_bytes_ -= bytes;
-    count_dropped_feeds("closed", it->second.feeds.size());
+    count_dropped_feeds(reason, it->second.feeds.size());
     AF_LOG(WARNING) << "data plane: dropped " << it->second.feeds.size() << " feed(s) (" << bytes << " bytes) of step "
                     << it->first << " (the first: " << (it->second.feeds.empty() ? "" : it->second.feeds.front().first)
-                    << "): the connection they came on closed before their run request";
+                    << "): " << why;
     it = carried_.erase(it);
   }
+}
+
+void ProcessRouter::connection_closed(uint64_t channel_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  channels_.erase(std::string(1, kChannelToken) + std::to_string(channel_id));
+  if (carried_.empty()) return;
+  drop_carried_locked([&](const Carried& c) { return c.channel == channel_id; }, "closed",
+                      "the connection they came on closed before their run request");
 }
 
 void ProcessRouter::drop_carried(int64_t step_id) {
@@ -220,23 +226,9 @@ void ProcessRouter::expire_carried() {
   const auto ttl = early_tensor_limits().ttl;
   std::lock_guard<std::mutex> l(mu_);
   if (carried_.empty() || now - carried_oldest_ < ttl) return;
-  carried_oldest_ = std::chrono::steady_clock::time_point::max();
-  for (auto it = carried_.begin(); it != carried_.end();) {
-    if (now - it->second.first < ttl) {
-      carried_oldest_ = std::min(carried_oldest_, it->second.first);
-      ++it;
-      continue;
-    }
-    size_t bytes = 0;
-    for (const auto& kt : it->second.feeds) bytes += kt.second.bytes();
-    carried_bytes_ -= bytes;
-    count_dropped_feeds("expired", it->second.feeds.size());
-    AF_LOG(WARNING) << "data plane: dropped " << it->second.feeds.size() << " feed(s) (" << bytes << " bytes) of step "
-                    << it->first << " (the first: " << (it->second.feeds.empty() ? "" : it->second.feeds.front().first)
-                    << "): its run request did not come within " << ttl.count()
-                    << " ms (ACTORFLOW_EARLY_TENSOR_TTL_MS)";
-    it = carried_.erase(it);
-  }
+  drop_carried_locked([&](const Carried& c) { return now - c.first >= ttl; }, "expired",
+                      "its run request did not come within " + std::to_string(ttl.count()) +
+                          " ms (ACTORFLOW_EARLY_TENSOR_TTL_MS)");
 }
 
 // A feed travels with the run request that follows it in the same write.
