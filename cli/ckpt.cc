@@ -141,12 +141,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// A checkpoint path as given, or a TensorFlow checkpoint's prefix when given its ".index".
-std::string checkpoint_path(const std::string& path) {
-  if (ends_with(path, ".index") && is_tf_checkpoint(path) && file_bytes(path + ".index") < 0)
-    return path.substr(0, path.size() - 6);
-  return path;
-}
 
 // The bytes of a checkpoint: actorflow's file, or a TensorFlow checkpoint's index and data files.
 int64_t checkpoint_bytes(const std::string& path, bool tf) {
@@ -251,7 +245,7 @@ int run_ckpt_list(const CkptOptions& o) {
 
 int run_ckpt_show(const CkptOptions& in) {
   CkptOptions o = in;
-  o.path = checkpoint_path(in.path);
+  o.path = checkpoint_name_of(in.path);
   const bool tf = is_tf_checkpoint(o.path);
   auto data = read_any_checkpoint(o.path);
   if (data.ok() && tf) {
@@ -319,7 +313,7 @@ int run_ckpt_show(const CkptOptions& in) {
 }
 
 int run_ckpt_convert(const CkptOptions& o) {
-  const std::string src = checkpoint_path(o.path);
+  const std::string src = checkpoint_name_of(o.path);
   const bool src_tf = is_tf_checkpoint(src);
   bool to_tf = !src_tf;
   if (o.to == "tensorflow") {

@@ -187,14 +187,18 @@ bool is_tf_checkpoint(const std::string& path) {
   return ::stat((path + suffix).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-Result<CheckpointData> read_any_checkpoint(const std::string& path) {
-  if (!is_tf_checkpoint(path)) return read_checkpoint(path);
+std::string checkpoint_name_of(const std::string& path) {
   const std::string suffix = ".index";
   struct stat st {};
-  const bool named_index = path.size() > suffix.size() &&
-                           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-                           ::stat((path).c_str(), &st) == 0 && ::stat((path + suffix).c_str(), &st) != 0;
-  return read_tf_checkpoint_data(named_index ? path.substr(0, path.size() - suffix.size()) : path);
+  if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+      ::stat(path.c_str(), &st) == 0 && ::stat((path + suffix).c_str(), &st) != 0)
+    return path.substr(0, path.size() - suffix.size());
+  return path;
+}
+
+Result<CheckpointData> read_any_checkpoint(const std::string& path) {
+  if (!is_tf_checkpoint(path)) return read_checkpoint(path);
+  return read_tf_checkpoint_data(checkpoint_name_of(path));
 }
 
 }  // namespace actorflow

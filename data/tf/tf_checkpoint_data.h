@@ -41,6 +41,10 @@ Result<CheckpointData> read_tf_checkpoint_data(const std::string& prefix);
 // ".index" and exists.
 bool is_tf_checkpoint(const std::string& path);
 
+// `path` as a checkpoint's name: a TensorFlow checkpoint's prefix when `path` is its ".index" file
+// (and not itself a prefix with an index beside it), else `path` unchanged.
+std::string checkpoint_name_of(const std::string& path);
+
 // Reads a checkpoint in either format: TensorFlow's when is_tf_checkpoint(path) (a trailing
 // ".index" is dropped), actorflow's (read_checkpoint) otherwise. Errors as those readers'.
 Result<CheckpointData> read_any_checkpoint(const std::string& path);
