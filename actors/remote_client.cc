@@ -94,13 +94,15 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::create(const std::string& ta
   // Which task of the cluster file serves that address?
   std::string task;
   double step_timeout_secs = 600;
+  ServerOptions server_opts;
   for (const auto& t : cluster.all_tasks()) {
     auto a = cluster.task_address(t);
     if (!a.ok()) continue;
     const auto c = a->rfind(':');
     if (*a == address || (same_host(*a, address) && a->substr(c + 1) == address.substr(colon + 1))) {
       task = t.device_prefix();
-      step_timeout_secs = cluster.server_options(t).step_timeout_secs;
+      server_opts = cluster.server_options(t);
+      step_timeout_secs = server_opts.step_timeout_secs;
       break;
     }
   }
@@ -111,6 +113,11 @@ Result<std::unique_ptr<RemoteClient>> RemoteClient::create(const std::string& ta
   Server::configure(impl->cfg);
   impl->sys = std::make_unique<caf::actor_system>(impl->cfg);
   AF_ASSIGN_OR_RETURN(MembershipConfig mc, tool_membership_config(cluster, kClientJob));
+  // The target task's [server] timeouts: how long to wait for it to come (back) up, and when a
+  // silent connection counts as lost, are the cluster's, as for its own tasks.
+  mc.connect_timeout = std::chrono::milliseconds(server_opts.connect_timeout_ms);
+  mc.heartbeat_interval = std::chrono::milliseconds(server_opts.heartbeat_interval_ms);
+  mc.peer_timeout = std::chrono::milliseconds(server_opts.peer_timeout_ms);
   impl->membership = std::make_unique<Membership>(*impl->sys, mc);
   impl->waiter = impl->sys->spawn(waiter, task);
   impl->membership->add_listener(impl->waiter);

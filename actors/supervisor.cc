@@ -14,6 +14,7 @@
 #include "actors/membership.h"
 #include "actors/ps_replication.h"
 #include "actors/server.h"
+#include "actors/server_gate.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "actors/variable_checkpoint.h"
@@ -25,8 +26,6 @@
 #include "graph/op_kinds.h"
 
 namespace actorflow {
-
-using tick_atom = caf::atom_constant<caf::atom("svtick")>;
 
 class Supervisor::Impl {
  public:
@@ -49,8 +48,17 @@ class Supervisor::Impl {
   }
 
   ~Impl() {
-    stop_actor();
+    disarm_gate_hook();
+    stop_saver();
     stop_monitor();
+  }
+
+  // After this no gate hook (server_closed) runs or is running: the hook runs only while it can
+  // lock alive_, so drop it and wait for a running one to let go (it does not block). Idempotent.
+  void disarm_gate_hook() {
+    std::weak_ptr<int> running = alive_;
+    alive_.reset();
+    while (!running.expired()) std::this_thread::yield();
   }
 
   // Every variable of the graph, in creation order.
@@ -73,14 +81,20 @@ class Supervisor::Impl {
     auto sess = std::make_unique<Session>(scope_, target, opts);
     AF_RETURN_IF_ERROR(sess->status());
     session_ = sess.get();
-    server_ = ServerRuntime::find(target);
+    // The server is used only inside its gate (server_gate.h): a Server destroyed before this
+    // Supervisor (the "wrong" order) closes the gate, and every later use finds it closed
+    // instead of a destroyed object. Its closing also wakes the periodic saves and the task
+    // monitor, which then end.
+    gate_ = ServerRuntime::gate_of(target);
+    server_ = gate_ ? ServerRuntime::find(target) : nullptr;
+    if (gate_) gate_->on_close(alive_, [this] { server_closed(); });
     // On failure the session dies with this frame: nothing may keep pointing at it (stop() would
     // save a final checkpoint through it: a use after free, seen when a restore failed).
     Status ready = Status::OK();
     if (cfg_.is_chief) {
       start_monitor();
       ready = prepare_chief(*sess);
-      if (ready.ok()) start_actor();
+      if (ready.ok()) start_saver();
     } else {
       ready = wait_until_ready(*sess);
     }
@@ -231,8 +245,11 @@ class Supervisor::Impl {
       // tasks were silent could write one task's variables on another (which would then hold
       // them as their primary, and the task they belong to as refusing backup copies).
       bool routes_confirmed = true;
-      if (server_ && ServerRuntime(*server_).ps_serving() && !ServerRuntime(*server_).ps_serving()->aliases().empty())
-        routes_confirmed = ServerRuntime(*server_).refresh_ps_serving(cfg_.task_name + " is recovering").all_answered;
+      if (ServerGate::Entry in(gate_); in && server_) {
+        ServerRuntime rt(*server_);
+        if (rt.ps_serving() && !rt.ps_serving()->aliases().empty())
+          routes_confirmed = rt.refresh_ps_serving(cfg_.task_name + " is recovering").all_answered;
+      }
       auto ready = model_ready(*session_);
       if (ready.ok() && *ready) {
         AF_LOG(INFO) << cfg_.task_name << ": model is available again; resuming";
@@ -276,7 +293,8 @@ class Supervisor::Impl {
   // peer within peer_timeout_ms, and logs it; this loop notices the task left the membership,
   // records the outage and reconnects when the task is back (logging how long it was gone).
   void start_monitor() {
-    if (!cfg_.monitor_tasks || !server_ || !ServerRuntime(*server_).membership() || monitor_.joinable()) return;
+    ServerGate::Entry in(gate_);
+    if (!in || !cfg_.monitor_tasks || !server_ || !ServerRuntime(*server_).membership() || monitor_.joinable()) return;
     const ClusterSpec& cluster = ServerRuntime(*server_).cluster();
     for (const TaskId& t : cluster.all_tasks()) {
       const std::string prefix = t.device_prefix();
@@ -293,12 +311,16 @@ class Supervisor::Impl {
     monitor_ = std::thread([this] { monitor_loop(); });
   }
 
+  // Holds the server's gate for one round at a time (never across the wait), so that ~Server
+  // waits at most one round; ends when the gate is closed.
   void monitor_loop() {
-    Membership* m = ServerRuntime(*server_).membership();
     std::unique_lock<std::mutex> l(health_mu_);
     while (!monitor_stop_) {
-      std::set<std::string> up;
       l.unlock();
+      ServerGate::Entry in(gate_);
+      if (!in) return;  // the server is stopping: its membership goes with it
+      Membership* m = ServerRuntime(*server_).membership();
+      std::set<std::string> up;
       for (const auto& p : m->peers()) up.insert(p.task);
       l.lock();
       const auto now = std::chrono::steady_clock::now();
@@ -331,6 +353,23 @@ class Supervisor::Impl {
       // Pace reconnection attempts; stop() wakes us at once.
       monitor_cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return monitor_stop_; });
     }
+  }
+
+  // The server's gate closed (it is stopping or being destroyed; the gate's hook, which must
+  // not block): the periodic work ends, and training should stop.
+  void server_closed() {
+    {
+      std::lock_guard<std::mutex> l(health_mu_);
+      monitor_stop_ = true;
+    }
+    monitor_cv_.notify_all();
+    {
+      std::lock_guard<std::mutex> l(saver_mu_);
+      saver_stop_ = true;
+      server_gone_ = true;
+    }
+    saver_cv_.notify_all();
+    owner_->request_stop(Cancelled(cfg_.task_name + ": the server this Supervisor's session runs on was stopped"));
   }
 
   void stop_monitor() {
@@ -442,28 +481,35 @@ class Supervisor::Impl {
     return events_.get();
   }
 
-  void start_actor() {
-    if (!server_ || cfg_.save_checkpoint_secs <= 0 || !ckpt_) return;
+  // The chief's periodic saves: a thread of the Supervisor's own (not an actor of the server's
+  // system, which ~Server would wait for while it waits for the next tick: a Server destroyed
+  // before its Supervisor hung there). stop_saver() and the server's closing wake it.
+  void start_saver() {
+    if (!server_ || cfg_.save_checkpoint_secs <= 0 || !ckpt_ || saver_.joinable()) return;
     const auto period = std::chrono::milliseconds(static_cast<int64_t>(cfg_.save_checkpoint_secs * 1000));
-    Impl* impl = this;
-    actor_ = server_->system().spawn<caf::detached>([impl, period](caf::event_based_actor* self) -> caf::behavior {
-      self->delayed_send(self, period, tick_atom::value);
-      return {[=](tick_atom) {
-        auto p = impl->save_checkpoint();
-        if (!p.ok()) {
-          AF_LOG(WARNING) << impl->cfg_.task_name << ": periodic checkpoint failed: " << p.status();
+    saver_ = std::thread([this, period] {
+      std::unique_lock<std::mutex> l(saver_mu_);
+      while (!saver_cv_.wait_for(l, period, [this] { return saver_stop_; })) {
+        l.unlock();
+        auto p = save_checkpoint();
+        l.lock();
+        if (!p.ok() && !saver_stop_) {
+          AF_LOG(WARNING) << cfg_.task_name << ": periodic checkpoint failed: " << p.status();
         }
-        self->delayed_send(self, period, tick_atom::value);
-      }};
+      }
+      if (server_gone_) {
+        AF_LOG(WARNING) << cfg_.task_name << ": the server stopped; no more periodic checkpoints";
+      }
     });
   }
 
-  void stop_actor() {
-    if (!actor_) return;
-    ScopedActor self{server_->system()};
-    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
-    self->wait_for(actor_);
-    actor_ = nullptr;
+  void stop_saver() {
+    {
+      std::lock_guard<std::mutex> l(saver_mu_);
+      saver_stop_ = true;
+    }
+    saver_cv_.notify_all();
+    if (saver_.joinable()) saver_.join();
   }
 
   Supervisor* owner_;
@@ -481,8 +527,14 @@ class Supervisor::Impl {
   int64_t last_summary_step_ = -1;
   std::chrono::steady_clock::time_point last_summary_time_;
   Session* session_ = nullptr;
-  Server* server_ = nullptr;
-  caf::actor actor_;
+  std::shared_ptr<ServerGate> gate_;  // the session's server's; null when it is not in-process
+  Server* server_ = nullptr;          // valid only inside gate_ (ServerGate::Entry)
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // the gate hook's owner: this Impl
+  std::mutex saver_mu_;
+  std::condition_variable saver_cv_;
+  bool saver_stop_ = false;
+  bool server_gone_ = false;
+  std::thread saver_;
   struct Health {
     TaskHealth info;
     std::string address;
@@ -538,7 +590,8 @@ Status Supervisor::stop() {
     impl_->stopped_ = true;
   }
   stop_ = true;
-  impl_->stop_actor();
+  impl_->disarm_gate_hook();
+  impl_->stop_saver();
   impl_->stop_monitor();
   if (impl_->cfg_.is_chief && impl_->ckpt_ && impl_->session_) {
     auto p = impl_->save_checkpoint();

@@ -56,12 +56,12 @@ AF_TSAN_TARGETS="${AF_TSAN_TARGETS-actorflow remote_matmul remote_session distri
   checkpoint_test metrics_test pooling_allocator_test dataset_test data_actor_test
   monitored_session_test sync_replicas_test ps_replication_test faults_test cluster_test tls_test
   security_test remote_session_test executor_test scenario_test up_test
-  fetch_loop_test training_test embedded_test partitioned_variables_test fetch_loop embedded_service}"
+  fetch_loop_test training_test embedded_test partitioned_variables_test destroy_order_test fetch_loop embedded_service}"
 # shellcheck disable=SC2086
 cmake --build build-tsan -j"${AF_JOBS:-2}" --target $AF_TSAN_TARGETS
 echo "test-tsan: built in ${SECONDS} s"
 # The suites (a ctest -R regex over gtest's Suite.Test names), chosen in docs/testing.md.
-AF_TSAN_TESTS="${AF_TSAN_TESTS-^(TensorTransportTest|WireTest|HandshakeLimiterTest|VariablesTest|DeviceVariablesTest|DeviceActorInlineTest|InlinePartitionsTest|TryRunInlineTest|ClientSessionsTest|SessionTest|RestartTest|ChiefSupervisorTest|CheckpointManagerTest|CrashDuringSaveTest|MetricsTest|PoolingAllocatorTest|PrefetcherTest|DataActorTest|MonitoredSessionTest|SyncReplicasTest|ReplicaInboxTest|PsServingTest|GlobalInjector|ExecutorTest|ClusterFaults|ClusterTest|TlsClusterTest|RemoteSessionTest|PsReplicationTest|UpTest|ChaosTest|FetchLoopTest|TrainingTest|EmbeddedTest|PartitionedVariableTest)\\.|^ScenarioTest\\.FaultFree$|^SecurityTest\\.(PreAuthFloodIsBounded|APendingFloodFromOneAddressEvictsItsOwnOldestConnections|FailedProofsBackOffPerAddress)$}"
+AF_TSAN_TESTS="${AF_TSAN_TESTS-^(TensorTransportTest|WireTest|HandshakeLimiterTest|VariablesTest|DeviceVariablesTest|DeviceActorInlineTest|InlinePartitionsTest|TryRunInlineTest|ClientSessionsTest|SessionTest|RestartTest|ChiefSupervisorTest|CheckpointManagerTest|CrashDuringSaveTest|MetricsTest|PoolingAllocatorTest|PrefetcherTest|DataActorTest|MonitoredSessionTest|SyncReplicasTest|ReplicaInboxTest|PsServingTest|GlobalInjector|ExecutorTest|ClusterFaults|ClusterTest|TlsClusterTest|RemoteSessionTest|PsReplicationTest|UpTest|ChaosTest|FetchLoopTest|TrainingTest|EmbeddedTest|PartitionedVariableTest|DestroyOrderTest)\\.|^ScenarioTest\\.FaultFree$|^SecurityTest\\.(PreAuthFloodIsBounded|APendingFloodFromOneAddressEvictsItsOwnOldestConnections|FailedProofsBackOffPerAddress)$}"
 # AF_TSAN_EXCLUDE: a ctest -E regex of tests left out of those suites (docs/testing.md).
 # MetricsTest.TcpCountersAreTheKernelsAndFollowTheSocketByInode starts no thread and compares the
 # kernel's tcpi_bytes_sent (which counts retransmitted bytes) with what it sent: on two cores busy
