@@ -4,6 +4,8 @@
 # fails CI instead of waiting for a lucky run. Called by .ci/run after scripts/test.sh.
 #
 # Excluded: the multi-host tests, ScaleTest and the source/packaging checks (see AF_SANITIZER_EXCLUDE below).
+# For a part of the suite (scripts/soak.sh): AF_ASAN_TARGETS (the build targets, default all) and
+# AF_ASAN_TESTS (a ctest -R regex, default every test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -19,7 +21,8 @@ fi
 # The plain build in scripts/test.sh, which runs first, is the one that fails on a warning.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE= -DAF_ENABLE_CUDA=OFF -DAF_BUILD_BENCH=OFF -DAF_WERROR=OFF \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" "${launcher[@]}" >/dev/null
-cmake --build build-asan -j"${AF_JOBS:-2}"
+# shellcheck disable=SC2086
+cmake --build build-asan -j"${AF_JOBS:-2}" ${AF_ASAN_TARGETS:+--target $AF_ASAN_TARGETS}
 # Leak reports are off: CAF 0.17 keeps singletons alive until exit. Every other finding aborts
 # the process that made it (halt_on_error), except UBSan reports in CAF's own headers listed in
 # tests/sanitizers/ubsan.supp.
@@ -54,8 +57,7 @@ export AF_TEST_SLOWDOWN="${AF_TEST_SLOWDOWN:-4}"
 # they run in the normal pass.
 AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScaleTest|InstallTest\.|PublicHeadersTest\.|LayersTest\.|K8sTest\.ManifestsValidate}"
 cd build-asan
-if [ -n "$AF_SANITIZER_EXCLUDE" ]; then
-  ctest --output-on-failure -j2 --timeout 900 -E "$AF_SANITIZER_EXCLUDE"
-else
-  ctest --output-on-failure -j2 --timeout 900
-fi
+args=(--output-on-failure -j2 --timeout 900)
+[ -n "$AF_SANITIZER_EXCLUDE" ] && args+=(-E "$AF_SANITIZER_EXCLUDE")
+[ -n "${AF_ASAN_TESTS:-}" ] && args+=(-R "$AF_ASAN_TESTS")
+ctest "${args[@]}"
