@@ -837,11 +837,12 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   EXPECT_EQ(r.code, 0) << r.out;
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 3u) << r.out;
-  EXPECT_EQ(columns(l[0]), (std::vector<std::string>{"STEP", "FORMAT", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}));
+  EXPECT_EQ(columns(l[0]),
+            (std::vector<std::string>{"STEP", "FORMAT", "VARIABLES", "BYTES", "SHARDS", "CHECKSUM", "PATH"}));
   EXPECT_EQ(columns(l[1]),
-            (std::vector<std::string>{"15", "actorflow", "3", std::to_string(fs::file_size(p15)), "ok", p15}));
+            (std::vector<std::string>{"15", "actorflow", "3", std::to_string(fs::file_size(p15)), "-", "ok", p15}));
   EXPECT_EQ(columns(l[2]),
-            (std::vector<std::string>{"5", "actorflow", "3", std::to_string(fs::file_size(p5)), "ok", p5}));
+            (std::vector<std::string>{"5", "actorflow", "3", std::to_string(fs::file_size(p5)), "-", "ok", p5}));
 
   CliRun j = actorflow({"ckpt", "list", dir.path(), "--json"});
   EXPECT_EQ(j.code, 0) << j.out;
@@ -859,8 +860,8 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   l = lines(r.out);
   ASSERT_EQ(l.size(), 5u) << r.out;
   EXPECT_EQ(columns(l[1]),
-            (std::vector<std::string>{"15", "actorflow", "-", std::to_string(fs::file_size(p15)), "BAD", p15}));
-  EXPECT_EQ(columns(l[2])[4], "ok");
+            (std::vector<std::string>{"15", "actorflow", "-", std::to_string(fs::file_size(p15)), "-", "BAD", p15}));
+  EXPECT_EQ(columns(l[2])[5], "ok");
   EXPECT_EQ(l[3], "actorflow ckpt list: 1 of 2 checkpoints in " + dir.path() + " are unreadable:");
   EXPECT_NE(l[4].find("checkpoint " + p15 + " is truncated or corrupt"), std::string::npos) << l[4];
 }
@@ -937,7 +938,7 @@ TEST(CkptCliTest, TensorFlowCheckpointsAreListedShownAndConverted) {
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 4u) << r.out;
   const auto tf_bytes = fs::file_size(tf20 + ".index") + fs::file_size(tf20 + ".data-00000-of-00001");
-  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "tensorflow", "3", std::to_string(tf_bytes), "ok", tf20}));
+  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "tensorflow", "3", std::to_string(tf_bytes), "1", "ok", tf20}));
   EXPECT_EQ(columns(l[2])[1], "actorflow");
   // Back to actorflow's format: the same data as the original file.
   const std::string back = dir.path() + "/back.ckpt";
@@ -973,6 +974,40 @@ TEST(CkptCliTest, TensorFlowCheckpointsAreListedShownAndConverted) {
   auto doc = nlohmann::json::parse(j.out);
   EXPECT_EQ(doc["format"], "tensorflow");
   EXPECT_EQ(doc["variables"].size(), 6u);  // beta1_power, beta2_power, global_step, w, w/Adam, w/Adam_1
+  EXPECT_EQ(doc["shards"], 1);
+
+  // TensorFlow's sharded save: its data files counted, a partitioned tensor's slices shown in
+  // TensorFlow's notation (start,length per dimension), "-" for tensors stored whole.
+  const std::string sharded = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/ps_sharded/model.ckpt-4";
+  r = actorflow({"ckpt", "show", sharded});
+  EXPECT_EQ(r.code, 0) << r.out;
+  l = lines(r.out);
+  ASSERT_GE(l.size(), 7u) << r.out;
+  EXPECT_EQ(l[5], "shards       2 data files");
+  EXPECT_EQ(columns(l[6]), (std::vector<std::string>{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "SLICES", "VALUES"}));
+  std::map<std::string, std::vector<std::string>> row;
+  for (const std::string& line : l) {
+    auto c = columns(line);
+    if (!c.empty()) row[c[0]] = c;
+  }
+  EXPECT_EQ(row["emb"], (std::vector<std::string>{"emb", "float32", "[7,3]", "21", "3: 0,3:0,3 3,2:0,3 5,2:0,3",
+                                                  "min -2.6 max 2.4 mean -0.095238"}));
+  ASSERT_EQ(row["emb/Adam_1"].size(), 6u) << r.out;
+  EXPECT_EQ(row["emb/Adam_1"][4], "3: 0,3:0,3 3,2:0,3 5,2:0,3");
+  ASSERT_EQ(row["f64"].size(), 6u) << r.out;
+  EXPECT_EQ(row["f64"][4], "-");
+  j = actorflow({"ckpt", "show", sharded, "--json"});
+  doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["shards"], 2);
+  for (const auto& v : doc["variables"])
+    if (v["name"] == "emb") {
+      EXPECT_EQ(v["slices"].dump(), "[[[0,3],[0,3]],[[3,2],[0,3]],[[5,2],[0,3]]]");
+    }
+  r = actorflow({"ckpt", "list", std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/ps_sharded"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  l = lines(r.out);
+  ASSERT_EQ(l.size(), 2u) << r.out;
+  EXPECT_EQ(columns(l[1])[4], "2");
   // Errors: an existing destination (either form), an unknown --to, a missing source, a damaged one.
   r = actorflow({"ckpt", "convert", p15, tf20});
   EXPECT_EQ(r.code, 2);
