@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/session.h"
@@ -228,7 +228,8 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
     const bool logical_slots = sl == data.variables.end() && !part.logical.empty();
     if (logical_slots) sl = data.variables.find(slots_key(part.logical));
     if (sl != data.variables.end() && sl->second.dtype() != DType::kUInt8)
-      return InvalidArgument("checkpoint " + source + ": the optimizer slots of '" + sl->first + "' are " +
+      return InvalidArgument("checkpoint " + source + ": the optimizer slots of '" +
+                             (logical_slots ? part.logical : node->name) + "' are " +
                              dtype_name(sl->second.dtype()) + ", not uint8");
     Tensor slots = sl != data.variables.end() ? sl->second : Tensor(DType::kUInt8, Shape{0});
     if (logical_slots && sl != data.variables.end()) {
@@ -236,7 +237,7 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
       std::optional<int64_t> count;
       if (auto c = data.variables.find(node->name + kTfAdamCountSuffix); c != data.variables.end()) {
         Result<int64_t> v = global_step_value(c->second);
-        if (v.ok()) count = *v;
+        if (v.ok() && *v >= 0) count = *v;
       }
       Result<Tensor> mine = shard_slots(sl->second, part, t.dtype(), t.shape(), count);
       if (!mine.ok()) return mine.status().with_prefix("checkpoint " + source);

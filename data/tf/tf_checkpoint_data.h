@@ -6,7 +6,9 @@
 //     "w/RMSProp" and "w/RMSProp_1" (mean square and momentum); Adam's update count, which
 //     TensorFlow keeps as the shared "beta1_power"/"beta2_power" instead, as the int64 scalar
 //     "w/Adam_t" (TensorFlow ignores an entry no variable of its graph names);
-//   - the global step as the int64 scalar "global_step" unless a variable of that name is saved.
+//   - the global step as the int64 scalar "global_step" unless a variable of that name is saved;
+//   - a partitioned variable (CheckpointData::placement's parts) as TensorFlow's slices of its
+//     logical name, its slots sliced alike; one data file per place (TfSaveOptions).
 // A slot entry wins over a saved variable of the same name (an imported TensorFlow graph's slot
 // variable, which actorflow's optimizer updates do not touch: they keep the slots themselves).
 // docs/interop.md, "Saver, Supervisor and `actorflow ckpt` in TensorFlow's format", lists the
