@@ -1,10 +1,14 @@
 #include "actors/variable_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/session.h"
+#include "data/tf/tf_checkpoint_data.h"
+#include "graph/device_spec.h"
 #include "graph/ops.h"
 #include "graph/ops_variables.h"
 #include "graph/op_kinds.h"
@@ -55,6 +59,15 @@ VariableCheckpointOps::VariableCheckpointOps(const Scope& scope, const std::vect
   if (!scope.ok()) status_ = scope.status();
 }
 
+std::string checkpoint_place(const std::string& device) {
+  if (device.empty()) return "";
+  Result<DeviceSpec> spec = DeviceSpec::parse(device);
+  if (!spec.ok()) return device;
+  if (!spec->job) return spec->to_string();
+  return "/job:" + *spec->job + "/replica:" + std::to_string(spec->replica.value_or(0)) +
+         "/task:" + std::to_string(spec->task.value_or(0));
+}
+
 Result<int64_t> global_step_value(const Tensor& t) {
   if (t.num_elements() != 1 || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32))
     return InvalidArgument("the global step must be an int64 or int32 scalar, not " + t.debug_string());
@@ -68,6 +81,37 @@ size_t row_bytes(const Tensor& t) {
   size_t b = dtype_size(t.dtype());
   for (int i = 1; i < t.shape().rank(); ++i) b *= static_cast<size_t>(t.shape().dim(i));
   return b;
+}
+
+// Rows [offset, offset + rows) of `t` (rank >= 1, the range inside it) as a new tensor.
+Tensor row_range(const Tensor& t, int64_t offset, int64_t rows) {
+  Shape shape = t.shape();
+  std::vector<int64_t> dims = shape.dims();
+  dims[0] = rows;
+  Tensor out(t.dtype(), Shape(dims));
+  if (out.num_elements() > 0)
+    std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + static_cast<size_t>(offset) * row_bytes(t),
+                row_bytes(t) * static_cast<size_t>(rows));
+  return out;
+}
+
+// A shard's slots from its logical variable's (`blob`, for the whole tensor of `part`): each
+// present slot cut to the shard's rows `shard_shape`; Adam's count `count` when given, else the
+// logical one. Errors as decode_variable_slots / encode_variable_slots, naming the variable.
+Result<Tensor> shard_slots(const Tensor& blob, const ops::PartitionRecord& part, DType dtype, const Shape& shard_shape,
+                           std::optional<int64_t> count) {
+  Result<VariableSlotSet> whole = decode_variable_slots(blob, dtype, part.full_shape);
+  if (!whole.ok()) return whole.status().with_prefix("the optimizer slots of '" + part.logical + "'");
+  VariableSlotSet set;
+  set.adam_t = count.value_or(whole->adam_t);
+  size_t bytes = 0;
+  for (int id = 1; id <= kNumSlotIds; ++id) {
+    const Tensor& s = whole->slot[static_cast<size_t>(id)];
+    if (!s.is_initialized()) continue;
+    set.slot[static_cast<size_t>(id)] = row_range(s, part.offset, shard_shape.dim(0));
+    bytes = set.slot[static_cast<size_t>(id)].bytes();
+  }
+  return encode_variable_slots(set, bytes);
 }
 
 }  // namespace
@@ -90,9 +134,20 @@ Result<CheckpointData> VariableCheckpointOps::read(Session& sess, const Output& 
   CheckpointData data;
   for (size_t i = 0; i < vars_.size(); ++i) {
     const ops::PartitionRecord& part = parts_[i];
+    const std::string place = checkpoint_place(vars_[i].node()->requested_device);
     if (part.logical.empty()) {
       data.variables[vars_[i].node()->name] = values[i];
+      data.placement[vars_[i].node()->name].place = place;
     } else {
+      SavedPart saved;
+      saved.variable = vars_[i].node()->name;
+      saved.offset = part.offset;
+      saved.rows = values[i].shape().rank() > 0 ? values[i].shape().dim(0) : 0;
+      saved.place = place;
+      std::vector<SavedPart>& layout = data.placement[part.logical].parts;
+      layout.insert(std::upper_bound(layout.begin(), layout.end(), saved,
+                                     [](const SavedPart& a, const SavedPart& b) { return a.offset < b.offset; }),
+                    std::move(saved));
       // A shard: its rows go into the one tensor of the logical variable, at its offset.
       auto it = data.variables.find(part.logical);
       if (it == data.variables.end()) {
@@ -158,11 +213,7 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
           part.offset + ss.dim(0) > t.shape().dim(0))
         return InvalidArgument("shard '" + node->name + "' " + ss.to_string() + " at row " + std::to_string(part.offset) +
                                " does not fit variable '" + part.logical + "' " + t.shape().to_string());
-      Tensor rows(t.dtype(), ss);
-      if (rows.num_elements() > 0)
-        std::memcpy(rows.raw_data(), static_cast<const char*>(t.raw_data()) + static_cast<size_t>(part.offset) * row_bytes(t),
-                    row_bytes(t) * static_cast<size_t>(ss.dim(0)));
-      t = std::move(rows);
+      t = row_range(t, part.offset, ss.dim(0));
     }
     if (t.dtype() != node->output_types[0])
       return InvalidArgument("variable '" + node->name + "' is " + dtype_name(node->output_types[0]) +
@@ -174,10 +225,25 @@ Status VariableCheckpointOps::assign(Session& sess, const CheckpointData& data, 
     targets.push_back(assigns_[i]);
     // The slots as saved; none saved (no optimizer had updated it, or an older file) clears them.
     auto sl = data.variables.find(slots_key(node->name));
+    const bool logical_slots = sl == data.variables.end() && !part.logical.empty();
+    if (logical_slots) sl = data.variables.find(slots_key(part.logical));
     if (sl != data.variables.end() && sl->second.dtype() != DType::kUInt8)
-      return InvalidArgument("checkpoint " + source + ": the optimizer slots of '" + node->name + "' are " +
+      return InvalidArgument("checkpoint " + source + ": the optimizer slots of '" +
+                             (logical_slots ? part.logical : node->name) + "' are " +
                              dtype_name(sl->second.dtype()) + ", not uint8");
-    feeds.emplace_back(slot_placeholders_[i], sl != data.variables.end() ? sl->second : Tensor(DType::kUInt8, Shape{0}));
+    Tensor slots = sl != data.variables.end() ? sl->second : Tensor(DType::kUInt8, Shape{0});
+    if (logical_slots && sl != data.variables.end()) {
+      // A TensorFlow checkpoint's slot variables are sliced as their variable: take this shard's rows.
+      std::optional<int64_t> count;
+      if (auto c = data.variables.find(node->name + kTfAdamCountSuffix); c != data.variables.end()) {
+        Result<int64_t> v = global_step_value(c->second);
+        if (v.ok() && *v >= 0) count = *v;
+      }
+      Result<Tensor> mine = shard_slots(sl->second, part, t.dtype(), t.shape(), count);
+      if (!mine.ok()) return mine.status().with_prefix("checkpoint " + source);
+      slots = std::move(*mine);
+    }
+    feeds.emplace_back(slot_placeholders_[i], std::move(slots));
     targets.push_back(slot_assigns_[i]);
   }
   if (targets.empty()) return Status::OK();

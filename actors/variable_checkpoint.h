@@ -36,7 +36,8 @@ class VariableCheckpointOps {
   // Every variable's value, fetched in one run (one consistent snapshot), keyed by the
   // variable's node name (the shards of a partitioned variable, train::get_partitioned_variable,
   // as one tensor of its full shape under its logical name; rows of shards not in the list are
-  // zero), and beside it, under slots_key(name), its optimizer slots (a uint8
+  // zero; data.placement records each variable's and each shard's checkpoint_place and a shard's
+  // rows), and beside it, under slots_key(name), its optimizer slots (a uint8
   // blob, ops::variable_slots) when an optimizer has updated it. global_step (optional: an integer scalar, fetched in the same run when
   // it is not one of the variables) becomes data.global_step; without it global_step is 0.
   // Errors: the run's (e.g. FailedPrecondition for an uninitialised variable); InvalidArgument
@@ -47,8 +48,10 @@ class VariableCheckpointOps {
   std::vector<std::string> missing_from(const CheckpointData& data) const;
 
   // Assigns data's value to every variable in one run (a shard gets its rows of its logical
-  // variable's tensor, which must have the logical shape), and its slots (slots_key; none in `data`
-  // clears the variable's slots, so an older file or a variable no optimizer had touched restores
+  // variable's tensor, which must have the logical shape), and its slots (slots_key; a shard
+  // without its own takes its rows of the logical variable's, as a TensorFlow checkpoint's slot
+  // variables give them, with Adam's count from "<shard>/Adam_t" when `data` has that integer
+  // scalar; none in `data` clears the variable's slots, so an older file or a variable no optimizer had touched restores
   // as it was saved). Each value's dtype and shape are checked
   // first: InvalidArgument naming the variable, `source` (the file) and both dtypes or shapes.
   // A variable `data` lacks is NotFound naming it and `source` unless `allow_missing` (then it is
@@ -68,6 +71,13 @@ class VariableCheckpointOps {
   std::vector<Output> slot_assigns_;       // RestoreVariableSlots, after the value's Assign
   Status status_;
 };
+
+// Where a variable on `device` (a requested device name) is saved from, for CheckpointData's
+// placement: its task "/job:<job>/replica:<r>/task:<t>" (replica and task 0 when unset) when the
+// name has a job, so every device of one task is one place; else the device's canonical name
+// ("/device:CPU:1" for "/cpu:1", a local server's device); "" for ""; a name that does not parse
+// as itself. Pure; thread-safe.
+std::string checkpoint_place(const std::string& device);
 
 // The value of an integer scalar tensor (a global step): int64 or int32, one element.
 // InvalidArgument otherwise.

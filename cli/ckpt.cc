@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -173,6 +174,24 @@ size_t count_variables(const CheckpointData& d) {
   return n;
 }
 
+// The number of data files of TensorFlow checkpoint `prefix` (its index read again), 0 when it
+// does not open.
+int tf_num_shards(const std::string& prefix) {
+  auto r = TfCheckpointReader::open(prefix);
+  return r.ok() ? r->num_shards() : 0;
+}
+
+// A slice in TensorFlow's notation: "start,length" per dimension joined by ':', "-" for a whole
+// dimension ("0,3:-").
+std::string slice_text(const std::vector<TfExtent>& slice) {
+  std::string out;
+  for (size_t d = 0; d < slice.size(); ++d) {
+    if (d) out += ':';
+    out += slice[d].length == -1 ? "-" : std::to_string(slice[d].start) + "," + std::to_string(slice[d].length);
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_ckpt_list(const CkptOptions& o) {
@@ -205,7 +224,7 @@ int run_ckpt_list(const CkptOptions& o) {
   }
   std::sort(files.rbegin(), files.rend());  // newest (highest step) first
   files.erase(std::unique(files.begin(), files.end()), files.end());
-  std::vector<std::vector<std::string>> rows{{"STEP", "FORMAT", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}};
+  std::vector<std::vector<std::string>> rows{{"STEP", "FORMAT", "VARIABLES", "BYTES", "SHARDS", "CHECKSUM", "PATH"}};
   json out = {{"dir", o.path}, {"checkpoints", json::array()}};
   int bad = 0;
   std::string problems;
@@ -216,17 +235,19 @@ int run_ckpt_list(const CkptOptions& o) {
     const std::string format = tf ? "tensorflow" : "actorflow";
     json j = {{"path", path}, {"format", format}, {"bytes", bytes}};
     if (data.ok()) {
+      const int shards = tf ? tf_num_shards(path) : 0;
       j["global_step"] = data->global_step;
       j["variables"] = count_variables(*data);
       j["checksum"] = "ok";
+      if (tf) j["shards"] = shards;
       rows.push_back({std::to_string(data->global_step), format, std::to_string(count_variables(*data)),
-                      std::to_string(bytes), "ok", path});
+                      std::to_string(bytes), tf ? std::to_string(shards) : "-", "ok", path});
     } else {
       ++bad;
       j["global_step"] = step;  // from the file name
       j["checksum"] = "BAD";
       j["error"] = data.status().message();
-      rows.push_back({std::to_string(step), format, "-", std::to_string(bytes), "BAD", path});
+      rows.push_back({std::to_string(step), format, "-", std::to_string(bytes), "-", "BAD", path});
       problems += "  " + data.status().message() + "\n";
     }
     out["checkpoints"].push_back(j);
@@ -262,18 +283,30 @@ int run_ckpt_show(const CkptOptions& in) {
     std::cerr << "actorflow ckpt show: " << data.status().message() << "\n";
     return exit_code_for(data.status());
   }
+  // TensorFlow's layout: the data files and each partitioned tensor's slices.
+  int shards = 0;
+  std::map<std::string, std::vector<std::vector<TfExtent>>> slices;
+  if (tf) {
+    if (auto r = TfCheckpointReader::open(o.path); r.ok()) {
+      shards = r->num_shards();
+      for (const TfEntryInfo& e : r->entries())
+        if (!e.slices.empty()) slices[e.name] = e.slices;
+    }
+  }
   const std::string crc = tf ? "" : stored_crc(o.path);
   const int64_t bytes = checkpoint_bytes(o.path, tf);
   size_t value_bytes = 0;
   for (const auto& [name, t] : data->variables) value_bytes += t.bytes();
   json vars = json::array();
   std::vector<std::vector<std::string>> rows{{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "VALUES"}};
+  if (tf) rows[0].insert(rows[0].begin() + 4, "SLICES");
   for (const auto& [name, t] : data->variables) {
     if (is_slots_key(name)) {
       // A variable's optimizer slots (actors/variable_checkpoint.h): bytes, not values.
       const std::string of = name.substr(0, name.size() - std::char_traits<char>::length(kSlotsSuffix));
       rows.push_back({printable_name(name), dtype_name(t.dtype()), t.shape().to_string(),
                       std::to_string(t.num_elements()), "optimizer slots of '" + printable_name(of) + "'"});
+      if (tf) rows.back().insert(rows.back().begin() + 4, "-");
       vars.push_back({{"name", name}, {"slots_of", of}, {"dtype", dtype_name(t.dtype())}, {"bytes", t.bytes()}});
       continue;
     }
@@ -282,6 +315,23 @@ int run_ckpt_show(const CkptOptions& in) {
                     std::to_string(t.num_elements()), summary_text(s)});
     json v = {{"name", name}, {"dtype", dtype_name(t.dtype())}, {"shape", t.shape().dims()},
               {"elements", t.num_elements()}, {"bytes", t.bytes()}};
+    if (tf) {
+      // "3: 0,3:0,3 3,2:0,3 5,2:0,3" (at most 8 shown), "-" for a tensor stored whole.
+      std::string text = "-";
+      if (auto sl = slices.find(name); sl != slices.end()) {
+        text = std::to_string(sl->second.size()) + ":";
+        json list = json::array();
+        for (size_t i = 0; i < sl->second.size(); ++i) {
+          if (i < 8) text += " " + slice_text(sl->second[i]);
+          json ext = json::array();
+          for (const TfExtent& x : sl->second[i]) ext.push_back({x.start, x.length});
+          list.push_back(ext);
+        }
+        if (sl->second.size() > 8) text += " ...";
+        v["slices"] = list;
+      }
+      rows.back().insert(rows.back().begin() + 4, text);
+    }
     if (s.summarised) {
       v["min"] = s.min;
       v["max"] = s.max;
@@ -296,6 +346,7 @@ int run_ckpt_show(const CkptOptions& in) {
     json j = {{"path", o.path},   {"format", tf ? "tensorflow" : "actorflow"}, {"global_step", data->global_step},
               {"checksum", "ok"}, {"bytes", bytes}, {"variables", vars}};
     if (!tf) j["crc32c"] = crc;
+    if (tf) j["shards"] = shards;
     // JSON escapes control characters itself; bytes that are no UTF-8 become U+FFFD.
     std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
     return 0;
@@ -307,6 +358,7 @@ int run_ckpt_show(const CkptOptions& in) {
             << ")\n"
             << "variables    " << count_variables(*data) << " (" << value_bytes << " bytes of values, " << bytes
             << " bytes in " << (tf ? "the files" : "the file") << ")\n";
+  if (tf) std::cout << "shards       " << shards << " data file" << (shards == 1 ? "" : "s") << "\n";
   if (!data->variables.empty()) print_table(rows);
   std::cout.flush();
   return 0;

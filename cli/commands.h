@@ -139,12 +139,14 @@ struct CkptOptions {
 // Checkpoints are actorflow's files or TensorFlow's V2 checkpoints (named by their prefix, the
 // path without ".index"; a path ending in ".index" is accepted too).
 // `actorflow ckpt list DIR`: every "<prefix>-<step>" checkpoint of DIR in either format, newest
-// (highest step) first, with its format, global step, number of variables, size in bytes and
-// checksum state (ok, or BAD with the reason on stderr). Exit 0 when every one reads back whole;
+// (highest step) first, with its format, global step, number of variables, size in bytes, number
+// of data files (TensorFlow's; "-" for actorflow's one file) and checksum state (ok, or BAD with the reason on stderr). Exit 0 when every one reads back whole;
 // 1 when one is unreadable or DIR holds none; 2 when DIR does not exist or is not a directory.
 int run_ckpt_list(const CkptOptions& opts);
 // `actorflow ckpt show CKPT`: the format, global step, checksum state and every variable (name,
-// dtype, shape, elements, the values of small ones, min/max/mean of larger ones). Exit 0; 1 when
+// dtype, shape, elements, the values of small ones, min/max/mean of larger ones); for TensorFlow's
+// format also the number of data files and each partitioned tensor's slices ("3: 0,3:0,3 ...",
+// TensorFlow's "start,length" per dimension; "-" for a tensor stored whole). Exit 0; 1 when
 // the checkpoint is corrupt, truncated, not a checkpoint or of a newer format (the reason names
 // it); 2 when it does not exist or is not a regular file.
 int run_ckpt_show(const CkptOptions& opts);

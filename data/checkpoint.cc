@@ -557,7 +557,9 @@ Result<std::string> CheckpointManager::save(const CheckpointData& data) {
   const int64_t step = data.global_step;
   const std::string path = path_for_step(step);
   if (format_ == CheckpointFormat::kTensorFlow) {
-    AF_RETURN_IF_ERROR(write_checkpoint_data_as_tf(path, data));
+    TfSaveOptions tf_opts;
+    tf_opts.sharded = tf_sharded_;
+    AF_RETURN_IF_ERROR(write_checkpoint_data_as_tf(path, data, tf_opts));
     run_hook(hook_, SavePoint::kDirSynced);
   } else {
     AF_RETURN_IF_ERROR(write_checkpoint(path, data, hook_));

@@ -25,10 +25,31 @@
 
 namespace actorflow {
 
-// What a checkpoint holds: the global step and named host tensors (any dtype, any shape).
+// One part of a partitioned variable as it was saved: the part variable, the rows of the whole
+// tensor it holds, and where it lived.
+struct SavedPart {
+  std::string variable;  // the part variable's node name ("emb/part_1")
+  int64_t offset = 0;    // its first row in the whole tensor
+  int64_t rows = 0;      // its number of rows
+  std::string place;     // checkpoint_place() of its device; "" when not known
+};
+
+// Where a saved variable lived when it was read (VariableCheckpointOps::read fills it). Formats
+// that record placement use it: TensorFlow's writes one data file per place and a partitioned
+// variable as slices (data/tf/tf_checkpoint_data.h). actorflow's own file does not store it, so a
+// read gives none. A value type.
+struct SavedPlacement {
+  std::string place;             // an unpartitioned variable's place; "" when not known
+  std::vector<SavedPart> parts;  // a partitioned variable's parts, by offset; empty otherwise
+};
+
+// What a checkpoint holds: the global step and named host tensors (any dtype, any shape), and,
+// when known, where each saved variable lived (keyed by its saved name, a partitioned variable's
+// by its logical name; may be empty or cover only some variables).
 struct CheckpointData {
   int64_t global_step = 0;
   std::map<std::string, Tensor> variables;
+  std::map<std::string, SavedPlacement> placement;
 };
 
 // The file format's name and version, written into every file.
@@ -86,7 +107,8 @@ struct SkippedCheckpoint {
 // "Newest" means highest global step.
 //
 // save() writes `format`'s files: actorflow's one file "<prefix>-<step>", or TensorFlow's bundle
-// "<prefix>-<step>.index" + "<prefix>-<step>.data-00000-of-00001" (data/tf/tf_checkpoint_data.h:
+// "<prefix>-<step>.index" + "<prefix>-<step>.data-0000i-of-0000N" (one data file per task holding
+// variables unless set_tensorflow_sharded(false); data/tf/tf_checkpoint_data.h:
 // the path returned and listed is then the bundle's prefix, as TensorFlow names it). Whatever the
 // format, restore_latest(), list() and the rotation see the checkpoints of both formats in the
 // directory (a step saved in both is read in TensorFlow's).
@@ -120,6 +142,12 @@ class CheckpointManager {
   // The file the last restore_latest() returned; "" when it returned none or failed.
   const std::string& last_restored_path() const { return restored_path_; }
 
+  // TensorFlow's format only: whether save() writes one data file per place of the data's
+  // placement (TfSaveOptions::sharded; the default, as TensorFlow's Supervisor saves sharded) or
+  // one data file. Not synchronised with save().
+  void set_tensorflow_sharded(bool sharded) { tf_sharded_ = sharded; }
+  bool tensorflow_sharded() const { return tf_sharded_; }
+
   // Test hook run at each SavePoint of later save() calls (empty: none). TensorFlow's format runs
   // only kDirSynced (its writer is write_tf_checkpoint's) and the index's points.
   void set_save_hook_for_testing(SaveHook hook) { hook_ = std::move(hook); }
@@ -144,6 +172,7 @@ class CheckpointManager {
   int keep_;
   std::string prefix_;
   CheckpointFormat format_;
+  bool tf_sharded_ = true;
   SaveHook hook_;
   std::vector<SkippedCheckpoint> skipped_;
   std::string restored_path_;

@@ -322,6 +322,40 @@ TEST(CheckpointManagerTest, SavingAnOlderStepDropsTheAbandonedFuture) {
 // rotation deletes both files of an old one, restore_latest() reads them back exactly, falls back
 // past a damaged one (every corrupt_latest mode, applied to its index), and a directory holding
 // both formats is one history ordered by step.
+// The manager in TensorFlow's format writes one data file per place by default (the weights on
+// ps task 1, the biases and the step on task 0) and rotation deletes every data file of a
+// checkpoint with its index; set_tensorflow_sharded(false) writes one data file; both restore the
+// same values.
+TEST(CheckpointManagerTest, TensorFlowFormatWritesOneDataFilePerPsTask) {
+  TempDir dir;
+  CheckpointManager m(dir.path(), 1, "model.ckpt", CheckpointFormat::kTensorFlow);
+  EXPECT_TRUE(m.tensorflow_sharded());
+  auto placed = [](int64_t step) {
+    CheckpointData d = model_at(step);
+    d.placement["conv1/weights"].place = "/job:ps/replica:0/task:1";
+    d.placement["conv1/biases"].place = "/job:ps/replica:0/task:0";
+    d.placement["global_step"].place = "/job:ps/replica:0/task:0";
+    return d;
+  };
+  ASSERT_TRUE(m.save(placed(10)).ok());
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-10.data-00000-of-00002",
+                                      "model.ckpt-10.data-00001-of-00002", "model.ckpt-10.index"}));
+  // task 0: the biases (8 bytes) and the step (8); task 1: the weights (48).
+  EXPECT_EQ(fs::file_size(dir.file("model.ckpt-10.data-00000-of-00002")), 16u);
+  EXPECT_EQ(fs::file_size(dir.file("model.ckpt-10.data-00001-of-00002")), 48u);
+  auto r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status();
+  expect_same(model_at(10), **r);
+  m.set_tensorflow_sharded(false);
+  ASSERT_TRUE(m.save(placed(20)).ok());
+  EXPECT_EQ(dir_entries(dir.path()),
+            (std::vector<std::string>{"checkpoint", "model.ckpt-20.data-00000-of-00001", "model.ckpt-20.index"}));
+  r = m.restore_latest();
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status();
+  expect_same(model_at(20), **r);
+}
+
 TEST(CheckpointManagerTest, TensorFlowFormatRotatesRestoresAndFallsBack) {
   TempDir dir;
   CheckpointManager m(dir.path(), 2, "model.ckpt", CheckpointFormat::kTensorFlow);

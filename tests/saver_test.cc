@@ -23,6 +23,7 @@
 #include "data/tf/tf_checkpoint.h"
 #include "data/tf/tf_checkpoint_data.h"
 #include "data/variable_slots.h"
+#include "actors/variable_checkpoint.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
 
@@ -386,6 +387,207 @@ TEST(SaverTest, TensorFlowRestoresTheSaversCheckpointAndContinuesTheSameWay) {
   EXPECT_NEAR(next[1], third[1], 1e-6);
 }
 
+// Two "ps tasks" of a local server, /cpu:1 and /cpu:2, holding: "emb" [7,3] float32 in `parts`
+// shards (fixed_size_partitioner) placed alternately on /cpu:1 and /cpu:2, emb row r column c
+// initialised to 0.5 (3r + c) - 3; on /cpu:1 f64 [2,2] float64, f16 [4] float32, i32 [2,2] int32
+// and the global step; on /cpu:2 bias [3] float32, bf16 [4] float32, i64 [3] int64, flags [3]
+// bool. `step` is one AdamOptimizer(0.1) step on loss = sum(emb * emb) (only emb is trainable).
+struct PsModel {
+  std::unique_ptr<Server> server;
+  Scope root = Scope::root();
+  train::PartitionedVariable emb;
+  std::vector<Output> emb_slots;
+  Output f64, f16, i32, bias, bf16, i64, flags, gs, step, init;
+  std::unique_ptr<Session> sess;
+
+  explicit PsModel(int64_t parts) {
+    LocalServerOptions so;
+    so.cpu_devices = 3;
+    server = std::move(*Server::local(so));
+    Scope ps1 = root.with_device("/cpu:1"), ps2 = root.with_device("/cpu:2"), worker = root.with_device("/cpu:0");
+    auto next = std::make_shared<int>(0);
+    train::ShardPlacement place = [next](const Scope& s, const Shape&, DType) {
+      return s.with_device((*next)++ % 2 == 0 ? "/cpu:1" : "/cpu:2");
+    };
+    emb = *train::get_partitioned_variable(root, "emb", Shape{7, 3}, train::fixed_size_partitioner(parts),
+                                           DType::kFloat32, train::zeros_initializer(), true, place);
+    for (size_t i = 0; i < emb.shards.size(); ++i) {
+      Scope dev = root.with_device(emb.shards[i].node()->requested_device);
+      std::vector<float> v;
+      for (int64_t r = emb.offsets[i]; r < emb.offsets[i] + emb.shards[i].shape().dim(0); ++r)
+        for (int c = 0; c < 3; ++c) v.push_back(0.5f * static_cast<float>(3 * r + c) - 3.0f);
+      train::set_initial_value(dev, emb.shards[i],
+                               ops::constant(dev, Tensor::from_vector<float>(v, {emb.shards[i].shape().dim(0), 3})));
+      emb_slots.push_back(ops::variable_slots(dev, emb.shards[i]));
+    }
+    auto value = [](const Scope& s, const std::string& name, Tensor t) {
+      Output v = train::get_variable(s, name, t.shape(), t.dtype(), {}, /*trainable=*/false);
+      train::set_initial_value(s, v, ops::constant(s, t));
+      return v;
+    };
+    f64 = value(ps1, "f64", Tensor::from_vector<double>({1.0 / 3, -2.5e-300, 1e300, -0.0}, {2, 2}));
+    f16 = value(ps1, "f16", Tensor::from_vector<float>({9, 9, 9, 9}, {4}));
+    i32 = value(ps1, "i32", Tensor::from_vector<int32_t>({1, -2, 2147483647, -2147483647 - 1}, {2, 2}));
+    bias = value(ps2, "bias", Tensor::from_vector<float>({0.1f, -0.2f, 0.3f}, {3}));
+    bf16 = value(ps2, "bf16", Tensor::from_vector<float>({9, 9, 9, 9}, {4}));
+    i64 = value(ps2, "i64", Tensor::from_vector<int64_t>({9007199254740993LL, -1, 0}, {3}));
+    flags = value(ps2, "flags", Tensor::from_vector<bool>({true, false, true}, {3}));
+    gs = train::get_or_create_global_step(ps1);
+    Output loss;
+    for (const Output& shard : emb.shards) {
+      Output part = ops::reduce_sum(worker, ops::mul(worker, shard, shard));
+      loss = loss.valid() ? ops::add(worker, loss, part) : part;
+    }
+    step = *train::AdamOptimizer(0.1f).minimize(worker, loss, gs, emb.shards);
+    init = *train::global_variables_initializer(root);
+    sess = std::make_unique<Session>(root, server->target());
+  }
+  // The bytes of `outs` fetched in one run, concatenated (the shards of emb make its whole tensor).
+  std::string bytes_of(const std::vector<Output>& outs) {
+    auto r = sess->run(outs);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::string b;
+    if (r.ok())
+      for (const Tensor& t : *r) b.append(static_cast<const char*>(t.raw_data()), t.bytes());
+    return b;
+  }
+  // One of Adam's moments of emb (SlotId kAdamM or kAdamV), its shards' rows concatenated.
+  std::string emb_moment(SlotId id, int64_t* adam_t = nullptr) {
+    auto r = sess->run(emb_slots);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::string b;
+    for (size_t i = 0; r.ok() && i < emb.shards.size(); ++i) {
+      auto set = decode_variable_slots((*r)[i], DType::kFloat32, emb.shards[i].shape());
+      EXPECT_TRUE(set.ok()) << set.status();
+      if (!set.ok()) return "";
+      const Tensor& t = set->at(id);
+      if (!t.is_initialized()) return "";
+      b.append(static_cast<const char*>(t.raw_data()), t.bytes());
+      if (adam_t) *adam_t = set->adam_t;
+    }
+    return b;
+  }
+};
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+std::string float_bytes(std::vector<uint32_t> bits) {
+  return std::string(reinterpret_cast<const char*>(bits.data()), bits.size() * 4);
+}
+
+// TensorFlow 2.21's sharded save (tests/data/tf_ckpt/ps_sharded: two data files, "emb" as 3 row
+// slices with its Adam moments sliced alike after one step, float64/float16/bfloat16/int32/
+// int64/bool variables) restores by name into the model built with actorflow's API with emb in
+// 2 shards: every value bit-identical to what TensorFlow's reader returned (float16 and bfloat16
+// widened exactly to the float32 variables: hand-written bit patterns), the moments cut to the
+// shards' rows with the count 1 (from the beta powers); the Saver then writes it back as 2 data
+// files (one per place) with emb and its moments as 2 slices holding TensorFlow's bytes.
+TEST(SaverTest, RestoresTensorFlowsShardedSaveWithAPartitionedVariable) {
+  const std::string golden = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt";
+  const auto want = nlohmann::json::parse(slurp_file(golden + "/expected.json"))["checkpoints"]["ps_sharded/model.ckpt-4"];
+  auto tf_bytes = [&](const std::string& name) { return unhex(want[name]["hex"].get<std::string>()); };
+  auto golden_reader = TfCheckpointReader::open(golden + "/ps_sharded/model.ckpt-4");
+  ASSERT_TRUE(golden_reader.ok()) << golden_reader.status();
+  ASSERT_EQ(golden_reader->num_shards(), 2);
+  PsModel m(2);
+  train::Saver saver(m.root);
+  ASSERT_TRUE(m.sess->run({}, {}, {m.init}).ok());
+  ASSERT_TRUE(saver.restore(*m.sess, golden + "/ps_sharded/model.ckpt-4").ok());
+  EXPECT_EQ(m.bytes_of(m.emb.shards), tf_bytes("emb"));
+  int64_t adam_t = 0;
+  EXPECT_EQ(m.emb_moment(SlotId::kAdamM, &adam_t), tf_bytes("emb/Adam"));
+  EXPECT_EQ(m.emb_moment(SlotId::kAdamV), tf_bytes("emb/Adam_1"));
+  EXPECT_EQ(adam_t, 1);
+  for (const auto& [name, var] : std::vector<std::pair<std::string, Output>>{
+           {"f64", m.f64}, {"i32", m.i32}, {"bias", m.bias}, {"i64", m.i64}, {"flags", m.flags}, {"global_step", m.gs}})
+    EXPECT_EQ(m.bytes_of({var}), tf_bytes(name)) << name;
+  // float16 0x3800 0xbd00 0x7bff 0x03ff and bfloat16 0x3f80 0xc049 0x714a 0x3c00 as float32.
+  EXPECT_EQ(m.bytes_of({m.f16}), float_bytes({0x3f000000u, 0xbfa00000u, 0x477fe000u, 0x387fc000u}));
+  EXPECT_EQ(m.bytes_of({m.bf16}), float_bytes({0x3f800000u, 0xc0490000u, 0x714a0000u, 0x3c000000u}));
+
+  TempDir dir;
+  train::SaverOptions opts;
+  opts.tensorflow_format = true;
+  train::Saver tf_saver(m.root, {}, opts);
+  auto path = tf_saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(dir_entries(dir.path()), (std::vector<std::string>{"checkpoint", "model.ckpt-4.data-00000-of-00002",
+                                                               "model.ckpt-4.data-00001-of-00002", "model.ckpt-4.index"}));
+  auto r = TfCheckpointReader::open(*path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::vector<TfExtent>> halves{{{0, 4}, {0, 3}}, {{4, 3}, {0, 3}}};
+  for (const TfEntryInfo& e : r->entries()) {
+    if (e.name == "emb" || e.name == "emb/Adam" || e.name == "emb/Adam_1") {
+      EXPECT_EQ(e.slices, halves) << e.name;
+      EXPECT_EQ(r->read(e.name)->bytes, tf_bytes(e.name)) << e.name;
+    }
+  }
+}
+
+// The other way: actorflow's Saver in TensorFlow's format with variables on two places and emb in
+// 3 shards spread over both after one Adam step writes 2 data files; TensorFlow 2.21 reads every
+// entry with tf.train.load_checkpoint (emb whole from its 3 slices) and restores them with
+// tf.compat.v1.train.Saver into emb = get_variable(partitioner=fixed_size_partitioner(3)) and its
+// Adam slots, all bit-identical to the values actorflow's session holds. Runs
+// tests/data/tf_ckpt/tf_restore_sharded.py with the project's .venv-tf; skipped without it.
+TEST(SaverTest, TensorFlowRestoresAShardedSaveWithAPartitionedVariable) {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+  TempDir dir;
+  PsModel m(3);
+  ASSERT_TRUE(m.sess->run({}, {}, {m.init}).ok());
+  ASSERT_TRUE(m.sess->run({}, {}, {m.step}).ok());
+  train::SaverOptions opts;
+  opts.tensorflow_format = true;
+  train::Saver saver(m.root, {}, opts);
+  auto path = saver.save(*m.sess, dir.path() + "/model.ckpt", m.gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir.path() + "/model.ckpt-1");
+  auto r = TfCheckpointReader::open(*path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_shards(), 2);
+  for (const TfEntryInfo& e : r->entries())
+    if (e.name == "emb") {
+      EXPECT_EQ(e.slices.size(), 3u);
+    }
+
+  const std::string out = dir.file("tf.json"), err = dir.file("tf.err");
+  const std::string cmd = python + " " + AF_SOURCE_DIR + "/tests/data/tf_ckpt/tf_restore_sharded.py " + *path + " > " +
+                          out + " 2> " + err;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp_file(err);
+  const auto got = nlohmann::json::parse(slurp_file(out));
+  EXPECT_EQ(got["data_files"], (std::vector<std::string>{"model.ckpt-1.data-00000-of-00002", "model.ckpt-1.data-00001-of-00002"}));
+  std::map<std::string, std::string> mine{{"emb", m.bytes_of(m.emb.shards)},
+                                          {"emb/Adam", m.emb_moment(SlotId::kAdamM)},
+                                          {"emb/Adam_1", m.emb_moment(SlotId::kAdamV)},
+                                          {"f64", m.bytes_of({m.f64})},
+                                          {"i32", m.bytes_of({m.i32})},
+                                          {"i64", m.bytes_of({m.i64})},
+                                          {"flags", m.bytes_of({m.flags})},
+                                          {"bias", m.bytes_of({m.bias})},
+                                          {"global_step", m.bytes_of({m.gs})}};
+  EXPECT_FALSE(mine["emb/Adam"].empty());
+  for (const auto& [name, bytes] : mine) {
+    const std::string hex = hex_of(bytes.data(), bytes.size());
+    EXPECT_EQ(got["tensors"][name].get<std::string>(), hex) << name << " through load_checkpoint";
+    EXPECT_EQ(got["restored"][name].get<std::string>(), hex) << name << " through Saver.restore";
+  }
+}
+
+// Where a variable is saved from: its task, whatever its device part; a local device as itself.
+TEST(SaverTest, CheckpointPlaceIsTheTaskOrTheLocalDevice) {
+  EXPECT_EQ(checkpoint_place("/job:ps/task:1"), "/job:ps/replica:0/task:1");
+  EXPECT_EQ(checkpoint_place("/job:ps/replica:0/task:1/device:CPU:0"), "/job:ps/replica:0/task:1");
+  EXPECT_EQ(checkpoint_place("/job:ps/task:1/gpu:0"), "/job:ps/replica:0/task:1");
+  EXPECT_EQ(checkpoint_place("/job:ps"), "/job:ps/replica:0/task:0");
+  EXPECT_EQ(checkpoint_place("/cpu:1"), "/device:CPU:1");
+  EXPECT_EQ(checkpoint_place(""), "");
+}
+
 TEST(SaverTest, SaveReadsTheGlobalStepInTheSameRun) {
   TempDir dir;
   Model m;
@@ -635,11 +837,12 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   EXPECT_EQ(r.code, 0) << r.out;
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 3u) << r.out;
-  EXPECT_EQ(columns(l[0]), (std::vector<std::string>{"STEP", "FORMAT", "VARIABLES", "BYTES", "CHECKSUM", "PATH"}));
+  EXPECT_EQ(columns(l[0]),
+            (std::vector<std::string>{"STEP", "FORMAT", "VARIABLES", "BYTES", "SHARDS", "CHECKSUM", "PATH"}));
   EXPECT_EQ(columns(l[1]),
-            (std::vector<std::string>{"15", "actorflow", "3", std::to_string(fs::file_size(p15)), "ok", p15}));
+            (std::vector<std::string>{"15", "actorflow", "3", std::to_string(fs::file_size(p15)), "-", "ok", p15}));
   EXPECT_EQ(columns(l[2]),
-            (std::vector<std::string>{"5", "actorflow", "3", std::to_string(fs::file_size(p5)), "ok", p5}));
+            (std::vector<std::string>{"5", "actorflow", "3", std::to_string(fs::file_size(p5)), "-", "ok", p5}));
 
   CliRun j = actorflow({"ckpt", "list", dir.path(), "--json"});
   EXPECT_EQ(j.code, 0) << j.out;
@@ -657,8 +860,8 @@ TEST(CkptCliTest, ListShowsEveryCheckpointNewestFirst) {
   l = lines(r.out);
   ASSERT_EQ(l.size(), 5u) << r.out;
   EXPECT_EQ(columns(l[1]),
-            (std::vector<std::string>{"15", "actorflow", "-", std::to_string(fs::file_size(p15)), "BAD", p15}));
-  EXPECT_EQ(columns(l[2])[4], "ok");
+            (std::vector<std::string>{"15", "actorflow", "-", std::to_string(fs::file_size(p15)), "-", "BAD", p15}));
+  EXPECT_EQ(columns(l[2])[5], "ok");
   EXPECT_EQ(l[3], "actorflow ckpt list: 1 of 2 checkpoints in " + dir.path() + " are unreadable:");
   EXPECT_NE(l[4].find("checkpoint " + p15 + " is truncated or corrupt"), std::string::npos) << l[4];
 }
@@ -735,7 +938,7 @@ TEST(CkptCliTest, TensorFlowCheckpointsAreListedShownAndConverted) {
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 4u) << r.out;
   const auto tf_bytes = fs::file_size(tf20 + ".index") + fs::file_size(tf20 + ".data-00000-of-00001");
-  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "tensorflow", "3", std::to_string(tf_bytes), "ok", tf20}));
+  EXPECT_EQ(columns(l[1]), (std::vector<std::string>{"15", "tensorflow", "3", std::to_string(tf_bytes), "1", "ok", tf20}));
   EXPECT_EQ(columns(l[2])[1], "actorflow");
   // Back to actorflow's format: the same data as the original file.
   const std::string back = dir.path() + "/back.ckpt";
@@ -771,6 +974,40 @@ TEST(CkptCliTest, TensorFlowCheckpointsAreListedShownAndConverted) {
   auto doc = nlohmann::json::parse(j.out);
   EXPECT_EQ(doc["format"], "tensorflow");
   EXPECT_EQ(doc["variables"].size(), 6u);  // beta1_power, beta2_power, global_step, w, w/Adam, w/Adam_1
+  EXPECT_EQ(doc["shards"], 1);
+
+  // TensorFlow's sharded save: its data files counted, a partitioned tensor's slices shown in
+  // TensorFlow's notation (start,length per dimension), "-" for tensors stored whole.
+  const std::string sharded = std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/ps_sharded/model.ckpt-4";
+  r = actorflow({"ckpt", "show", sharded});
+  EXPECT_EQ(r.code, 0) << r.out;
+  l = lines(r.out);
+  ASSERT_GE(l.size(), 7u) << r.out;
+  EXPECT_EQ(l[5], "shards       2 data files");
+  EXPECT_EQ(columns(l[6]), (std::vector<std::string>{"NAME", "DTYPE", "SHAPE", "ELEMENTS", "SLICES", "VALUES"}));
+  std::map<std::string, std::vector<std::string>> row;
+  for (const std::string& line : l) {
+    auto c = columns(line);
+    if (!c.empty()) row[c[0]] = c;
+  }
+  EXPECT_EQ(row["emb"], (std::vector<std::string>{"emb", "float32", "[7,3]", "21", "3: 0,3:0,3 3,2:0,3 5,2:0,3",
+                                                  "min -2.6 max 2.4 mean -0.095238"}));
+  ASSERT_EQ(row["emb/Adam_1"].size(), 6u) << r.out;
+  EXPECT_EQ(row["emb/Adam_1"][4], "3: 0,3:0,3 3,2:0,3 5,2:0,3");
+  ASSERT_EQ(row["f64"].size(), 6u) << r.out;
+  EXPECT_EQ(row["f64"][4], "-");
+  j = actorflow({"ckpt", "show", sharded, "--json"});
+  doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["shards"], 2);
+  for (const auto& v : doc["variables"])
+    if (v["name"] == "emb") {
+      EXPECT_EQ(v["slices"].dump(), "[[[0,3],[0,3]],[[3,2],[0,3]],[[5,2],[0,3]]]");
+    }
+  r = actorflow({"ckpt", "list", std::string(AF_SOURCE_DIR) + "/tests/data/tf_ckpt/ps_sharded"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  l = lines(r.out);
+  ASSERT_EQ(l.size(), 2u) << r.out;
+  EXPECT_EQ(columns(l[1])[4], "2");
   // Errors: an existing destination (either form), an unknown --to, a missing source, a damaged one.
   r = actorflow({"ckpt", "convert", p15, tf20});
   EXPECT_EQ(r.code, 2);

@@ -232,6 +232,30 @@ TEST(ScenarioTest, RealSizeKillParameterServerWithTensorFlowCheckpoints) {
   EXPECT_EQ(indexes, data) << names;
 }
 
+// Two ps tasks and TensorFlow's checkpoint format: the chief's Supervisor saves sharded, so every
+// checkpoint is an index and two data files (-of-00002), one per ps task holding the model's
+// variables; expect_scenario_outcome reads each back whole.
+TEST(ScenarioTest, TwoParameterServersWriteOneTensorFlowDataFilePerTask) {
+  Shape shape;
+  shape.ps = 2;
+  shape.supervisor = "checkpoint_format = \"tensorflow\"\n";
+  auto o = run_job("2 ps, TensorFlow checkpoints", "", {}, kSteps, shape);
+  int indexes = 0, first = 0, second = 0;
+  std::string names;
+  for (const std::string& f : o.logdir_files) {
+    names += " " + f;
+    if (f.rfind("model.ckpt-", 0) != 0) continue;
+    const bool index = f.size() > 6 && f.compare(f.size() - 6, 6, ".index") == 0;
+    indexes += index;
+    first += f.find(".data-00000-of-00002") != std::string::npos;
+    second += f.find(".data-00001-of-00002") != std::string::npos;
+    EXPECT_TRUE(index || f.find("-of-00002") != std::string::npos) << "not a 2-shard checkpoint file: " << f;
+  }
+  EXPECT_GE(indexes, 1) << names;
+  EXPECT_EQ(first, indexes) << names;
+  EXPECT_EQ(second, indexes) << names;
+}
+
 // A TensorFlow 1.x user's model as TensorFlow wrote it: seed 002's CNN training graph (conv
 // 32/64, fc 1024, AdamOptimizer(1e-4), global step, resource variables under
 // replica_device_setter; tests/data/tf_graph/make_seed_cnn.py) imported by every worker

@@ -20,6 +20,8 @@
 
 #include "data/crc32c.h"
 #include "data/tf/tf_checkpoint.h"
+#include "data/tf/tf_checkpoint_data.h"
+#include "data/variable_slots.h"
 #include "proto/tf/tensor_bundle.pb.h"
 #include "tests/util/fuzz.h"
 #include "tests/util/process.h"
@@ -53,7 +55,7 @@ nlohmann::json expected() { return nlohmann::json::parse(slurp(kGolden + "/expec
 
 TEST(TfCheckpointTest, ReadsEveryGoldenVariableAsTensorFlowDoes) {
   const auto want = expected();
-  ASSERT_EQ(want["checkpoints"].size(), 4u);
+  ASSERT_EQ(want["checkpoints"].size(), 5u);
   int tensors = 0;
   for (const auto& [prefix, vars] : want["checkpoints"].items()) {
     auto r = TfCheckpointReader::open(kGolden + "/" + prefix);
@@ -73,7 +75,7 @@ TEST(TfCheckpointTest, ReadsEveryGoldenVariableAsTensorFlowDoes) {
       ++tensors;
     }
   }
-  EXPECT_EQ(tensors, 10 + 3 + 4 + 6);
+  EXPECT_EQ(tensors, 10 + 3 + 4 + 6 + 13);
 }
 
 TEST(TfCheckpointTest, GoldenValuesConvertToActorflowTensors) {
@@ -254,6 +256,102 @@ TEST(TfCheckpointTest, WritesShardsAndSlicesAndReadsThemBack) {
     if (ent->d_name[0] != '.') ++files;
   ::closedir(d);
   EXPECT_EQ(files, 2);  // m.index (the directory) and the data file: no temporary file
+}
+
+// CheckpointData with placement: one data file per place, in numeric task order (task:10 after
+// task:2), each variable and its slots in its place's file, the global step (no variable) in the
+// first; a partitioned variable and its Adam moments as slices of their full names with Adam's
+// count the parts' largest plus the one part that differs; sharded = false: one data file.
+TEST(TfCheckpointTest, CheckpointDataIsWrittenOneDataFilePerPlaceWithSlices) {
+  TempDir dir;
+  CheckpointData d;
+  d.global_step = 9;
+  d.variables["emb"] = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {5, 2});
+  d.variables["w"] = Tensor::from_vector<double>({-1.5, 2.25}, {2});
+  d.variables["n"] = Tensor::scalar<int32_t>(-7);
+  const std::string t0 = "/job:ps/replica:0/task:0", t1 = "/job:ps/replica:0/task:1";
+  const std::string t2 = "/job:ps/replica:0/task:2", t10 = "/job:ps/replica:0/task:10";
+  d.placement["emb"].parts = {{"emb/part_0", 0, 3, t1}, {"emb/part_1", 3, 2, t0}};
+  d.placement["w"].place = t10;
+  d.placement["n"].place = t2;
+  auto adam_slots = [](int64_t t, std::vector<float> m, std::vector<float> v, Shape s) {
+    VariableSlotSet set;
+    set.adam_t = t;
+    set.at(SlotId::kAdamM) = Tensor::from_vector<float>(m, s);
+    set.at(SlotId::kAdamV) = Tensor::from_vector<float>(v, s);
+    return *encode_variable_slots(set, set.at(SlotId::kAdamM).bytes());
+  };
+  d.variables[slots_key("emb/part_0")] = adam_slots(3, {10, 11, 12, 13, 14, 15}, {20, 21, 22, 23, 24, 25}, {3, 2});
+  d.variables[slots_key("emb/part_1")] = adam_slots(2, {16, 17, 18, 19}, {26, 27, 28, 29}, {2, 2});
+  const std::string prefix = dir.file("model.ckpt-9");
+  ASSERT_TRUE(write_checkpoint_data_as_tf(prefix, d).ok());
+  auto r = TfCheckpointReader::open(prefix);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->num_shards(), 4);
+  // task:0: emb rows 3..4, its two moments' rows (16 bytes each), the global step (8 bytes);
+  // task:1: emb rows 0..2 and the moments' (24 bytes each) and emb/Adam_t; task:2: n; task:10: w.
+  EXPECT_EQ(slurp(prefix + ".data-00000-of-00004").size(), 16u * 3 + 8 + 8);  // + emb/part_1/Adam_t
+  EXPECT_EQ(slurp(prefix + ".data-00001-of-00004").size(), 24u * 3 + 8);
+  EXPECT_EQ(slurp(prefix + ".data-00002-of-00004").size(), 4u);
+  EXPECT_EQ(slurp(prefix + ".data-00003-of-00004").size(), 16u);
+  std::map<std::string, TfEntryInfo> by_name;
+  for (const TfEntryInfo& e : r->entries()) by_name[e.name] = e;
+  const std::vector<std::vector<TfExtent>> rows{{{0, 3}, {0, 2}}, {{3, 2}, {0, 2}}};
+  for (const std::string name : {"emb", "emb/Adam", "emb/Adam_1"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name[name].shape, (Shape{5, 2})) << name;
+    EXPECT_EQ(by_name[name].slices, rows) << name;
+  }
+  auto floats_of = [&](const std::string& name) {
+    auto t = tf_tensor_to_tensor(*r->read(name));
+    return std::vector<float>(t->data<float>(), t->data<float>() + t->num_elements());
+  };
+  EXPECT_EQ(floats_of("emb"), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(floats_of("emb/Adam"), (std::vector<float>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(floats_of("emb/Adam_1"), (std::vector<float>{20, 21, 22, 23, 24, 25, 26, 27, 28, 29}));
+  EXPECT_EQ(*tf_tensor_to_tensor(*r->read("emb/Adam_t"))->data<int64_t>(), 3);
+  EXPECT_EQ(*tf_tensor_to_tensor(*r->read("emb/part_1/Adam_t"))->data<int64_t>(), 2);
+  EXPECT_FALSE(by_name.count("emb/part_0/Adam_t"));
+  // Read back: the whole variable with its slots folded (count from emb/Adam_t).
+  auto back = read_tf_checkpoint_data(prefix);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->global_step, 9);
+  auto slots = decode_variable_slots(back->variables.at(slots_key("emb")), DType::kFloat32, Shape{5, 2});
+  ASSERT_TRUE(slots.ok()) << slots.status();
+  EXPECT_EQ(slots->adam_t, 3);
+  EXPECT_EQ(slots->at(SlotId::kAdamV).data<float>()[9], 29.0f);
+
+  // One data file when asked, same entries.
+  TfSaveOptions one;
+  one.sharded = false;
+  ASSERT_TRUE(write_checkpoint_data_as_tf(dir.file("one"), d, one).ok());
+  auto r1 = TfCheckpointReader::open(dir.file("one"));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->num_shards(), 1);
+  EXPECT_EQ(r1->entries().size(), r->entries().size());
+  EXPECT_EQ(r1->read("emb")->bytes, r->read("emb")->bytes);
+
+  // A slot only some parts hold is left out; parts that do not tile the rows: written whole.
+  CheckpointData partial = d;
+  partial.variables.erase(slots_key("emb/part_1"));
+  partial.placement["w"].parts = {{"w/part_0", 0, 1, t0}};
+  ASSERT_TRUE(write_checkpoint_data_as_tf(dir.file("partial"), partial).ok());
+  auto rp = TfCheckpointReader::open(dir.file("partial"));
+  ASSERT_TRUE(rp.ok()) << rp.status();
+  std::set<std::string> names;
+  for (const TfEntryInfo& e : rp->entries()) {
+    names.insert(e.name);
+    if (e.name == "w") {
+      EXPECT_TRUE(e.slices.empty());
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"emb", "emb/Adam_t", "emb/part_1/Adam_t", "global_step", "n", "w"}));
+  // Slots of neither a variable nor a part are refused, naming them.
+  CheckpointData stray = d;
+  stray.variables[slots_key("ghost")] = stray.variables.at(slots_key("emb/part_1"));
+  Status st = write_checkpoint_data_as_tf(dir.file("stray"), stray);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("'ghost'"), std::string::npos) << st;
 }
 
 TEST(TfCheckpointTest, SliceKeysRoundTripForEveryEncodingLength) {

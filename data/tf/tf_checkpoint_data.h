@@ -6,7 +6,9 @@
 //     "w/RMSProp" and "w/RMSProp_1" (mean square and momentum); Adam's update count, which
 //     TensorFlow keeps as the shared "beta1_power"/"beta2_power" instead, as the int64 scalar
 //     "w/Adam_t" (TensorFlow ignores an entry no variable of its graph names);
-//   - the global step as the int64 scalar "global_step" unless a variable of that name is saved.
+//   - the global step as the int64 scalar "global_step" unless a variable of that name is saved;
+//   - a partitioned variable (CheckpointData::placement's parts) as TensorFlow's slices of its
+//     logical name, its slots sliced alike; one data file per place (TfSaveOptions).
 // A slot entry wins over a saved variable of the same name (an imported TensorFlow graph's slot
 // variable, which actorflow's optimizer updates do not touch: they keep the slots themselves).
 // docs/interop.md, "Saver, Supervisor and `actorflow ckpt` in TensorFlow's format", lists the
@@ -20,11 +22,30 @@
 
 namespace actorflow {
 
-// Writes `data` as the TensorFlow checkpoint `prefix` (one data file, crash-safe as
-// write_tf_checkpoint). InvalidArgument naming the variable for a dtype TensorFlow's format has
-// no equivalent for here (uint8 other than a slot blob) or a slot blob that does not decode for
-// its variable (a "w:slots" without "w"); Unavailable naming the file for I/O errors.
-Status write_checkpoint_data_as_tf(const std::string& prefix, const CheckpointData& data);
+// The suffix of the int64 scalar holding a variable's Adam update count ("w/Adam_t").
+inline constexpr const char* kTfAdamCountSuffix = "/Adam_t";
+
+// How write_checkpoint_data_as_tf lays out the bundle.
+struct TfSaveOptions {
+  // One data file per place of data.placement holding variables, as tf.train.Saver(sharded=True)
+  // writes one per device: "<prefix>.data-0000i-of-0000N", places in order (job, then replica and
+  // task numerically; docs/interop.md). false, or every variable in one place: one data file.
+  bool sharded = true;
+};
+
+// Writes `data` as the TensorFlow checkpoint `prefix` (crash-safe as write_tf_checkpoint):
+// data files as `opts` says, each variable (with its slots) in its place's file and the global
+// step in its variable's file, else the first; a partitioned variable (data.placement parts that
+// tile its rows) as TensorFlow's slices: one tensor of the full name and shape with one slice
+// entry per part, in the part's place's file, its slot variables ("emb/Adam", ...) sliced alike
+// when every part has that slot (else left out, with a WARNING naming the variable), Adam's count
+// "emb/Adam_t" the largest of the parts' and "emb/part_i/Adam_t" per part when they differ.
+// Without placement (or parts that do not tile the rows) a variable is written whole.
+// InvalidArgument naming the variable for a dtype TensorFlow's format has no equivalent for here
+// (uint8 other than a slot blob) or a slot blob that does not decode for its variable (a
+// "w:slots" of neither a saved variable nor a part); Unavailable naming the file for I/O errors.
+Status write_checkpoint_data_as_tf(const std::string& prefix, const CheckpointData& data,
+                                   const TfSaveOptions& opts = {});
 
 // Reads the TensorFlow checkpoint `prefix` into a CheckpointData: every tensor under its name
 // (float16 and bfloat16 widened to float32, partitioned tensors assembled whole); the slot

@@ -35,10 +35,15 @@ struct SaverOptions {
   int max_to_keep = 5;
   // Name of the sub-scope its restore ops are built in (made unique: "save", "save_1", ...).
   std::string name = "save";
-  // save() writes TensorFlow's V2 checkpoint "<save_path>-<step>" (.index and .data-00000-of-00001
-  // files, which tf.train.Saver and tf.train.load_checkpoint read; names and what is carried in
+  // save() writes TensorFlow's V2 checkpoint "<save_path>-<step>" (.index and .data-* files, which tf.train.Saver and tf.train.load_checkpoint read; names and what is carried in
   // docs/interop.md) instead of actorflow's file. restore() and latest_checkpoint() read both.
   bool tensorflow_format = false;
+  // With tensorflow_format: one data file per parameter-server task holding variables
+  // ("<prefix>.data-0000i-of-0000N", as tf.train.Saver(sharded=True); a local server's devices
+  // count as places of their own), each variable in its task's file; one data file when all
+  // variables live in one place. false: always one data file. Partitioned variables are written
+  // as TensorFlow's slices either way. Ignored in actorflow's format.
+  bool sharded = true;
 };
 
 class Saver {

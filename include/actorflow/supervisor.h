@@ -33,7 +33,9 @@ struct SupervisorConfig {
   double save_checkpoint_secs = 60;    // 0 = only at stop()
   int keep_checkpoints = 5;
   // Write checkpoints in TensorFlow's format (tf.train.Saver reads them; docs/interop.md) instead
-  // of actorflow's. Restoring reads either format, whichever the newest checkpoint is in.
+  // of actorflow's: sharded, one data file per parameter-server task holding variables, and
+  // partitioned variables as TensorFlow's slices. Restoring reads either format, whichever the
+  // newest checkpoint is in.
   bool tensorflow_checkpoints = false;
   double ready_timeout_secs = 120;     // how long a non-chief waits for the model
   double save_summaries_secs = 10;     // steps/s summaries; 0 = off

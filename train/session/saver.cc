@@ -46,6 +46,7 @@ class Saver::Impl {
       return InvalidArgument("Saver.save: negative global step " + std::to_string(data->global_step));
     CheckpointManager manager(where.first, opts_.max_to_keep, where.second,
                               opts_.tensorflow_format ? CheckpointFormat::kTensorFlow : CheckpointFormat::kActorflow);
+    manager.set_tensorflow_sharded(opts_.sharded);
     return manager.save(*data);
   }
 

@@ -18,6 +18,13 @@ It writes, with TensorFlow's own tf.compat.v1.train.Saver (graph mode):
       w = [1, 1] (float32) after 2 steps of AdamOptimizer(0.1) on loss = sum(w * w * [1, -2]), with its
       slots w/Adam and w/Adam_1, beta1_power/beta2_power and the global step (2); expected.json's
       "adam_third_step" holds w after one more step, which actorflow must reproduce from the file;
+  ps_sharded/model.ckpt-4.{index,data-0000[01]-of-00002} + ps_sharded/checkpoint
+      a sharded save (Saver(sharded=True)) over two CPU devices standing for two ps tasks, each
+      holding variables (the global step on the first, so two data files): on the first "emb", a
+      [7,3] float32 variable split by fixed_size_partitioner(3) into 3, 2 and 2 rows, after one
+      step of AdamOptimizer(0.1) on loss = sum(emb * emb * c) (its slots "emb/Adam", "emb/Adam_1"
+      sliced like it, beta1_power/beta2_power), and float64, float16 and int32 variables; on the
+      second float32, bfloat16, int64 and bool variables;
 and expected.json: for every checkpoint prefix and every variable, what TensorFlow's own reader
 (tf.train.load_checkpoint) returns: dtype name, shape and the little-endian bytes in hex.
 The values are fixed (no randomness), so a rerun writes the same tensors.
@@ -108,6 +115,45 @@ def adam():
     return prefix, [float(x) for x in third]
 
 
+def ps_sharded():
+    """Writes ps_sharded/ (see the module docstring); returns the prefix."""
+    d = os.path.join(OUT, "ps_sharded")
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.remove(os.path.join(d, f))
+    full = (np.arange(21, dtype=np.float32).reshape(7, 3) - np.float32(10)) * np.float32(0.25)
+
+    def init(shape, dtype=None, partition_info=None):  # each partition's rows of `full`
+        row = partition_info.var_offset[0] if partition_info is not None else 0
+        return tf.constant(full[row:row + shape[0]], dtype=tf.float32)
+
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device("/cpu:0"):
+            gs = v1.train.get_or_create_global_step()
+            emb = v1.get_variable("emb", shape=[7, 3], dtype=tf.float32, initializer=init,
+                                  partitioner=v1.fixed_size_partitioner(3))
+            v1.Variable(np.array([[1.0 / 3, -2.5e-300], [1e300, -0.0]], dtype=np.float64), name="f64")
+            v1.Variable(np.array([0.5, -1.25, 65504.0, 6.1e-5], dtype=np.float16), name="f16")
+            v1.Variable(np.array([[1, -2], [2147483647, -2147483648]], dtype=np.int32), name="i32")
+        with tf.device("/cpu:1"):
+            v1.Variable(np.array([0.1, -0.2, 0.3], dtype=np.float32), name="bias")
+            v1.Variable(tf.constant([1.0, -3.140625, 1e30, 0.0078125], dtype=tf.bfloat16), name="bf16")
+            v1.Variable(np.array([9007199254740993, -1, 0], dtype=np.int64), name="i64")
+            v1.Variable(np.array([True, False, True], dtype=np.bool_), name="flags")
+        c = tf.constant(np.arange(21, dtype=np.float32).reshape(7, 3) * np.float32(0.1) - np.float32(1.0))
+        loss = tf.reduce_sum(tf.convert_to_tensor(emb) ** 2 * c)
+        train = v1.train.AdamOptimizer(0.1).minimize(loss, var_list=list(emb))
+        set_step = v1.assign(gs, 4)
+        saver = v1.train.Saver(sharded=True, save_relative_paths=True)
+        config = v1.ConfigProto(device_count={"CPU": 2})
+        with v1.Session(graph=g, config=config) as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(train)
+            sess.run(set_step)
+            return saver.save(sess, os.path.join(d, "model.ckpt"), global_step=4, write_meta_graph=False)
+
+
 def record(prefix):
     reader = tf.train.load_checkpoint(prefix)
     out = {}
@@ -131,6 +177,10 @@ def main():
         rel = os.path.relpath(prefix, OUT)
         expected[rel] = record(prefix)
         print(rel, sorted(os.listdir(os.path.dirname(prefix))))
+    prefix = ps_sharded()
+    rel = os.path.relpath(prefix, OUT)
+    expected[rel] = record(prefix)
+    print(rel, sorted(os.listdir(os.path.dirname(prefix))))
     prefix, third = adam()
     rel = os.path.relpath(prefix, OUT)
     expected[rel] = record(prefix)
