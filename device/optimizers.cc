@@ -1,6 +1,7 @@
 #include "device/optimizers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "device/functors.h"
@@ -42,6 +43,26 @@ void dense_loop(int64_t n, const F& f_in, const float* w_in, float* w_out, const
   }
 }
 
+// FTRL-Proximal (TensorFlow's ApplyFtrlV2; ApplyFtrl when l2_shrinkage is 0), with
+// p = -lr_power:
+//   g' = g + 2 * l2_shrinkage * w;  a' = a + g^2
+//   linear += g' - (a'^p - a^p) / lr * w
+//   w = |linear| > l1 ? (sign(linear) * l1 - linear) / (a'^p / lr + 2 * l2) : 0;  a = a'
+// (sqrt for the usual lr_power -0.5).
+struct FtrlUpdateF {
+  float lr, l1, l2, l2_shrinkage, lr_power;
+  float power(float x) const { return lr_power == -0.5f ? std::sqrt(x) : std::pow(x, -lr_power); }
+  void operator()(float& w, float& accum, float& linear, float g) const {
+    const float g_shrunk = g + 2 * l2_shrinkage * w;
+    const float new_accum = accum + g * g;
+    const float new_power = power(new_accum);
+    linear += g_shrunk - (new_power - power(accum)) / lr * w;
+    const float quadratic = new_power / lr + 2 * l2;
+    w = std::fabs(linear) > l1 ? ((linear > 0 ? l1 : -l1) - linear) / quadratic : 0.f;
+    accum = new_accum;
+  }
+};
+
 // Calls `use(functor, slot pointers...)` with the per-element update of `opt` for update number
 // `step` and the slots of st in the spec's order.
 template <class Use>
@@ -60,6 +81,9 @@ void with_update(Optimizer opt, const OptimizerHyper& h, int64_t step, Optimizer
     case Optimizer::kRmsProp:
       use(functors::RmsPropUpdateF<float>{h.lr, h.decay, h.momentum, h.epsilon}, p(SlotId::kRmsMs),
           p(SlotId::kRmsMom));
+      return;
+    case Optimizer::kFtrl:
+      use(FtrlUpdateF{h.lr, h.l1, h.l2, h.l2_shrinkage, h.lr_power}, p(SlotId::kFtrlAccum), p(SlotId::kFtrlLinear));
       return;
   }
 }
@@ -83,6 +107,10 @@ const std::vector<OptimizerSpec>& optimizer_specs() {
       {Optimizer::kRmsProp, "rmsprop", "ApplyRMSProp", "apply_rms_prop", nullptr, nullptr,
        {R::kLr, R::kDecay, R::kMomentum, R::kEpsilon, R::kGrad}, {},
        {{SlotId::kRmsMs, 1.f}, {SlotId::kRmsMom, 0.f}}, false, true},
+      // The accumulator starts at initial_accumulator_value, linear at 0 (TF's FtrlOptimizer).
+      {Optimizer::kFtrl, "ftrl", "ApplyFtrl", "apply_ftrl", "SparseApplyFtrl", "sparse_apply_ftrl",
+       {R::kLr, R::kL1, R::kL2, R::kLrPower, R::kGrad}, {R::kLr, R::kL1, R::kL2, R::kLrPower, R::kIndices, R::kValues},
+       {{SlotId::kFtrlAccum, 0.f, true}, {SlotId::kFtrlLinear, 0.f}}, false, false},
   };
   return specs;
 }
@@ -99,7 +127,11 @@ OptimizerHyper hyper_from_attrs(Optimizer opt, const AttrMap& a, bool sync) {
   auto f = [&](const char* name, double dflt) { return static_cast<float>(a.get_or<double>(name, dflt)); };
   OptimizerHyper h;
   h.initial_accumulator = f("initial_accumulator_value", 0.1);
+  h.l2_shrinkage = f("l2_shrinkage", 0.0);
   if (!sync) return h;
+  h.l1 = f("l1", 0.0);
+  h.l2 = f("l2", 0.0);
+  h.lr_power = f("lr_power", -0.5);
   const bool rms = opt == Optimizer::kRmsProp;
   h.lr = f("lr", 1e-4);
   h.momentum = f("momentum", rms ? 0.0 : 0.9);
@@ -119,6 +151,9 @@ void set_hyper(OptimizerHyper& h, ArgRole role, double v) {
     case R::kBeta2: h.beta2 = f; break;
     case R::kEpsilon: h.epsilon = f; break;
     case R::kDecay: h.decay = f; break;
+    case R::kL1: h.l1 = f; break;
+    case R::kL2: h.l2 = f; break;
+    case R::kLrPower: h.lr_power = f; break;
     case R::kGrad:
     case R::kIndices:
     case R::kValues: break;
@@ -128,7 +163,22 @@ void set_hyper(OptimizerHyper& h, ArgRole role, double v) {
 Status check_hyper(Optimizer opt, const OptimizerHyper& h, const std::string& what) {
   if (opt == Optimizer::kAdagrad && !(h.initial_accumulator > 0))
     return InvalidArgument(what + ": initial_accumulator_value must be > 0");
+  if (opt == Optimizer::kFtrl) {
+    if (!(h.initial_accumulator >= 0)) return InvalidArgument(what + ": initial_accumulator_value must be >= 0");
+    if (!(h.l2_shrinkage >= 0)) return InvalidArgument(what + ": l2_shrinkage must be >= 0");
+  }
   return Status::OK();
+}
+
+// The hyper-parameters that are inputs, checked when an update runs (TensorFlow's ApplyFtrl
+// checks the same).
+static Status check_inputs(Optimizer opt, const OptimizerHyper& h) {
+  if (opt != Optimizer::kFtrl) return Status::OK();
+  if (!(h.lr > 0)) return InvalidArgument("ftrl: learning rate must be > 0, got " + std::to_string(h.lr));
+  if (!(h.l1 >= 0)) return InvalidArgument("ftrl: l1 must be >= 0, got " + std::to_string(h.l1));
+  if (!(h.l2 >= 0)) return InvalidArgument("ftrl: l2 must be >= 0, got " + std::to_string(h.l2));
+  if (!(h.lr_power <= 0)) return InvalidArgument("ftrl: lr_power must be <= 0, got " + std::to_string(h.lr_power));
+  return check_hyper(opt, h, "ftrl");
 }
 
 float slot_init(const SlotSpec& s, const OptimizerHyper& h) { return s.from_accumulator ? h.initial_accumulator : s.init; }
@@ -145,6 +195,7 @@ void ensure_slots(Optimizer opt, const OptimizerHyper& h, const Tensor& value, O
 
 Status apply_dense(Optimizer opt, const OptimizerHyper& h, Tensor& value, bool in_place, OptimizerState& st,
                    const Tensor& g) {
+  AF_RETURN_IF_ERROR(check_inputs(opt, h));
   Tensor fresh;
   if (!in_place) {
     auto t = Tensor::allocate(cpu_host_pool(), value.dtype(), value.shape());
@@ -186,6 +237,7 @@ Status apply_sparse(Optimizer opt, const OptimizerHyper& h, Tensor& value, Optim
   const OptimizerSpec& spec = optimizer_spec(opt);
   if (!spec.sparse_method)
     return InvalidArgument(what + ": no sparse form of optimizer '" + std::string(spec.name) + "'");
+  AF_RETURN_IF_ERROR(check_inputs(opt, h));
   ensure_slots(opt, h, value, st);
   if (spec.counts_steps) ++st.steps;
   float* w = value.data<float>();

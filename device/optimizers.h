@@ -25,7 +25,7 @@
 
 namespace actorflow {
 
-enum class Optimizer : uint8_t { kSgd, kMomentum, kAdam, kAdagrad, kRmsProp };
+enum class Optimizer : uint8_t { kSgd, kMomentum, kAdam, kAdagrad, kRmsProp, kFtrl };
 
 // Every optimizer's hyper-parameters (each optimizer reads its own; the rest are ignored). The
 // defaults are those of a synchronous update whose attrs leave them out.
@@ -34,11 +34,13 @@ struct OptimizerHyper {
   float momentum = 0.9f;                                // kMomentum, kRmsProp
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // kAdam (epsilon also kRmsProp)
   float decay = 0.9f;                                   // kRmsProp
-  float initial_accumulator = 0.1f;                     // kAdagrad: the accumulator's start, > 0
+  float initial_accumulator = 0.1f;                     // kAdagrad (> 0), kFtrl (>= 0): the accumulator's start
+  float l1 = 0, l2 = 0, lr_power = -0.5f;               // kFtrl: regularization, learning rate power (<= 0)
+  float l2_shrinkage = 0;                               // kFtrl (V2): L2 shrinkage of the gradient, >= 0
 };
 
 // What an input of an optimizer op is.
-enum class ArgRole : uint8_t { kLr, kMomentum, kBeta1, kBeta2, kEpsilon, kDecay, kGrad, kIndices, kValues };
+enum class ArgRole : uint8_t { kLr, kMomentum, kBeta1, kBeta2, kEpsilon, kDecay, kL1, kL2, kLrPower, kGrad, kIndices, kValues };
 
 // One slot of an optimizer: its id and its initial value (`init`, or the hyper-parameter
 // initial_accumulator where from_accumulator).
@@ -51,7 +53,7 @@ struct SlotSpec {
 // An optimizer's row of the table.
 struct OptimizerSpec {
   Optimizer kind;
-  const char* name;           // as SyncOptions names it: "sgd", "momentum", "adam", "adagrad", "rmsprop"
+  const char* name;           // as SyncOptions names it: "sgd", "momentum", "adam", "adagrad", "rmsprop", "ftrl"
   const char* dense_op;       // "ApplyAdam"
   const char* dense_method;   // the variable actor's method, the replicated call's name: "apply_adam"
   const char* sparse_op;      // "SparseApplyAdam"; null: no sparse form
@@ -73,12 +75,13 @@ const OptimizerSpec* find_optimizer(const std::string& name);
 // The hyper-parameters an op of `opt` gives as attributes: with `sync` (ApplyGradientSync and
 // its sparse form) all of them, absent ones at the accumulator's defaults (RMSProp's momentum 0
 // and epsilon 1e-10, lr 1e-4); otherwise (Apply*/SparseApply*, whose other hyper-parameters are
-// inputs) only initial_accumulator_value.
+// inputs) only initial_accumulator_value and l2_shrinkage.
 OptimizerHyper hyper_from_attrs(Optimizer opt, const AttrMap& attrs, bool sync);
 // Sets the hyper-parameter of `role` (no-op for kGrad, kIndices, kValues).
 void set_hyper(OptimizerHyper& h, ArgRole role, double v);
 // OK, or InvalidArgument "<what>: <hyper-parameter> must be ..." for values the update cannot
-// take (Adagrad's initial_accumulator_value <= 0).
+// take (Adagrad's initial_accumulator_value <= 0; FTRL's lr <= 0, l1, l2, l2_shrinkage or
+// initial_accumulator_value < 0, lr_power > 0). apply_dense and apply_sparse check it too.
 Status check_hyper(Optimizer opt, const OptimizerHyper& h, const std::string& what);
 
 // A variable's optimizer state: the slots by id (slot[0] unused; uninitialised when absent: a

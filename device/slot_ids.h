@@ -15,8 +15,10 @@ enum class SlotId : uint8_t {
   kAdagradAccum = 4,  // ApplyAdagrad's accumulator
   kRmsMs = 5,         // ApplyRMSProp's mean square
   kRmsMom = 6,        // ApplyRMSProp's momentum
+  kFtrlAccum = 7,     // ApplyFtrl's accumulator (sum of squared gradients)
+  kFtrlLinear = 8,    // ApplyFtrl's linear term
 };
 // The largest id; ids run 1..kNumSlotIds.
-inline constexpr int kNumSlotIds = 6;
+inline constexpr int kNumSlotIds = 8;
 
 }  // namespace actorflow

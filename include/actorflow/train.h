@@ -300,6 +300,29 @@ class RMSPropOptimizer : public Optimizer {
   ops::SyncOptions sync_update() const override;
 };
 
+// tf.train.FtrlOptimizer (FTRL-Proximal, the optimizer of wide-and-deep models), with
+// p = -learning_rate_power: accum' = accum + grad^2;
+// linear += grad' - (accum'^p - accum^p) / learning_rate * var (grad' = grad + 2 * l2_shrinkage * var);
+// var = |linear| > l1 ? (sign(linear) * l1 - linear) / (accum'^p / learning_rate + 2 * l2) : 0.
+// accum starts at initial_accumulator_value, linear at 0. Sparse gradients update their rows only.
+// apply_gradients checks learning_rate > 0, learning_rate_power <= 0, the others >= 0.
+class FtrlOptimizer : public Optimizer {
+ public:
+  explicit FtrlOptimizer(float learning_rate, float learning_rate_power = -0.5f,
+                         float initial_accumulator_value = 0.1f, float l1_regularization_strength = 0.0f,
+                         float l2_regularization_strength = 0.0f, float l2_shrinkage_regularization_strength = 0.0f);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
+  Status validate() const override;
+
+ private:
+  float initial_accumulator_value_;
+  float l2_shrinkage_;
+};
+
 // tf.train.SyncReplicasOptimizer: synchronous data-parallel training around any optimizer above.
 //
 // Each replica's gradient of a variable goes to that variable's accumulator (in its variable
