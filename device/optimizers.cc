@@ -104,8 +104,9 @@ const std::vector<OptimizerSpec>& optimizer_specs() {
       {Optimizer::kAdagrad, "adagrad", "ApplyAdagrad", "apply_adagrad", "SparseApplyAdagrad", "sparse_apply_adagrad",
        {R::kLr, R::kGrad}, {R::kLr, R::kIndices, R::kValues}, {{SlotId::kAdagradAccum, 0.f, true}}, false, true},
       // ms starts at 1, mom at 0 (TF 1.x's RMSPropOptimizer).
-      {Optimizer::kRmsProp, "rmsprop", "ApplyRMSProp", "apply_rms_prop", nullptr, nullptr,
-       {R::kLr, R::kDecay, R::kMomentum, R::kEpsilon, R::kGrad}, {},
+      {Optimizer::kRmsProp, "rmsprop", "ApplyRMSProp", "apply_rms_prop", "SparseApplyRMSProp", "sparse_apply_rms_prop",
+       {R::kLr, R::kDecay, R::kMomentum, R::kEpsilon, R::kGrad},
+       {R::kLr, R::kDecay, R::kMomentum, R::kEpsilon, R::kIndices, R::kValues},
        {{SlotId::kRmsMs, 1.f}, {SlotId::kRmsMom, 0.f}}, false, true},
       // The accumulator starts at initial_accumulator_value, linear at 0 (TF's FtrlOptimizer).
       {Optimizer::kFtrl, "ftrl", "ApplyFtrl", "apply_ftrl", "SparseApplyFtrl", "sparse_apply_ftrl",

@@ -156,6 +156,8 @@ void register_variable_ops(OpRegistry& r) {
          }, nullptr, true});
   r.add({"ApplyFtrl", 5, apply_shape_fn({"learning rate", "l1", "l2", "lr_power", kGrad}), nullptr, true});
   r.add({"SparseApplyFtrl", 6, sparse_apply_shape_fn({"learning rate", "l1", "l2", "lr_power"}, 4), nullptr, true});
+  r.add({"SparseApplyRMSProp", 6, sparse_apply_shape_fn({"learning rate", "decay", "momentum", "epsilon"}, 4), nullptr,
+         true});
   r.add({"ApplyRMSProp", 5, apply_shape_fn({"learning rate", "decay", "momentum", "epsilon", kGrad}), nullptr, true});
   r.add({"ApplyGradientSync", 2, [](InferenceContext& c) -> Status {
            if (c.attrs().get_or<std::string>("optimizer", "adam") != "increment")
@@ -351,6 +353,20 @@ Output sparse_apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2
       .input(values)
       .attr("initial_accumulator_value", static_cast<double>(initial_accumulator_value))
       .attr("l2_shrinkage", static_cast<double>(l2_shrinkage))
+      .output();
+}
+
+Output sparse_apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon,
+                             Input indices, Input values) {
+  Node* v = var_node(s, var, "SparseApplyRMSProp");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyRMSProp")
+      .input(lr)
+      .input(decay)
+      .input(momentum)
+      .input(epsilon)
+      .input(indices)
+      .input(values)
       .output();
 }
 

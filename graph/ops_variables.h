@@ -93,6 +93,9 @@ Output apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input
 // and their slots.
 Output sparse_apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input lr_power, Input indices,
                          Input values, float initial_accumulator_value = 0.1f, float l2_shrinkage = 0.0f);
+// Its sparse form (TF SparseApplyRMSProp): only the rows present and their ms and mom change.
+Output sparse_apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon,
+                             Input indices, Input values);
 // SyncReplicasOptimizer's contribution of one replica for global step `local_step`: the variable's
 // accumulator averages `replicas_to_aggregate` gradients of the current step, applies Adam once and
 // releases the waiting replicas; stale gradients (local_step below the current step) and gradients
@@ -131,8 +134,8 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
 // ops::indexed_slices' inputs): the accumulator sums the contributions' rows by index (a
 // contribution's duplicate indices first), and when the step is complete divides each row by the
 // number of contributions that had it (TensorFlow's SparseConditionalAccumulator, MEAN) and
-// applies the sparse form of o.optimizer ("sgd", "momentum", "adam" lazily, "adagrad") to those
-// rows only. Errors as apply_gradient_sync, plus an optimizer without a sparse form.
+// applies the sparse form of o.optimizer ("sgd", "momentum", "adam" lazily, "adagrad", "rmsprop")
+// to those rows only. Errors as apply_gradient_sync, plus an optimizer without a sparse form.
 Output sparse_apply_gradient_sync(const Scope& s, Input var, Input indices, Input values, Input local_step,
                                   const SyncOptions& o);
 

@@ -107,6 +107,30 @@ TEST(OptimizerMathTest, FtrlRefusesBadHyperParameters) {
   EXPECT_FALSE(st.at(SlotId::kFtrlAccum).is_initialized());
 }
 
+TEST(OptimizerMathTest, SparseRmsPropUpdatesOnlyItsRowsAndTheirSlots) {
+  // Variable [3, 2] = [[1, 2], [3, 4], [5, 6]]; lr 0.01, decay 0.9, momentum 0.5, epsilon 1e-10;
+  // ms from 1, mom from 0. Indices [2, 0, 2], rows [1, 1], [0.5, -1], [1, -3]: row 2 gets [2, -2].
+  //   ms = ms + (g^2 - ms) * 0.1; mom = 0.5 mom + 0.01 g / sqrt(ms + eps); w -= mom.
+  //   row 2: ms = 1.3, 1.3; mom = 0.0175411604, -0.0175411604; w = 4.9824588396, 6.0175411604
+  //   row 0: ms = 0.925, 1;  mom = 0.0051987524, -0.01;        w = 0.9948012476, 2.01
+  //   row 1: unchanged, its ms stays 1 (a dense update would decay it to 0.9 with g = 0).
+  OptimizerHyper h;
+  h.lr = 0.01f;
+  h.decay = 0.9f;
+  h.momentum = 0.5f;
+  h.epsilon = 1e-10f;
+  Tensor w = floats({1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  OptimizerState st;
+  SparseRows sr = sum_sparse_rows({2, 0, 2}, std::vector<float>{1, 1, 0.5f, -1, 1, -3}.data(), 2);
+  ASSERT_TRUE(apply_sparse(Optimizer::kRmsProp, h, w, st, sr, "sparse_apply_rms_prop").ok());
+  const std::vector<double> want = {0.9948012476, 2.01, 3, 4, 4.9824588396, 6.0175411604};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(values(w)[i], want[i], 1e-6) << i;
+  const std::vector<double> ms = {0.925, 1, 1, 1, 1.3, 1.3};
+  for (size_t i = 0; i < ms.size(); ++i) EXPECT_NEAR(values(st.at(SlotId::kRmsMs))[i], ms[i], 1e-6) << i;
+  EXPECT_EQ(values(st.at(SlotId::kRmsMom))[2], 0.f);
+  EXPECT_NEAR(values(st.at(SlotId::kRmsMom))[4], 0.0175411604, 1e-7);
+}
+
 TEST(OptimizerMathTest, TheTableNamesEachOptimizerOnceWithItsSlots) {
   EXPECT_EQ(optimizer_specs().size(), 6u);
   for (size_t i = 0; i < optimizer_specs().size(); ++i) {

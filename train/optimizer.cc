@@ -240,6 +240,11 @@ Output RMSPropOptimizer::apply_dense(const Scope& s, const std::vector<Output>& 
   return ops::apply_rms_prop(s, v, h[0], h[1], h[2], h[3], g);
 }
 
+Output RMSPropOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                      const Output& values, const Output& v) const {
+  return ops::sparse_apply_rms_prop(s, v, h[0], h[1], h[2], h[3], indices, values);
+}
+
 FtrlOptimizer::FtrlOptimizer(float learning_rate, float learning_rate_power, float initial_accumulator_value,
                              float l1_regularization_strength, float l2_regularization_strength,
                              float l2_shrinkage_regularization_strength)
