@@ -1,5 +1,6 @@
 #include "actors/node_actor.h"
 #include "actors/ps_replication.h"
+#include "device/variable_call.h"
 
 #include <atomic>
 #include <deque>
@@ -224,7 +225,7 @@ void drain_replicas(NodeActor* self, uint64_t qid) {
       if (!st.cfg.replica_inbox->take(p.key, p.n, &got)) {
         if (std::chrono::steady_clock::now() >= p.deadline) {
           st.cfg.replica_inbox->forget(p.key);
-          p.rp.deliver(to_caf_error(DeadlineExceeded("replicated call " + p.call->method + " of variable '" +
+          p.rp.deliver(to_caf_error(DeadlineExceeded("replicated call " + p.call->method() + " of variable '" +
                                                      p.call->resource + "': its tensors did not arrive over the data plane")));
           q.pop_front();
           continue;
@@ -244,7 +245,7 @@ void drain_replicas(NodeActor* self, uint64_t qid) {
       }
       for (auto& [i, t] : got) {
         if (i >= p.call->args.size() || p.call->args[i].is_initialized()) {
-          p.rp.deliver(to_caf_error(InvalidArgument("replicated call " + p.call->method + " of variable '" +
+          p.rp.deliver(to_caf_error(InvalidArgument("replicated call " + p.call->method() + " of variable '" +
                                                     p.call->resource + "': data-plane tensor for argument " +
                                                     std::to_string(i) + " has no place in the call")));
           p.call.reset();
@@ -445,26 +446,30 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             st.cfg.replicator->primary_seen(from);
           }
         }
-        auto call = std::make_shared<ResourceCall>();
-        call->resource = var;
-        call->method = method;
-        call->args = std::move(args);
-        call->attrs = std::move(*decoded);
+        AttrMap call_attrs = std::move(*decoded);
         // Tensors sent ahead over the data plane: "<count>;<call key>".
         std::string key;
         size_t n = 0;
-        if (auto data = call->attrs.get_or<std::string>(kReplicaDataAttr, ""); !data.empty()) {
+        if (auto data = call_attrs.get_or<std::string>(kReplicaDataAttr, ""); !data.empty()) {
           if (!ReplicaInbox::parse_data_attr(data, &n, &key))
             return to_caf_error(InvalidArgument("replicated call " + method + " of variable '" + var + "': bad " +
                                                 kReplicaDataAttr + " '" + data.substr(0, 80) + "'"));
           if (!self->state.cfg.replica_inbox)
             return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " takes no replicated tensors over the data plane"));
-          call->attrs.erase(kReplicaDataAttr);
+          call_attrs.erase(kReplicaDataAttr);
         }
-        call->attrs.set(kReplicaCallAttr, true);
-        call->attrs.set(kReplicaFromAttr, from);
+        call_attrs.set(kReplicaCallAttr, true);
+        call_attrs.set(kReplicaFromAttr, from);
         // A held synchronous contribution is the primary's to release; the backup only counts it.
-        call->attrs.set("wait", false);
+        call_attrs.set("wait", false);
+        // Decoded here, once per replicated call (device/variable_call.h).
+        auto op = decode_variable_op(method, std::move(call_attrs));
+        if (!op.ok())
+          return to_caf_error(InvalidArgument("replicated call of variable '" + var + "': " + op.status().message()));
+        auto call = std::make_shared<ResourceCall>();
+        call->resource = var;
+        call->op = std::move(*op);
+        call->args = std::move(args);
         // A primary's calls are applied in their order: behind any of its calls still waiting
         // for data-plane tensors, and (with tensors of their own) once those are here.
         const caf::actor_addr sender = caf::actor_cast<caf::actor_addr>(self->current_sender());

@@ -138,12 +138,6 @@ Result<AttrMap> decode_call_attrs(const std::string& bytes) {
   return out;
 }
 
-bool replicated_method(const std::string& m, const AttrMap& attrs) {
-  if (m == "read" || m == "save" || m == "is_initialized" || m == "save_slots") return false;
-  if (m == "sync_control") return attrs.get_or<std::string>("action", "stats") != "stats";
-  return true;
-}
-
 std::string served_by_marker(const std::string& copy_task, const std::string& primary_task) {
   return "[served_by " + copy_task + " -> " + primary_task + "]";
 }

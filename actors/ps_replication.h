@@ -68,9 +68,8 @@ inline constexpr size_t kReplicaDataMinBytes = 16 * 1024;
 // control plane instead (so one call never needs more of a backup's ReplicaInbox than this).
 inline constexpr size_t kReplicaDataMaxCallBytes = size_t{512} << 20;
 
-// True for the variable methods that change state (and so are replicated); `attrs` tells a
-// sync_control "stats" (a read) from "leave"/"close". Pure.
-bool replicated_method(const std::string& method, const AttrMap& attrs);
+// Which variable calls are replicated: those that change state, mutates() of their decoded
+// VariableCall (device/variable_call.h).
 
 // The backup side of the data plane for replicated calls: the tensors a primary sends ahead of
 // (or after) its call, held until the call takes them. Frames arrive on the data plane's reader

@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <unordered_map>
+#include <type_traits>
 #include <vector>
 
 #include "actors/messages.h"
@@ -20,7 +20,9 @@
 #include "actors/restart.h"
 #include "core/logging.h"
 #include "device/device.h"
-#include "device/functors.h"
+#include "device/optimizers.h"
+#include "device/variable_call.h"
+#include "runtime/sync_accumulator.h"
 
 namespace actorflow {
 namespace {
@@ -35,36 +37,17 @@ struct VarState {
   Shape shape;
   Tensor value;              // uninitialized until the first assign
   int64_t version = 0;
-  Tensor momentum;           // ApplyMomentum slot
-  Tensor adam_m, adam_v;     // ApplyAdam slots
-  int64_t adam_t = 0;
-  Tensor adagrad_accum;      // ApplyAdagrad slot (starts at initial_accumulator_value)
-  Tensor rms_ms, rms_mom;    // ApplyRMSProp slots (ms starts at 1, mom at 0: TF 1.x)
+  // The optimizer slots by id and Adam's step count (device/optimizers.h: which optimizer has
+  // which slots and how they start).
+  OptimizerState opt;
   // Where the value and the slots above live: null = host memory; a GPU once a kernel on it
-  // wrote the variable (device_call below). The host-only state (sync_sum, ...) stays on the host.
+  // wrote the variable (device_call below). The host-only state (the accumulator) stays on the host.
   Device* home = nullptr;
-  // Synchronous replicas.
-  int64_t sync_step = 0;     // the global step the accumulator collects for
-  bool sync_aligned = false; // sync_step was taken from a contribution (the first after a reset)
-  Tensor sync_sum;
-  int64_t sync_count = 0;
-  std::string sync_opt;      // the optimizer of the step's first contribution (all must agree)
-  // A sparse step's accumulation (sparse_apply_sync): the rows seen, their summed gradients, how
-  // many contributions had each, and where each row sits in them.
-  bool sync_sparse = false;
-  std::vector<int64_t> sync_rows;
-  std::vector<float> sync_row_sum;
-  std::vector<int64_t> sync_row_count;
-  std::unordered_map<int64_t, size_t> sync_row_at;
-  int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
+  // Synchronous replicas: the accumulator (runtime/sync_accumulator.h), the replies held until
+  // its step completes, and when that step's first gradient came.
+  SyncAccumulator sync;
   std::vector<caf::response_promise> sync_waiting;
   std::chrono::steady_clock::time_point sync_first;
-  bool sync_closed = false;      // every replica left, or the chief closed it: contributions fail
-  std::string sync_closed_why;
-  int64_t sync_left = 0;         // replicas that ran their finish op (SyncReplicasOptimizer)
-  // Counters (SyncAccumulatorControl "stats"): aggregated updates applied, stale gradients
-  // dropped, realignments to a later step.
-  int64_t sync_applied = 0, sync_stale = 0, sync_realigned = 0;
   RestartBudget restarts;    // in-place restarts after exceptions
   Status failed;             // set when the restart budget is spent
   // Replication ([supervisor] ps_replicas = 2, actors/ps_replication.h). `rep` is null without it.
@@ -98,11 +81,12 @@ using VarActor = var_impl_t::stateful_base<VarState>;
 Status err(const VarState& st, Code code, const std::string& msg) {
   return Status(code, "variable '" + st.var + "': " + msg);
 }
+Status err(const VarState& st, const Status& s) { return err(st, s.code(), s.message()); }
 
-// Learns dtype/shape from the caller's attrs on first use; checks them afterwards.
-Status check_declared(VarState& st, const AttrMap& attrs) {
-  const DType t = attrs.get_or<DType>("dtype", DType::kInvalid);
-  const Shape s = attrs.get_or<Shape>("shape", Shape::unknown());
+// Learns dtype/shape from the caller's declaration on first use; checks them afterwards.
+Status check_declared(VarState& st, const VariableOp& op) {
+  const DType t = op.dtype;
+  const Shape& s = op.shape;
   if (st.dtype == DType::kInvalid) {
     if (t == DType::kInvalid || !s.fully_defined()) return Status::OK();
     if (!s.valid_for_tensor())
@@ -176,70 +160,13 @@ Status require_float(const VarState& st) {
   return Status::OK();
 }
 
-// Applies `f` elementwise over n elements of the given arrays (w first, then the slots, then
-// the gradient last). The arrays never alias; the functor is copied to a local so its members
-// stay in registers and the loop vectorises (the per-element call through a functor in memory
-// did not).
-template <class F, class... P>
-inline void update_loop(int64_t n, const F& f_in, P* __restrict... p) {
-  const F f = f_in;
-#pragma GCC ivdep
-  for (int64_t i = 0; i < n; ++i) f(p[i]...);
-}
-
-// One dense optimizer update w <- f(w, slots..., g) over the whole float32 value. In place when
-// the value's buffer is this actor's alone; otherwise (a reader still holds the last value: a
-// read's reply being sent, an update's output not yet dropped) the new value is written into a
-// fresh buffer from the host pool in the same pass and becomes the value: the reader's snapshot
-// stays intact and no whole-variable copy precedes the update (copy-then-update was two passes).
-template <class F, class... S>
-Status dense_update(VarState& st, const F& f_in, const Tensor& g, S*... slots) {
-  const int64_t n = g.num_elements();
-  const float* __restrict gd = g.data<float>();
-  const F f = f_in;
-  if (exclusively_held(st.value)) {
-    update_loop(n, f, st.value.data<float>(), slots..., gd);
-    return Status::OK();
-  }
-  auto fresh = Tensor::allocate(cpu_host_pool(), st.value.dtype(), st.value.shape());
-  if (!fresh.ok()) return err(st, Code::kResourceExhausted, fresh.status().message());
-  const float* __restrict src = st.value.data<float>();
-  float* __restrict dst = fresh->data<float>();
-#pragma GCC ivdep
-  for (int64_t i = 0; i < n; ++i) {
-    float v = src[i];
-    f(v, slots[i]..., gd[i]);
-    dst[i] = v;
-  }
-  st.value = std::move(*fresh);
-  return Status::OK();
-}
-
-Status apply_sgd(VarState& st, float lr, const Tensor& g) {
+// One dense optimizer update of the float32 host value (device/optimizers.h). In place when the
+// value's buffer is this actor's alone; otherwise the new value is written into a fresh buffer in
+// the same pass (a reader's snapshot stays intact).
+Status dense_update(VarState& st, Optimizer opt, const OptimizerHyper& h, const Tensor& g) {
   AF_RETURN_IF_ERROR(require_float(st));
-  return dense_update(st, functors::SgdUpdateF<float>{lr}, g);
-}
-
-Status apply_momentum(VarState& st, float lr, const Tensor& g, float momentum) {
-  AF_RETURN_IF_ERROR(require_float(st));
-  if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
-  return dense_update(st, functors::MomentumUpdateF<float>{lr, momentum}, g, st.momentum.data<float>());
-}
-
-// Adam's m and v, zeros like the value, created on the variable's first Adam update (dense or
-// sparse: both share them).
-void ensure_adam_slots(VarState& st) {
-  if (st.adam_m.is_initialized()) return;
-  st.adam_m = zeros_like(st.value);
-  st.adam_v = zeros_like(st.value);
-}
-
-Status apply_adam(VarState& st, float lr, float b1, float b2, float eps, const Tensor& g) {
-  AF_RETURN_IF_ERROR(require_float(st));
-  ensure_adam_slots(st);
-  ++st.adam_t;
-  return dense_update(st, functors::AdamUpdateF<float>::make(lr, b1, b2, eps, st.adam_t), g,
-                      st.adam_m.data<float>(), st.adam_v.data<float>());
+  Status s = apply_dense(opt, h, st.value, exclusively_held(st.value), st.opt, g);
+  return s.ok() ? s : err(st, s);
 }
 
 // A float32 tensor like the value, every element `v` (a slot's initial value).
@@ -248,24 +175,6 @@ Tensor filled_like(const Tensor& t, float v) {
   float* d = out.data<float>();
   std::fill(d, d + out.num_elements(), v);
   return out;
-}
-
-Status apply_adagrad(VarState& st, float lr, const Tensor& g, float initial_accumulator_value) {
-  AF_RETURN_IF_ERROR(require_float(st));
-  if (!(initial_accumulator_value > 0))
-    return err(st, Code::kInvalidArgument, "apply_adagrad: initial_accumulator_value must be > 0");
-  if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, initial_accumulator_value);
-  return dense_update(st, functors::AdagradUpdateF<float>{lr}, g, st.adagrad_accum.data<float>());
-}
-
-Status apply_rms_prop(VarState& st, float lr, float decay, float momentum, float eps, const Tensor& g) {
-  AF_RETURN_IF_ERROR(require_float(st));
-  if (!st.rms_ms.is_initialized()) {
-    st.rms_ms = filled_like(st.value, 1.f);
-    st.rms_mom = zeros_like(st.value);
-  }
-  return dense_update(st, functors::RmsPropUpdateF<float>{lr, decay, momentum, eps}, g, st.rms_ms.data<float>(),
-                      st.rms_mom.data<float>());
 }
 
 Status assign_add(VarState& st, const Tensor& d) {
@@ -346,13 +255,6 @@ Result<Tensor> scatter(VarState& st, const Tensor& ids, const Tensor& upd, bool 
   return out;
 }
 
-// A sparse gradient with the rows of duplicate indices summed: the distinct rows in order of
-// first appearance and their float32 gradient rows, `row` elements each.
-struct SparseRows {
-  std::vector<int64_t> rows;
-  std::vector<float> grad;
-  int64_t row = 0;
-};
 
 // Checks (indices, values) against the variable (float32, rank >= 1, every index in range,
 // values [n] + the rows' shape) and sums duplicates. `what` names the method in errors.
@@ -366,73 +268,18 @@ Result<SparseRows> sparse_rows(const VarState& st, const Tensor& ids, const Tens
   if (values.dtype() != DType::kFloat32 || values.shape() != Shape(want))
     return err(st, Code::kInvalidArgument, what + ": the gradient's rows are " + dtype_name(values.dtype()) + " " +
                                                values.shape().to_string() + ", expected float32 " + Shape(want).to_string());
-  SparseRows out;
-  out.row = 1;
-  for (int i = 1; i < st.shape.rank(); ++i) out.row *= st.shape.dim(i);
+  int64_t row = 1;
+  for (int i = 1; i < st.shape.rank(); ++i) row *= st.shape.dim(i);
   AF_ASSIGN_OR_RETURN(const std::vector<int64_t> rows_at, row_indices(st, ids, what));
-  std::unordered_map<int64_t, size_t> slot;
-  const float* v = values.data<float>();
-  for (size_t j = 0; j < rows_at.size(); ++j) {
-    const int64_t r = rows_at[j], i = static_cast<int64_t>(j);
-    auto [it, fresh] = slot.emplace(r, out.rows.size());
-    if (fresh) {
-      out.rows.push_back(r);
-      out.grad.insert(out.grad.end(), v + i * out.row, v + (i + 1) * out.row);
-    } else {
-      float* g = out.grad.data() + it->second * static_cast<size_t>(out.row);
-      for (int64_t k = 0; k < out.row; ++k) g[k] += v[i * out.row + k];
-    }
-  }
-  return out;
+  return sum_sparse_rows(rows_at, values.data<float>(), row);
 }
 
-// Applies `update(offset of the element in the variable, gradient element)` to every element of
-// the rows of `sr`.
-template <class F>
-void for_each_sparse_element(const SparseRows& sr, F&& update) {
-  for (size_t j = 0; j < sr.rows.size(); ++j)
-    for (int64_t k = 0; k < sr.row; ++k)
-      update(sr.rows[j] * sr.row + k, sr.grad[j * static_cast<size_t>(sr.row) + k]);
-}
-
-// The hyper-parameters of a sparse update.
-struct SparseHyper {
-  float lr = 0, momentum = 0.9f, beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f, initial_accumulator = 0.1f;
-};
-
-// Applies the sparse form of `kind` ("sgd", "momentum", "adam" (lazy), "adagrad") to the rows of
-// `sr`: TensorFlow's SparseApply* semantics (the slots of absent rows stay as they are).
-Status apply_sparse_update(VarState& st, const std::string& kind, const SparseHyper& h, const SparseRows& sr) {
-  if (kind == "sgd") {
-    float* __restrict w = writable_value(st).data<float>();
-    functors::SgdUpdateF<float> f{h.lr};
-    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], g); });
-  } else if (kind == "momentum") {
-    if (!st.momentum.is_initialized()) st.momentum = zeros_like(st.value);
-    float* __restrict w = writable_value(st).data<float>();
-    float* a = st.momentum.data<float>();
-    functors::MomentumUpdateF<float> f{h.lr, h.momentum};
-    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
-  } else if (kind == "adam") {
-    ensure_adam_slots(st);
-    ++st.adam_t;
-    float* __restrict w = writable_value(st).data<float>();
-    float* mm = st.adam_m.data<float>();
-    float* vv = st.adam_v.data<float>();
-    auto f = functors::AdamUpdateF<float>::make(h.lr, h.beta1, h.beta2, h.epsilon, st.adam_t);
-    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], mm[at], vv[at], g); });
-  } else if (kind == "adagrad") {
-    if (!(h.initial_accumulator > 0))
-      return err(st, Code::kInvalidArgument, "initial_accumulator_value must be > 0");
-    if (!st.adagrad_accum.is_initialized()) st.adagrad_accum = filled_like(st.value, h.initial_accumulator);
-    float* __restrict w = writable_value(st).data<float>();
-    float* a = st.adagrad_accum.data<float>();
-    functors::AdagradUpdateF<float> f{h.lr};
-    for_each_sparse_element(sr, [&](int64_t at, float g) { f(w[at], a[at], g); });
-  } else {
-    return err(st, Code::kInvalidArgument, "no sparse form of optimizer '" + kind + "'");
-  }
-  return Status::OK();
+// The sparse form of `opt` on the rows of `sr` (device/optimizers.h: TensorFlow's SparseApply*
+// semantics, the slots of absent rows stay as they are).
+Status sparse_update(VarState& st, Optimizer opt, const OptimizerHyper& h, const SparseRows& sr,
+                     const std::string& what) {
+  Status s = apply_sparse(opt, h, writable_value(st), st.opt, sr, what);
+  return s.ok() ? s : err(st, s);
 }
 
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
@@ -444,10 +291,6 @@ void observe_global_step(const VarState& st) {
     FaultInjector::global().on_global_step(st.value.data<int64_t>()[0]);
 }
 
-float attr_f(const AttrMap& attrs, const char* name, double dflt) {
-  return static_cast<float>(attrs.get_or<double>(name, dflt));
-}
-
 // Metrics (core/metrics.h): updates this task's variables applied, and how long synchronous
 // steps waited for their replicas.
 void count_update() {
@@ -456,16 +299,12 @@ void count_update() {
   updates.inc();
 }
 
-// Forgets the current step's gradients (dense or sparse).
-void clear_sync_accumulation(VarState& st) {
-  st.sync_sum = Tensor();
-  st.sync_count = 0;
-  st.sync_opt.clear();
-  st.sync_sparse = false;
-  st.sync_rows.clear();
-  st.sync_row_sum.clear();
-  st.sync_row_count.clear();
-  st.sync_row_at.clear();
+// Answers the replies held for the current accumulation with `answer(rp)` (a step number or an error).
+template <class Answer>
+void release_waiting(VarState& st, Answer&& answer) {
+  auto waiting = std::move(st.sync_waiting);
+  st.sync_waiting.clear();
+  for (auto& rp : waiting) answer(rp);
 }
 
 // Ends the current accumulation without applying it: the waiting workers get -1 (their gradient
@@ -473,38 +312,24 @@ void clear_sync_accumulation(VarState& st) {
 // local step of the next contribution. Called when the variable is assigned or restored (for
 // example a checkpoint rolls the model and the global step back).
 void reset_sync(VarState& st) {
-  auto waiting = std::move(st.sync_waiting);
-  st.sync_waiting.clear();
-  clear_sync_accumulation(st);
-  st.sync_step = 0;
-  st.sync_aligned = false;
-  st.sync_closed = false;  // a new (or restored) model: replicas join again
-  st.sync_closed_why.clear();
-  st.sync_left = 0;
-  for (auto& rp : waiting) rp.deliver(one(Tensor::scalar<int64_t>(-1)));
+  st.sync.reset();
+  release_waiting(st, [](caf::response_promise& rp) { rp.deliver(one(Tensor::scalar<int64_t>(-1))); });
 }
 
 // Ends synchronous training at this variable: the waiting contributions and every later one fail
 // with OutOfRange (TensorFlow's "queue closed": the training loop's signal to stop), so nobody
 // waits for a gradient that will never come. Undone by an assign or restore (reset_sync).
-void close_sync(VarState& st, const std::string& why) {
-  st.sync_closed = true;
-  st.sync_closed_why = why;
-  auto waiting = std::move(st.sync_waiting);
-  st.sync_waiting.clear();
-  clear_sync_accumulation(st);
-  ++st.sync_generation;
+void fail_waiting_closed(VarState& st, const std::string& why) {
   const Status s = err(st, Code::kOutOfRange, why);
-  for (auto& rp : waiting) rp.deliver(to_caf_error(s));
+  release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
 }
 
 // Finishes the current sync step: average, apply once, release everyone.
 // Runs inside handle_call, under its ScopedFlushDenormal.
-void finish_sync_step(VarState& st, const AttrMap& attrs) {
-  const std::string opt = attrs.get_or<std::string>("optimizer", "adam");
-  const float lr = attr_f(attrs, "lr", 1e-4);
+void finish_sync_step(VarState& st, const vcall::SyncContribution& c) {
+  SyncAccumulator::Average avg = st.sync.take_average();
   Status s;
-  if (opt == "increment") {
+  if (c.increment) {
     Tensor one_t(st.dtype, st.shape);
     dispatch_dtype(st.dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -512,83 +337,34 @@ void finish_sync_step(VarState& st, const AttrMap& attrs) {
       return 0;
     });
     s = assign_add(st, one_t);
-  } else if (st.sync_sparse) {
+  } else if (avg.sparse) {
     // Each row's mean over the contributions that had it, applied to those rows only.
-    SparseRows sr;
-    sr.rows = std::move(st.sync_rows);
-    sr.grad = std::move(st.sync_row_sum);
-    sr.row = sr.rows.empty() ? 0 : static_cast<int64_t>(sr.grad.size() / sr.rows.size());
-    for (size_t j = 0; j < sr.rows.size(); ++j) {
-      const float inv = 1.f / static_cast<float>(st.sync_row_count[j]);
-      for (int64_t k = 0; k < sr.row; ++k) sr.grad[j * static_cast<size_t>(sr.row) + k] *= inv;
-    }
-    SparseHyper h;
-    h.lr = lr;
-    h.momentum = attr_f(attrs, "momentum", 0.9);
-    h.beta1 = attr_f(attrs, "beta1", 0.9);
-    h.beta2 = attr_f(attrs, "beta2", 0.999);
-    h.epsilon = attr_f(attrs, "epsilon", 1e-8);
-    h.initial_accumulator = attr_f(attrs, "initial_accumulator_value", 0.1);
-    s = apply_sparse_update(st, opt, h, sr);
+    s = sparse_update(st, c.opt, c.hyper, avg.rows, "apply_sync");
   } else {
-    float* sum = st.sync_sum.data<float>();
-    const float inv = 1.f / static_cast<float>(st.sync_count);
-    for (int64_t i = 0, n = st.sync_sum.num_elements(); i < n; ++i) sum[i] *= inv;
-    if (opt == "sgd") {
-      s = apply_sgd(st, lr, st.sync_sum);
-    } else if (opt == "momentum") {
-      s = apply_momentum(st, lr, st.sync_sum, attr_f(attrs, "momentum", 0.9));
-    } else if (opt == "adam") {
-      s = apply_adam(st, lr, attr_f(attrs, "beta1", 0.9), attr_f(attrs, "beta2", 0.999),
-                     attr_f(attrs, "epsilon", 1e-8), st.sync_sum);
-    } else if (opt == "adagrad") {
-      s = apply_adagrad(st, lr, st.sync_sum, attr_f(attrs, "initial_accumulator_value", 0.1));
-    } else if (opt == "rmsprop") {
-      s = apply_rms_prop(st, lr, attr_f(attrs, "decay", 0.9), attr_f(attrs, "momentum", 0.0),
-                         attr_f(attrs, "epsilon", 1e-10), st.sync_sum);
-    } else {
-      s = err(st, Code::kInvalidArgument, "unknown synchronous optimizer '" + opt + "'");
-    }
+    s = dense_update(st, c.opt, c.hyper, avg.dense);
   }
   ++st.version;
+  st.sync.applied(s.ok());
   if (s.ok()) {
-    ++st.sync_applied;
-    if (opt != "increment") count_update();
+    if (!c.increment) count_update();
     static Histogram& waited = Metrics::global().histogram(
         "actorflow_sync_wait_seconds",
         "From a synchronous step's first gradient to its update, per variable and step, in seconds.");
     waited.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.sync_first).count());
   }
-  const int64_t applied = st.sync_step;
-  ++st.sync_step;
-  clear_sync_accumulation(st);
   observe_global_step(st);
-  auto waiting = std::move(st.sync_waiting);
-  st.sync_waiting.clear();
-  for (auto& rp : waiting) {
-    if (s.ok()) rp.deliver(one(Tensor::scalar<int64_t>(applied)));
+  release_waiting(st, [&](caf::response_promise& rp) {
+    if (s.ok()) rp.deliver(one(Tensor::scalar<int64_t>(avg.step)));
     else rp.deliver(to_caf_error(s));
-  }
+  });
 }
 
 // ---- slots in checkpoints (ops VariableSlots / RestoreVariableSlots) --------------------------
-// The blob's format is data/variable_slots.h's; ids map to VarState's members here.
-Tensor* slot_by_id(VarState& st, uint8_t id) {
-  switch (static_cast<SlotId>(id)) {
-    case SlotId::kMomentum: return &st.momentum;
-    case SlotId::kAdamM: return &st.adam_m;
-    case SlotId::kAdamV: return &st.adam_v;
-    case SlotId::kAdagradAccum: return &st.adagrad_accum;
-    case SlotId::kRmsMs: return &st.rms_ms;
-    case SlotId::kRmsMom: return &st.rms_mom;
-  }
-  return nullptr;
-}
-
+// The blob's format is data/variable_slots.h's, the ids device/slot_ids.h's.
 Tensor encode_slots(VarState& st) {
   VariableSlotSet set;
-  set.adam_t = st.adam_t;
-  for (uint8_t id = 1; id <= kNumSlotIds; ++id) set.slot[id] = *slot_by_id(st, id);
+  set.adam_t = st.opt.steps;
+  set.slot = st.opt.slot;
   Result<Tensor> blob = encode_variable_slots(set, st.value.bytes());
   if (!blob.ok()) throw std::bad_alloc();  // only allocation fails: every slot has the value's shape
   return std::move(*blob);
@@ -599,44 +375,73 @@ Status decode_slots(VarState& st, const Tensor& blob) {
   const bool set = st.value.is_initialized();
   Result<VariableSlotSet> slots =
       decode_variable_slots(blob, set ? st.value.dtype() : st.dtype, set ? st.value.shape() : st.shape);
-  if (!slots.ok()) return err(st, slots.status().code(), slots.status().message());
-  for (uint8_t id = 1; id <= kNumSlotIds; ++id) *slot_by_id(st, id) = std::move(slots->slot[id]);
-  st.adam_t = slots->adam_t;
+  if (!slots.ok()) return err(st, slots.status());
+  st.opt.slot = std::move(slots->slot);
+  st.opt.steps = slots->adam_t;
   return Status::OK();
+}
+
+// The value and every slot (what moves between memories and what a whole state carries).
+std::vector<Tensor*> state_tensors(VarState& st) {
+  std::vector<Tensor*> out{&st.value};
+  for (size_t id = 1; id < st.opt.slot.size(); ++id) out.push_back(&st.opt.slot[id]);
+  return out;
+}
+
+// The hyper-parameters of an optimizer call: the attribute-given ones, then each scalar input of
+// `roles` read with `scalar(i)`. The gradient's (kGrad, or kIndices and kValues) positions are
+// returned in *grad_at (the first of the two for a sparse call).
+template <class Scalar>
+Result<OptimizerHyper> call_hyper(const VarState& st, const std::string& what, const std::vector<ArgRole>& roles,
+                                  const OptimizerHyper& attr_hyper, size_t nargs, Scalar&& scalar, size_t* grad_at) {
+  if (nargs != roles.size())
+    return err(st, Code::kInvalidArgument, what + " takes " + std::to_string(roles.size()) + " inputs");
+  OptimizerHyper h = attr_hyper;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i] == ArgRole::kGrad || roles[i] == ArgRole::kIndices) {
+      *grad_at = i;
+      continue;
+    }
+    if (roles[i] == ArgRole::kValues) continue;
+    AF_ASSIGN_OR_RETURN(double v, scalar(i));
+    set_hyper(h, roles[i], v);
+  }
+  return h;
 }
 
 // ---- values in a GPU's memory -------------------------------------------------------------------
 // A variable whose kernels run on a GPU keeps its value and optimizer slots in that GPU's memory:
-// read, assign/restore, is_initialized and the dense optimizer updates (apply_sgd, _momentum,
-// _adam, _adagrad, _rms_prop) called from a kernel on that GPU run there (Device::duplicate,
+// read, assign/restore, is_initialized and the dense optimizer updates with a device form
+// (OptimizerSpec::device_form) called from a kernel on that GPU run there (Device::duplicate,
 // Device::apply_dense_update) without a host copy. Every other call runs on the host: the value
 // and the slots move to host memory first (they return with the next device-side write), a GPU
 // caller's arguments are copied to the host, and the kernel copies the reply to its device.
 // A read from elsewhere gets a copy and leaves the variable where it is. Replicated variables
 // ([supervisor] ps_replicas = 2) always stay on the host.
 
-bool dense_optimizer_call(const std::string& m);
-
 // The device memory a call's tensors live in: its kernel's device, unless that is host memory.
 Device* device_of(const ResourceCall& c) {
   return c.device && !c.device->allocator()->host_accessible() ? c.device : nullptr;
 }
 
-// The methods served in a GPU's memory for a kernel on that GPU.
-bool device_method(const std::string& m) {
-  return m == "read" || m == "save" || m == "is_initialized" || m == "assign" || m == "restore" ||
-         dense_optimizer_call(m);
+// The calls served in a GPU's memory for a kernel on that GPU.
+bool device_method(const VariableCall& c) {
+  if (auto* d = std::get_if<vcall::ApplyDense>(&c)) return optimizer_spec(d->opt).device_form;
+  return std::holds_alternative<vcall::Read>(c) || std::holds_alternative<vcall::IsInitialized>(c) ||
+         std::holds_alternative<vcall::Assign>(c);
 }
 
-// The methods that leave the value where it lives (read and save copy it to the host).
-bool leaves_value_in_place(const std::string& m) { return m == "read" || m == "save" || m == "is_initialized"; }
+// The calls that leave the value where it lives (read and save copy it to the host).
+bool leaves_value_in_place(const VariableCall& c) {
+  return std::holds_alternative<vcall::Read>(c) || std::holds_alternative<vcall::IsInitialized>(c);
+}
 
 std::string memory_name(const Device* d) { return d ? d->name() : std::string("host memory"); }
 
 // Moves the value and the slots to `to` (null: host memory). Nothing changes on an error.
 Status move_state(VarState& st, Device* to) {
   if (st.home == to) return Status::OK();
-  Tensor* const ts[] = {&st.value, &st.momentum, &st.adam_m, &st.adam_v, &st.adagrad_accum, &st.rms_ms, &st.rms_mom};
+  const std::vector<Tensor*> ts = state_tensors(st);
   std::vector<Tensor> moved;
   for (Tensor* t : ts) {
     if (!t->is_initialized()) {
@@ -675,11 +480,6 @@ Result<double> scalar_arg(const VarState& st, Device* dev, const std::vector<Ten
   return scalar_of(h);
 }
 
-// A slot (zeros, or `fill` everywhere) like the value, in `dev`'s memory.
-Result<Tensor> device_slot(Device* dev, const Tensor& like, float fill) {
-  return dev->copy_from_host(fill == 0.f ? zeros_like(like) : filled_like(like, fill));
-}
-
 // Dense optimizer updates applied in a GPU's memory (the variable test checks they ran there).
 void count_device_update() {
   static Counter& updates = Metrics::global().counter(
@@ -688,86 +488,46 @@ void count_device_update() {
   updates.inc();
 }
 
-// A call from a kernel on GPU `dev` served in `dev`'s memory (device_method; no replication).
-Status dense_update_on_device(VarState& st, Device* dev, const ResourceCall& call) {
-  const std::string& m = call.method;
+// A dense update `d` from a kernel on GPU `dev` served in `dev`'s memory (device_method; no
+// replication).
+Status dense_update_on_device(VarState& st, Device* dev, const ResourceCall& call, const vcall::ApplyDense& d) {
+  const OptimizerSpec& spec = optimizer_spec(d.opt);
   const auto& args = call.args;
-  const size_t want = m == "apply_adam" || m == "apply_rms_prop" ? 5 : m == "apply_momentum" ? 3 : 2;
-  if (args.size() != want) return err(st, Code::kInvalidArgument, m + " takes " + std::to_string(want) + " inputs");
+  size_t grad_at = 0;
+  AF_ASSIGN_OR_RETURN(OptimizerHyper h,
+                      call_hyper(st, call.method(), spec.dense_args, d.attr_hyper, args.size(),
+                                 [&](size_t i) { return scalar_arg(st, dev, args, i); }, &grad_at));
   AF_RETURN_IF_ERROR(require_init(st));
   AF_RETURN_IF_ERROR(require_float(st));
-  DenseUpdate u;
-  AF_ASSIGN_OR_RETURN(u.lr, scalar_arg(st, dev, args, 0));
-  size_t grad_at = 1;
-  if (m == "apply_sgd") {
-    u.kind = DenseUpdate::Kind::kSgd;
-  } else if (m == "apply_momentum") {
-    u.kind = DenseUpdate::Kind::kMomentum;
-    AF_ASSIGN_OR_RETURN(u.momentum, scalar_arg(st, dev, args, 2));
-  } else if (m == "apply_adam") {
-    u.kind = DenseUpdate::Kind::kAdam;
-    AF_ASSIGN_OR_RETURN(u.beta1, scalar_arg(st, dev, args, 1));
-    AF_ASSIGN_OR_RETURN(u.beta2, scalar_arg(st, dev, args, 2));
-    AF_ASSIGN_OR_RETURN(u.epsilon, scalar_arg(st, dev, args, 3));
-    grad_at = 4;
-  } else if (m == "apply_adagrad") {
-    u.kind = DenseUpdate::Kind::kAdagrad;
-  } else {  // apply_rms_prop
-    u.kind = DenseUpdate::Kind::kRmsProp;
-    AF_ASSIGN_OR_RETURN(u.decay, scalar_arg(st, dev, args, 1));
-    AF_ASSIGN_OR_RETURN(u.momentum, scalar_arg(st, dev, args, 2));
-    AF_ASSIGN_OR_RETURN(u.epsilon, scalar_arg(st, dev, args, 3));
-    grad_at = 4;
-  }
   AF_RETURN_IF_ERROR(check_like(st, args[grad_at], "the gradient"));
   Result<Tensor> g = dev->copy_from_host(args[grad_at]);  // as is when already on dev
   if (!g.ok()) return err(st, g.status().code(), "the gradient: " + g.status().message());
-  const float init_accum = attr_f(call.attrs, "initial_accumulator_value", 0.1);
-  if (u.kind == DenseUpdate::Kind::kAdagrad && !(init_accum > 0))
-    return err(st, Code::kInvalidArgument, "apply_adagrad: initial_accumulator_value must be > 0");
   AF_RETURN_IF_ERROR(move_state(st, dev));
-  // Slots, created as on the host (zeros; Adagrad's accumulator at its initial value; RMSProp's
-  // ms at 1), in the device's memory.
-  auto ensure = [&](Tensor& slot, float fill) -> Status {
-    if (slot.is_initialized()) return Status::OK();
-    AF_ASSIGN_OR_RETURN(slot, device_slot(dev, st.value, fill));
-    return Status::OK();
-  };
-  Tensor* s1 = nullptr;
-  Tensor* s2 = nullptr;
-  switch (u.kind) {
-    case DenseUpdate::Kind::kSgd: break;
-    case DenseUpdate::Kind::kMomentum:
-      AF_RETURN_IF_ERROR(ensure(st.momentum, 0.f));
-      s1 = &st.momentum;
-      break;
-    case DenseUpdate::Kind::kAdam:
-      AF_RETURN_IF_ERROR(ensure(st.adam_m, 0.f));
-      AF_RETURN_IF_ERROR(ensure(st.adam_v, 0.f));
-      s1 = &st.adam_m;
-      s2 = &st.adam_v;
-      break;
-    case DenseUpdate::Kind::kAdagrad:
-      AF_RETURN_IF_ERROR(ensure(st.adagrad_accum, init_accum));
-      s1 = &st.adagrad_accum;
-      break;
-    case DenseUpdate::Kind::kRmsProp:
-      AF_RETURN_IF_ERROR(ensure(st.rms_ms, 1.f));
-      AF_RETURN_IF_ERROR(ensure(st.rms_mom, 0.f));
-      s1 = &st.rms_ms;
-      s2 = &st.rms_mom;
-      break;
+  // Slots, created as on the host (OptimizerSpec::slots), in the device's memory.
+  Tensor* s[2] = {nullptr, nullptr};
+  for (size_t i = 0; i < spec.slots.size() && i < 2; ++i) {
+    Tensor& slot = st.opt.at(spec.slots[i].id);
+    if (!slot.is_initialized()) {
+      const float fill = slot_init(spec.slots[i], h);
+      Result<Tensor> made = dev->copy_from_host(fill == 0.f ? zeros_like(st.value) : filled_like(st.value, fill));
+      if (!made.ok()) return err(st, made.status());
+      slot = std::move(*made);
+    }
+    s[i] = &slot;
   }
   // Copy-on-write, as writable_value: a reader still holding the value keeps what it read.
   if (!exclusively_held(st.value)) {
     Result<Tensor> own = dev->duplicate(st.value);
-    if (!own.ok()) return err(st, own.status().code(), own.status().message());
+    if (!own.ok()) return err(st, own.status());
     st.value = std::move(*own);
   }
-  if (u.kind == DenseUpdate::Kind::kAdam) u.adam_t = st.adam_t + 1;
-  Status s = dev->apply_dense_update(u, st.value, s1, s2, *g);
-  if (!s.ok()) return err(st, s.code(), s.message());
-  if (u.kind == DenseUpdate::Kind::kAdam) st.adam_t = u.adam_t;
+  const int64_t step = spec.counts_steps ? st.opt.steps + 1 : 0;
+  DenseUpdate u;
+  if (!device_update(d.opt, h, step, &u))
+    return err(st, Code::kInternal, call.method() + " has no device form");  // device_method said it has
+  Status applied = dev->apply_dense_update(u, st.value, s[0], s[1], *g);
+  if (!applied.ok()) return err(st, applied);
+  if (spec.counts_steps) st.opt.steps = step;
   count_device_update();
   return Status::OK();
 }
@@ -775,24 +535,24 @@ Status dense_update_on_device(VarState& st, Device* dev, const ResourceCall& cal
 caf::result<std::vector<Tensor>> device_call(VarActor* self, const ResourceCall& call, Device* dev) {
   ScopedFlushDenormal flush;  // as handle_call (the host-side copies of slots)
   auto& st = self->state;
-  const std::string& m = call.method;
   const auto& args = call.args;
   auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
-  Status decl = check_declared(st, call.attrs);
+  Status decl = check_declared(st, *call.op);
   if (!decl.ok()) return fail(decl);
+  const VariableCall& vc = call.op->call;
   // A host scalar: the kernel copies it to its device.
-  if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
-  if (m == "read" || m == "save") {
+  if (std::holds_alternative<vcall::IsInitialized>(vc)) return one(Tensor::scalar<bool>(st.value.is_initialized()));
+  if (std::holds_alternative<vcall::Read>(vc)) {
     Status s = require_init(st);
     if (!s.ok()) return fail(s);
     if (st.home == dev) return one(st.value);
     // Held elsewhere: a copy in the caller's memory; the variable stays where it is.
     Result<Tensor> h = st.home ? st.home->copy_to_host(st.value) : Result<Tensor>(st.value);
     Result<Tensor> d = h.ok() ? dev->copy_from_host(*h) : h;
-    if (!d.ok()) return fail(err(st, d.status().code(), d.status().message()));
+    if (!d.ok()) return fail(err(st, d.status()));
     return one(std::move(*d));
   }
-  if (m == "assign" || m == "restore") {
+  if (std::holds_alternative<vcall::Assign>(vc)) {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
     if (st.dtype == DType::kInvalid) {
       st.dtype = args[0].dtype();
@@ -802,51 +562,59 @@ caf::result<std::vector<Tensor>> device_call(VarActor* self, const ResourceCall&
     if (s.ok()) s = move_state(st, dev);
     if (!s.ok()) return fail(s);
     Result<Tensor> v = dev->duplicate(args[0]);  // a private copy, as on the host
-    if (!v.ok()) return fail(err(st, v.status().code(), v.status().message()));
+    if (!v.ok()) return fail(err(st, v.status()));
     st.value = std::move(*v);
     ++st.version;
-    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
+    if (st.sync.engaged()) reset_sync(st);
     return one(st.value);
   }
-  Status s = dense_update_on_device(st, dev, call);
+  Status s = dense_update_on_device(st, dev, call, std::get<vcall::ApplyDense>(vc));
   if (!s.ok()) return fail(s);
   count_update();
   ++st.version;
   return one(st.value);
 }
 
-// One request to the variable (see the handler). May throw (a kernel bug, bad_alloc, an
-// injected fault): the caller restarts the actor in place.
-caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallPtr& call) {
-  // Every update below runs with denormals flushed to zero, as TensorFlow's kernels do: a
-  // denormal slot value (Adam's m decaying where gradients are 0) costs ~40x per element
-  // otherwise (core/denormal.h).
-  ScopedFlushDenormal flush;
-  auto& st = self->state;
-  const std::string& m = call->method;
-  const auto& args = call->args;
-  auto fail = [](const Status& s) -> caf::result<std::vector<Tensor>> { return to_caf_error(s); };
-  Status decl = check_declared(st, call->attrs);
-  if (!decl.ok()) return fail(decl);
-  if (m == "read" || m == "save") {
+// ---- the calls on the host, one handler per VariableCall alternative ----------------------------
+using CallResult = caf::result<std::vector<Tensor>>;
+
+CallResult fail(const Status& s) { return to_caf_error(s); }
+
+// After an update: counted, versioned, the global step observed; the reply is the new value.
+CallResult updated(VarState& st, const Status& s) {
+  if (!s.ok()) return fail(s);
+  count_update();
+  ++st.version;
+  observe_global_step(st);
+  return one(st.value);
+}
+
+// Serves one decoded call on the host. Holds the actor, the call and its arguments.
+struct HostCall {
+  VarActor* self;
+  VarState& st;
+  const std::vector<Tensor>& args;
+  const std::string& m;  // the method name, for messages
+
+  CallResult operator()(const vcall::Read&) {
     Status s = require_init(st);
     if (!s.ok()) return fail(s);
     if (st.home) {  // the value lives on a GPU: a host copy, the variable stays there
       auto h = st.home->copy_to_host(st.value);
-      if (!h.ok()) return fail(err(st, h.status().code(), h.status().message()));
+      if (!h.ok()) return fail(err(st, h.status()));
       return one(std::move(*h));
     }
     return one(st.value);
   }
-  if (m == "is_initialized") return one(Tensor::scalar<bool>(st.value.is_initialized()));
-  if (m == "save_slots") return one(encode_slots(st));
-  if (m == "restore_slots") {
+  CallResult operator()(const vcall::IsInitialized&) { return one(Tensor::scalar<bool>(st.value.is_initialized())); }
+  CallResult operator()(const vcall::SaveSlots&) { return one(encode_slots(st)); }
+  CallResult operator()(const vcall::RestoreSlots&) {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "restore_slots takes one blob"));
     Status s = decode_slots(st, args[0]);
     if (!s.ok()) return fail(s);
     return one(args[0]);
   }
-  if (m == "sync_state") {  // a primary's whole state (value, slot blob), on its backup only
+  CallResult operator()(const vcall::SyncState&) {  // a primary's whole state (value, slot blob), on its backup only
     if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "sync_state takes a value and a slot blob"));
     st.dtype = args[0].dtype();
     st.shape = args[0].shape();
@@ -855,10 +623,10 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     Status s = decode_slots(st, args[1]);
     if (!s.ok()) return fail(s);
     observe_global_step(st);
-    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
+    if (st.sync.engaged()) reset_sync(st);
     return one(st.value);
   }
-  if (m == "assign" || m == "restore") {
+  CallResult operator()(const vcall::Assign&) {
     if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign takes one value"));
     if (st.dtype == DType::kInvalid) {
       st.dtype = args[0].dtype();
@@ -869,234 +637,127 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
     st.value = args[0].deep_copy();
     ++st.version;
     observe_global_step(st);
-    if (st.sync_aligned || st.sync_closed || st.sync_left > 0) reset_sync(st);
+    if (st.sync.engaged()) reset_sync(st);
     return one(st.value);
   }
-  Status s = require_init(st);
-  if (!s.ok()) return fail(s);
-  if (m == "scatter_add" || m == "scatter_update") {
+  CallResult operator()(const vcall::AssignAdd&) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
+    if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
+    Status s = check_like(st, args[0], "the delta");
+    if (s.ok()) s = assign_add(st, args[0]);
+    return updated(st, s);
+  }
+  CallResult operator()(const vcall::Scatter& c) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
     if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, m + " takes indices and updates"));
-    auto rows = scatter(st, args[0], args[1], m == "scatter_add");
+    auto rows = scatter(st, args[0], args[1], c.add);
     if (!rows.ok()) return fail(rows.status());
     count_update();
     ++st.version;
     observe_global_step(st);
     return one(std::move(*rows));
   }
-  if (m.rfind("sparse_apply_", 0) == 0 && m != "sparse_apply_sync") {
-    const size_t want = m == "sparse_apply_adam" ? 6 : m == "sparse_apply_momentum" ? 4 : 3;
-    if (args.size() != want)
-      return fail(err(st, Code::kInvalidArgument, m + " takes " + std::to_string(want) + " inputs"));
-    const size_t ids_at = m == "sparse_apply_adam" ? 4 : 1;
+  CallResult operator()(const vcall::ApplyDense& c) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
+    size_t grad_at = 0;
+    auto h = call_hyper(st, m, optimizer_spec(c.opt).dense_args, c.attr_hyper, args.size(),
+                        [&](size_t i) -> Result<double> { return scalar_of(args[i]); }, &grad_at);
+    if (!h.ok()) return fail(h.status());
+    Status s = check_like(st, args[grad_at], "the gradient");
+    if (s.ok()) s = dense_update(st, c.opt, *h, args[grad_at]);
+    return updated(st, s);
+  }
+  CallResult operator()(const vcall::ApplySparse& c) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
+    size_t ids_at = 0;
+    auto h = call_hyper(st, m, optimizer_spec(c.opt).sparse_args, c.attr_hyper, args.size(),
+                        [&](size_t i) -> Result<double> { return scalar_of(args[i]); }, &ids_at);
+    if (!h.ok()) return fail(h.status());
     auto sr = sparse_rows(st, args[ids_at], args[ids_at + 1], m);
     if (!sr.ok()) return fail(sr.status());
-    SparseHyper h;
-    h.lr = static_cast<float>(scalar_of(args[0]));
-    std::string kind;
-    if (m == "sparse_apply_sgd") {
-      kind = "sgd";
-    } else if (m == "sparse_apply_momentum") {
-      kind = "momentum";
-      h.momentum = static_cast<float>(scalar_of(args[3]));
-    } else if (m == "sparse_apply_adam") {
-      kind = "adam";
-      h.beta1 = static_cast<float>(scalar_of(args[1]));
-      h.beta2 = static_cast<float>(scalar_of(args[2]));
-      h.epsilon = static_cast<float>(scalar_of(args[3]));
-    } else if (m == "sparse_apply_adagrad") {
-      kind = "adagrad";
-      h.initial_accumulator = static_cast<float>(call->attrs.get_or<double>("initial_accumulator_value", 0.1));
-      if (!(h.initial_accumulator > 0))
-        return fail(err(st, Code::kInvalidArgument, m + ": initial_accumulator_value must be > 0"));
-    } else {
-      return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
-    }
-    Status applied = apply_sparse_update(st, kind, h, *sr);
+    Status applied = sparse_update(st, c.opt, *h, *sr, m);
     if (!applied.ok()) return fail(applied);
     count_update();
     ++st.version;
     observe_global_step(st);
     return one(Tensor::scalar<int64_t>(static_cast<int64_t>(sr->rows.size())));
   }
-  if (m == "assign_add") {
-    if (args.size() != 1) return fail(err(st, Code::kInvalidArgument, "assign_add takes one delta"));
-    s = check_like(st, args[0], "the delta");
-    if (s.ok()) s = assign_add(st, args[0]);
-  } else if (m == "apply_sgd") {
-    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_sgd takes lr and grad"));
-    s = check_like(st, args[1], "the gradient");
-    if (s.ok()) s = apply_sgd(st, static_cast<float>(scalar_of(args[0])), args[1]);
-  } else if (m == "apply_momentum") {
-    if (args.size() != 3) return fail(err(st, Code::kInvalidArgument, "apply_momentum takes lr, grad, momentum"));
-    s = check_like(st, args[1], "the gradient");
-    if (s.ok())
-      s = apply_momentum(st, static_cast<float>(scalar_of(args[0])), args[1], static_cast<float>(scalar_of(args[2])));
-  } else if (m == "apply_adam") {
-    if (args.size() != 5) return fail(err(st, Code::kInvalidArgument, "apply_adam takes lr, b1, b2, eps, grad"));
-    s = check_like(st, args[4], "the gradient");
-    if (s.ok())
-      s = apply_adam(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
-                     static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
-  } else if (m == "apply_adagrad") {
-    if (args.size() != 2) return fail(err(st, Code::kInvalidArgument, "apply_adagrad takes lr and grad"));
-    s = check_like(st, args[1], "the gradient");
-    if (s.ok())
-      s = apply_adagrad(st, static_cast<float>(scalar_of(args[0])), args[1],
-                        attr_f(call->attrs, "initial_accumulator_value", 0.1));
-  } else if (m == "apply_rms_prop") {
-    if (args.size() != 5)
-      return fail(err(st, Code::kInvalidArgument, "apply_rms_prop takes lr, decay, momentum, epsilon, grad"));
-    s = check_like(st, args[4], "the gradient");
-    if (s.ok())
-      s = apply_rms_prop(st, static_cast<float>(scalar_of(args[0])), static_cast<float>(scalar_of(args[1])),
-                         static_cast<float>(scalar_of(args[2])), static_cast<float>(scalar_of(args[3])), args[4]);
-  } else if (m == "apply_sync" || m == "sparse_apply_sync") {
-    const bool sparse = m == "sparse_apply_sync";
-    if (args.size() != (sparse ? 3u : 2u))
+  CallResult operator()(const vcall::SyncContribution& c) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
+    if (args.size() != (c.sparse ? 3u : 2u))
       return fail(err(st, Code::kInvalidArgument,
-                      m + (sparse ? " takes indices, values and local_step" : " takes grad and local_step")));
-    const std::string opt = call->attrs.get_or<std::string>("optimizer", "adam");
+                      m + (c.sparse ? " takes indices, values and local_step" : " takes grad and local_step")));
     // Summing gradients needs float32 values; an increment needs an element to add to.
-    if (opt != "increment") {
-      s = require_float(st);
-      if (!s.ok()) return fail(s);
+    if (!c.increment) {
+      if (Status s = require_float(st); !s.ok()) return fail(s);
     } else if (st.dtype == DType::kBool || st.shape.num_elements() < 1) {
       return fail(err(st, Code::kInvalidArgument, m + ": 'increment' needs a numeric variable with an element"));
     }
-    if (st.sync_count > 0 && opt != st.sync_opt)
-      return fail(err(st, Code::kInvalidArgument,
-                      m + ": optimizer '" + opt + "' for step " + std::to_string(st.sync_step) +
-                          ", whose other contributions use '" + st.sync_opt + "'"));
     Result<SparseRows> contribution = SparseRows{};
-    if (sparse) {
+    if (c.sparse) {
       contribution = sparse_rows(st, args[0], args[1], m);
       if (!contribution.ok()) return fail(contribution.status());
-      if (opt != "sgd" && opt != "momentum" && opt != "adam" && opt != "adagrad")
-        return fail(err(st, Code::kInvalidArgument, m + ": no sparse form of optimizer '" + opt + "'"));
-    } else if (opt != "increment") {
-      s = check_like(st, args[0], "the gradient");
-      if (!s.ok()) return fail(s);
+    } else if (!c.increment) {
+      if (Status s = check_like(st, args[0], "the gradient"); !s.ok()) return fail(s);
     }
-    const Tensor& step_t = args[sparse ? 2 : 1];
+    const Tensor& step_t = args[c.sparse ? 2 : 1];
     if (step_t.dtype() != DType::kInt64 || step_t.num_elements() != 1)
       return fail(err(st, Code::kInvalidArgument,
                       m + ": local_step must be an int64 scalar, got " + std::string(dtype_name(step_t.dtype())) + " " +
                           step_t.shape().to_string()));
-    const int64_t local_step = step_t.data<int64_t>()[0];
-    // A step number, counted up from here: never negative nor near the end of int64.
-    if (local_step < 0 || local_step > (int64_t{1} << 62))
-      return fail(err(st, Code::kInvalidArgument, m + ": local_step " + std::to_string(local_step) + " is not in [0, 2^62]"));
-    const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
-    if (st.sync_closed)
-      return fail(err(st, Code::kOutOfRange,
-                      st.sync_closed_why + "; the gradient of step " + std::to_string(local_step) + " was not applied"));
-    if (!st.sync_aligned) {  // the first contribution: start at its step (the global step)
-      st.sync_step = local_step;
-      st.sync_aligned = true;
-    }
-    if (local_step < st.sync_step) {  // stale: dropped and counted
-      ++st.sync_stale;
-      return one(Tensor::scalar<int64_t>(-1));
-    }
-    // A contribution of a later step than the accumulator's: with nothing collected yet, the
-    // accumulator is behind (its last step failed here, by a timeout or a restart, while the
-    // global step went on), so it realigns to the contribution's step and never lags. With
-    // gradients already collected it counts for the current step (a replica that started its
-    // next step early, a benign race: the step still aggregates replicas_to_aggregate fresh
-    // gradients, as TensorFlow's accumulators accept local_step >= their step).
-    if (local_step > st.sync_step && st.sync_count == 0) {
-      st.sync_step = local_step;
-      ++st.sync_realigned;
-    }
+    auto added = st.sync.add(c, step_t.data<int64_t>()[0], args[0], &*contribution, m);
+    if (!added.ok()) return fail(err(st, added.status()));
+    if (added->step < 0) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped and counted
     // wait = false (SyncReplicasOptimizer's variable updates): the contribution is accepted and
     // answered at once with the step it counts for; only the global step's increment (wait =
     // true) holds the replicas until the step is complete. So a replica never waits at one
     // variable while the other waits at another (the livelock after a partition), and a
     // partial accumulation without waiters needs no timeout: it completes with the next
     // contributions.
-    const bool wait = call->attrs.get_or<bool>("wait", true);
-    if (st.sync_count > 0 && st.sync_sparse != sparse)
-      return fail(err(st, Code::kInvalidArgument,
-                      m + ": a " + (sparse ? "sparse" : "dense") + " gradient for step " + std::to_string(st.sync_step) +
-                          ", whose other contributions are " + (sparse ? "dense" : "sparse")));
-    if (sparse) {
-      // Sum the contribution's rows into the step's, counting the contributions per row.
-      st.sync_sparse = true;
-      const SparseRows& c = *contribution;
-      for (size_t j = 0; j < c.rows.size(); ++j) {
-        auto [it, fresh] = st.sync_row_at.emplace(c.rows[j], st.sync_rows.size());
-        const float* g = c.grad.data() + j * static_cast<size_t>(c.row);
-        if (fresh) {
-          st.sync_rows.push_back(c.rows[j]);
-          st.sync_row_sum.insert(st.sync_row_sum.end(), g, g + c.row);
-          st.sync_row_count.push_back(1);
-        } else {
-          float* acc = st.sync_row_sum.data() + it->second * static_cast<size_t>(c.row);
-          for (int64_t k = 0; k < c.row; ++k) acc[k] += g[k];
-          ++st.sync_row_count[it->second];
-        }
-      }
-    }
-    if (st.sync_count == 0) {
-      st.sync_opt = opt;
+    if (added->first) {
       st.sync_first = std::chrono::steady_clock::now();
-      if (opt != "increment" && !sparse) st.sync_sum = args[0].deep_copy();
-      ++st.sync_generation;
-      if (wait) {
-        // A peer's attribute: NaN, negative or huge timeouts become 0 s or a day (no undefined
-        // double -> integer conversion).
-        double timeout = call->attrs.get_or<double>("sync_timeout_secs", 60.0);
-        timeout = timeout >= 0 ? std::min(timeout, 86400.0) : 0.0;
-        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)),
-                           sync_check_atom::value, st.sync_generation, replicas, timeout);
-      }
-    } else if (opt != "increment" && !sparse) {
-      float* sum = st.sync_sum.data<float>();
-      const float* g = args[0].data<float>();
-      for (int64_t i = 0, n = args[0].num_elements(); i < n; ++i) sum[i] += g[i];
+      if (c.wait)
+        self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.timeout_secs * 1000)),
+                           sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
     }
-    ++st.sync_count;
-    const int64_t counted_for = st.sync_step;
-    if (wait) st.sync_waiting.push_back(self->make_response_promise());
-    if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
-    if (!wait) return one(Tensor::scalar<int64_t>(counted_for));
+    if (c.wait) st.sync_waiting.push_back(self->make_response_promise());
+    if (added->complete) finish_sync_step(st, c);
+    if (!c.wait) return one(Tensor::scalar<int64_t>(added->step));
     return caf::delegated<std::vector<Tensor>>();
-  } else if (m == "sync_control") {
-    const std::string action = call->attrs.get_or<std::string>("action", "stats");
-    const int64_t replicas = call->attrs.get_or<int64_t>("replicas_to_aggregate", 1);
-    const int64_t total = call->attrs.get_or<int64_t>("total_num_replicas", replicas);
-    if (action == "leave") {
-      ++st.sync_left;
-      int64_t remaining = 0;  // total and replicas are a peer's attributes: no overflowing subtraction
-      if (!checked_sub(total, st.sync_left, &remaining)) remaining = total < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-      if (!st.sync_closed && remaining < replicas)
-        close_sync(st, "synchronous training ended: " + std::to_string(st.sync_left) + " of " +
-                           std::to_string(total) + " replicas finished, fewer than the " +
-                           std::to_string(replicas) + " a step aggregates are left");
-      return one(Tensor::scalar<int64_t>(st.sync_step));
-    }
-    if (action == "close") {
-      if (!st.sync_closed) close_sync(st, "synchronous training was closed at step " + std::to_string(st.sync_step));
-      return one(Tensor::scalar<int64_t>(st.sync_step));
-    }
-    if (action != "stats") return fail(err(st, Code::kInvalidArgument, "unknown sync_control action '" + action + "'"));
-    Tensor t(DType::kInt64, Shape{6});
-    int64_t* p = t.data<int64_t>();
-    p[0] = st.sync_step;
-    p[1] = st.sync_applied;
-    p[2] = st.sync_stale;
-    p[3] = st.sync_realigned;
-    p[4] = st.sync_left;
-    p[5] = st.sync_closed ? 1 : 0;
-    return one(t);
-  } else {
-    return fail(err(st, Code::kInvalidArgument, "unknown method '" + m + "'"));
   }
-  if (!s.ok()) return fail(s);
-  count_update();
-  ++st.version;
-  observe_global_step(st);
-  return one(st.value);
+  CallResult operator()(const vcall::SyncControl& c) {
+    if (Status s = require_init(st); !s.ok()) return fail(s);
+    switch (c.action) {
+      case vcall::SyncControl::Action::kLeave:
+        if (st.sync.leave(c.total, c.replicas)) fail_waiting_closed(st, st.sync.closed_why());
+        return one(Tensor::scalar<int64_t>(st.sync.step()));
+      case vcall::SyncControl::Action::kClose:
+        if (!st.sync.closed()) {
+          const std::string why = "synchronous training was closed at step " + std::to_string(st.sync.step());
+          st.sync.close(why);
+          fail_waiting_closed(st, why);
+        }
+        return one(Tensor::scalar<int64_t>(st.sync.step()));
+      case vcall::SyncControl::Action::kStats: break;
+    }
+    Tensor t(DType::kInt64, Shape{6});
+    const auto stats = st.sync.stats();
+    std::copy(stats.begin(), stats.end(), t.data<int64_t>());
+    return one(t);
+  }
+};
+
+// One request to the variable (see the handler). May throw (a kernel bug, bad_alloc, an
+// injected fault): the caller restarts the actor in place.
+caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallPtr& call) {
+  // Every update below runs with denormals flushed to zero, as TensorFlow's kernels do: a
+  // denormal slot value (Adam's m decaying where gradients are 0) costs ~40x per element
+  // otherwise (core/denormal.h).
+  ScopedFlushDenormal flush;
+  auto& st = self->state;
+  Status decl = check_declared(st, *call->op);
+  if (!decl.ok()) return fail(decl);
+  return std::visit(HostCall{self, st, call->args, call->method()}, call->op->call);
 }
 
 // After an exception: fail the pending synchronous contributions (their workers retry), keep
@@ -1109,12 +770,8 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   Status why = budget.ok() ? Aborted("variable '" + st.var + "': exception in the variable actor: " + what +
                                      "; the actor restarted in place")
                            : budget;
-  auto waiting = std::move(st.sync_waiting);
-  st.sync_waiting.clear();
-  clear_sync_accumulation(st);
-  st.sync_aligned = false;
-  ++st.sync_generation;
-  for (auto& rp : waiting) rp.deliver(to_caf_error(why));
+  st.sync.restart();
+  release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(why)); });
   if (!budget.ok()) st.failed = budget;
   return why;
 }
@@ -1139,9 +796,9 @@ constexpr size_t kMaxDeferred = 2 * kSyncEvery;
 constexpr size_t kMaxDeferredStates = 2 * kHeldStates;
 
 // The bytes of the variable's value and slots: what a whole state carries.
-size_t state_bytes(const VarState& st) {
+size_t state_bytes(VarState& st) {
   size_t b = 0;
-  for (const Tensor* t : {&st.value, &st.momentum, &st.adam_m, &st.adam_v, &st.adagrad_accum, &st.rms_ms, &st.rms_mom})
+  for (const Tensor* t : state_tensors(st))
     if (t->is_initialized()) b += t->bytes();
   return b;
 }
@@ -1153,22 +810,17 @@ size_t call_bytes(const ResourceCall& c) {
   return b;
 }
 
-bool dense_optimizer_call(const std::string& m) {
-  return m == "apply_sgd" || m == "apply_momentum" || m == "apply_adam" || m == "apply_adagrad" ||
-         m == "apply_rms_prop";
-}
-
 // Holds `call` unapplied on a backup when it is a replicated dense update (true: acknowledge it
 // now); false when it must run now.
 bool defer_on_backup(VarActor* self, const ResourceCallPtr& call) {
   auto& st = self->state;
-  if (!st.rep || !call->attrs.get_or<bool>(kReplicaCallAttr, false) || !dense_optimizer_call(call->method)) return false;
+  if (!st.rep || !call->attrs().get_or<bool>(kReplicaCallAttr, false) || !is_dense_update(call->op->call)) return false;
   const size_t bytes = call_bytes(*call);
   if (!st.value.is_initialized() || st.deferred.size() >= kMaxDeferred ||
       st.deferred_bytes + bytes > kMaxDeferredStates * state_bytes(st))
     return false;
   st.backup_role = true;
-  st.primary = call->attrs.get_or<std::string>(kReplicaFromAttr, "");
+  st.primary = call->attrs().get_or<std::string>(kReplicaFromAttr, "");
   st.deferred.push_back(call);
   st.deferred_bytes += bytes;
   return true;
@@ -1183,12 +835,12 @@ void apply_deferred(VarActor* self, const ResourceCall& call) {
   auto held = std::move(st.deferred);
   st.deferred.clear();
   st.deferred_bytes = 0;
-  if (call.method == "sync_state" && call.attrs.get_or<bool>(kReplicaCallAttr, false)) return;
+  if (std::holds_alternative<vcall::SyncState>(call.op->call) && call.attrs().get_or<bool>(kReplicaCallAttr, false)) return;
   for (const auto& c : held) {
     caf::result<std::vector<Tensor>> r = handle_call(self, c);
     // The primary applied the same call to the same state, so this cannot fail short of a bug.
     if (r.flag == caf::rt_error) {
-      AF_LOG(ERROR) << "variable '" << st.var << "': a held update (" << c->method << ") failed on the backup: "
+      AF_LOG(ERROR) << "variable '" << st.var << "': a held update (" << c->method() << ") failed on the backup: "
                     << caf::to_string(r.err);
     }
   }
@@ -1202,7 +854,7 @@ void apply_deferred(VarActor* self, const ResourceCall& call) {
 // acknowledged update.
 std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
   auto& st = self->state;
-  if (!st.backup_role || call.attrs.get_or<bool>(kReplicaCallAttr, false)) return std::nullopt;
+  if (!st.backup_role || call.attrs().get_or<bool>(kReplicaCallAttr, false)) return std::nullopt;
   if (!st.primary.empty() && st.rep->primary_alive(st.primary))
     return Status(Code::kUnavailable, "variable '" + st.var + "' on " + st.rep->own_task() + " is a backup copy; its primary " +
                                           st.primary + " serves updates " + served_by_marker(st.rep->own_task(), st.primary));
@@ -1257,7 +909,7 @@ void mark_sent_ahead(const SentAhead& ahead, std::vector<Tensor>& args, AttrMap&
 
 // Whether a dense update `call` goes to the backup as the whole state rather than as itself
 // (see kSyncEvery). Pure.
-bool whole_state_due(const VarState& st, const ResourceCall& call) {
+bool whole_state_due(VarState& st, const ResourceCall& call) {
   return st.dense_since_sync + 1 >= kSyncEvery ||
          st.dense_bytes_since_sync + call_bytes(call) >= kHeldStates * state_bytes(st);
 }
@@ -1267,10 +919,10 @@ bool whole_state_due(const VarState& st, const ResourceCall& call) {
 // update instead of following it. Nullopt when nothing went.
 std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& call) {
   auto& st = self->state;
-  if (call.attrs.get_or<bool>(kReplicaCallAttr, false) || !st.value.is_initialized()) return std::nullopt;
+  if (call.attrs().get_or<bool>(kReplicaCallAttr, false) || !st.value.is_initialized()) return std::nullopt;
   const PsReplicator::Backup b = st.rep->backup();
   if (!b.node || st.synced_epoch != b.epoch) return std::nullopt;
-  if (dense_optimizer_call(call.method) && whole_state_due(st, call)) return std::nullopt;
+  if (is_dense_update(call.op->call) && whole_state_due(st, call)) return std::nullopt;
   return send_ahead(self, b, call.args);
 }
 
@@ -1284,9 +936,9 @@ std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& cal
 caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr& call,
                                            caf::result<std::vector<Tensor>> r, const std::optional<SentAhead>& early) {
   auto& st = self->state;
-  if (call->attrs.get_or<bool>(kReplicaCallAttr, false)) {
+  if (call->attrs().get_or<bool>(kReplicaCallAttr, false)) {
     st.backup_role = true;
-    st.primary = call->attrs.get_or<std::string>(kReplicaFromAttr, "");
+    st.primary = call->attrs().get_or<std::string>(kReplicaFromAttr, "");
     // The primary only waits for the acknowledgement: an update's usual reply (the whole updated
     // variable) would cross the control plane back for nothing.
     if (r.flag == caf::rt_value) return std::vector<Tensor>{};
@@ -1296,9 +948,10 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   const PsReplicator::Backup b = st.rep->backup();
   if (!b.node) return r;  // no backup connected: the primary serves alone
   if (!st.value.is_initialized()) return r;  // nothing to copy yet
-  std::string method = call->method;
+  std::string method = call->method();
   std::vector<Tensor> args = call->args;
-  AttrMap attr_map = call->attrs;
+  AttrMap attr_map = call->attrs();
+  const bool dense = is_dense_update(call->op->call);
   if (st.synced_epoch != b.epoch) {
     // The backup (re)connected since this variable's last full copy: it may hold nothing or an
     // old state, so it gets the whole state (value and slots) instead of the call.
@@ -1308,7 +961,7 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     st.synced_epoch = b.epoch;
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
-  } else if (dense_optimizer_call(method) && whole_state_due(st, *call)) {
+  } else if (dense && whole_state_due(st, *call)) {
     // The backup holds the dense updates since the last whole state unapplied: this one goes
     // as the whole state after it, which replaces them there (see kSyncEvery).
     method = "sync_state";
@@ -1316,14 +969,14 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     attr_map = AttrMap();
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
-  } else if (dense_optimizer_call(method)) {
+  } else if (dense) {
     ++st.dense_since_sync;
     st.dense_bytes_since_sync += call_bytes(*call);
   }
   // Tensors of the call sent before it was applied go with this call only when it goes as
   // itself to the same connection (the local update can change what is due: they then expire
   // unclaimed in the backup's inbox).
-  if (early && early->epoch == b.epoch && method == call->method) {
+  if (early && early->epoch == b.epoch && method == call->method()) {
     mark_sent_ahead(*early, args, attr_map);
   } else if (auto ahead = send_ahead(self, b, args)) {
     mark_sent_ahead(*ahead, args, attr_map);
@@ -1401,8 +1054,9 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           // A kernel on a GPU: served in the GPU's memory where it can be (see device_call),
           // otherwise on the host with its arguments copied there.
           Device* dev = device_of(*call);
-          if (dev && !self->state.rep && device_method(call->method)) return device_call(self, *call, dev);
-          if (self->state.home && !leaves_value_in_place(call->method)) {
+          if (!call->op) return to_caf_error(err(self->state, Code::kInvalidArgument, "a call without a method"));
+          if (dev && !self->state.rep && device_method(call->op->call)) return device_call(self, *call, dev);
+          if (self->state.home && !leaves_value_in_place(call->op->call)) {
             Status moved = move_state(self->state, nullptr);
             if (!moved.ok()) return to_caf_error(moved);
           }
@@ -1414,7 +1068,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           }
           if (defer_on_backup(self, c)) return std::vector<Tensor>{};
           apply_deferred(self, *c);
-          if (!self->state.rep || !replicated_method(c->method, c->attrs)) return handle_call(self, c);
+          if (!self->state.rep || !mutates(c->op->call)) return handle_call(self, c);
           if (auto refused = backup_refuses(self, *c)) return to_caf_error(*refused);
           const std::optional<SentAhead> early = send_call_early(self, *c);
           return replicate(self, c, handle_call(self, c), early);
@@ -1425,15 +1079,13 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
       [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
         auto& st = self->state;
         // That accumulation completed (or was reset) and another may be under way.
-        if (st.sync_generation != generation || st.sync_count == 0) return;
+        if (st.sync.generation() != generation || st.sync.count() == 0) return;
         Status s = err(st, Code::kDeadlineExceeded,
-                       "synchronous step " + std::to_string(st.sync_step) + ": only " + std::to_string(st.sync_count) + " of " +
-                           std::to_string(replicas) + " gradients arrived within " + std::to_string(timeout) + " s");
+                       "synchronous step " + std::to_string(st.sync.step()) + ": only " + std::to_string(st.sync.count()) +
+                           " of " + std::to_string(replicas) + " gradients arrived within " + std::to_string(timeout) + " s");
         AF_LOG(WARNING) << s.message();
-        auto waiting = std::move(st.sync_waiting);
-        st.sync_waiting.clear();
-        clear_sync_accumulation(st);
-        for (auto& rp : waiting) rp.deliver(to_caf_error(s));
+        st.sync.clear();
+        release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
       },
   };
 }

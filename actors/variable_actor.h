@@ -11,10 +11,14 @@
 //     index checked first: an out-of-range one changes nothing and names itself),
 //   apply_sgd(lr, grad), apply_momentum(lr, grad, momentum), apply_adam(lr, b1, b2, eps, grad),
 //   apply_adagrad(lr, grad) attr initial_accumulator_value (the slot's start, default 0.1),
-//   apply_rms_prop(lr, decay, momentum, epsilon, grad) -> the new value (host tensor);
+//   apply_rms_prop(lr, decay, momentum, epsilon, grad), apply_ftrl(lr, l1, l2, lr_power, grad) attrs
+//     initial_accumulator_value, l2_shrinkage -> the new value (host tensor);
 //   sparse_apply_sgd(lr, indices, rows), sparse_apply_momentum(lr, indices, rows, momentum),
 //     sparse_apply_adam(lr, b1, b2, eps, indices, rows) (lazy), sparse_apply_adagrad(lr, indices,
-//     rows) -> int64 count of distinct rows updated (rows of duplicate indices summed first);
+//     rows), sparse_apply_rms_prop(lr, decay, momentum, epsilon, indices, rows), sparse_apply_ftrl(lr,
+//     l1, l2, lr_power, indices, rows) -> int64 count of distinct rows updated (rows of duplicate
+//     indices summed first). Each call arrives decoded (ResourceCall::op, device/variable_call.h);
+//     the optimizers are device/optimizers.h's;
 //   apply_sync(grad, local_step) attrs optimizer ("sgd"|"momentum"|"adam"|"increment"), lr,
 //     momentum, beta1, beta2, epsilon, replicas_to_aggregate, total_num_replicas,
 //     sync_timeout_secs -> int64 step the update applied to, or -1 when the gradient was dropped

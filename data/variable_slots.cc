@@ -75,7 +75,7 @@ Result<VariableSlotSet> decode_variable_slots(const Tensor& blob, DType dtype, c
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(*p++) << (8 * i);
   if (t > static_cast<uint64_t>(INT64_MAX)) return InvalidArgument("slots: Adam step count out of range");
   out.adam_t = static_cast<int64_t>(t);
-  if (n > kNumSlotIds) return InvalidArgument("slots: " + std::to_string(n) + " slots (at most 6)");
+  if (n > kNumSlotIds) return InvalidArgument("slots: " + std::to_string(n) + " slots (at most " + std::to_string(kNumSlotIds) + ")");
   if (n == 0) return out;
   if (dtype == DType::kInvalid) return FailedPrecondition("slots restored before the variable's value");
   if (!shape.valid_for_tensor()) return InvalidArgument("slots: the variable's shape " + shape.to_string() + " is not valid");

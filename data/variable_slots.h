@@ -10,22 +10,14 @@
 #include <string>
 
 #include "core/status.h"
+#include "device/slot_ids.h"
 #include "tensor/tensor.h"
 
 namespace actorflow {
 
-// Slot ids, as stored in the blob.
-enum class SlotId : uint8_t {
-  kMomentum = 1,      // ApplyMomentum's accumulator
-  kAdamM = 2,         // ApplyAdam's first moment
-  kAdamV = 3,         // ApplyAdam's second moment
-  kAdagradAccum = 4,  // ApplyAdagrad's accumulator
-  kRmsMs = 5,         // ApplyRMSProp's mean square
-  kRmsMom = 6,        // ApplyRMSProp's momentum
-};
-inline constexpr int kNumSlotIds = 6;
+// Slot ids (device/slot_ids.h) are stored in the blob as they are.
 
-// A variable's slots: slot[id] for id 1..6 (index 0 unused), uninitialised when absent; each
+// A variable's slots: slot[id] for id 1..kNumSlotIds (index 0 unused), uninitialised when absent; each
 // present one has the variable's dtype and shape. adam_t counts ApplyAdam's updates.
 struct VariableSlotSet {
   int64_t adam_t = 0;
@@ -42,7 +34,7 @@ struct VariableSlotSet {
 Result<Tensor> encode_variable_slots(const VariableSlotSet& s, size_t slot_bytes);
 
 // Decodes a blob for a variable of `dtype` and `shape`, checking it completely (magic, counts,
-// ids in 1..6 and not repeated, exact length). InvalidArgument "slots: ..." describing the first
+// ids in 1..kNumSlotIds and not repeated, exact length). InvalidArgument "slots: ..." describing the first
 // problem; FailedPrecondition when the blob holds slots and dtype is kInvalid (a variable whose
 // value was never set). The slots are freshly allocated host tensors owned by the caller.
 Result<VariableSlotSet> decode_variable_slots(const Tensor& blob, DType dtype, const Shape& shape);

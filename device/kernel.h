@@ -19,19 +19,24 @@
 
 namespace actorflow {
 
-// A call on a named resource of this task (a variable actor): method "read", "assign",
-// "apply_sgd", ... with tensor arguments. Implemented by the runtime (actors/), so kernels
-// stay free of CAF.
+// A call on a named resource of this task (a variable actor): `op`, decoded once when the
+// calling kernel was constructed (device/variable_call.h: the VariableCall, its method name and
+// attributes), with this step's tensor arguments. Implemented by the runtime (actors/), so
+// kernels stay free of CAF.
+struct VariableOp;  // device/variable_call.h
+
 struct ResourceCall {
-  std::string resource;          // the variable's shared name
-  std::string method;
+  std::string resource;                   // the variable's shared name
+  std::shared_ptr<const VariableOp> op;   // shared by every call of the kernel; never null when sent
   std::vector<Tensor> args;
-  AttrMap attrs;                 // e.g. dtype/shape for creation, optimizer hyper-parameters
   int64_t step_id = 0;
   // The calling kernel's device: where `args` live (null or a host device: host memory). A
   // variable whose kernels run on a GPU keeps its value there (actors/variable_actor.h). The
   // device outlives the call (it outlives the task's actors).
   Device* device = nullptr;
+  // The op's method name and attributes (op must be set; defined in device/variable_call.cc).
+  const std::string& method() const;
+  const AttrMap& attrs() const;
 };
 using ResourceDone = std::function<void(Result<std::vector<Tensor>>)>;
 

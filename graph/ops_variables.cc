@@ -154,6 +154,10 @@ void register_variable_ops(OpRegistry& r) {
              return InvalidArgument("initial_accumulator_value must be > 0");
            return apply_shape_fn({"learning rate", kGrad})(c);
          }, nullptr, true});
+  r.add({"ApplyFtrl", 5, apply_shape_fn({"learning rate", "l1", "l2", "lr_power", kGrad}), nullptr, true});
+  r.add({"SparseApplyFtrl", 6, sparse_apply_shape_fn({"learning rate", "l1", "l2", "lr_power"}, 4), nullptr, true});
+  r.add({"SparseApplyRMSProp", 6, sparse_apply_shape_fn({"learning rate", "decay", "momentum", "epsilon"}, 4), nullptr,
+         true});
   r.add({"ApplyRMSProp", 5, apply_shape_fn({"learning rate", "decay", "momentum", "epsilon", kGrad}), nullptr, true});
   r.add({"ApplyGradientSync", 2, [](InferenceContext& c) -> Status {
            if (c.attrs().get_or<std::string>("optimizer", "adam") != "increment")
@@ -319,6 +323,51 @@ Output apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input mo
   Node* v = var_node(s, var, "ApplyRMSProp");
   if (!v) return Output();
   return var_builder(s, v, "ApplyRMSProp").input(lr).input(decay).input(momentum).input(epsilon).input(grad).output();
+}
+
+Output apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input lr_power, Input grad,
+                  float initial_accumulator_value, float l2_shrinkage) {
+  Node* v = var_node(s, var, "ApplyFtrl");
+  if (!v) return Output();
+  return var_builder(s, v, "ApplyFtrl")
+      .input(lr)
+      .input(l1)
+      .input(l2)
+      .input(lr_power)
+      .input(grad)
+      .attr("initial_accumulator_value", static_cast<double>(initial_accumulator_value))
+      .attr("l2_shrinkage", static_cast<double>(l2_shrinkage))
+      .output();
+}
+
+Output sparse_apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input lr_power, Input indices,
+                         Input values, float initial_accumulator_value, float l2_shrinkage) {
+  Node* v = var_node(s, var, "SparseApplyFtrl");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyFtrl")
+      .input(lr)
+      .input(l1)
+      .input(l2)
+      .input(lr_power)
+      .input(indices)
+      .input(values)
+      .attr("initial_accumulator_value", static_cast<double>(initial_accumulator_value))
+      .attr("l2_shrinkage", static_cast<double>(l2_shrinkage))
+      .output();
+}
+
+Output sparse_apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon,
+                             Input indices, Input values) {
+  Node* v = var_node(s, var, "SparseApplyRMSProp");
+  if (!v) return Output();
+  return var_builder(s, v, "SparseApplyRMSProp")
+      .input(lr)
+      .input(decay)
+      .input(momentum)
+      .input(epsilon)
+      .input(indices)
+      .input(values)
+      .output();
 }
 
 Output sparse_apply_gradient_descent(const Scope& s, Input var, Input lr, Input indices, Input values) {

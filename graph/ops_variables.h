@@ -80,6 +80,22 @@ Output sparse_apply_adagrad(const Scope& s, Input var, Input lr, Input indices, 
 // TF 1.x's RMSPropOptimizer creates it) and mom (starting at 0) are kept by the variable actor.
 // Outputs the new value.
 Output apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon, Input grad);
+// FTRL-Proximal (TF ApplyFtrl / ApplyFtrlV2, the optimizer of wide-and-deep models), with
+// p = -lr_power: g' = grad + 2 l2_shrinkage var; accum' = accum + grad^2;
+// linear += g' - (accum'^p - accum^p) / lr * var;
+// var = |linear| > l1 ? (sign(linear) l1 - linear) / (accum'^p / lr + 2 l2) : 0; accum = accum'.
+// The slots accum (starting at initial_accumulator_value >= 0) and linear (starting at 0) are
+// kept by the variable actor. lr > 0, l1 >= 0, l2 >= 0, lr_power <= 0 (checked when it runs).
+// Outputs the new value.
+Output apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input lr_power, Input grad,
+                  float initial_accumulator_value = 0.1f, float l2_shrinkage = 0.0f);
+// Its sparse form (TF SparseApplyFtrl): as the other sparse updates above, only the rows present
+// and their slots.
+Output sparse_apply_ftrl(const Scope& s, Input var, Input lr, Input l1, Input l2, Input lr_power, Input indices,
+                         Input values, float initial_accumulator_value = 0.1f, float l2_shrinkage = 0.0f);
+// Its sparse form (TF SparseApplyRMSProp): only the rows present and their ms and mom change.
+Output sparse_apply_rms_prop(const Scope& s, Input var, Input lr, Input decay, Input momentum, Input epsilon,
+                             Input indices, Input values);
 // SyncReplicasOptimizer's contribution of one replica for global step `local_step`: the variable's
 // accumulator averages `replicas_to_aggregate` gradients of the current step, applies Adam once and
 // releases the waiting replicas; stale gradients (local_step below the current step) and gradients
@@ -118,8 +134,8 @@ Output apply_gradient_sync(const Scope& s, Input var, Input grad, Input local_st
 // ops::indexed_slices' inputs): the accumulator sums the contributions' rows by index (a
 // contribution's duplicate indices first), and when the step is complete divides each row by the
 // number of contributions that had it (TensorFlow's SparseConditionalAccumulator, MEAN) and
-// applies the sparse form of o.optimizer ("sgd", "momentum", "adam" lazily, "adagrad") to those
-// rows only. Errors as apply_gradient_sync, plus an optimizer without a sparse form.
+// applies the sparse form of o.optimizer ("sgd", "momentum", "adam" lazily, "adagrad", "rmsprop")
+// to those rows only. Errors as apply_gradient_sync, plus an optimizer without a sparse form.
 Output sparse_apply_gradient_sync(const Scope& s, Input var, Input indices, Input values, Input local_step,
                                   const SyncOptions& o);
 

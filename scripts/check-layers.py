@@ -60,6 +60,8 @@ PLAIN_DATA = {
     "device/device_options.h": "the device fields of a server's options (cpu_devices, visible_devices, "
                                "gpu_memory_fraction, allow_growth), declared once for config/, the public "
                                "LocalServerOptions and device creation",
+    "device/slot_ids.h": "the ids of optimizer slots (an enum), shared by the optimizer math (device/), the "
+                         "slot blob format and TensorFlow's slot names (data/)",
 }
 
 SOURCE_EXT = (".h", ".cc", ".cu", ".cuh")

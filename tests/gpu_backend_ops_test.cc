@@ -410,6 +410,10 @@ const std::vector<OpCase>& cases() {
                               {DType::kFloat32}, vs, {assign}, 3, {read}));
     v.push_back(variable_case("SparseApplyAdagrad", {lr, ids, rows}, {DType::kFloat32}, vs, {assign}, 3, {read},
                               attrs_of({{"initial_accumulator_value", 0.1}})));
+    v.push_back(variable_case("SparseApplyRMSProp", {lr, scalar_f32(0.9f), scalar_f32(0.5f), scalar_f32(1e-6f), ids, rows},
+                              {DType::kFloat32}, vs, {assign}, 3, {read}));
+    v.push_back(variable_case("SparseApplyFtrl", {lr, scalar_f32(0.01f), scalar_f32(0.02f), scalar_f32(-0.5f), ids, rows},
+                              {DType::kFloat32}, vs, {assign}, 3, {read}, attrs_of({{"initial_accumulator_value", 0.1}})));
     const In grad = t_in(vs);
     v.push_back(variable_case("ApplyGradientDescent", {lr, grad}, {DType::kFloat32}, vs, {assign}, 3, {read}));
     v.push_back(variable_case("ApplyMomentum", {lr, grad, scalar_f32(0.9f)}, {DType::kFloat32}, vs, {assign}, 3, {read}));
@@ -419,6 +423,8 @@ const std::vector<OpCase>& cases() {
                               attrs_of({{"initial_accumulator_value", 0.1}})));
     v.push_back(variable_case("ApplyRMSProp", {lr, scalar_f32(0.9f), scalar_f32(0.5f), scalar_f32(1e-6f), grad},
                               {DType::kFloat32}, vs, {assign}, 3, {read}));
+    v.push_back(variable_case("ApplyFtrl", {lr, scalar_f32(0.01f), scalar_f32(0.02f), scalar_f32(-0.5f), grad},
+                              {DType::kFloat32}, vs, {assign}, 3, {read}, attrs_of({{"initial_accumulator_value", 0.1}})));
     const AttrMap sync = attrs_of({{"optimizer", std::string("sgd")},
                                    {"lr", 0.1},
                                    {"replicas_to_aggregate", int64_t{1}},

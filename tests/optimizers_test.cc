@@ -132,6 +132,15 @@ TEST(OptimizersTest, RMSPropMatchesHandValues) {
                {{0.9948012476, -0.9824588396}, {0.9818462639, -0.9825618245}, {0.9807471375, -0.9849453396}}, 1e-6);
 }
 
+TEST(OptimizersTest, FtrlMatchesHandValues) {
+  // lr 0.1, lr_power -0.5, accumulator from 0.1, l1 0.01, l2 0.05 (tests/optimizer_math_test.cc
+  // works the same three steps out by hand): a' = a + g^2;
+  // linear += g - (sqrt(a') - sqrt(a)) / 0.1 * w; w = (sign(linear) 0.01 - linear) / (sqrt(a') / 0.1 + 0.1).
+  // Element 0, step 1: linear = 0.5 - 2.7538021229 = -2.2538021229; w = 2.2438021229 / 6.0160797831.
+  expect_steps(three_steps(train::FtrlOptimizer(0.1f, -0.5f, 0.1f, 0.01f, 0.05f)),
+               {{0.3729674811, -0.7409003675}, {0.2876356044, -0.7849858978}, {0.3268540263, -0.7959406551}}, 1e-5);
+}
+
 // loss = sum((w - t)^2), w = [1, 2], t = [3, -1]: loss0 = 4 + 9 = 13, dloss/dw = 2 (w - t) = [-4, 6].
 struct Quadratic {
   std::unique_ptr<Server> server = server2();
@@ -445,6 +454,9 @@ TEST(OptimizersTest, ErrorsAreStatusesNamingTheCause) {
     auto ada = train::AdagradOptimizer(0.1f, 0.f).apply_gradients(root, {{ops::constant(root, vec({1, 1})), w}});
     ASSERT_FALSE(ada.ok());
     EXPECT_TRUE(has(ada.status(), "Adagrad.apply_gradients: initial_accumulator_value must be > 0")) << ada.status();
+    auto ftrl = train::FtrlOptimizer(0.1f, 0.5f).apply_gradients(root, {{ops::constant(root, vec({1, 1})), w}});
+    ASSERT_FALSE(ftrl.ok());
+    EXPECT_TRUE(has(ftrl.status(), "Ftrl.apply_gradients: learning_rate_power must be <= 0")) << ftrl.status();
   }
   {  // A gradient of the wrong shape fails the update op's shape function, naming the variable.
     Scope root = Scope::root();

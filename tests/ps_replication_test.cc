@@ -14,6 +14,7 @@
 #include "actors/node_actor.h"
 #include "actors/ps_replication.h"
 #include "actors/resources.h"
+#include "device/variable_call.h"
 #include "actors/variable_actor.h"
 #include "device/kernel.h"
 #include "graph/ops_variables.h"
@@ -46,9 +47,20 @@ TEST(PsReplicationTest, CallAttributesRoundTrip) {
   std::string bad = encode_call_attrs(a);
   bad.resize(bad.size() - 3);
   EXPECT_FALSE(decode_call_attrs(bad).ok());
-  EXPECT_TRUE(replicated_method("apply_adam", AttrMap{}));
-  EXPECT_FALSE(replicated_method("read", AttrMap{}));
-  EXPECT_FALSE(replicated_method("sync_control", AttrMap{}));
+  // Which calls are replicated: those whose decoded call mutates the variable.
+  auto replicated = [](const std::string& method, AttrMap attrs) {
+    auto op = decode_variable_op(method, std::move(attrs));
+    EXPECT_TRUE(op.ok()) << method << ": " << op.status();
+    return op.ok() && mutates((*op)->call);
+  };
+  AttrMap leave;
+  leave.set("action", std::string("leave"));
+  EXPECT_TRUE(replicated("apply_adam", AttrMap{}));
+  EXPECT_TRUE(replicated("sparse_apply_sgd", AttrMap{}));
+  EXPECT_TRUE(replicated("sync_control", leave));
+  EXPECT_FALSE(replicated("read", AttrMap{}));
+  EXPECT_FALSE(replicated("save_slots", AttrMap{}));
+  EXPECT_FALSE(replicated("sync_control", AttrMap{}));
 }
 
 // The serving map through a chain of failures and a redirect, as every process keeps it.
@@ -281,7 +293,7 @@ TEST(ReplicaInboxTest, ABackupAppliesAPrimarysCallsInTheirOrderWhateverArrivesFi
     ASSERT_TRUE(w);
     auto read = std::make_shared<ResourceCall>();
     read->resource = "w";
-    read->method = "read";
+    read->op = *decode_variable_op("read", AttrMap{});
     Tensor value;
     self->request(w, std::chrono::seconds(10), resource_atom::value, ResourceCallPtr(read))
         .receive([&](const TensorList& v) { value = v.empty() ? Tensor() : v[0]; },

@@ -240,6 +240,44 @@ Output RMSPropOptimizer::apply_dense(const Scope& s, const std::vector<Output>& 
   return ops::apply_rms_prop(s, v, h[0], h[1], h[2], h[3], g);
 }
 
+Output RMSPropOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                      const Output& values, const Output& v) const {
+  return ops::sparse_apply_rms_prop(s, v, h[0], h[1], h[2], h[3], indices, values);
+}
+
+FtrlOptimizer::FtrlOptimizer(float learning_rate, float learning_rate_power, float initial_accumulator_value,
+                             float l1_regularization_strength, float l2_regularization_strength,
+                             float l2_shrinkage_regularization_strength)
+    : Optimizer("Ftrl", {{"learning_rate", learning_rate},
+                         {"l1", l1_regularization_strength},
+                         {"l2", l2_regularization_strength},
+                         {"learning_rate_power", learning_rate_power}}),
+      initial_accumulator_value_(initial_accumulator_value),
+      l2_shrinkage_(l2_shrinkage_regularization_strength) {}
+
+Status FtrlOptimizer::validate() const {
+  auto bad = [](const char* what, const char* rule, float v) {
+    return InvalidArgument(std::string(what) + " must be " + rule + ", got " + std::to_string(v));
+  };
+  if (!(hyper_value(0) > 0)) return bad("learning_rate", "> 0", hyper_value(0));
+  if (!(hyper_value(1) >= 0)) return bad("l1_regularization_strength", ">= 0", hyper_value(1));
+  if (!(hyper_value(2) >= 0)) return bad("l2_regularization_strength", ">= 0", hyper_value(2));
+  if (!(hyper_value(3) <= 0)) return bad("learning_rate_power", "<= 0", hyper_value(3));
+  if (!(initial_accumulator_value_ >= 0)) return bad("initial_accumulator_value", ">= 0", initial_accumulator_value_);
+  if (!(l2_shrinkage_ >= 0)) return bad("l2_shrinkage_regularization_strength", ">= 0", l2_shrinkage_);
+  return Status::OK();
+}
+
+Output FtrlOptimizer::apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const {
+  return ops::apply_ftrl(s, v, h[0], h[1], h[2], h[3], g, initial_accumulator_value_, l2_shrinkage_);
+}
+
+Output FtrlOptimizer::apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices,
+                                   const Output& values, const Output& v) const {
+  return ops::sparse_apply_ftrl(s, v, h[0], h[1], h[2], h[3], indices, values, initial_accumulator_value_,
+                                l2_shrinkage_);
+}
+
 // ---- the synchronous form of each update ---------------------------------------------------
 
 ops::SyncOptions Optimizer::sync_update() const {

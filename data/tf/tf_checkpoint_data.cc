@@ -35,6 +35,8 @@ const char* tf_slot_suffix(int id) {
     case SlotId::kAdagradAccum: return "/Adagrad";
     case SlotId::kRmsMs: return "/RMSProp";
     case SlotId::kRmsMom: return "/RMSProp_1";
+    case SlotId::kFtrlAccum: return "/Ftrl";
+    case SlotId::kFtrlLinear: return "/Ftrl_1";
   }
   return "";
 }

@@ -9,17 +9,23 @@
 #include "core/checked_math.h"
 #include "device/executor.h"
 #include "device/kernel.h"
+#include "device/optimizers.h"
+#include "device/variable_call.h"
 
 namespace actorflow {
 namespace {
 
-// Calls method `method` of the variable named by attr var_name (or shared_name) with the
-// node's inputs, and sets output 0 from the reply, in the kernel's device memory. The same kernel
-// serves CPU and GPU devices: the call names the device its arguments live on, and a reply in
-// host memory is copied to a GPU kernel's device.
+// Calls the variable named by attr var_name (or shared_name) with the node's inputs, and sets
+// output 0 from the reply, in the kernel's device memory. The call is decoded once, here (the
+// kernel keeps it; only the tensors change per step). The same kernel serves CPU and GPU devices:
+// the call names the device its arguments live on, and a reply in host memory is copied to a GPU
+// kernel's device.
 class VariableCallKernel : public AsyncOpKernel {
  public:
-  VariableCallKernel(const Node& n, std::string method) : AsyncOpKernel(n), method_(std::move(method)) {}
+  VariableCallKernel(const Node& n, std::shared_ptr<const VariableOp> op)
+      : AsyncOpKernel(n),
+        op_(std::move(op)),
+        resource_(n.attrs.get_or<std::string>("var_name", n.attrs.get_or<std::string>("shared_name", n.name))) {}
   void compute_async(std::shared_ptr<OpKernelContext> ctx, DoneCallback done) override {
     ResourceEnv* env = ctx->resources();
     if (!env) {
@@ -27,11 +33,10 @@ class VariableCallKernel : public AsyncOpKernel {
       return;
     }
     ResourceCall call;
-    const AttrMap& a = ctx->attrs();
-    call.resource = a.get_or<std::string>("var_name", a.get_or<std::string>("shared_name", ctx->node().name));
-    call.method = method_;
+    call.resource = resource_;
+    call.op = op_;
+    call.args.reserve(static_cast<size_t>(ctx->num_inputs()));
     for (int i = 0; i < ctx->num_inputs(); ++i) call.args.push_back(ctx->input(i));
-    call.attrs = a;
     call.step_id = ctx->step_id();
     call.device = ctx->device();
     env->call(std::move(call), [ctx, done](Result<std::vector<Tensor>> r) {
@@ -55,12 +60,17 @@ class VariableCallKernel : public AsyncOpKernel {
   }
 
  private:
-  std::string method_;
+  std::shared_ptr<const VariableOp> op_;
+  std::string resource_;
 };
 
+// Decodes the node's call once; a bad attribute fails the kernel's creation naming the node.
 KernelFactory call_factory(const std::string& method) {
   return [method](const Node& n) -> Result<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new VariableCallKernel(n, method));
+    auto op = decode_variable_op(method, n.attrs);
+    if (!op.ok())
+      return Status(op.status().code(), n.op + " '" + n.name + "': " + op.status().message());
+    return std::unique_ptr<OpKernel>(new VariableCallKernel(n, std::move(*op)));
   };
 }
 
@@ -155,30 +165,26 @@ class HostComputedKernel : public OpKernel {
   std::unique_ptr<OpKernel> host_;
 };
 
-// The ops whose kernel is a call on the task's variable actor, and the actor's method.
-const std::vector<std::pair<const char*, const char*>>& variable_call_ops() {
-  static const std::vector<std::pair<const char*, const char*>> ops = {
+// The ops whose kernel is a call on the task's variable actor, and the actor's method: the
+// optimizers' from their table (device/optimizers.h), then the others.
+std::vector<std::pair<std::string, std::string>> variable_call_ops() {
+  std::vector<std::pair<std::string, std::string>> ops = {
       {"VariableV2", "read"},
       {"Assign", "assign"},
       {"AssignAdd", "assign_add"},
       {"ScatterAdd", "scatter_add"},
-      {"SparseApplyGradientDescent", "sparse_apply_sgd"},
-      {"SparseApplyMomentum", "sparse_apply_momentum"},
-      {"SparseApplyAdam", "sparse_apply_adam"},
-      {"SparseApplyAdagrad", "sparse_apply_adagrad"},
       {"ScatterUpdate", "scatter_update"},
       {"IsVariableInitialized", "is_initialized"},
-      {"ApplyGradientDescent", "apply_sgd"},
-      {"ApplyMomentum", "apply_momentum"},
-      {"ApplyAdam", "apply_adam"},
-      {"ApplyAdagrad", "apply_adagrad"},
-      {"ApplyRMSProp", "apply_rms_prop"},
       {"ApplyGradientSync", "apply_sync"},
       {"SparseApplyGradientSync", "sparse_apply_sync"},
       {"SyncAccumulatorControl", "sync_control"},
       {"VariableSlots", "save_slots"},
       {"RestoreVariableSlots", "restore_slots"},
   };
+  for (const OptimizerSpec& s : optimizer_specs()) {
+    ops.emplace_back(s.dense_op, s.dense_method);
+    if (s.sparse_op) ops.emplace_back(s.sparse_op, s.sparse_method);
+  }
   return ops;
 }
 

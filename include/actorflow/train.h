@@ -178,8 +178,8 @@ class Optimizer {
   // One op that applies every pair's update (pairs without a gradient are skipped), each
   // requested on its variable's device. A sparse gradient (ops::indexed_slices, e.g. of an
   // embedding lookup) is applied row by row where the optimizer has a sparse form (gradient
-  // descent, momentum, Adagrad, and Adam lazily: the slots of absent rows stay as they are),
-  // so only the rows travel; RMSProp applies its dense tensor; with `global_step` (an integer scalar variable) the op
+  // descent, momentum, Adagrad, RMSProp, FTRL, and Adam lazily: the slots of absent rows stay as
+  // they are), so only the rows travel; with `global_step` (an integer scalar variable) the op
   // returned is global_step += 1 with control dependencies on all the updates (so the step
   // advances exactly once per run, after the updates, as TF does) and outputs the new step;
   // without, a NoOp grouping the updates. Ops live under the sub-scope name() of s. Errors:
@@ -289,7 +289,8 @@ class AdagradOptimizer : public Optimizer {
 
 // TF 1.x RMSProp (uncentered): ms = decay * ms + (1 - decay) * grad^2;
 // mom = momentum * mom + learning_rate * grad / sqrt(ms + epsilon); var -= mom. As in TF 1.x,
-// ms starts at 1 and mom at 0.
+// ms starts at 1 and mom at 0. A sparse gradient updates its rows' ms, mom and values only (TF's
+// SparseApplyRMSProp).
 class RMSPropOptimizer : public Optimizer {
  public:
   explicit RMSPropOptimizer(float learning_rate, float decay = 0.9f, float momentum = 0.0f,
@@ -297,7 +298,32 @@ class RMSPropOptimizer : public Optimizer {
 
  protected:
   Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
   ops::SyncOptions sync_update() const override;
+};
+
+// tf.train.FtrlOptimizer (FTRL-Proximal, the optimizer of wide-and-deep models), with
+// p = -learning_rate_power: accum' = accum + grad^2;
+// linear += grad' - (accum'^p - accum^p) / learning_rate * var (grad' = grad + 2 * l2_shrinkage * var);
+// var = |linear| > l1 ? (sign(linear) * l1 - linear) / (accum'^p / learning_rate + 2 * l2) : 0.
+// accum starts at initial_accumulator_value, linear at 0. Sparse gradients update their rows only.
+// apply_gradients checks learning_rate > 0, learning_rate_power <= 0, the others >= 0.
+class FtrlOptimizer : public Optimizer {
+ public:
+  explicit FtrlOptimizer(float learning_rate, float learning_rate_power = -0.5f,
+                         float initial_accumulator_value = 0.1f, float l1_regularization_strength = 0.0f,
+                         float l2_regularization_strength = 0.0f, float l2_shrinkage_regularization_strength = 0.0f);
+
+ protected:
+  Output apply_dense(const Scope& s, const std::vector<Output>& h, const Output& g, const Output& v) const override;
+  Output apply_sparse(const Scope& s, const std::vector<Output>& h, const Output& indices, const Output& values,
+                      const Output& v) const override;
+  Status validate() const override;
+
+ private:
+  float initial_accumulator_value_;
+  float l2_shrinkage_;
 };
 
 // tf.train.SyncReplicasOptimizer: synchronous data-parallel training around any optimizer above.

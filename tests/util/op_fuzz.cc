@@ -610,10 +610,13 @@ const std::map<std::string, OpSpec>& specs() {
       {"ApplyAdam", {apply_op(4, 0)}},
       {"ApplyAdagrad", {apply_op(1, 0)}},
       {"ApplyRMSProp", {apply_op(4, 0)}},
+      {"ApplyFtrl", {apply_op(4, 0)}},
       {"SparseApplyGradientDescent", {sparse_apply_op(1, 0)}},
       {"SparseApplyMomentum", {sparse_apply_op(1, 1)}},
       {"SparseApplyAdam", {sparse_apply_op(4, 0)}},
       {"SparseApplyAdagrad", {sparse_apply_op(1, 0)}},
+      {"SparseApplyRMSProp", {sparse_apply_op(4, 0)}},
+      {"SparseApplyFtrl", {sparse_apply_op(4, 0)}},
       {"ApplyGradientSync", {[](Rng& r, Case& c) {
          var_attrs(r, c, kVarShape);
          add(c, f32(r, kVarShape));
