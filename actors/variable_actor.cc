@@ -18,6 +18,7 @@
 #include "actors/faults.h"
 #include "tensor/pooling_allocator.h"
 #include "actors/restart.h"
+#include "actors/sync_waits.h"
 #include "core/logging.h"
 #include "device/device.h"
 #include "device/functors.h"
@@ -58,6 +59,7 @@ struct VarState {
   std::unordered_map<int64_t, size_t> sync_row_at;
   int64_t sync_generation = 0;  // counts accumulations started: names the one a timer belongs to
   std::vector<caf::response_promise> sync_waiting;
+  SyncWaits sync_waits;  // what the waiting runs wait for (actors/sync_waits.h)
   std::chrono::steady_clock::time_point sync_first;
   bool sync_closed = false;      // every replica left, or the chief closed it: contributions fail
   std::string sync_closed_why;
@@ -1056,6 +1058,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
       for (int64_t i = 0, n = args[0].num_elements(); i < n; ++i) sum[i] += g[i];
     }
     ++st.sync_count;
+    st.sync_waits.contributed(st.sync_step, call->attrs.get_or<std::string>(kSyncCallerAttr, ""), replicas);
     const int64_t counted_for = st.sync_step;
     if (wait) st.sync_waiting.push_back(self->make_response_promise());
     if (st.sync_count >= replicas) finish_sync_step(st, call->attrs);
@@ -1371,6 +1374,12 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   return st.pending_acks.at(id).rp;
 }
 
+// On leaving a handler: the accumulator's registered waits follow its state (actors/sync_waits.h).
+struct RefreshSyncWaits {
+  VarState& st;
+  ~RefreshSyncWaits() { st.sync_waits.refresh(st.var, st.sync_step, st.sync_count, !st.sync_waiting.empty()); }
+};
+
 var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts,
                                          std::shared_ptr<PsReplicator> rep) {
   self->state.var = std::move(name);
@@ -1392,6 +1401,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
   });
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
+        const RefreshSyncWaits refresh{self->state};
         // Past its restart budget the actor answers every request with that error.
         if (!self->state.failed.ok()) return to_caf_error(self->state.failed);
         // An exception (an injected `throw` fault for actor "variable", or a real one) fails
@@ -1424,6 +1434,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
       },
       [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
         auto& st = self->state;
+        const RefreshSyncWaits refresh{st};
         // That accumulation completed (or was reset) and another may be under way.
         if (st.sync_generation != generation || st.sync_count == 0) return;
         Status s = err(st, Code::kDeadlineExceeded,
