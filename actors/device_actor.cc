@@ -1,6 +1,7 @@
 #include "actors/device_actor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -12,9 +13,12 @@
 
 #include "actors/faults.h"
 #include "actors/restart.h"
+#include "actors/sync_waits.h"
 #include "core/env.h"
+#include "core/hang_report.h"
 #include "core/logging.h"
 #include "core/metrics.h"
+#include "core/waits.h"
 #include "graph/graph_def.h"
 
 namespace actorflow {
@@ -150,6 +154,7 @@ class EarlyTensors {
     bytes_ = 0;
   }
   bool empty() const { return by_step_.empty(); }
+  size_t steps() const { return by_step_.size(); }
   // Drops the steps whose first tensor came longer than the expiry ago.
   void expire(Clock::time_point now) {
     while (!order_.empty() && now - order_.front().first >= limits_.ttl) {
@@ -269,6 +274,11 @@ struct DeviceState {
     caf::response_promise rp;
     // Set for a step dispatched over the data plane: where its outcome goes (Router::reply_step).
     std::string reply_to;
+    // The task whose master started it (from the partition's handle), and what the parked step
+    // waits for (core/waits.h): its first missing _Recv key, or "" for an asynchronous kernel.
+    std::string origin;
+    std::string parked_on;
+    WaitHandle wait;
     // Replies to whoever started the step: the CAF request's promise or the data plane.
     void finish(const Status& s, std::vector<Tensor> retvals, DeviceState& st, int64_t step_id);
   };
@@ -282,6 +292,13 @@ struct DeviceState {
   std::unordered_map<int64_t, Status> aborted_before_start;
   RestartBudget restarts;  // in-place restarts after exceptions
   Status failed;           // set when the restart budget is spent: every run gets it
+  // The hang report's view (core/hang_report.h), published for the report's thread after each
+  // step's progress: steps in flight, early tensors' steps, the mailbox size last seen.
+  struct Published {
+    std::atomic<size_t> steps{0}, early_steps{0}, mailbox{0};
+  };
+  std::shared_ptr<Published> published = std::make_shared<Published>();
+  DumpReporter reporter;
   static constexpr const char* name = "device";
 
   void mark_ended(int64_t step) {
@@ -310,6 +327,9 @@ void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, Dev
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   const int64_t step = call.step_id;
+  // The call names the task whose step sent it: a synchronous contribution's accumulator says
+  // whose contributions are missing (actors/sync_waits.h).
+  if (auto it = self_->state.steps.find(step); it != self_->state.steps.end()) call.caller_task = it->second.origin;
   Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
                                    : Result<variable_actor_t>(FailedPrecondition(
                                          "no resource container on this task for '" + call.resource + "'"));
@@ -353,6 +373,27 @@ Status register_partition(DeviceState& st, const std::string& handle, GraphPtr g
   return Status::OK();
 }
 
+// The step stays parked: registers what it waits for (core/waits.h), the first _Recv key still
+// missing (on the sending task) or else an asynchronous kernel (a variable call: on this task),
+// and publishes the hang report's figures. A wait changes only when what it waits for does.
+void note_parked(DeviceActor* self, DeviceState::Step& s, int64_t step_id) {
+  auto& st = self->state;
+  const std::vector<std::string> keys = s.exec->waiting_for();
+  const std::string on = keys.empty() ? std::string() : keys.front();
+  if (!s.wait.active() || on != s.parked_on) {
+    s.parked_on = on;
+    const std::string step = "step " + std::to_string(step_id) + (s.origin.empty() ? "" : " of " + s.origin) + " on " +
+                             st.device->name();
+    s.wait = keys.empty() ? WaitHandle("device", step + ": an asynchronous kernel (a variable call) has not answered", "")
+                          : WaitHandle("tensor", step + ": waits for tensor " + on +
+                                                     (keys.size() > 1 ? " (and " + std::to_string(keys.size() - 1) + " more)" : ""),
+                                       task_of_device(on.substr(0, on.find(';'))));
+  }
+  st.published->steps.store(st.steps.size(), std::memory_order_relaxed);
+  st.published->early_steps.store(st.early.steps(), std::memory_order_relaxed);
+  st.published->mailbox.store(self->mailbox().size(), std::memory_order_relaxed);
+}
+
 // Runs the step as far as it goes; replies and cleans up when it is done. May throw (a kernel
 // bug, bad_alloc): drive() below catches.
 void drive_unguarded(DeviceActor* self, int64_t step_id) {
@@ -369,10 +410,14 @@ void drive_unguarded(DeviceActor* self, int64_t step_id) {
     step.run();
   }
   if (slow > 1.0) std::this_thread::sleep_for((slow - 1.0) * (std::chrono::steady_clock::now() - ran_from));
-  if (!step.done()) return;
+  if (!step.done()) {
+    note_parked(self, it->second, step_id);
+    return;
+  }
   it->second.finish(step.status(), step.status().ok() ? std::move(step.retvals()) : std::vector<Tensor>{}, st, step_id);
   st.steps.erase(it);
   st.mark_ended(step_id);
+  st.published->steps.store(st.steps.size(), std::memory_order_relaxed);
 }
 
 // After an exception escaped a kernel or a handler: restart in place (one_for_one). Every
@@ -467,6 +512,9 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
   if (reply_to.empty()) step.rp = self->make_response_promise();
   step.reply_to = reply_to;
+  // A master's handle is "m<task>.<nonce>_p<n>" (partition_handle_prefix): the step's origin.
+  if (handle.size() > 1 && handle[0] == 'm' && handle.rfind('.') != std::string::npos)
+    step.origin = handle.substr(1, handle.rfind('.') - 1);
   for (auto& [k, t] : st.early.take(step_id)) step.exec->deliver(k, std::move(t));
   st.steps.emplace(step_id, std::move(step));
   drive(self, step_id);
@@ -485,6 +533,11 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
   self->state.resources = resources;
   self->state.env = std::make_unique<DeviceResourceEnv>(self, resources);
   self->state.kernel_override = std::move(kernel_override);
+  self->state.reporter = DumpReporter("device " + device->name(), [p = self->state.published] {
+    return "steps in flight: " + std::to_string(p->steps.load(std::memory_order_relaxed)) +
+           ", steps with early tensors: " + std::to_string(p->early_steps.load(std::memory_order_relaxed)) +
+           ", mailbox (last seen): " + std::to_string(p->mailbox.load(std::memory_order_relaxed)) + "\n";
+  });
   // Last resort for an exception escaping a handler other than run (which catches its own):
   // CAF 0.17 always stops the actor then; the pending request gets this error naming the device.
   {

@@ -13,7 +13,9 @@
 #include "actors/faults.h"
 #include "actors/membership.h"
 #include "actors/node_actor.h"
+#include "core/hang_report.h"
 #include "core/logging.h"
+#include "core/waits.h"
 #include "graph/graph_def.h"
 #include "runtime/partition.h"
 #include "runtime/placer.h"
@@ -62,6 +64,15 @@ struct MasterState {
   std::string task;                // this master's task prefix
   std::shared_ptr<DirectSteps> direct;  // where direct-step plans are published (may be null)
   Status stopping;                 // set when the master exits: every run is answered with it
+  // The hang report's view (core/hang_report.h): runs in flight and plans, published for the
+  // report's thread.
+  std::shared_ptr<std::atomic<size_t>> published_runs = std::make_shared<std::atomic<size_t>>(0);
+  std::shared_ptr<std::atomic<size_t>> published_plans = std::make_shared<std::atomic<size_t>>(0);
+  DumpReporter reporter;
+  void publish() {
+    published_runs->store(inflight.size(), std::memory_order_relaxed);
+    published_plans->store(plans.size(), std::memory_order_relaxed);
+  }
   static constexpr const char* name = "master";
 };
 
@@ -199,6 +210,13 @@ struct StepRun {
   std::set<std::string> dispatched;
   std::function<void()> one_done;  // a partition finished OK
   std::chrono::milliseconds timeout{0};  // the step's deadline (0: none)
+  // One registered wait per partition that has not reported (core/waits.h), by device name.
+  std::map<std::string, WaitHandle> waits;
+  void wait_for(const std::string& device, const std::string& master_task) {
+    waits.emplace(device, WaitHandle("step", "master of " + master_task + ": step " + std::to_string(step_id) +
+                                                 ": the partition on " + device + " has not reported",
+                                     task_of_device(device)));
+  }
 };
 
 void send_abort(MasterActor* self, const DeviceInfo& d, int64_t step_id, const std::string& why) {
@@ -228,16 +246,22 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     rp.deliver(std::move(run->fetches));
     return;
   }
-  for (const auto& p : plan->partitions) run->devices.push_back(p.device.name);
+  for (const auto& p : plan->partitions) {
+    run->devices.push_back(p.device.name);
+    run->wait_for(p.device.name, self->state.task);
+  }
   self->state.inflight[run->step_id] = run;
+  self->state.publish();
   std::weak_ptr<StepRun> weak_run = run;  // the run owns this function: no cycle
   run->fail = [self, plan, weak_run](const Status& s) {
     auto run = weak_run.lock();
     if (!run || run->failed) return;
     run->failed = true;
+    run->waits.clear();
     for (const auto& p : plan->partitions) send_abort(self, p.device, run->step_id, s.message());
     run->rp.deliver(to_caf_error(s));
     self->state.inflight.erase(run->step_id);
+    self->state.publish();
   };
   const caf::duration timeout = req->timeout.count() > 0 ? caf::duration{req->timeout} : caf::duration{caf::infinite};
   run->timeout = req->timeout;
@@ -251,7 +275,9 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
             run->fetches[i].num_elements() == 1)
           FaultInjector::global().on_global_step(run->fetches[i].data<int64_t>()[0]);
       run->rp.deliver(std::move(run->fetches));
+      run->waits.clear();
       self->state.inflight.erase(run->step_id);
+      self->state.publish();
     }
   };
   auto& router = self->state.router;
@@ -276,8 +302,9 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
       args[static_cast<size_t>(idx)] = req->feeds[static_cast<size_t>(idx)];
     }
     const std::string dev_name = part.device.name;
-    auto on_ok = [run](std::vector<Tensor>& retvals) {
+    auto on_ok = [run, dev_name](std::vector<Tensor>& retvals) {
       if (run->failed) return;
+      run->waits.erase(dev_name);
       for (size_t i = 0; i < retvals.size() && i < run->fetches.size(); ++i)
         if (retvals[i].is_initialized()) run->fetches[i] = std::move(retvals[i]);
       run->one_done();
@@ -309,6 +336,12 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
       if (run->fail) run->fail(s);
   });
   self->state.task = task_of_device(default_device);
+  self->state.reporter = DumpReporter(
+      "master " + self->state.task,
+      [runs = self->state.published_runs, plans = self->state.published_plans] {
+        return "runs in flight: " + std::to_string(runs->load(std::memory_order_relaxed)) +
+               ", plans: " + std::to_string(plans->load(std::memory_order_relaxed)) + "\n";
+      });
   self->state.handle_prefix = partition_handle_prefix(self->state.task);
   // Step ids (next_step_id) must be unique across every master that uses a device (several
   // workers' masters share the ps devices): random 62-bit start.
@@ -335,6 +368,7 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
           return caf::delegated<std::vector<Tensor>>();
         }
         st.plans[key] = plan;
+        st.publish();
         plan->waiters.push_back([=] { run_plan(self, plan, req, rp); });
         auto remaining = std::make_shared<size_t>(plan->partitions.size());
         auto finish_registration = [=] {
@@ -378,6 +412,7 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
         if (it == self->state.inflight.end()) return;
         auto run = it->second;
         if (run->failed || !run->dispatched.erase(dev)) return;
+        run->waits.erase(dev);
         if (code != 0) {
           run->fail(Status(static_cast<Code>(code), message));
           return;

@@ -11,6 +11,7 @@
 #include "actors/auth.h"
 #include "actors/faults.h"
 #include "core/logging.h"
+#include "core/waits.h"
 
 namespace actorflow {
 namespace {
@@ -306,8 +307,13 @@ Result<PeerInfo> Membership::ensure(const std::string& task, const std::string& 
   std::chrono::milliseconds backoff(100);
   int attempt = 0;
   Status last;
+  WaitHandle wait("connect", "connecting to " + task + " at " + address, task);  // core/waits.h
   while (true) {
     ++attempt;
+    if (attempt > 1)
+      wait.update("connecting to " + task + " at " + address + " (attempt " + std::to_string(attempt) +
+                      "; last error: " + last.message() + ")",
+                  task);
     auto p = connect_once(task, address);
     if (p.ok()) {
       std::lock_guard<std::mutex> l(mu_);

@@ -2,7 +2,9 @@
 #include "actors/server_runtime.h"
 #include "actors/server_gate.h"
 
+#include "core/hang_report.h"
 #include "core/metrics.h"
+#include "core/waits.h"
 #include "net/metrics_http.h"
 
 #include "actors/client_sessions.h"
@@ -57,6 +59,8 @@ struct Server::Impl {
   RestartPolicy restarts_;  // this server's actors' in-place restart budget
   std::unique_ptr<caf::actor_system_config> own_cfg_;
   std::unique_ptr<caf::actor_system> own_sys_;
+  // Keeps the process's wait watcher running (core/waits.h): waits past the threshold are logged.
+  WaitWatch wait_watch_;
   caf::actor_system* sys_ = nullptr;
   std::string target_;
   std::string task_prefix_;
@@ -224,6 +228,7 @@ Status ServerRuntime::init_local(const LocalServerOptions& opts) {
 Status ServerRuntime::init(const std::string& task_prefix, const DeviceOptions& dopts) {
   static std::atomic<int> counter{0};
   impl_->task_prefix_ = task_prefix;
+  WaitRegistry::global().set_task(task_prefix);
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
   auto router = std::make_shared<ProcessRouter>(task_prefix);
   impl_->router_ = router;
@@ -588,6 +593,16 @@ Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& tas
       mo.tls = tls;
       const Labels labels{{"job", task.job}, {"task", std::to_string(task.index)}};
       mo.render = [labels] { return Metrics::global().render(labels); };
+      // What this task waits for, and the hang report (core/waits.h, core/hang_report.h;
+      // docs/architecture/diagnosis.md): behind the same proof as /metrics.
+      const std::string task_name = task.device_prefix();
+      net::HttpRoute waits;
+      waits.content_type = "application/json";
+      waits.body = [task_name] { return waits_json(task_name, WaitRegistry::global().snapshot()); };
+      mo.routes["/waits"] = std::move(waits);
+      net::HttpRoute dump;
+      dump.body = [task_name] { return hang_report(task_name); };
+      mo.routes["/dump"] = std::move(dump);
       auto ms = net::MetricsHttpServer::start(std::move(mo));
       if (!ms.ok()) return Unavailable(where + ": metrics_port " + std::to_string(opts.metrics_port) + ": " + ms.status().message());
       impl_->metrics_ = std::move(*ms);
@@ -703,6 +718,10 @@ Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   AF_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::create(cluster, task));
+  // SIGUSR1 writes the hang report to stderr (core/hang_report.h): a program's server only.
+  const std::string name = task.device_prefix();
+  auto dump = DumpOnSignal::install(SIGUSR1, [name] { return name; });
+  if (!dump.ok()) AF_LOG(WARNING) << name << ": no hang report on SIGUSR1: " << dump.status().message();
   std::printf("%s %d serving %s\n", task.job.c_str(), task.index, server->target().c_str());
   std::fflush(stdout);
   int sig = 0;

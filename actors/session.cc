@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/metrics.h"
+#include "core/waits.h"
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
 #include "actors/remote_client.h"
@@ -328,6 +329,12 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   if (!impl_->status_.ok()) return impl_->status_;
   ServerGate::Entry in(impl_->gate_);
   if (!in) return impl_->server_gone();
+  // The run waits for its step (core/waits.h); what it waits on inside is the master's or the
+  // direct step's business.
+  const WaitHandle wait("step", "Session::run (" + std::to_string(fetches.size()) + " fetches, " +
+                                    std::to_string(targets.size()) + " targets" +
+                                    (fetches.empty() ? std::string() : ", first fetch " + fetches.front()) + ")",
+                        "");
   AF_ASSIGN_OR_RETURN(auto req, prepare(feeds, fetches, targets));
   // The steady state of a signature whose work runs on other processes: straight over the
   // data plane from this thread (actors/direct_step.h); otherwise, or when that is not

@@ -16,6 +16,8 @@
 #include "actors/server.h"
 #include "actors/server_gate.h"
 #include "core/logging.h"
+#include "config/cluster_spec.h"  // [supervisor] chief
+#include "core/waits.h"
 #include "core/metrics.h"
 #include "actors/variable_checkpoint.h"
 #include "data/checkpoint.h"
@@ -193,16 +195,31 @@ class Supervisor::Impl {
     auto last_log = start - std::chrono::seconds(10);
     std::chrono::milliseconds backoff(50);
     std::string why = "no answer yet";
+    // Registered while it lasts (core/waits.h): on the chief, naming what is not initialized.
+    std::string chief;
+    if (ServerGate::Entry in(gate_); in && server_ && ServerRuntime(*server_).membership())
+      chief = ServerRuntime(*server_).cluster().supervisor().chief.device_prefix();
+    const std::string waiting = cfg_.task_name + " waits for the chief" + (chief.empty() ? "" : " " + chief) +
+                                " to initialize or restore the model";
+    WaitHandle wait("model", waiting + " (no answer yet)", chief);
     while (true) {
       auto r = sess.run(checks);
       if (r.ok()) {
         size_t ready = 0;
-        for (const auto& t : *r) ready += t.data<bool>()[0] ? 1 : 0;
+        std::string missing;
+        for (size_t i = 0; i < r->size(); ++i) {
+          if ((*r)[i].data<bool>()[0]) {
+            ++ready;
+          } else if (i < io_.variables().size() && missing.size() < 256) {
+            missing += (missing.empty() ? "" : ", ") + io_.variables()[i].node()->name;
+          }
+        }
         if (ready == checks.size()) {
           AF_LOG(INFO) << cfg_.task_name << ": model is ready";
           return Status::OK();
         }
         why = std::to_string(ready) + " of " + std::to_string(checks.size()) + " variables initialized";
+        wait.update(waiting + " (" + why + "; not yet: " + missing + ")", chief);
       } else {
         why = r.status().message();
         if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kDeadlineExceeded &&
@@ -397,7 +414,11 @@ class Supervisor::Impl {
     if (!cfg_.is_chief) return FailedPrecondition("only the chief saves checkpoints");
     if (!ckpt_) return FailedPrecondition("no logdir: checkpoints are off");
     if (!session_) return FailedPrecondition("no managed session yet");
+    WaitHandle wait("checkpoint", cfg_.task_name + ": saving a checkpoint in " + cfg_.logdir + " (reading the variables)", "");
     AF_ASSIGN_OR_RETURN(CheckpointData data, io_.read(*session_, cfg_.global_step));
+    wait.update(cfg_.task_name + ": saving a checkpoint in " + cfg_.logdir + " at global step " +
+                    std::to_string(data.global_step) + " (writing)",
+                "");
     std::lock_guard<std::mutex> l(ckpt_mu_);
     auto path = ckpt_->save(data);
     if (path.ok()) {

@@ -18,6 +18,7 @@
 #include "actors/faults.h"
 #include "tensor/pooling_allocator.h"
 #include "actors/restart.h"
+#include "actors/sync_waits.h"
 #include "core/logging.h"
 #include "device/device.h"
 #include "device/optimizers.h"
@@ -47,6 +48,7 @@ struct VarState {
   // its step completes, and when that step's first gradient came.
   SyncAccumulator sync;
   std::vector<caf::response_promise> sync_waiting;
+  SyncWaits sync_waits;  // what the waiting runs wait for (actors/sync_waits.h)
   std::chrono::steady_clock::time_point sync_first;
   RestartBudget restarts;    // in-place restarts after exceptions
   Status failed;             // set when the restart budget is spent
@@ -720,6 +722,7 @@ struct HostCall {
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.timeout_secs * 1000)),
                            sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
     }
+    st.sync_waits.contributed(added->step, call->caller_task, c.replicas);
     if (c.wait) st.sync_waiting.push_back(self->make_response_promise());
     if (added->complete) finish_sync_step(st, c);
     if (!c.wait) return one(Tensor::scalar<int64_t>(added->step));
@@ -1024,6 +1027,12 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   return st.pending_acks.at(id).rp;
 }
 
+// On leaving a handler: the accumulator's registered waits follow its state (actors/sync_waits.h).
+struct RefreshSyncWaits {
+  VarState& st;
+  ~RefreshSyncWaits() { st.sync_waits.refresh(st.var, st.sync.step(), st.sync.count(), !st.sync_waiting.empty()); }
+};
+
 var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts,
                                          std::shared_ptr<PsReplicator> rep) {
   self->state.var = std::move(name);
@@ -1045,6 +1054,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
   });
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
+        const RefreshSyncWaits refresh{self->state};
         // Past its restart budget the actor answers every request with that error.
         if (!self->state.failed.ok()) return to_caf_error(self->state.failed);
         // An exception (an injected `throw` fault for actor "variable", or a real one) fails
@@ -1078,6 +1088,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
       },
       [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
         auto& st = self->state;
+        const RefreshSyncWaits refresh{st};
         // That accumulation completed (or was reset) and another may be under way.
         if (st.sync.generation() != generation || st.sync.count() == 0) return;
         Status s = err(st, Code::kDeadlineExceeded,

@@ -76,8 +76,9 @@ struct ClusterProbe::Impl {
   std::vector<TaskId> tasks;
   std::map<std::string, Sample> last;  // the previous scrape of each task
 
-  // `bound`: the scrape's timeout (the probe's by default).
-  Result<std::pair<Sample, std::string>> scrape(const TaskId& t, std::chrono::milliseconds bound = std::chrono::milliseconds(0)) {
+  // GET `path` of task t's metrics endpoint; `bound`: the timeout (the probe's by default).
+  Result<std::string> get(const TaskId& t, const std::string& path,
+                          std::chrono::milliseconds bound = std::chrono::milliseconds(0)) {
     const ServerOptions so = cluster.server_options(t);
     auto addr = cluster.task_address(t);
     AF_RETURN_IF_ERROR(addr.status());
@@ -92,7 +93,13 @@ struct ClusterProbe::Impl {
     o.fingerprint = cluster.fingerprint();
     o.tls = mc.tls;
     o.timeout = bound.count() > 0 ? bound : timeout;
-    AF_ASSIGN_OR_RETURN(std::string text, net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), o));
+    o.path = path;
+    return net::scrape_metrics(host, static_cast<uint16_t>(so.metrics_port), o);
+  }
+
+  // `bound`: the scrape's timeout (the probe's by default).
+  Result<std::pair<Sample, std::string>> scrape(const TaskId& t, std::chrono::milliseconds bound = std::chrono::milliseconds(0)) {
+    AF_ASSIGN_OR_RETURN(std::string text, get(t, "/metrics", bound));
     return std::make_pair(Sample{net::sum_by_family(text), std::chrono::steady_clock::now()}, std::move(text));
   }
 };
@@ -126,6 +133,19 @@ void ClusterProbe::prime() {
       auto s = impl_->scrape(t);
       if (s.ok()) impl_->last[t.to_string()] = std::move(s->first);
     }
+}
+
+std::vector<std::pair<std::string, Result<std::string>>> ClusterProbe::fetch_all(const std::string& path) {
+  std::vector<std::pair<std::string, Result<std::string>>> out;
+  for (const auto& t : impl_->tasks) {
+    if (impl_->cluster.server_options(t).metrics_port <= 0) {
+      out.emplace_back(t.device_prefix(), FailedPrecondition("it has no [server] metrics_port in the cluster file, so " +
+                                                             path + " cannot be read; give it one"));
+      continue;
+    }
+    out.emplace_back(t.device_prefix(), impl_->get(t, path));
+  }
+  return out;
 }
 
 std::vector<TaskRow> ClusterProbe::poll() {

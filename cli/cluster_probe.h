@@ -58,6 +58,12 @@ class ClusterProbe {
   // timeout x tasks when tasks are down.
   std::vector<TaskRow> poll();
 
+  // GET `path` ("/waits", "/dump") of every task's metrics endpoint, in the cluster's order:
+  // (task name, body or error). No control-plane handshake; each endpoint proves it is its
+  // task first, as for /metrics. A task without a metrics_port is FailedPrecondition saying so.
+  // Blocks up to about timeout x tasks when tasks do not answer.
+  std::vector<std::pair<std::string, Result<std::string>>> fetch_all(const std::string& path);
+
  private:
   struct Impl;
   explicit ClusterProbe(std::unique_ptr<Impl> impl);

@@ -41,6 +41,9 @@ struct StatusOptions {
   bool json = false;       // one JSON document instead of the table
   bool watch = false;      // redraw every interval until SIGINT/SIGTERM
   int interval_ms = 1000;  // between the two scrapes a rate needs, and between redraws
+  bool waits = false;      // per task its registered waits (GET /waits) instead of the table
+  bool dump = false;       // per task its hang report (GET /dump) instead of the table
+  int min_age_ms = 1000;   // with waits: only waits at least this old (0: all)
 };
 struct UpOptions {
   std::string cluster;
@@ -57,6 +60,13 @@ int run_up(const UpOptions& opts);
 // `interval_ms` apart (cli/status.cc). A table, or `--json`; `--watch` redraws in place every
 // interval until SIGINT/SIGTERM (exit 0). Exit 0 when all tasks are up, 3 when some are down, 2 on
 // a bad cluster file.
+// `--waits` instead prints, per task, each registered wait at least `min_age_ms` old (kind, the
+// task waited on, age, what) and then where the chains of waits end ("waits end at": the tasks
+// waited on that wait for no other task, or whose waits cannot be read); `--json` gives the same
+// as one document. `--dump` prints each task's hang report. Both read the task's metrics endpoint
+// (GET /waits, GET /dump) behind the same proof as /metrics; a task without a metrics_port is
+// named as such. Exit 0 when every task answered, 3 when some did not, 2 on a bad cluster file
+// (docs/architecture/diagnosis.md).
 int run_status(const StatusOptions& opts);
 
 struct DashboardOptions {

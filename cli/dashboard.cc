@@ -29,6 +29,7 @@
 #include "actors/auth.h"
 #include "cli/cluster_probe.h"
 #include "cli/commands.h"
+#include "cli/waits_view.h"
 #include "cli/dashboard_page.h"
 #include "core/private_file.h"
 #include "net/metrics_http.h"
@@ -104,6 +105,13 @@ class DashboardState {
       first_ = false;
     }
     json_ = render(rows, t, max_step, up);
+  }
+
+  // The waits' document (render_waits_json) that the next update() puts in /api/state as "waits".
+  void set_waits(std::string json) {
+    std::lock_guard<std::mutex> l(mu_);
+    while (!json.empty() && json.back() == '\n') json.pop_back();
+    waits_ = std::move(json);
   }
 
   // The document of /api/state (a copy: the caller sends it while the next poll goes on).
@@ -230,13 +238,14 @@ class DashboardState {
         << ", \"task\": " << json_str(e.task) << ", \"kind\": " << json_str(e.kind) << ", \"text\": " << json_str(e.text)
         << "}";
     }
-    o << "]}";
+    o << "], \"waits\": " << (waits_.empty() ? "null" : waits_) << "}";
     return o.str();
   }
 
   const std::string cluster_;
   mutable std::mutex mu_;
   std::string json_;
+  std::string waits_;  // guarded by mu_
   bool first_ = true;
   double last_max_step_ = NAN, last_t_ = NAN;
   std::map<std::string, Seen> seen_;
@@ -436,6 +445,8 @@ int run_dashboard(const DashboardOptions& o) {
     if (g_stop) break;
     next = std::chrono::steady_clock::now() + interval;
     auto rows = (*probe)->poll();
+    // The tasks' waits of at least a second (GET /waits; docs/architecture/diagnosis.md).
+    state.set_waits(render_waits_json(parse_task_waits((*probe)->fetch_all("/waits"), 1.0)));
     state.update(rows, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::cout << "actorflow dashboard: stopped" << std::endl;

@@ -47,6 +47,12 @@ inline constexpr const char* kDashboardPage = R"PAGE(<!doctype html>
     <th>loss</th><th>accuracy</th><th class="l">devices</th><th class="l">note</th></tr></thead>
   <tbody></tbody>
 </table>
+<h2>Waits</h2>
+<div id="waits-end"></div>
+<table id="waits">
+  <thead><tr><th class="l">task</th><th class="l">kind</th><th class="l">on</th><th>age</th><th class="l">what</th></tr></thead>
+  <tbody></tbody>
+</table>
 <h2>Training and resources</h2>
 <div class="charts">
   <div class="chart"><canvas id="chart-loss"></canvas></div>
@@ -145,6 +151,31 @@ function render(s) {
     cell(tr, t.why || "", "why");
     body.appendChild(tr);
   }
+  const wb = document.querySelector("#waits tbody");
+  wb.textContent = "";
+  const waits = s.waits || { tasks: [], waits_end_at: [] };
+  for (const t of waits.tasks || []) {
+    if (t.error) {
+      const tr = document.createElement("tr");
+      cell(tr, t.task, "l task");
+      cell(tr, "?", "l");
+      cell(tr, "-", "l");
+      cell(tr, "-");
+      cell(tr, "waits unknown: " + t.error, "l why");
+      wb.appendChild(tr);
+    }
+    for (const w of t.waits || []) {
+      const tr = document.createElement("tr");
+      cell(tr, t.task, "l task");
+      cell(tr, w.kind, "l");
+      cell(tr, w.on || "-", "l");
+      cell(tr, num(w.age_secs, 1) + "s");
+      cell(tr, w.what, "l");
+      wb.appendChild(tr);
+    }
+  }
+  const ends = waits.waits_end_at || [];
+  document.getElementById("waits-end").textContent = ends.length ? "waits end at: " + ends.join(" ") : "no task waits on another";
   for (const name of Object.keys(TITLES)) updateChart(name, (s.series || {})[name]);
   const ev = document.querySelector("#events tbody");
   ev.textContent = "";

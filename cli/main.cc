@@ -27,6 +27,12 @@ int main(int argc, char** argv) {
   status->add_option("--timeout-ms", status_opts.timeout_ms, "how long to try each task")->check(CLI::Range(1, 3600000));
   status->add_flag("--json", status_opts.json, "one JSON document (per redraw with --watch) instead of the table");
   status->add_flag("--watch", status_opts.watch, "redraw in place every interval until Ctrl-C");
+  status->add_flag("--waits", status_opts.waits,
+                   "per task, what it waits for, on which task, since when; and where the waits end");
+  status->add_flag("--dump", status_opts.dump,
+                   "each task's hang report: its waits, threads and what its actors report");
+  status->add_option("--min-age-ms", status_opts.min_age_ms, "with --waits: only waits at least this old")
+      ->check(CLI::Range(0, 86400000));
   status->add_option("--interval-ms", status_opts.interval_ms, "between the scrapes a rate needs, and between redraws")
       ->check(CLI::Range(10, 3600000));
   auto* dash = app.add_subcommand(

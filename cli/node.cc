@@ -10,6 +10,7 @@
 #include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "cli/commands.h"
+#include "core/hang_report.h"
 #include "core/logging.h"
 
 namespace actorflow {
@@ -66,6 +67,10 @@ int run_node(const NodeOptions& o) {
     for (const auto& d : *loaded) summary += "  " + d + "\n";
     std::cout << summary << std::flush;
   }
+  // SIGUSR1: the hang report on stderr (core/hang_report.h, docs/architecture/diagnosis.md).
+  const std::string name = task.device_prefix();
+  auto dump = DumpOnSignal::install(SIGUSR1, [name] { return name; });
+  if (!dump.ok()) AF_LOG(WARNING) << name << ": no hang report on SIGUSR1: " << dump.status().message();
   std::cout << "actorflow node " << task.to_string() << " serving " << (*server)->target() << std::endl;
   int sig = 0;
   sigwait(&set, &sig);

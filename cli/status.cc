@@ -18,6 +18,7 @@
 
 #include "cli/cluster_probe.h"
 #include "cli/commands.h"
+#include "cli/waits_view.h"
 
 namespace actorflow {
 namespace cli {
@@ -88,6 +89,25 @@ std::string render_json(const std::vector<Row>& rows) {
   return o.str();
 }
 
+// `--waits` and `--dump`: one read of every task's GET /waits or GET /dump (docs/architecture/diagnosis.md).
+int show_waits_or_dump(ClusterProbe& probe, const StatusOptions& o) {
+  auto answers = probe.fetch_all(o.waits ? "/waits" : "/dump");
+  bool all = true;
+  for (const auto& a : answers) all = all && a.second.ok();
+  if (o.waits) {
+    const auto tasks = parse_task_waits(answers, o.min_age_ms / 1000.0);
+    std::cout << (o.json ? render_waits_json(tasks) : render_waits_text(tasks)) << std::flush;
+    return all ? 0 : 3;
+  }
+  for (const auto& [task, body] : answers) {
+    std::cout << "==== " << task << "\n";
+    if (body.ok()) std::cout << *body;
+    else std::cout << "no report: " << body.status().message() << "\n";
+  }
+  std::cout << std::flush;
+  return all ? 0 : 3;
+}
+
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
@@ -98,11 +118,16 @@ int run_status(const StatusOptions& o) {
     std::cerr << "actorflow status: --interval-ms must be in 10..3600000, got " << o.interval_ms << "\n";
     return 2;
   }
+  if (o.waits && o.dump) {
+    std::cerr << "actorflow status: --waits and --dump are two views: give one\n";
+    return 2;
+  }
   auto probe = ClusterProbe::create(o.cluster, "_status", std::chrono::milliseconds(o.timeout_ms));
   if (!probe.ok()) {
     std::cerr << "actorflow status: " << probe.status().message() << "\n";
     return 2;
   }
+  if (o.waits || o.dump) return show_waits_or_dump(**probe, o);
   const auto interval = std::chrono::milliseconds(o.interval_ms);
   const size_t total = (*probe)->num_tasks();
   auto table = [&] { return (*probe)->poll(); };

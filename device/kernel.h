@@ -34,6 +34,10 @@ struct ResourceCall {
   // variable whose kernels run on a GPU keeps its value there (actors/variable_actor.h). The
   // device outlives the call (it outlives the task's actors).
   Device* device = nullptr;
+  // The task whose step made this call ("/job:worker/replica:0/task:1"; "" when unknown), set by
+  // the device actor that runs the step: a synchronous contribution's accumulator names whose
+  // contributions are missing (actors/sync_waits.h). Data of the call, not of the op.
+  std::string caller_task;
   // The op's method name and attributes (op must be set; defined in device/variable_call.cc).
   const std::string& method() const;
   const AttrMap& attrs() const;

@@ -8,11 +8,13 @@
 // Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <iostream>
 
 #include "actorflow/actorflow.h"
 #include "actorflow/cluster_options.h"  // [supervisor] options
 #include "config/tf_cluster.h"
+#include "core/hang_report.h"
 #include "models/mnist_cnn.h"
 
 namespace af = actorflow;
@@ -115,6 +117,10 @@ int main(int argc, char** argv) {
     std::cerr << "distributed_cnn: " << server.status().message() << "\n";
     return 1;
   }
+  // SIGUSR1: this task's hang report on stderr (docs/architecture/diagnosis.md).
+  const std::string me_name = me.device_prefix();
+  auto dump = af::DumpOnSignal::install(SIGUSR1, [me_name] { return me_name; });
+  if (!dump.ok()) std::cerr << "distributed_cnn: no hang report on SIGUSR1: " << dump.status().message() << "\n";
   const int workers = cluster->num_tasks("worker");
   af::CnnOptions mo;
   mo.learning_rate = lr;
