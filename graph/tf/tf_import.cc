@@ -367,6 +367,10 @@ class Importer {
     bool adagrad = false;
   };
   Status check_slots();
+  Status link_slots();
+  Status string_const(Ctx& c);
+  Status save_restore(Ctx& c);
+  Result<std::vector<std::string>> const_strings(const Ctx& c, size_t i, const std::string& what);
   Status mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
                            std::vector<char>* dropped);
 
@@ -385,6 +389,11 @@ class Importer {
   // TF node name -> the actorflow node for it (for control inputs).
   std::unordered_map<std::string, int> node_map_;
   std::vector<SlotCheck> slot_checks_;
+  // String tensors (actorflow has none: uint8 vectors of the bytes, see tf_string_tensor): the
+  // endpoints carrying one, and the values of string constants by actorflow node id.
+  std::set<std::pair<int, int>> string_eps_;
+  std::unordered_map<int, std::vector<std::string>> strings_;
+  std::vector<int> save_nodes_, restore_nodes_;  // SaveV2 / RestoreV2, wired to slots in link_slots
   int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
 };
 
@@ -505,10 +514,11 @@ Status Importer::run(const pb::GraphDef& def) {
     AF_RETURN_IF_ERROR(mark_save_restore(def, index, &dropped));
   } else {
     for (const auto& nd : def.node())
-      if (save_restore_ops().count(nd.op()))
+      if (save_restore_ops().count(nd.op()) && nd.op() != "SaveV2" && nd.op() != "RestoreV2")
         return InvalidArgument("node '" + printable(nd.name()) + "' (op " + printable(nd.op()) + ") in " + source_ +
-                               ": TensorFlow's save/restore ops are not run by actorflow (its Saver saves the "
-                               "imported variables); ImportGraphDefOptions::drop_save_restore leaves that subgraph out");
+                               ": only SaveV2 and RestoreV2 of TensorFlow's save/restore ops run in actorflow (a "
+                               "sharded Saver's MergeV2Checkpoints does not); ImportGraphDefOptions::drop_save_restore "
+                               "leaves that subgraph out");
   }
   std::vector<int> pending(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
@@ -618,6 +628,7 @@ Status Importer::run(const pb::GraphDef& def) {
                                " is on a cycle: control flow (while loops) is not supported");
   }
   AF_RETURN_IF_ERROR(check_slots());
+  AF_RETURN_IF_ERROR(link_slots());
   for (const auto& [key, e] : map_) {
     Node* nd = g_.node(e.node);
     out_.outputs[key] = Output(nd, e.index);
@@ -875,6 +886,36 @@ Status Importer::log_softmax(Ctx& c) {
 
 Status Importer::translate(Ctx& c) {
   const std::string& op = c.op;
+  // String tensors flow only into what the Saver's subgraph does with them.
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    if (!string_eps_.count({c.in[i].node, c.in[i].index})) continue;
+    const bool ok = op == "Identity" || op == "PlaceholderWithDefault" ||
+                    ((op == "SaveV2" || op == "RestoreV2") && i <= 2);
+    if (!ok)
+      return err(c, "input " + std::to_string(i) + " ('" + printable(c.in_names[i]) +
+                        "') is a string tensor: actorflow runs strings only as a Saver's file name and tensor names "
+                        "(SaveV2, RestoreV2)");
+  }
+  if (op == "SaveV2" || op == "RestoreV2") return save_restore(c);
+  if (op == "Const") {
+    const pb::AttrValue* dt = c.attrs.count("dtype") ? c.attrs.at("dtype") : nullptr;
+    if (dt && dt->value_case() == pb::AttrValue::kType && dt->type() == pb::DT_STRING) return string_const(c);
+  }
+  if ((op == "Identity" || op == "PlaceholderWithDefault") && c.in.size() == 1 &&
+      string_eps_.count({c.in[0].node, c.in[0].index})) {
+    attr(c, "T");
+    attr(c, "dtype");
+    attr(c, "shape");
+    AF_ASSIGN_OR_RETURN(Node* n, emit(c, "Identity", c.in, {}));
+    n->output_shapes[0] = Shape{-1};  // a feed may be any string (a path of any length)
+    string_eps_.insert({n->id, 0});
+    auto sv = strings_.find(c.in[0].node);
+    if (sv != strings_.end() && c.in[0].index == 0) {
+      std::vector<std::string> copy = sv->second;
+      strings_[n->id] = std::move(copy);
+    }
+    return Status::OK();
+  }
   bool folded = false;
   AF_RETURN_IF_ERROR(fold_or_fail(c, &folded));
   if (folded) return Status::OK();
@@ -1284,6 +1325,240 @@ Status Importer::translate(Ctx& c) {
   return err(c, "op " + printable(op) + " is not supported (docs/interop.md lists the supported ops)");
 }
 
+// A DT_STRING Const: actorflow has no string dtype, so the node is a uint8 vector of the bytes
+// (a scalar's bytes; a vector's strings each followed by a NUL byte) and the strings are kept
+// for the Saver ops that read them at import. Only scalars and vectors.
+Status Importer::string_const(Ctx& c) {
+  AF_RETURN_IF_ERROR(want_inputs(c, 0));
+  attr(c, "dtype");
+  const pb::AttrValue* v = attr(c, "value");
+  if (!v || v->value_case() != pb::AttrValue::kTensor) return err_attr(c, "value", "is missing or not a tensor");
+  const pb::TensorProto& p = v->tensor();
+  if (p.dtype() != pb::DT_STRING) return err_attr(c, "value", "is not a string tensor");
+  auto shape = shape_of(p.tensor_shape());
+  if (!shape.ok()) return err_attr(c, "value", shape.status().message());
+  if (!shape->fully_defined() || shape->rank() > 1) return err_attr(c, "value", "is a string tensor of shape " + shape->to_string() + " (scalars and vectors only)");
+  const int64_t n = shape->rank() == 0 ? 1 : shape->dim(0);
+  const int64_t have = p.string_val_size();
+  if (have != n && !(have == 1 && n > 1) && !(have == 0))
+    return err_attr(c, "value", "holds " + std::to_string(have) + " string_val values for " + std::to_string(n) + " elements");
+  if (n > 1000000) return err_attr(c, "value", "holds more than 10^6 strings");
+  std::vector<std::string> vals;
+  std::string bytes;
+  for (int64_t i = 0; i < n; ++i) {
+    vals.push_back(have == 0 ? std::string() : p.string_val(static_cast<int>(have == 1 ? 0 : i)));
+    if (static_cast<int64_t>(bytes.size() + vals.back().size()) > const_budget_)
+      return err(c, "its constants would exceed " + std::to_string(const_limit_) + " bytes");
+    bytes += vals.back();
+    if (shape->rank() == 1) bytes += '\0';
+  }
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(bytes.size())});
+  if (!bytes.empty()) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
+  AF_ASSIGN_OR_RETURN(Node* made, emit_const(c, std::move(t)));
+  string_eps_.insert({made->id, 0});
+  strings_[made->id] = std::move(vals);
+  return Status::OK();
+}
+
+Result<std::vector<std::string>> Importer::const_strings(const Ctx& c, size_t i, const std::string& what) {
+  auto it = strings_.find(c.in[i].node);
+  if (it == strings_.end() || c.in[i].index != 0)
+    return err(c, what + " (input " + std::to_string(i) + ", '" + printable(c.in_names[i]) +
+                      "') must be a string constant at import");
+  return it->second;
+}
+
+// SaveV2(prefix, tensor_names, shape_and_slices, tensors...) / RestoreV2(prefix, tensor_names,
+// shape_and_slices) -> actorflow's SaveV2(prefix, tensors...) / RestoreV2(prefix) with the names as
+// an attribute. Whole tensors only (every shape_and_slice empty). Slot entries are wired to their
+// variables' optimizer state once every node is imported (link_slots).
+Status Importer::save_restore(Ctx& c) {
+  const bool save = c.op == "SaveV2";
+  if (c.in.size() < 3) return err(c, "needs a prefix, tensor names and shapes-and-slices");
+  if (!string_eps_.count({c.in[0].node, c.in[0].index}))
+    return err(c, "its prefix (input 0, '" + printable(c.in_names[0]) + "') is not a string tensor");
+  AF_ASSIGN_OR_RETURN(auto names, const_strings(c, 1, "tensor_names"));
+  AF_ASSIGN_OR_RETURN(auto slices, const_strings(c, 2, "shape_and_slices"));
+  if (slices.size() != names.size()) return err(c, "tensor_names and shape_and_slices differ in length");
+  for (size_t i = 0; i < slices.size(); ++i)
+    if (!slices[i].empty())
+      return err(c, "entry '" + printable(names[i]) + "' has shape_and_slice \"" + printable(slices[i]) +
+                        "\": saving or restoring slices of a partitioned variable is not supported");
+  const pb::AttrValue* dts = attr(c, "dtypes");
+  if (!dts || dts->value_case() != pb::AttrValue::kList) return err_attr(c, "dtypes", "is missing or not a list of types");
+  if (dts->list().type_size() != static_cast<int>(names.size()))
+    return err_attr(c, "dtypes", "lists " + std::to_string(dts->list().type_size()) + " types for " +
+                                     std::to_string(names.size()) + " tensor names");
+  std::vector<std::string> dtype_names;
+  for (int i = 0; i < dts->list().type_size(); ++i) {
+    auto dt = dtype_of(dts->list().type(i));
+    if (!dt.ok() || *dt == DType::kUInt8)
+      return err_attr(c, "dtypes", "entry '" + printable(names[static_cast<size_t>(i)]) + "': " +
+                                       (dt.ok() ? std::string("uint8 is not a TensorFlow checkpoint dtype here") : dt.status().message()));
+    dtype_names.push_back(dtype_name(*dt));
+  }
+  AttrMap a;
+  a.set("tensor_names", names);
+  std::vector<Endpoint> ins{c.in[0]};
+  if (save) {
+    if (c.in.size() != 3 + names.size())
+      return err(c, "has " + std::to_string(c.in.size() - 3) + " tensors for " + std::to_string(names.size()) + " names");
+    for (size_t i = 0; i < names.size(); ++i) {
+      const Endpoint& e = c.in[3 + i];
+      const std::string& want = dtype_names[i];
+      if (dtype_name(node_of(e)->output_types[static_cast<size_t>(e.index)]) != want)
+        return err(c, "tensor '" + printable(names[i]) + "' is " +
+                          dtype_name(node_of(e)->output_types[static_cast<size_t>(e.index)]) + ", dtypes says " + want);
+      ins.push_back(e);
+    }
+  } else {
+    if (c.in.size() != 3) return err(c, "has " + std::to_string(c.in.size()) + " inputs, the op takes 3");
+    a.set("dtypes", dtype_names);
+  }
+  AF_ASSIGN_OR_RETURN(Node* n, emit(c, c.op, std::move(ins), std::move(a)));
+  (save ? save_nodes_ : restore_nodes_).push_back(n->id);
+  return Status::OK();
+}
+
+// actorflow's optimizer updates keep their slots in the variable actor, not in the GraphDef's slot
+// variables. So that a graph's own Saver saves and restores what TensorFlow's would, every SaveV2
+// or RestoreV2 entry that is a slot variable of an imported update is wired to its variable's
+// state: a SaveV2 also reads VariableSlots of the variable (and saves the slot it holds); a
+// RestoreV2 also gives the variable's slots, which a RestoreVariableSlots (after the variable's
+// restoring Assign) hands to the variable actor, run by whatever runs those Assigns (restore_all).
+Status Importer::link_slots() {
+  if (save_nodes_.empty() && restore_nodes_.empty()) return Status::OK();
+  // slot variable node -> (owner variable node, slot id as data/variable_slots.h numbers them)
+  std::map<int, std::pair<int, int64_t>> slot_owner;
+  for (const SlotCheck& sc : slot_checks_) {
+    const Node* up = g_.node(sc.update);
+    const std::string owner_var = up->attrs.get_or<std::string>("var_name", "");
+    int owner = -1;
+    for (int i = 0; i < g_.num_nodes() && owner < 0; ++i) {
+      const Node* v = g_.node(i);
+      if (v->op == "VariableV2" && v->attrs.get_or<std::string>("shared_name", v->name) == owner_var) owner = i;
+    }
+    int64_t id = 0;  // SlotId: 1 Momentum, 2 Adam m, 3 Adam v, 4 Adagrad, 5 RMSProp ms, 6 RMSProp mom
+    if (up->op == "ApplyMomentum") id = 1;
+    else if (up->op == "ApplyAdam") id = sc.role == "m" ? 2 : 3;
+    else if (up->op == "ApplyAdagrad") id = 4;
+    else if (up->op == "ApplyRMSProp") id = sc.role == "ms" ? 5 : 6;
+    if (owner >= 0 && id > 0) slot_owner[sc.slot] = {owner, id};
+  }
+  // The variable node an entry's tensor reads (through Identity: resource variables' reads).
+  auto var_behind = [this](Endpoint e) {
+    for (int hops = 0; hops < 8; ++hops) {
+      const Node* n = g_.node(e.node);
+      if (n->op == "VariableV2") return e.node;
+      if (n->op != "Identity" || n->inputs.size() != 1) return -1;
+      e = n->inputs[0];
+    }
+    return -1;
+  };
+  auto where = [this](const Node* n) {
+    return "node '" + printable(n->name.substr(prefix_.size())) + "' (op " + n->op + ") in " + source_ + ": ";
+  };
+  // Entries of a save/restore node: (slot_of, slot_id) per entry, owners (entry index) in order.
+  auto entries = [&](const Node* n, const std::vector<int>& entry_vars, std::vector<int64_t>* slot_of,
+                     std::vector<int64_t>* slot_id, std::vector<int64_t>* owners) -> Status {
+    const size_t m = entry_vars.size();
+    slot_of->assign(m, -1);
+    slot_id->assign(m, 0);
+    for (size_t i = 0; i < m; ++i) {
+      auto it = slot_owner.find(entry_vars[i]);
+      if (entry_vars[i] < 0 || it == slot_owner.end()) continue;
+      int64_t j = -1;
+      for (size_t k = 0; k < m; ++k)
+        if (entry_vars[k] == it->second.first) j = static_cast<int64_t>(k);
+      const auto names = n->attrs.get_or<std::vector<std::string>>("tensor_names", {});
+      if (j < 0)
+        return InvalidArgument(where(n) + "entry '" + printable(names[i]) + "' is an optimizer slot of variable '" +
+                               printable(g_.node(it->second.first)->name) +
+                               "', which it does not list (actorflow keeps the slot in that variable)");
+      (*slot_of)[i] = j;
+      (*slot_id)[i] = it->second.second;
+      if (std::find(owners->begin(), owners->end(), j) == owners->end()) owners->push_back(j);
+    }
+    return Status::OK();
+  };
+  auto context = [this](const Node* n) {
+    Ctx c;
+    c.tf_name = n->name.substr(prefix_.size());
+    c.op = n->op;
+    c.name = n->name;
+    return c;
+  };
+  for (int id : save_nodes_) {
+    Node* n = g_.node(id);
+    std::vector<int> vars;
+    for (size_t i = 1; i < n->inputs.size(); ++i) vars.push_back(var_behind(n->inputs[i]));
+    std::vector<int64_t> slot_of, slot_id, owners;
+    AF_RETURN_IF_ERROR(entries(n, vars, &slot_of, &slot_id, &owners));
+    if (owners.empty()) continue;
+    Ctx c = context(n);
+    for (size_t k = 0; k < owners.size(); ++k) {
+      Node* v = g_.node(vars[static_cast<size_t>(owners[k])]);
+      c.name = n->name + "/slots_" + std::to_string(k);
+      AF_ASSIGN_OR_RETURN(Node* blob, emit_var_op(c, v, "VariableSlots", {}, {}));
+      n = g_.node(id);
+      n->inputs.push_back(Endpoint{blob->id, 0});
+    }
+    n->attrs.set("slot_of", slot_of);
+    n->attrs.set("slot_id", slot_id);
+    Status s = infer_node_shapes(g_, *n);
+    if (!s.ok()) return InvalidArgument(where(n) + s.message());
+  }
+  for (int id : restore_nodes_) {
+    Node* n = g_.node(id);
+    const size_t m = n->output_types.size();
+    // Each entry's variable: the one its output is assigned to.
+    std::vector<int> vars(m, -1);
+    std::vector<int> assign_of(m, -1);
+    for (int i = 0; i < g_.num_nodes(); ++i) {
+      const Node* a = g_.node(i);
+      if (a->op != "Assign" || a->inputs.size() != 1 || a->inputs[0].node != id) continue;
+      const size_t k = static_cast<size_t>(a->inputs[0].index);
+      const std::string var = a->attrs.get_or<std::string>("var_name", "");
+      for (int j = 0; j < g_.num_nodes(); ++j) {
+        const Node* v = g_.node(j);
+        if (v->op == "VariableV2" && v->attrs.get_or<std::string>("shared_name", v->name) == var) vars[k] = j;
+      }
+      assign_of[k] = i;
+    }
+    std::vector<int64_t> slot_of, slot_id, owners;
+    AF_RETURN_IF_ERROR(entries(n, vars, &slot_of, &slot_id, &owners));
+    if (owners.empty()) continue;
+    n->attrs.set("slot_of", slot_of);
+    n->attrs.set("slot_id", slot_id);
+    Status s = infer_node_shapes(g_, *n);
+    if (!s.ok()) return InvalidArgument(where(n) + s.message());
+    Ctx c = context(n);
+    for (size_t k = 0; k < owners.size(); ++k) {
+      const size_t j = static_cast<size_t>(owners[k]);
+      Node* v = g_.node(vars[j]);
+      c.ctrl.clear();
+      c.ctrl.push_back(assign_of[j]);  // after the variable's value is restored (it gives dtype and shape)
+      c.name = n->name + "/slots_" + std::to_string(k);
+      AF_ASSIGN_OR_RETURN(Node* r, emit_var_op(c, v, "RestoreVariableSlots", {Endpoint{id, static_cast<int>(m + k)}}));
+      // Whatever runs the restoring Assigns (restore_all) runs this too.
+      const int rid = r->id;
+      for (int i = 0; i < g_.num_nodes(); ++i) {
+        Node* x = g_.node(i);
+        if (i == rid) continue;
+        bool runs_restore = false;
+        for (int ci : x->control_inputs) {
+          const Node* a = g_.node(ci);
+          runs_restore = runs_restore || (a->op == "Assign" && a->inputs.size() == 1 && a->inputs[0].node == id);
+        }
+        if (runs_restore && std::find(x->control_inputs.begin(), x->control_inputs.end(), rid) == x->control_inputs.end())
+          x->control_inputs.push_back(rid);
+      }
+      n = g_.node(id);
+    }
+  }
+  return Status::OK();
+}
+
 Status parse(const std::string& data, GraphDefFormat format, const std::string& source, pb::GraphDef* def) {
   if (data.size() > kMaxGraphDefBytes) return InvalidArgument(source + ": a GraphDef larger than 1 GiB");
   if (format == GraphDefFormat::kBinary || format == GraphDefFormat::kAuto) {
@@ -1309,6 +1584,12 @@ Status parse(const std::string& data, GraphDefFormat format, const std::string& 
 }
 
 }  // namespace
+
+Tensor tf_string_tensor(const std::string& s) {
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  return t;
+}
 
 Result<Output> ImportedGraph::output(const std::string& tf_name) const {
   auto it = outputs.find(tf_name);

@@ -73,6 +73,12 @@ struct ImportedGraph {
   Node* node(const std::string& tf_name) const;
 };
 
+// A TensorFlow string scalar as an imported graph holds it: actorflow has no string dtype, so a
+// DT_STRING constant or placeholder becomes a uint8 vector of the string's bytes. Feed this as a
+// Saver's filename tensor ("save/Const:0") to run the graph's own save or restore_all with the
+// checkpoint prefix `s`. Returns a new host tensor owned by the caller; pure.
+Tensor tf_string_tensor(const std::string& s);
+
 // Imports the GraphDef in `data` into `scope`'s graph. `source` names the data in errors (a file
 // name; "<bytes>" when empty). On error nothing is added to the graph and the scope's status is
 // unchanged. Not thread-safe (graph construction is single-threaded).
