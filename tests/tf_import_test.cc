@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,19 @@ std::vector<std::pair<std::string, Tensor>> feeds_of(const nlohmann::json& g) {
   std::vector<std::pair<std::string, Tensor>> f;
   for (const auto& [k, v] : g["feeds"].items()) f.emplace_back(k, tensor_of(v));
   return f;
+}
+
+// Places `g` on /job:ps/task:0 and /job:worker/task:0 (one CPU each; the worker's the default),
+// as replica_device_setter's graphs run; the placer's status (printed when it fails).
+Status place_on_ps_and_worker(Graph& g) {
+  PlacerOptions po;
+  po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
+  auto st = place_graph(g,
+                        {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
+                         {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
+                        po);
+  if (!st.ok()) ADD_FAILURE() << st.status();
+  return st.ok() ? Status::OK() : st.status();
 }
 
 // Imports a golden forward graph, runs its init op when it has one, and compares every fetch.
@@ -111,13 +125,7 @@ TEST(TfImportTest, OneTrainingStepEqualsTensorFlows) {
         EXPECT_EQ(dev.get<std::string>(), "/job:ps/task:0") << var;
       }
       Graph placed = *root.graph();
-      PlacerOptions po;
-      po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
-      auto st = place_graph(placed,
-                            {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
-                             {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
-                            po);
-      ASSERT_TRUE(st.ok()) << st.status();
+      ASSERT_TRUE(place_on_ps_and_worker(placed).ok());
       for (const auto& [var, dev] : g["devices"].items())
         EXPECT_EQ(placed.find(var)->assigned_device, "/job:ps/replica:0/task:0/device:CPU:0") << var;
       // The optimizer's updates run where their variables live.
@@ -630,13 +638,7 @@ TEST(TfImportTest, TheGraphsOwnSaverSavesAndRestoresAsTensorFlowsDoes) {
     auto imported = import_graph_def_file(root, file);
     ASSERT_TRUE(imported.ok()) << imported.status();
     Graph placed = *root.graph();
-    PlacerOptions po;
-    po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
-    auto st = place_graph(placed,
-                          {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
-                           {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
-                          po);
-    ASSERT_TRUE(st.ok()) << st.status();
+    ASSERT_TRUE(place_on_ps_and_worker(placed).ok());
     int slot_ops = 0;
     for (int i = 0; i < placed.num_nodes(); ++i) {
       const Node* n = placed.node(i);
@@ -753,6 +755,83 @@ TEST(TfImportTest, TensorFlowReadsTheCheckpointTheImportedSaverWrote) {
       float f;
       std::memcpy(&f, bytes.data() + 4 * k, 4);
       EXPECT_NEAR(f, tf_two[k], 1e-5) << names[i] << " element " << k;
+    }
+  }
+}
+
+const nlohmann::json& dynamic_expected() {
+  static const nlohmann::json j = nlohmann::json::parse(slurp(kGolden + "/dynamic_expected.json"));
+  return j;
+}
+
+Tensor float_matrix(const nlohmann::json& rows) {
+  std::vector<float> v;
+  for (const auto& r : rows)
+    for (const auto& x : r) v.push_back(x.get<float>());
+  return Tensor::from_vector<float>(v, Shape{static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+// float16 and bfloat16 constants (TensorFlow-written: 65504, -0, 1/3, 3e-5 as a float16; 1e30 as a
+// bfloat16) read through Casts to float32 give TensorFlow's y to 1e-5 relative; a float16 constant
+// read by anything but a Cast is an error naming the node, the op, the dtype and the file.
+TEST(TfImportTest, HalfConstantsAreWidenedExactlyForTheirCasts) {
+  const std::string file = kGolden + "/half_consts.pbtxt";
+  const auto& want = dynamic_expected()["half_consts"];
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, file);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  auto y = sess.run_by_name({{"x", float_matrix(want["x"])}}, {"y", "h"});
+  ASSERT_TRUE(y.ok()) << y.status();
+  const Tensor w = float_matrix(want["y"]);
+  ASSERT_EQ((*y)[0].shape(), w.shape());
+  for (int64_t i = 0; i < w.num_elements(); ++i)
+    EXPECT_NEAR((*y)[0].data<float>()[i], w.data<float>()[i], 1e-5 * std::max(1.f, std::fabs(w.data<float>()[i]))) << i;
+  // The widened constant itself: float16's exact values.
+  EXPECT_EQ((*y)[1].data<float>()[3], 65504.f);
+  EXPECT_TRUE(std::signbit((*y)[1].data<float>()[4]));
+  EXPECT_EQ((*y)[1].data<float>()[5], 0.333251953125f);
+  Scope bad_root = Scope::root();
+  auto bad = import_graph_def(bad_root,
+                              slurp(file) + R"( node { name: "bad" op: "AddV2" input: "h" input: "h" )"
+                                            R"(attr { key: "T" value { type: DT_HALF } } })",
+                              {}, "half_bad.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  for (const char* part : {"node 'bad' (op AddV2)", "float16", "half_bad.pbtxt", "Cast"})
+    EXPECT_NE(bad.status().message().find(part), std::string::npos) << part << ": " << bad.status();
+  EXPECT_EQ(bad_root.graph()->num_nodes(), 0);
+}
+
+// A placeholder of shape [?, 6] whose run-time batch size flows through Shape, StridedSlice and
+// Pack into Reshape and Fill (and Shape -> StridedSlice -> Prod into a flattening Reshape) runs at
+// batch 3 and at batch 5 with TensorFlow's outputs: the shape and batch exactly, the values to 1e-5.
+TEST(TfImportTest, ARunTimeBatchSizeFeedsShapeReshapeAndFill) {
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, kGolden + "/dynamic_batch.pb");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  for (const char* batch : {"3", "5"}) {
+    SCOPED_TRACE(batch);
+    const auto& want = dynamic_expected()["dynamic_batch"][batch];
+    auto out = sess.run_by_name({{"x", float_matrix(want["x"])}}, {"s", "b", "r", "f", "flat", "y"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& s = (*out)[0];
+    ASSERT_EQ(s.dtype(), DType::kInt32);
+    ASSERT_EQ(s.num_elements(), 2);
+    EXPECT_EQ(s.data<int32_t>()[0], want["s"][0].get<int32_t>());
+    EXPECT_EQ(s.data<int32_t>()[1], 6);
+    ASSERT_EQ((*out)[1].dtype(), DType::kInt32);
+    EXPECT_EQ((*out)[1].data<int32_t>()[0], std::stoi(batch));
+    const int64_t b = std::stoi(batch);
+    EXPECT_EQ((*out)[2].shape(), (Shape{b, 2, 3}));
+    EXPECT_EQ((*out)[3].shape(), (Shape{b, 4}));
+    EXPECT_EQ((*out)[4].shape(), (Shape{b, 6}));
+    EXPECT_EQ((*out)[5].shape(), (Shape{b, 6}));
+    for (const auto& [k, idx] : std::vector<std::pair<std::string, int>>{{"r", 2}, {"f", 3}, {"flat", 4}, {"y", 5}}) {
+      const auto w = flat(want[k]);
+      ASSERT_EQ(static_cast<int64_t>(w.size()), (*out)[static_cast<size_t>(idx)].num_elements()) << k;
+      for (size_t i = 0; i < w.size(); ++i)
+        EXPECT_NEAR((*out)[static_cast<size_t>(idx)].data<float>()[i], w[i], 1e-5) << k << " element " << i;
     }
   }
 }

@@ -369,6 +369,30 @@ class Importer {
   Status check_slots();
   Status link_slots();
   Status string_const(Ctx& c);
+  Status half_const(Ctx& c);
+  // The `value` TensorProto of a Const node (no inputs), checked to have dtype `want`.
+  Result<const pb::TensorProto*> const_value(Ctx& c, std::initializer_list<int> want) {
+    AF_RETURN_IF_ERROR(want_inputs(c, 0));
+    attr(c, "dtype");
+    const pb::AttrValue* v = attr(c, "value");
+    if (!v || v->value_case() != pb::AttrValue::kTensor) return err_attr(c, "value", "is missing or not a tensor");
+    if (std::find(want.begin(), want.end(), v->tensor().dtype()) == want.end())
+      return err_attr(c, "value", "has a dtype other than its dtype attribute's");
+    return &v->tensor();
+  }
+  // Fill's value (input 1) as a double: a constant float or integer scalar, else an error.
+  Result<double> fill_value(const Ctx& c) {
+    const Tensor* v = const_in(c, 1);
+    if (!v || v->num_elements() != 1 || v->shape().rank() != 0)
+      return err(c, "value (input 1) must be a constant scalar at import");
+    switch (v->dtype()) {
+      case DType::kFloat32: return static_cast<double>(v->data<float>()[0]);
+      case DType::kFloat64: return v->data<double>()[0];
+      case DType::kInt32: return static_cast<double>(v->data<int32_t>()[0]);
+      case DType::kInt64: return static_cast<double>(v->data<int64_t>()[0]);
+      default: return err(c, std::string("filling with a ") + dtype_name(v->dtype()) + " value is not supported");
+    }
+  }
   Status save_restore(Ctx& c);
   Result<std::vector<std::string>> const_strings(const Ctx& c, size_t i, const std::string& what);
   Status mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
@@ -393,7 +417,43 @@ class Importer {
   // endpoints carrying one, and the values of string constants by actorflow node id.
   std::set<std::pair<int, int>> string_eps_;
   std::unordered_map<int, std::vector<std::string>> strings_;
-  std::vector<int> save_nodes_, restore_nodes_;  // SaveV2 / RestoreV2, wired to slots in link_slots
+  std::vector<int> save_nodes_, restore_nodes_;
+  // Integer shape values known only in part at import: per element, its value or "dimension `dim`
+  // of endpoint (node, index)" (a run-time batch size). Shape of a partly known shape makes them;
+  // StridedSlice, Pack, Identity and Cast carry them; Reshape and Fill read them (below).
+  struct SymDim {
+    int64_t value = 0;
+    int node = -1, index = 0, dim = 0;  // node < 0: known value
+  };
+  std::map<std::pair<int, int>, std::vector<SymDim>> sym_;
+  // Input i's elements as SymDims (a constant integer input, or a symbolic one); false otherwise.
+  bool sym_in(const Ctx& c, size_t i, std::vector<SymDim>* out) const {
+    if (const Tensor* t = const_in(c, i)) {
+      auto v = int_values(*t, "value");
+      if (!v.ok()) return false;
+      out->clear();
+      for (int64_t x : *v) out->push_back(SymDim{x, -1, 0, 0});
+      return true;
+    }
+    auto it = sym_.find({c.in[i].node, c.in[i].index});
+    if (it == sym_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  // `base` (a helper node's name, under the prefix), or base_1, base_2, ...: a name neither the
+  // graph nor the GraphDef has.
+  std::string fresh(const std::string& base) const {
+    std::string name = base;
+    for (int k = 1; g_.find(name) || tf_names_.count(name.substr(std::min(name.size(), prefix_.size()))); ++k)
+      name = base + "_" + std::to_string(k);
+    return name;
+  }
+  std::set<std::string> tf_names_;  // every node name of the GraphDef
+  Status strided_slice(Ctx& c);
+  Status pack(Ctx& c);
+  Status fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims);
+  // float16/bfloat16 constants, widened to float32 Consts: only a Cast may read them.
+  std::set<std::pair<int, int>> widened_eps_;  // SaveV2 / RestoreV2, wired to slots in link_slots
   int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
 };
 
@@ -496,6 +556,7 @@ Status Importer::run(const pb::GraphDef& def) {
       return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ + " has no op");
     if (!index.emplace(nd.name(), i).second)
       return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ + " is defined twice");
+    tf_names_.insert(nd.name());
   }
   for (const auto& [tf_name, out] : opts_.input_map) {
     std::string node;
@@ -610,6 +671,15 @@ Status Importer::run(const pb::GraphDef& def) {
     for (const auto& [k, v] : c.attrs) {
       if (c.used.count(k) || (!k.empty() && k[0] == '_')) continue;
       return err_attr(c, k, "is not supported (actorflow does not know what it changes)");
+    }
+    if ((c.op == "Identity" || c.op == "Snapshot" || c.op == "StopGradient" || c.op == "Cast") && c.in.size() == 1 &&
+        made->num_outputs() == 1 &&
+        (made->output_types[0] == DType::kInt32 || made->output_types[0] == DType::kInt64)) {
+      auto sv = sym_.find({c.in[0].node, c.in[0].index});
+      if (sv != sym_.end()) {
+        std::vector<SymDim> copy = sv->second;
+        sym_[{made->id, 0}] = std::move(copy);
+      }
     }
     node_map_[nd.name()] = made->id;
     out_.nodes[nd.name()] = made;
@@ -726,6 +796,27 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       if (s.unknown_rank()) return err(c, "its input's rank is not known at import");
       AF_RETURN_IF_ERROR(emit_const(c, int_tensor(DType::kInt32, {s.rank()}, Shape{})).status());
     } else {
+      if (!s.fully_defined() && op == "Shape" && !s.unknown_rank()) {
+        // Computed at run time (actorflow's Shape gives int64; a Cast makes TensorFlow's int32),
+        // its known dimensions kept for the consumers that need them at import.
+        Node* made = nullptr;
+        if (dt == DType::kInt64) {
+          AF_ASSIGN_OR_RETURN(made, emit(c, "Shape", {c.in[0]}, {}));
+        } else if (dt == DType::kInt32) {
+          AF_ASSIGN_OR_RETURN(Node* sh, emit(c, "Shape", {c.in[0]}, {}, fresh(c.name + "/int64")));
+          AttrMap a;
+          a.set("DstT", DType::kInt32);
+          AF_ASSIGN_OR_RETURN(made, emit(c, "Cast", {Endpoint{sh->id, 0}}, std::move(a)));
+        } else {
+          return err_attr(c, "out_type", std::string("is ") + dtype_name(dt) + " (int32 or int64)");
+        }
+        std::vector<SymDim> dims;
+        for (int i = 0; i < s.rank(); ++i)
+          dims.push_back(s.dim(i) >= 0 ? SymDim{s.dim(i), -1, 0, 0} : SymDim{0, c.in[0].node, c.in[0].index, i});
+        sym_[{made->id, 0}] = dims;
+        *folded = true;
+        return Status::OK();
+      }
       if (!s.fully_defined())
         return err(c, "its input's shape " + s.to_string() + " is not fully known at import; actorflow needs it constant");
       if (op == "Shape") {
@@ -896,10 +987,17 @@ Status Importer::translate(Ctx& c) {
                         "') is a string tensor: actorflow runs strings only as a Saver's file name and tensor names "
                         "(SaveV2, RestoreV2)");
   }
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (widened_eps_.count({c.in[i].node, c.in[i].index}) && op != "Cast")
+      return err(c, "input " + std::to_string(i) + " ('" + printable(c.in_names[i]) +
+                        "') is a float16/bfloat16 constant: actorflow has no half types and reads one only through "
+                        "a Cast (the constant is widened to float32 exactly)");
   if (op == "SaveV2" || op == "RestoreV2") return save_restore(c);
   if (op == "Const") {
     const pb::AttrValue* dt = c.attrs.count("dtype") ? c.attrs.at("dtype") : nullptr;
     if (dt && dt->value_case() == pb::AttrValue::kType && dt->type() == pb::DT_STRING) return string_const(c);
+    if (dt && dt->value_case() == pb::AttrValue::kType && (dt->type() == pb::DT_HALF || dt->type() == pb::DT_BFLOAT16))
+      return half_const(c);
   }
   if ((op == "Identity" || op == "PlaceholderWithDefault") && c.in.size() == 1 &&
       string_eps_.count({c.in[0].node, c.in[0].index})) {
@@ -919,6 +1017,8 @@ Status Importer::translate(Ctx& c) {
   bool folded = false;
   AF_RETURN_IF_ERROR(fold_or_fail(c, &folded));
   if (folded) return Status::OK();
+  if (op == "StridedSlice") return strided_slice(c);
+  if (op == "Pack") return pack(c);
 
   // Ops whose inputs and attributes are actorflow's as they are (T checked by the shape function).
   static const std::map<std::string, std::string> kSame = {
@@ -1011,7 +1111,23 @@ Status Importer::translate(Ctx& c) {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");
     attr(c, "Tshape");
-    AF_ASSIGN_OR_RETURN(auto shape, const_ints(c, 1, "shape"));
+    std::vector<int64_t> shape;
+    std::vector<SymDim> sym;
+    if (!const_in(c, 1) && sym_in(c, 1, &sym)) {
+      // A shape known but for one run-time dimension: that one is -1, which the element count
+      // determines (the others known and non-zero: the same value). More unknowns are an error.
+      int unknown = 0;
+      for (const SymDim& d : sym) {
+        if (d.node >= 0) ++unknown;
+        if ((d.node < 0 && d.value == -1) || (d.node < 0 && d.value == 0)) unknown += 2;
+        shape.push_back(d.node >= 0 ? -1 : d.value);
+      }
+      if (unknown > 1)
+        return err(c, "shape (input 1, '" + printable(c.in_names[1]) + "') has more than one dimension known only at "
+                          "run time (or one besides a -1 or a 0); actorflow needs all but one at import");
+    } else {
+      AF_ASSIGN_OR_RETURN(shape, const_ints(c, 1, "shape"));
+    }
     AttrMap a;
     a.set("shape", shape);
     return emit(c, "Reshape", {c.in[0]}, std::move(a)).status();
@@ -1073,18 +1189,11 @@ Status Importer::translate(Ctx& c) {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");
     attr(c, "index_type");
+    std::vector<SymDim> sym;
+    if (!const_in(c, 0) && sym_in(c, 0, &sym)) return fill_at_run_time(c, sym);
     AF_ASSIGN_OR_RETURN(auto dims, const_ints(c, 0, "dims"));
+    AF_ASSIGN_OR_RETURN(double value, fill_value(c));
     const Tensor* v = const_in(c, 1);
-    if (!v || v->num_elements() != 1 || v->shape().rank() != 0)
-      return err(c, "value (input 1) must be a constant scalar at import");
-    double value = 0;
-    switch (v->dtype()) {
-      case DType::kFloat32: value = v->data<float>()[0]; break;
-      case DType::kFloat64: value = v->data<double>()[0]; break;
-      case DType::kInt32: value = v->data<int32_t>()[0]; break;
-      case DType::kInt64: value = static_cast<double>(v->data<int64_t>()[0]); break;
-      default: return err(c, std::string("filling with a ") + dtype_name(v->dtype()) + " value is not supported");
-    }
     for (int64_t d : dims)
       if (d < 0) return err(c, "dims hold a negative size");
     AttrMap a;
@@ -1325,16 +1434,209 @@ Status Importer::translate(Ctx& c) {
   return err(c, "op " + printable(op) + " is not supported (docs/interop.md lists the supported ops)");
 }
 
+// StridedSlice of a vector (a shape, mostly): constant begin, end and strides of one element,
+// stride 1, begin/end/shrink_axis masks. A constant input folds; a symbolic one (a run-time
+// shape) folds when the slice's elements are all known, else is a Slice (and a Reshape to a
+// scalar for shrink_axis) carrying the symbolic elements; any other run-time vector is a Slice.
+Status Importer::strided_slice(Ctx& c) {
+  AF_RETURN_IF_ERROR(want_inputs(c, 4));
+  attr(c, "T");
+  attr(c, "Index");
+  AF_ASSIGN_OR_RETURN(auto b, const_ints(c, 1, "begin"));
+  AF_ASSIGN_OR_RETURN(auto e, const_ints(c, 2, "end"));
+  AF_ASSIGN_OR_RETURN(auto st, const_ints(c, 3, "strides"));
+  AF_ASSIGN_OR_RETURN(int64_t begin_mask, attr_int(c, "begin_mask", 0));
+  AF_ASSIGN_OR_RETURN(int64_t end_mask, attr_int(c, "end_mask", 0));
+  AF_ASSIGN_OR_RETURN(int64_t shrink, attr_int(c, "shrink_axis_mask", 0));
+  for (const char* m : {"ellipsis_mask", "new_axis_mask"}) {
+    AF_ASSIGN_OR_RETURN(int64_t v, attr_int(c, m, 0));
+    if (v != 0) return err_attr(c, m, "is not 0 (only slices of one dimension are supported)");
+  }
+  if (b.size() != 1 || e.size() != 1 || st.size() != 1)
+    return err(c, "begin, end and strides must hold one value (slices of a vector are supported)");
+  if (st[0] != 1) return err(c, "stride " + std::to_string(st[0]) + " is not supported (1 only)");
+  const Node* xn = node_of(c.in[0]);
+  const Shape& xs = xn->output_shapes[static_cast<size_t>(c.in[0].index)];
+  const DType dt = xn->output_types[static_cast<size_t>(c.in[0].index)];
+  if (xs.unknown_rank() || xs.rank() != 1)
+    return err(c, "input 0 has shape " + xs.to_string() + ": only vectors are sliced");
+  std::vector<SymDim> sym;
+  const bool have_sym = (dt == DType::kInt32 || dt == DType::kInt64) && sym_in(c, 0, &sym);
+  const int64_t len = have_sym ? static_cast<int64_t>(sym.size()) : xs.dim(0);
+  if (len < 0) return err(c, "input 0's length is not known at import");
+  auto clamp = [len](int64_t v, bool end) {
+    if (v < 0) v += len;
+    return std::max<int64_t>(0, std::min<int64_t>(v, end ? len : len));
+  };
+  int64_t lo = (begin_mask & 1) ? 0 : clamp(b[0], false), hi = (end_mask & 1) ? len : clamp(e[0], true);
+  const bool scalar = (shrink & 1) != 0;
+  if (scalar) {
+    const int64_t i = b[0] < 0 ? b[0] + len : b[0];
+    if (i < 0 || i >= len) return err(c, "index " + std::to_string(b[0]) + " is outside a vector of " + std::to_string(len));
+    lo = i;
+    hi = i + 1;
+  }
+  hi = std::max(hi, lo);
+  if (have_sym) {
+    std::vector<SymDim> part(sym.begin() + lo, sym.begin() + hi);
+    bool known = true;
+    std::vector<int64_t> vals;
+    for (const SymDim& d : part) {
+      known = known && d.node < 0;
+      vals.push_back(d.value);
+    }
+    if (known) {
+      const Shape shape = scalar ? Shape{} : Shape{static_cast<int64_t>(vals.size())};
+      return emit_const(c, int_tensor(dt, vals, shape)).status();
+    }
+    sym = std::move(part);
+  }
+  AttrMap a;
+  a.set("begin", std::vector<int64_t>{lo});
+  a.set("size", std::vector<int64_t>{hi - lo});
+  AF_ASSIGN_OR_RETURN(Node* sl, emit(c, "Slice", {c.in[0]}, std::move(a), scalar ? fresh(c.name + "/slice") : ""));
+  Node* made = sl;
+  if (scalar) {
+    AttrMap r;
+    r.set("shape", std::vector<int64_t>{});
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(r)));
+  }
+  if (have_sym) sym_[{made->id, 0}] = sym;
+  return Status::OK();
+}
+
+// Pack of scalars along axis 0 with a run-time input (constant ones fold): each a [1] vector,
+// then a Concat; symbolic inputs carry their elements.
+Status Importer::pack(Ctx& c) {
+  if (c.in.empty()) return err(c, "has no inputs");
+  attr(c, "T");
+  attr(c, "N");
+  AF_ASSIGN_OR_RETURN(int64_t ax, attr_int(c, "axis", 0));
+  std::vector<Endpoint> parts;
+  std::vector<SymDim> sym;
+  bool symbolic = true;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    const Shape& s = node_of(c.in[i])->output_shapes[static_cast<size_t>(c.in[i].index)];
+    if (s.unknown_rank() || s.rank() != 0)
+      return err(c, "input " + std::to_string(i) + " has shape " + s.to_string() + ": only scalars are packed");
+    std::vector<SymDim> one;
+    if (symbolic && sym_in(c, i, &one) && one.size() == 1) sym.push_back(one[0]);
+    else symbolic = false;
+    AttrMap r;
+    r.set("shape", std::vector<int64_t>{1});
+    AF_ASSIGN_OR_RETURN(Node* v, emit(c, "Reshape", {c.in[i]}, std::move(r), fresh(c.name + "/" + std::to_string(i))));
+    parts.push_back(Endpoint{v->id, 0});
+  }
+  if (ax != 0 && ax != -1) return err_attr(c, "axis", "must be 0 when packing scalars");
+  AttrMap a;
+  a.set("axis", int64_t{0});
+  AF_ASSIGN_OR_RETURN(Node* made, emit(c, "Concat", parts, std::move(a)));
+  if (symbolic) sym_[{made->id, 0}] = sym;
+  return Status::OK();
+}
+
+// Fill whose dims hold run-time sizes: Fill(known dims, 1 where unknown, value) times, for each
+// unknown dimension i that is dimension k of a tensor E, ones shaped [1.., E's size k at i, ..1]
+// (a Slice of E, a Reshape and OnesLike, cast to the value's dtype): exact for every value.
+Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
+  AF_ASSIGN_OR_RETURN(double value, fill_value(c));
+  const Tensor* v = const_in(c, 1);
+  std::vector<int64_t> base_dims;
+  for (const SymDim& d : dims) {
+    if (d.node < 0 && d.value < 0) return err(c, "dims hold a negative size");
+    base_dims.push_back(d.node < 0 ? d.value : 1);
+  }
+  AttrMap fa;
+  fa.set("shape", Shape(base_dims));
+  fa.set("dtype", v->dtype());
+  fa.set("value", value);
+  AF_ASSIGN_OR_RETURN(Node* acc, emit(c, "Fill", {}, std::move(fa), fresh(c.name + "/known")));
+  const int n = static_cast<int>(dims.size());
+  int made = 0;
+  for (int i = 0; i < n; ++i) {
+    const SymDim& d = dims[static_cast<size_t>(i)];
+    if (d.node < 0) continue;
+    const Node* src = g_.node(d.node);
+    const Shape& es = src->output_shapes[static_cast<size_t>(d.index)];
+    if (es.unknown_rank() || d.dim >= es.rank()) return err(c, "dims name a dimension of a tensor of unknown rank");
+    const std::string pre = fresh(c.name + "/dim" + std::to_string(i));
+    AttrMap sa;
+    sa.set("begin", std::vector<int64_t>(static_cast<size_t>(es.rank()), 0));
+    std::vector<int64_t> size(static_cast<size_t>(es.rank()), 1);
+    size[static_cast<size_t>(d.dim)] = -1;
+    sa.set("size", size);
+    AF_ASSIGN_OR_RETURN(Node* sl, emit(c, "Slice", {Endpoint{d.node, d.index}}, std::move(sa), pre + "/slice"));
+    std::vector<int64_t> shape(static_cast<size_t>(n), 1);
+    shape[static_cast<size_t>(i)] = -1;
+    AttrMap ra;
+    ra.set("shape", shape);
+    AF_ASSIGN_OR_RETURN(Node* rs, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(ra), pre + "/reshape"));
+    AF_ASSIGN_OR_RETURN(Node* ones, emit(c, "OnesLike", {Endpoint{rs->id, 0}}, {}, pre + "/ones"));
+    Endpoint one{ones->id, 0};
+    if (ones->output_types[0] != v->dtype()) {
+      AttrMap ca;
+      ca.set("DstT", v->dtype());
+      AF_ASSIGN_OR_RETURN(Node* cast, emit(c, "Cast", {one}, std::move(ca), pre + "/cast"));
+      one = Endpoint{cast->id, 0};
+    }
+    ++made;
+    const bool last = [&] {
+      for (int j = i + 1; j < n; ++j)
+        if (dims[static_cast<size_t>(j)].node >= 0) return false;
+      return true;
+    }();
+    AF_ASSIGN_OR_RETURN(acc, emit(c, "Mul", {Endpoint{acc->id, 0}, one}, {}, last ? "" : pre + "/mul"));
+  }
+  if (made == 0) return err(c, "dims are not known at import");
+  return Status::OK();
+}
+
+// A DT_HALF or DT_BFLOAT16 Const: its 16-bit patterns (tensor_content, little-endian, or half_val)
+// widened exactly to a float32 Const of the same name, which only a Cast may read (a Cast from
+// float16 to float32 is then exact, to any other type as TensorFlow's: every half value is a
+// float32, so casting the widened value gives the same result).
+Status Importer::half_const(Ctx& c) {
+  AF_ASSIGN_OR_RETURN(const pb::TensorProto* pp, const_value(c, {pb::DT_HALF, pb::DT_BFLOAT16}));
+  const pb::TensorProto& p = *pp;
+  const bool half = p.dtype() == pb::DT_HALF;
+  auto shape = shape_of(p.tensor_shape());
+  if (!shape.ok()) return err_attr(c, "value", shape.status().message());
+  auto count = shape->checked_num_elements();
+  if (!shape->fully_defined() || !count.ok() || *count > kMaxConstElements)
+    return err_attr(c, "value", "has shape " + shape->to_string() + " (at most 2^28 elements)");
+  const int64_t n = *count;
+  if (4 * n > const_budget_) return err(c, "its constants would exceed " + std::to_string(const_limit_) + " bytes");
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  if (!p.tensor_content().empty()) {
+    if (p.tensor_content().size() != static_cast<size_t>(2 * n))
+      return err_attr(c, "value", "tensor_content holds " + std::to_string(p.tensor_content().size()) + " bytes for " +
+                                      std::to_string(n) + " 16-bit elements");
+    const auto* b = reinterpret_cast<const unsigned char*>(p.tensor_content().data());
+    for (int64_t i = 0; i < n; ++i) bits[static_cast<size_t>(i)] = static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+  } else {
+    const int64_t have = p.half_val_size();
+    if (have != 0 && have != 1 && have != n)
+      return err_attr(c, "value", "holds " + std::to_string(have) + " half_val values for " + std::to_string(n) + " elements");
+    for (int64_t i = 0; i < n && have > 0; ++i) {
+      const int32_t h = p.half_val(static_cast<int>(have == 1 ? 0 : i));
+      if (h < 0 || h > 0xffff) return err_attr(c, "value", "half_val holds " + std::to_string(h) + ", not a 16-bit pattern");
+      bits[static_cast<size_t>(i)] = static_cast<uint16_t>(h);
+    }
+  }
+  Tensor t(DType::kFloat32, *shape);
+  for (int64_t i = 0; i < n; ++i)
+    t.data<float>()[i] = half ? float16_bits_to_float(bits[static_cast<size_t>(i)]) : bfloat16_bits_to_float(bits[static_cast<size_t>(i)]);
+  AF_ASSIGN_OR_RETURN(Node* made, emit_const(c, std::move(t)));
+  widened_eps_.insert({made->id, 0});
+  return Status::OK();
+}
+
 // A DT_STRING Const: actorflow has no string dtype, so the node is a uint8 vector of the bytes
 // (a scalar's bytes; a vector's strings each followed by a NUL byte) and the strings are kept
 // for the Saver ops that read them at import. Only scalars and vectors.
 Status Importer::string_const(Ctx& c) {
-  AF_RETURN_IF_ERROR(want_inputs(c, 0));
-  attr(c, "dtype");
-  const pb::AttrValue* v = attr(c, "value");
-  if (!v || v->value_case() != pb::AttrValue::kTensor) return err_attr(c, "value", "is missing or not a tensor");
-  const pb::TensorProto& p = v->tensor();
-  if (p.dtype() != pb::DT_STRING) return err_attr(c, "value", "is not a string tensor");
+  AF_ASSIGN_OR_RETURN(const pb::TensorProto* pp, const_value(c, {pb::DT_STRING}));
+  const pb::TensorProto& p = *pp;
   auto shape = shape_of(p.tensor_shape());
   if (!shape.ok()) return err_attr(c, "value", shape.status().message());
   if (!shape->fully_defined() || shape->rank() > 1) return err_attr(c, "value", "is a string tensor of shape " + shape->to_string() + " (scalars and vectors only)");
@@ -1498,7 +1800,7 @@ Status Importer::link_slots() {
     Ctx c = context(n);
     for (size_t k = 0; k < owners.size(); ++k) {
       Node* v = g_.node(vars[static_cast<size_t>(owners[k])]);
-      c.name = n->name + "/slots_" + std::to_string(k);
+      c.name = fresh(n->name + "/slots_" + std::to_string(k));
       AF_ASSIGN_OR_RETURN(Node* blob, emit_var_op(c, v, "VariableSlots", {}, {}));
       n = g_.node(id);
       n->inputs.push_back(Endpoint{blob->id, 0});
@@ -1538,7 +1840,7 @@ Status Importer::link_slots() {
       Node* v = g_.node(vars[j]);
       c.ctrl.clear();
       c.ctrl.push_back(assign_of[j]);  // after the variable's value is restored (it gives dtype and shape)
-      c.name = n->name + "/slots_" + std::to_string(k);
+      c.name = fresh(n->name + "/slots_" + std::to_string(k));
       AF_ASSIGN_OR_RETURN(Node* r, emit_var_op(c, v, "RestoreVariableSlots", {Endpoint{id, static_cast<int>(m + k)}}));
       // Whatever runs the restoring Assigns (restore_all) runs this too.
       const int rid = r->id;
