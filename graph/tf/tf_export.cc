@@ -666,11 +666,13 @@ class Exporter {
         adam_.updates.push_back(n.name);
       }
     }
-    // Initialisers: whatever runs a variable's Assign runs its new slots' Assigns; what runs an
+    // Initialisers: whatever runs a variable's initialising Assign runs its new slots'; what runs an
     // Adam update runs the beta powers' updates (when this export makes them).
     for (int id = 0; id < g_.num_nodes(); ++id) {
       const Node& n = *g_.node(id);
-      if (n.op == "Assign") {
+      // An initialising Assign: of a constant, a fill or a random value (not a restore).
+      static const std::set<std::string> kInitial = {"Const", "Fill", "RandomUniform", "TruncatedNormal"};
+      if (n.op == "Assign" && n.inputs.size() == 1 && kInitial.count(g_.node(n.inputs[0].node)->op)) {
         auto v = vars_.find(n.attrs.get_or<std::string>("var_name", ""));
         if (v == vars_.end()) continue;
         auto sl = slots_.find(v->second->name);

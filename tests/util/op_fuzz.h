@@ -51,10 +51,10 @@ uint64_t fuzz_case_seed(uint64_t seed, uint64_t k);
 // The variable ops name variables "v0".."v3" and never wait for other replicas. SaveV2 and
 // RestoreV2 write and read only "ck0".."ck3" in fuzz_checkpoint_dir() (their prefix input, when it
 // is a uint8 vector, is set to one of those after the mutations).
-// A directory of this process for the checkpoint ops' files, made on first use
-// ("<tmp>/af_op_fuzz_<pid>"); the caller removes it when done.
-const std::string& fuzz_checkpoint_dir();
 FuzzCase make_fuzz_case(uint64_t seed, uint64_t k);
+// A directory of this process for the checkpoint ops' files, made on first use
+// ("<tmp>/af_op_fuzz_<pid>"); the caller removes it when done. Not thread-safe on first use.
+const std::string& fuzz_checkpoint_dir();
 
 // A graph holding c's inputs as nodes "in0", "in1", ... (Const or Placeholder, declaring their
 // shapes as the case says) and, when `with_op`, the node "fuzz" itself: no shape function has run
