@@ -13,6 +13,7 @@ void register_backend_kernels(KernelRegistry& r) {
   register_cpu_nn_grad_kernels(r);
   register_cpu_variable_kernels(r);
   register_cpu_indexing_kernels(r);
+  register_cpu_io_kernels(r);
 #ifdef AF_WITH_CUDA
   register_gpu_kernels(r);
 #endif

@@ -165,6 +165,8 @@ void register_cpu_variable_kernels(KernelRegistry& r);  // device/cpu/variable_k
 // them for "GPU"). Start-up only.
 void register_variable_kernels(KernelRegistry& r, const std::string& device_type);
 void register_cpu_indexing_kernels(KernelRegistry& r);  // device/cpu/indexing_kernels.cc
+// SaveV2 and RestoreV2 (device/cpu/io_kernels.cc): TensorFlow checkpoints on the kernel's machine.
+void register_cpu_io_kernels(KernelRegistry& r);
 // Every kernel: register_core_kernels, then every backend's (register_backend_kernels,
 // device/backends.h).
 void register_all_kernels(KernelRegistry& r);

@@ -43,6 +43,7 @@ void register_all_ops(OpRegistry& r) {
   register_nn_ops(r);
   register_variable_ops(r);
   register_indexing_ops(r);
+  register_io_ops(r);
   register_gradients(r);  // last: gradients attach to the ops registered above
 }
 

@@ -78,9 +78,10 @@ struct OpDef {
   bool is_source = false;  // no inputs, e.g. Const
   // Reads or writes files of the machine it runs on (TensorFlow's Save, Restore, ReadFile, ...):
   // a remote client's graph may not hold it (ClientSessions::run; docs/security.md "Roles").
-  // No built-in op does today: checkpoints are written and read by the Saver in the process that
-  // calls it (train/session/saver.cc), moving variables as tensors (VariableSlots,
-  // RestoreVariableSlots). An op that touches files must set this.
+  // SaveV2 and RestoreV2 (graph/ops_io.cc, what an imported TensorFlow graph's Saver runs) do;
+  // actorflow's own Saver writes and reads in the process that calls it (train/session/saver.cc),
+  // moving variables as tensors (VariableSlots, RestoreVariableSlots). An op that touches files
+  // must set this.
   bool touches_files = false;
 };
 
@@ -119,6 +120,7 @@ void register_array_ops(OpRegistry& r);      // Reshape, Shape, ZerosLike, OnesL
 void register_nn_ops(OpRegistry& r);         // MatMul, Conv2D, MaxPool, Relu, BiasAdd, Softmax, Xent + backward ops
 void register_variable_ops(OpRegistry& r);   // graph/ops_variables.cc
 void register_indexing_ops(OpRegistry& r);   // Gather, UnsortedSegmentSum, Concat, Slice, Sigmoid, Tanh, L2Loss (+ gradients)
+void register_io_ops(OpRegistry& r);         // SaveV2, RestoreV2 (graph/ops_io.cc; they touch files)
 void register_gradients(OpRegistry& r);      // graph/grads.cc
 void register_all_ops(OpRegistry& r);
 

@@ -52,6 +52,13 @@ LAYERS = {
 
 # Includes allowed against the order, each with its reason: (including file, included path).
 EXCEPTIONS = {
+    ("device/cpu/io_kernels.cc", "data/tf/tf_checkpoint.h"):
+        "the kernels of TensorFlow's SaveV2/RestoreV2 write and read the bundle format; data/tf/ "
+        "depends on core and tensor only (same library, af_base), so no cycle",
+    ("device/cpu/io_kernels.cc", "data/tf/tf_checkpoint_data.h"):
+        "RestoreV2 derives a variable's optimizer slots as the Saver does (one rule for both)",
+    ("device/cpu/io_kernels.cc", "data/variable_slots.h"):
+        "SaveV2/RestoreV2 read and write the slot blobs of VariableSlots/RestoreVariableSlots",
 }
 
 # Headers of plain data that include nothing of the tree: any layer may include them, each with

@@ -23,6 +23,12 @@ enum class DType : uint8_t {
   kBool = 6,
 };
 
+// The float32 value of an IEEE float16 (binary16) bit pattern, exactly (every float16 is a float32:
+// subnormals, infinities and NaN payloads included). Pure.
+float float16_bits_to_float(uint16_t bits);
+// The float32 value of a bfloat16 bit pattern (its upper 16 bits), exactly. Pure.
+float bfloat16_bits_to_float(uint16_t bits);
+
 // Size in bytes of one element; 0 for kInvalid.
 size_t dtype_size(DType t);
 // TensorFlow-style name: "float32", "float64", "int32", "int64", "uint8", "bool", "invalid".

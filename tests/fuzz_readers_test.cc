@@ -303,9 +303,12 @@ TEST(FuzzReadersTest, TensorFlowGraphDefs) {
     return ss.str();
   };
   std::vector<std::string> corpus, binary;
-  for (const char* f : {"mlp_forward.pb", "mlp_train_ref_adagrad.pb", "cnn_train_ref_momentum.pb"}) binary.push_back(slurp(dir + f));
+  for (const char* f : {"mlp_forward.pb", "mlp_train_ref_adagrad.pb", "cnn_train_ref_momentum.pb", "mlp_train_saver_adam.pb",
+                        "dynamic_batch.pb"})
+    binary.push_back(slurp(dir + f));
   corpus = binary;
   corpus.push_back(slurp(dir + "mlp_forward.pbtxt"));
+  corpus.push_back(slurp(dir + "half_consts.pbtxt"));
   for (const auto& c : corpus) ASSERT_GT(c.size(), 1000u);
   std::vector<std::string> ops;
   {

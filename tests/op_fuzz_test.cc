@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -241,6 +242,8 @@ TEST(OpFuzzTest, EveryOpSurvivesHostileShapesAttributesAndValues) {
     if (tally.findings.size() >= 20) break;
   }
   set_max_output_bytes(0);
+  std::error_code ignored;
+  std::filesystem::remove_all(testing::fuzz_checkpoint_dir(), ignored);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("op fuzz: %llu cases over %zu ops in %.1f s, %zu findings\n",
               static_cast<unsigned long long>(last - first), fuzz_ops().size(), secs, tally.findings.size());

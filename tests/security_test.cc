@@ -653,8 +653,8 @@ TEST_F(SecurityTest, AClientCannotStopReconfigureOrLoadFaultsIntoANode) {
 }
 
 // Roles: a remote client's graph may not hold an op that touches files (OpDef::touches_files), a
-// member's may. No built-in op touches files (the Saver writes checkpoints in its own process),
-// so this test registers one in its own process and runs the task there (an in-process cluster
+// member's may. The test registers such an op in its own process (one without a kernel, so that
+// nothing is written: the built-in SaveV2/RestoreV2 would) and runs the task there (an in-process cluster
 // server reached over its real control plane from a second actor system): the client's run is
 // PermissionDenied naming the node and its op; the member's gets past that check (and fails
 // later: the op has no kernel).

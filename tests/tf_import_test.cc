@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +17,7 @@
 #include "actorflow/saver.h"
 #include "actorflow/server.h"
 #include "actorflow/session.h"
+#include "data/tf/tf_checkpoint.h"
 #include "runtime/placer.h"
 #include "tests/util/process.h"
 
@@ -54,6 +57,19 @@ std::vector<std::pair<std::string, Tensor>> feeds_of(const nlohmann::json& g) {
   std::vector<std::pair<std::string, Tensor>> f;
   for (const auto& [k, v] : g["feeds"].items()) f.emplace_back(k, tensor_of(v));
   return f;
+}
+
+// Places `g` on /job:ps/task:0 and /job:worker/task:0 (one CPU each; the worker's the default),
+// as replica_device_setter's graphs run; the placer's status (printed when it fails).
+Status place_on_ps_and_worker(Graph& g) {
+  PlacerOptions po;
+  po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
+  auto st = place_graph(g,
+                        {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
+                         {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
+                        po);
+  if (!st.ok()) ADD_FAILURE() << st.status();
+  return st.ok() ? Status::OK() : st.status();
 }
 
 // Imports a golden forward graph, runs its init op when it has one, and compares every fetch.
@@ -109,13 +125,7 @@ TEST(TfImportTest, OneTrainingStepEqualsTensorFlows) {
         EXPECT_EQ(dev.get<std::string>(), "/job:ps/task:0") << var;
       }
       Graph placed = *root.graph();
-      PlacerOptions po;
-      po.default_device = "/job:worker/replica:0/task:0/device:CPU:0";
-      auto st = place_graph(placed,
-                            {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
-                             {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"}},
-                            po);
-      ASSERT_TRUE(st.ok()) << st.status();
+      ASSERT_TRUE(place_on_ps_and_worker(placed).ok());
       for (const auto& [var, dev] : g["devices"].items())
         EXPECT_EQ(placed.find(var)->assigned_device, "/job:ps/replica:0/task:0/device:CPU:0") << var;
       // The optimizer's updates run where their variables live.
@@ -413,18 +423,19 @@ TEST(TfImportTest, ControlInputsAndColocationAreKept) {
   EXPECT_EQ(apply->inputs.size(), 5u);
 }
 
-// A graph written with a tf.compat.v1.train.Saver: its save/restore ops are refused by default;
-// drop_save_restore leaves out exactly the save/ subgraph, and the model runs as TensorFlow's.
+// A graph written with a tf.compat.v1.train.Saver: its save/restore ops import (see the Saver
+// tests below); drop_save_restore leaves out exactly the save/ subgraph, and the model runs as
+// TensorFlow's.
 TEST(TfImportTest, SaveRestoreSubgraphIsRefusedOrDropped) {
   const std::string file = kGolden + "/mlp_saver.pbtxt";
   {
     Scope root = Scope::root();
     auto r = import_graph_def_file(root, file);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("node 'save/SaveV2' (op SaveV2)"), std::string::npos) << r.status();
-    EXPECT_NE(r.status().message().find("drop_save_restore"), std::string::npos) << r.status();
-    EXPECT_NE(r.status().message().find("mlp_saver.pbtxt"), std::string::npos) << r.status();
-    EXPECT_EQ(root.graph()->num_nodes(), 0);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_NE(r->node("save/SaveV2"), nullptr);
+    EXPECT_EQ(r->node("save/SaveV2")->op, "SaveV2");
+    EXPECT_EQ(r->node("save/RestoreV2")->attrs.get_or<std::vector<std::string>>("tensor_names", {}),
+              (std::vector<std::string>{"b1", "b2", "w1", "w2"}));
   }
   Scope root = Scope::root();
   ImportGraphDefOptions o;
@@ -575,6 +586,254 @@ TEST(TfImportTest, TruncatedAndGarbageInputsAreErrorsNamingTheFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("no_such.pb"), std::string::npos) << missing.status();
   EXPECT_EQ(root.graph()->num_nodes(), 0);  // nothing was added by any failed import
+}
+
+// The prefix tensors and golden values of the Saver tests.
+const nlohmann::json& saver_expected() {
+  static const nlohmann::json j = nlohmann::json::parse(slurp(kGolden + "/saver_expected.json"));
+  return j;
+}
+
+std::vector<std::pair<std::string, Tensor>> saver_feeds() {
+  std::vector<std::pair<std::string, Tensor>> f;
+  for (const auto& [k, v] : saver_expected()["feeds"].items()) {
+    std::vector<float> vals;
+    std::vector<int64_t> dims{static_cast<int64_t>(v.size()), static_cast<int64_t>(v[0].size())};
+    for (const auto& row : v)
+      for (const auto& x : row) vals.push_back(x.get<float>());
+    f.emplace_back(k, Tensor::from_vector<float>(vals, Shape(dims)));
+  }
+  return f;
+}
+
+std::vector<float> flat(const nlohmann::json& j) {
+  std::vector<float> out;
+  if (j.is_array()) {
+    for (const auto& x : j) {
+      auto sub = flat(x);
+      out.insert(out.end(), sub.begin(), sub.end());
+    }
+  } else {
+    out.push_back(j.get<float>());
+  }
+  return out;
+}
+
+// A TensorFlow GraphDef with a Saver (Adam on reference variables, replica_device_setter) runs its
+// own save and restore ops by name, as TensorFlow's C++ users run a SaverDef:
+//  - restore_all fed TensorFlow's checkpoint (written after two TensorFlow steps) gives every
+//    variable (slots and beta powers included) TensorFlow's bytes, and actorflow's next step equals
+//    TensorFlow's third to 1e-5: Adam's moments and count reached actorflow's variable actor;
+//  - save/control_dependency fed a prefix writes a checkpoint holding exactly TensorFlow's names,
+//    every model variable and beta power bit-identical to what the session reads, and the Adam
+//    slots equal to TensorFlow's after its third step (the variable actor's state, not the graph's
+//    zero slot variables);
+//  - a missing checkpoint, a directory that does not exist: errors naming the op and the path.
+// With its devices kept, the graph places: variables, the slot reads and writes on the ps.
+TEST(TfImportTest, TheGraphsOwnSaverSavesAndRestoresAsTensorFlowsDoes) {
+  const std::string file = kGolden + "/mlp_train_saver_adam.pb";
+  const auto& want = saver_expected();
+  {
+    Scope root = Scope::root();
+    auto imported = import_graph_def_file(root, file);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    Graph placed = *root.graph();
+    ASSERT_TRUE(place_on_ps_and_worker(placed).ok());
+    int slot_ops = 0;
+    for (int i = 0; i < placed.num_nodes(); ++i) {
+      const Node* n = placed.node(i);
+      if (n->op == "VariableSlots" || n->op == "RestoreVariableSlots") {
+        EXPECT_EQ(n->assigned_device, "/job:ps/replica:0/task:0/device:CPU:0") << n->name;
+        ++slot_ops;
+      }
+    }
+    EXPECT_EQ(slot_ops, 8);  // 4 variables with Adam slots, each read by save and written by restore
+  }
+  Scope root = Scope::root();
+  ImportGraphDefOptions opts;
+  opts.clear_devices = true;
+  auto imported = import_graph_def_file(root, file, opts);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::vector<std::string> names;
+  for (const auto& [n, v] : want["saved"].items()) names.push_back(n);
+  ASSERT_EQ(names.size(), 14u);  // 4 variables, 8 Adam slots, 2 beta powers
+  Session sess(root);
+  const std::string tf_ckpt = kGolden + "/saver_ckpt/tf.ckpt";
+  auto restored = sess.run_by_name({{"save/Const:0", tf_string_tensor(tf_ckpt)}}, {}, {"save/restore_all"});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  auto vals = sess.run_by_name({}, names);
+  ASSERT_TRUE(vals.ok()) << vals.status();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto w = flat(want["saved"][names[i]]);
+    ASSERT_EQ(static_cast<int64_t>(w.size()), (*vals)[i].num_elements()) << names[i];
+    for (size_t k = 0; k < w.size(); ++k) EXPECT_EQ((*vals)[i].data<float>()[k], w[k]) << names[i] << " element " << k;
+  }
+  ASSERT_TRUE(sess.run_by_name(saver_feeds(), {}, {"train"}).ok());
+  testing::TempDir dir;
+  const std::string prefix = dir.path() + "/af.ckpt";
+  auto saved = sess.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {"save/control_dependency"});
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*saved)[0].data<uint8_t>()),
+                        static_cast<size_t>((*saved)[0].num_elements())),
+            prefix);
+  auto third = sess.run_by_name({}, names);
+  ASSERT_TRUE(third.ok()) << third.status();
+  auto reader = TfCheckpointReader::open(prefix);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_EQ(reader->entries().size(), names.size());
+  int slots = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto t = reader->read(names[i]);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::string& bytes = t->bytes;
+    const auto tf_third = flat(want["third"][names[i]]);
+    ASSERT_EQ(bytes.size(), tf_third.size() * 4) << names[i];
+    if (names[i].find("/Adam") == std::string::npos) {
+      // The session's own values, bit for bit; and TensorFlow's third step to 1e-5.
+      EXPECT_EQ(std::memcmp(bytes.data(), (*third)[i].raw_data(), bytes.size()), 0) << names[i];
+    } else {
+      ++slots;
+    }
+    for (size_t k = 0; k < tf_third.size(); ++k) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * k, 4);
+      EXPECT_NEAR(f, tf_third[k], 1e-5) << names[i] << " element " << k;
+    }
+  }
+  EXPECT_EQ(slots, 8);
+  auto missing = sess.run_by_name({{"save/Const:0", tf_string_tensor(dir.path() + "/none")}}, {}, {"save/restore_all"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("RestoreV2 'save/RestoreV2'"), std::string::npos) << missing.status();
+  EXPECT_NE(missing.status().message().find(dir.path() + "/none"), std::string::npos) << missing.status();
+  auto nodir = sess.run_by_name({{"save/Const:0", tf_string_tensor(dir.path() + "/no/such/dir/x")}},
+                                {"save/control_dependency"});
+  ASSERT_FALSE(nodir.ok());
+  EXPECT_NE(nodir.status().message().find("SaveV2 'save/SaveV2'"), std::string::npos) << nodir.status();
+  EXPECT_NE(nodir.status().message().find("no/such/dir"), std::string::npos) << nodir.status();
+}
+
+// TensorFlow's own reader (tf.train.load_checkpoint, .venv-tf) reads what the imported graph's
+// save op wrote after two actorflow steps: every entry, bit-identical to the session's variables,
+// and the Adam slots equal to TensorFlow's after two steps (from TensorFlow's checkpoint) to 1e-5.
+TEST(TfImportTest, TensorFlowReadsTheCheckpointTheImportedSaverWrote) {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+  const auto& want = saver_expected();
+  Scope root = Scope::root();
+  ImportGraphDefOptions opts;
+  opts.clear_devices = true;
+  auto imported = import_graph_def_file(root, kGolden + "/mlp_train_saver_adam.pb", opts);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(sess.run_by_name(saver_feeds(), {}, {"train"}).ok());
+  testing::TempDir dir;
+  const std::string prefix = dir.path() + "/model.ckpt";
+  ASSERT_TRUE(sess.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {"save/control_dependency"}).ok());
+  std::vector<std::string> names;
+  for (const auto& [n, v] : want["saved"].items()) names.push_back(n);
+  auto vals = sess.run_by_name({}, names);
+  ASSERT_TRUE(vals.ok()) << vals.status();
+  const std::string out = dir.path() + "/tf.json", err = dir.path() + "/tf.err";
+  const std::string cmd = python + " " + kGolden + "/tf_read_ckpt.py " + prefix + " > " + out + " 2> " + err;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(err);
+  const auto got = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(got.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& e = got[names[i]];
+    ASSERT_FALSE(e.is_null()) << names[i];
+    EXPECT_EQ(e["dtype"].get<std::string>(), "float32") << names[i];
+    const std::string hex = e["hex"].get<std::string>();
+    std::string bytes;
+    for (size_t k = 0; k + 1 < hex.size(); k += 2) bytes += static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16));
+    const auto tf_two = flat(want["saved"][names[i]]);
+    ASSERT_EQ(bytes.size(), tf_two.size() * 4) << names[i];
+    if (names[i].find("/Adam") == std::string::npos) {
+      EXPECT_EQ(std::memcmp(bytes.data(), (*vals)[i].raw_data(), bytes.size()), 0) << names[i];
+    }
+    for (size_t k = 0; k < tf_two.size(); ++k) {
+      float f;
+      std::memcpy(&f, bytes.data() + 4 * k, 4);
+      EXPECT_NEAR(f, tf_two[k], 1e-5) << names[i] << " element " << k;
+    }
+  }
+}
+
+const nlohmann::json& dynamic_expected() {
+  static const nlohmann::json j = nlohmann::json::parse(slurp(kGolden + "/dynamic_expected.json"));
+  return j;
+}
+
+Tensor float_matrix(const nlohmann::json& rows) {
+  std::vector<float> v;
+  for (const auto& r : rows)
+    for (const auto& x : r) v.push_back(x.get<float>());
+  return Tensor::from_vector<float>(v, Shape{static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+// float16 and bfloat16 constants (TensorFlow-written: 65504, -0, 1/3, 3e-5 as a float16; 1e30 as a
+// bfloat16) read through Casts to float32 give TensorFlow's y to 1e-5 relative; a float16 constant
+// read by anything but a Cast is an error naming the node, the op, the dtype and the file.
+TEST(TfImportTest, HalfConstantsAreWidenedExactlyForTheirCasts) {
+  const std::string file = kGolden + "/half_consts.pbtxt";
+  const auto& want = dynamic_expected()["half_consts"];
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, file);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  auto y = sess.run_by_name({{"x", float_matrix(want["x"])}}, {"y", "h"});
+  ASSERT_TRUE(y.ok()) << y.status();
+  const Tensor w = float_matrix(want["y"]);
+  ASSERT_EQ((*y)[0].shape(), w.shape());
+  for (int64_t i = 0; i < w.num_elements(); ++i)
+    EXPECT_NEAR((*y)[0].data<float>()[i], w.data<float>()[i], 1e-5 * std::max(1.f, std::fabs(w.data<float>()[i]))) << i;
+  // The widened constant itself: float16's exact values.
+  EXPECT_EQ((*y)[1].data<float>()[3], 65504.f);
+  EXPECT_TRUE(std::signbit((*y)[1].data<float>()[4]));
+  EXPECT_EQ((*y)[1].data<float>()[5], 0.333251953125f);
+  Scope bad_root = Scope::root();
+  auto bad = import_graph_def(bad_root,
+                              slurp(file) + R"( node { name: "bad" op: "AddV2" input: "h" input: "h" )"
+                                            R"(attr { key: "T" value { type: DT_HALF } } })",
+                              {}, "half_bad.pbtxt");
+  ASSERT_FALSE(bad.ok());
+  for (const char* part : {"node 'bad' (op AddV2)", "float16", "half_bad.pbtxt", "Cast"})
+    EXPECT_NE(bad.status().message().find(part), std::string::npos) << part << ": " << bad.status();
+  EXPECT_EQ(bad_root.graph()->num_nodes(), 0);
+}
+
+// A placeholder of shape [?, 6] whose run-time batch size flows through Shape, StridedSlice and
+// Pack into Reshape and Fill (and Shape -> StridedSlice -> Prod into a flattening Reshape) runs at
+// batch 3 and at batch 5 with TensorFlow's outputs: the shape and batch exactly, the values to 1e-5.
+TEST(TfImportTest, ARunTimeBatchSizeFeedsShapeReshapeAndFill) {
+  Scope root = Scope::root();
+  auto imported = import_graph_def_file(root, kGolden + "/dynamic_batch.pb");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  Session sess(root);
+  for (const char* batch : {"3", "5"}) {
+    SCOPED_TRACE(batch);
+    const auto& want = dynamic_expected()["dynamic_batch"][batch];
+    auto out = sess.run_by_name({{"x", float_matrix(want["x"])}}, {"s", "b", "r", "f", "flat", "y"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& s = (*out)[0];
+    ASSERT_EQ(s.dtype(), DType::kInt32);
+    ASSERT_EQ(s.num_elements(), 2);
+    EXPECT_EQ(s.data<int32_t>()[0], want["s"][0].get<int32_t>());
+    EXPECT_EQ(s.data<int32_t>()[1], 6);
+    ASSERT_EQ((*out)[1].dtype(), DType::kInt32);
+    EXPECT_EQ((*out)[1].data<int32_t>()[0], std::stoi(batch));
+    const int64_t b = std::stoi(batch);
+    EXPECT_EQ((*out)[2].shape(), (Shape{b, 2, 3}));
+    EXPECT_EQ((*out)[3].shape(), (Shape{b, 4}));
+    EXPECT_EQ((*out)[4].shape(), (Shape{b, 6}));
+    EXPECT_EQ((*out)[5].shape(), (Shape{b, 6}));
+    for (const auto& [k, idx] : std::vector<std::pair<std::string, int>>{{"r", 2}, {"f", 3}, {"flat", 4}, {"y", 5}}) {
+      const auto w = flat(want[k]);
+      ASSERT_EQ(static_cast<int64_t>(w.size()), (*out)[static_cast<size_t>(idx)].num_elements()) << k;
+      for (size_t i = 0; i < w.size(); ++i)
+        EXPECT_NEAR((*out)[static_cast<size_t>(idx)].data<float>()[i], w[i], 1e-5) << k << " element " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -86,28 +86,6 @@ Result<TfDType> tf_dtype_from_enum(int value) {
 
 namespace {
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do {
-      ++e;
-      man <<= 1;
-    } while ((man & 0x400u) == 0);
-    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 uint16_t float_to_half(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -127,12 +105,6 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-float bf16_to_float(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 uint16_t float_to_bf16(float f) {
   uint32_t x;
@@ -213,7 +185,7 @@ Result<Tensor> tf_tensor_to_tensor(const TfTensor& t) {
     for (int64_t i = 0; i < n; ++i) {
       uint16_t v;
       std::memcpy(&v, t.bytes.data() + 2 * i, 2);
-      d[i] = t.dtype == TfDType::kHalf ? half_to_float(v) : bf16_to_float(v);
+      d[i] = t.dtype == TfDType::kHalf ? float16_bits_to_float(v) : bfloat16_bits_to_float(v);
     }
   } else if (!t.bytes.empty()) {
     std::memcpy(out.raw_data(), t.bytes.data(), t.bytes.size());

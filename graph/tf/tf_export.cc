@@ -92,6 +92,7 @@ class Exporter {
                                " " + v->output_shapes[0].to_string());
     }
     AF_ASSIGN_OR_RETURN(std::vector<bool> keep, selected());
+    if (!o_.for_tensorboard) AF_RETURN_IF_ERROR(plan_slots(keep));
     for (int id = 0; id < g_.num_nodes(); ++id) {
       if (!keep[static_cast<size_t>(id)]) continue;
       const Node& n = *g_.node(id);
@@ -166,7 +167,15 @@ class Exporter {
   // Data inputs `ins` of n, then n's control inputs.
   void inputs(const Node& n, pb::NodeDef* nd, const std::vector<Endpoint>& ins) {
     for (const Endpoint& e : ins) nd->add_input(tensor_name(g_.node(e.node)->name, e.index));
-    for (int c : n.control_inputs) nd->add_input("^" + g_.node(c)->name);
+    std::set<std::string> extra;
+    for (int c : n.control_inputs) {
+      nd->add_input("^" + g_.node(c)->name);
+      // What runs a variable's initialising Assign runs its slots' (and Adam's beta powers')
+      // initialisers; what runs an Adam update runs the beta powers' updates after it.
+      auto it = extra_ctrl_.find(c);
+      if (it != extra_ctrl_.end()) extra.insert(it->second.begin(), it->second.end());
+    }
+    for (const std::string& e : extra) nd->add_input("^" + e);
   }
 
   // A Const named "<n>/<what>" (unique) holding `t`, on n's device; its name.
@@ -511,9 +520,43 @@ class Exporter {
       inputs(n, nd, n.inputs);
       return Status::OK();
     }
+    if (op == "ApplyMomentum" || op == "ApplyAdam" || op == "ApplyRMSProp" || op == "ApplyAdagrad") {
+      AF_ASSIGN_OR_RETURN(const Node* v, variable_of(n));
+      auto planned = slots_.find(v->name);
+      if (planned == slots_.end())  // for TensorBoard: drawn as actorflow's op, its variable first
+        return InvalidArgument("slot variables are written only in an export for TensorFlow");
+      const auto& slots = planned->second;
+      AF_RETURN_IF_ERROR(write_slots(*v));
+      pb::NodeDef* nd = begin(n, op);
+      set_type(nd, "T", v->output_types.at(0));
+      set_bool(nd, "use_locking", true);  // actorflow's variable actor applies one change at a time
+      if (op == "ApplyMomentum" || op == "ApplyAdam") set_bool(nd, "use_nesterov", false);
+      if (op == "ApplyAdagrad") set_bool(nd, "update_slots", true);
+      nd->add_input(v->name);
+      for (const SlotPlan& sp : slots) nd->add_input(sp.name);
+      auto in = [&](size_t i) { return tensor_name(g_.node(n.inputs.at(i).node)->name, n.inputs.at(i).index); };
+      if (n.inputs.size() != (op == "ApplyAdagrad" ? 2u : op == "ApplyMomentum" ? 3u : 5u))
+        return InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs");
+      if (op == "ApplyAdam") {
+        nd->add_input(adam_.beta1_power);
+        nd->add_input(adam_.beta2_power);
+      }
+      // actorflow's inputs -> TensorFlow's after (var, slots[, beta powers]): Momentum (lr, grad,
+      // momentum); Adam (lr, beta1, beta2, epsilon, grad); RMSProp (lr, rho, momentum, epsilon,
+      // grad); Adagrad (lr, grad): the same order.
+      for (size_t i = 0; i < n.inputs.size(); ++i) nd->add_input(in(i));
+      inputs(n, nd, {});
+      // TensorFlow's reference variables are read when a consumer runs, so an update could change a
+      // variable another gradient still reads; actorflow reads before updating. Every update runs
+      // after every update's gradient (no gradient reads a variable after an update).
+      const std::string own = g_.node(n.inputs.at(op == "ApplyAdagrad" || op == "ApplyMomentum" ? 1 : 4).node)->name;
+      for (const std::string& grad : update_grads_)
+        if (grad != own) nd->add_input("^" + grad);
+      return Status::OK();
+    }
     if (op.rfind("Apply", 0) == 0 || op.rfind("SparseApply", 0) == 0)
-      return InvalidArgument("actorflow's variable actor keeps this optimizer's slots itself; TensorFlow's " + op +
-                             " needs them as slot variables of the graph (not exported)");
+      return InvalidArgument("TensorFlow's " + op + " is not exported (the dense ApplyMomentum, ApplyAdam, "
+                             "ApplyRMSProp and ApplyAdagrad are)");
     return InvalidArgument("TensorFlow has no op for actorflow's " + op +
                            " (ExportGraphDefOptions::for_tensorboard keeps it for drawing)");
   }
@@ -541,8 +584,215 @@ class Exporter {
       if (e.key() == key) e.mutable_value()->set_type(pb::DT_INT64);
   }
 
+  // A slot variable TensorFlow's optimizer would have made: its name and initial value.
+  struct SlotPlan {
+    std::string name;
+    double initial = 0;
+    bool exists = false;  // a VariableV2 of that name is in the graph already (an imported TensorFlow graph)
+  };
+  // Adam's shared beta powers, as TensorFlow's AdamOptimizer keeps them (one pair for all updates).
+  struct AdamPlan {
+    bool used = false, exist = false;
+    double beta1 = 0, beta2 = 0;
+    std::string beta1_power = "beta1_power", beta2_power = "beta2_power";
+    DType dtype = DType::kFloat32;
+    std::string device;
+    std::vector<std::string> updates;  // the ApplyAdam nodes
+  };
+
+  // The scalar value of a Const input, or an error naming the input.
+  Result<double> const_scalar(const Node& n, size_t i, const std::string& what) const {
+    const Node* c = g_.node(n.inputs.at(i).node);
+    auto t = c->attrs.get<Tensor>("value");
+    if (c->op != "Const" || !t.ok() || t->num_elements() != 1 || t->dtype() != DType::kFloat32)
+      return InvalidArgument(what + " (input " + std::to_string(i) + ", '" + c->name +
+                             "') must be a float32 scalar constant: TensorFlow's beta powers start at its value");
+    return static_cast<double>(t->data<float>()[0]);
+  }
+
+  // TensorFlow's slot variables for every exported dense optimizer update (docs/interop.md):
+  // their names, initial values and the nodes whose control inputs gain their initialisers.
+  Status plan_slots(const std::vector<bool>& keep) {
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      if (!keep[static_cast<size_t>(id)]) continue;
+      const Node& n = *g_.node(id);
+      std::vector<std::pair<std::string, double>> want;
+      if (n.op == "ApplyMomentum") want = {{"Momentum", 0.0}};
+      else if (n.op == "ApplyAdam") want = {{"Adam", 0.0}, {"Adam_1", 0.0}};
+      else if (n.op == "ApplyRMSProp") want = {{"RMSProp", 1.0}, {"RMSProp_1", 0.0}};
+      else if (n.op == "ApplyAdagrad") want = {{"Adagrad", n.attrs.get_or<double>("initial_accumulator_value", 0.1)}};
+      else continue;
+      auto where = [&n](const Status& s) { return InvalidArgument("node '" + n.name + "' (op " + n.op + "): " + s.message()); };
+      const size_t arity = n.op == "ApplyAdagrad" ? 2 : n.op == "ApplyMomentum" ? 3 : 5;
+      if (n.inputs.size() != arity)
+        return where(InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs, the op takes " + std::to_string(arity)));
+      auto v = variable_of(n);
+      if (!v.ok()) return where(v.status());
+      std::vector<SlotPlan> plan;
+      for (const auto& [suffix, init] : want) {
+        SlotPlan sp{(*v)->name + "/" + suffix, init, false};
+        if (const Node* e = g_.find(sp.name)) {
+          if (e->op != "VariableV2" || e->output_types.at(0) != (*v)->output_types.at(0))
+            return where(InvalidArgument("its slot's name '" + sp.name + "' is taken by a node that is not a variable like '" +
+                                         (*v)->name + "'"));
+          sp.exists = true;
+        }
+        plan.push_back(sp);
+      }
+      update_grads_.insert(g_.node(n.inputs.at(n.op == "ApplyAdagrad" || n.op == "ApplyMomentum" ? 1 : 4).node)->name);
+      auto [it, fresh] = slots_.emplace((*v)->name, plan);
+      if (!fresh && it->second.front().name != plan.front().name)
+        return where(InvalidArgument("variable '" + (*v)->name + "' is updated by two different optimizers"));
+      if (n.op == "ApplyAdam") {
+        auto b1 = const_scalar(n, 1, "beta1");
+        if (!b1.ok()) return where(b1.status());
+        auto b2 = const_scalar(n, 2, "beta2");
+        if (!b2.ok()) return where(b2.status());
+        if (adam_.used && (adam_.beta1 != *b1 || adam_.beta2 != *b2))
+          return where(InvalidArgument("its betas differ from another Adam update's: TensorFlow's beta powers are "
+                                       "shared by every update of one optimizer"));
+        if (!adam_.used) {
+          adam_.used = true;
+          adam_.beta1 = *b1;
+          adam_.beta2 = *b2;
+          adam_.dtype = (*v)->output_types.at(0);
+          adam_.device = (*v)->requested_device;
+          const Node* p1 = g_.find(adam_.beta1_power);
+          const Node* p2 = g_.find(adam_.beta2_power);
+          adam_.exist = p1 && p2 && p1->op == "VariableV2" && p2->op == "VariableV2";
+          if (!adam_.exist && (p1 || p2 || used_.count("Adam_beta_powers")))
+            return where(InvalidArgument("the names beta1_power/beta2_power are taken by nodes that are not variables"));
+        }
+        adam_.updates.push_back(n.name);
+      }
+    }
+    // Initialisers: whatever runs a variable's initialising Assign runs its new slots'; what runs an
+    // Adam update runs the beta powers' updates (when this export makes them).
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      const Node& n = *g_.node(id);
+      // An initialising Assign: of a constant, a fill or a random value (not a restore).
+      static const std::set<std::string> kInitial = {"Const", "Fill", "RandomUniform", "TruncatedNormal"};
+      if (n.op == "Assign" && n.inputs.size() == 1 && kInitial.count(g_.node(n.inputs[0].node)->op)) {
+        auto v = vars_.find(n.attrs.get_or<std::string>("var_name", ""));
+        if (v == vars_.end()) continue;
+        auto sl = slots_.find(v->second->name);
+        if (sl == slots_.end()) continue;
+        for (const SlotPlan& sp : sl->second)
+          if (!sp.exists) extra_ctrl_[id].push_back(sp.name + "/Assign");
+        if (adam_.used && !adam_.exist && sl->second.front().name == v->second->name + "/Adam") {
+          extra_ctrl_[id].push_back(adam_.beta1_power + "/Assign");
+          extra_ctrl_[id].push_back(adam_.beta2_power + "/Assign");
+        }
+      }
+      if (n.op == "ApplyAdam" && adam_.used && !adam_.exist) {
+        extra_ctrl_[id].push_back("Adam_beta_powers/Assign");
+        extra_ctrl_[id].push_back("Adam_beta_powers/Assign_1");
+      }
+    }
+    return Status::OK();
+  }
+
+  // A VariableV2 `name` like `v` (colocated with it), its Assign "<name>/Assign" of a Const
+  // "<name>/Initializer/Const" filled with `value`.
+  Status slot_variable(const Node& v, const std::string& name, const Shape& shape, DType dt, double value) {
+    for (const std::string& taken : {name, name + "/Assign", name + "/Initializer/Const"})
+      if (used_.count(taken)) return InvalidArgument("the slot node name '" + taken + "' is taken");
+    used_.insert(name);
+    used_.insert(name + "/Assign");
+    used_.insert(name + "/Initializer/Const");
+    auto place = [&](pb::NodeDef* nd) {
+      if (!o_.clear_devices && !v.requested_device.empty()) nd->set_device(v.requested_device);
+      attr(nd, "_class").mutable_list()->add_s("loc:@" + v.name);
+    };
+    pb::NodeDef* var = gd_.add_node();
+    var->set_name(name);
+    var->set_op("VariableV2");
+    place(var);
+    set_type(var, "dtype", dt);
+    set_shape(var, "shape", shape);
+    set_string(var, "container", "");
+    set_string(var, "shared_name", "");
+    if (!shape.fully_defined()) return InvalidArgument("variable '" + v.name + "' has shape " + shape.to_string() +
+                                                       ": its slot needs a fully known shape");
+    Tensor init(dt, shape);
+    const int64_t count = init.num_elements();
+    if (dt == DType::kFloat32) std::fill(init.data<float>(), init.data<float>() + count, static_cast<float>(value));
+    else if (dt == DType::kFloat64) std::fill(init.data<double>(), init.data<double>() + count, value);
+    else return InvalidArgument(std::string("a slot of a ") + dtype_name(dt) + " variable");
+    pb::NodeDef* c = gd_.add_node();
+    c->set_name(name + "/Initializer/Const");
+    c->set_op("Const");
+    place(c);
+    set_type(c, "dtype", dt);
+    AF_RETURN_IF_ERROR(tensor_proto(init, attr(c, "value").mutable_tensor()));
+    pb::NodeDef* a = gd_.add_node();
+    a->set_name(name + "/Assign");
+    a->set_op("Assign");
+    place(a);
+    set_type(a, "T", dt);
+    set_bool(a, "use_locking", true);
+    set_bool(a, "validate_shape", true);
+    a->add_input(name);
+    a->add_input(name + "/Initializer/Const");
+    return Status::OK();
+  }
+
+  // The slot variables of `v` (once), and Adam's beta powers with their updates (once).
+  Status write_slots(const Node& v) {
+    if (!written_slots_.insert(v.name).second) return Status::OK();
+    for (const SlotPlan& sp : slots_.at(v.name))
+      if (!sp.exists) AF_RETURN_IF_ERROR(slot_variable(v, sp.name, v.output_shapes.at(0), v.output_types.at(0), sp.initial));
+    if (!adam_.used || adam_.exist || adam_written_ || slots_.at(v.name).front().name != v.name + "/Adam")
+      return Status::OK();
+    adam_written_ = true;
+    AF_RETURN_IF_ERROR(slot_variable(v, adam_.beta1_power, Shape{}, adam_.dtype, adam_.beta1));
+    AF_RETURN_IF_ERROR(slot_variable(v, adam_.beta2_power, Shape{}, adam_.dtype, adam_.beta2));
+    // After every Adam update of a step: beta_power *= beta (TensorFlow's Adam/mul, Adam/Assign).
+    const std::string scope = "Adam_beta_powers";
+    for (int k = 0; k < 2; ++k) {
+      const std::string power = k == 0 ? adam_.beta1_power : adam_.beta2_power;
+      const std::string suffix = k == 0 ? "" : "_1";
+      for (const std::string& taken : {scope + "/beta" + suffix, scope + "/mul" + suffix, scope + "/Assign" + suffix})
+        if (!used_.insert(taken).second) return InvalidArgument("the node name '" + taken + "' is taken");
+      Tensor beta(adam_.dtype, Shape{});
+      if (adam_.dtype == DType::kFloat32) *beta.data<float>() = static_cast<float>(k == 0 ? adam_.beta1 : adam_.beta2);
+      else *beta.data<double>() = k == 0 ? adam_.beta1 : adam_.beta2;
+      pb::NodeDef* c = gd_.add_node();
+      c->set_name(scope + "/beta" + suffix);
+      c->set_op("Const");
+      if (!o_.clear_devices && !adam_.device.empty()) c->set_device(adam_.device);
+      set_type(c, "dtype", adam_.dtype);
+      AF_RETURN_IF_ERROR(tensor_proto(beta, attr(c, "value").mutable_tensor()));
+      pb::NodeDef* m = gd_.add_node();
+      m->set_name(scope + "/mul" + suffix);
+      m->set_op("Mul");
+      if (!o_.clear_devices && !adam_.device.empty()) m->set_device(adam_.device);
+      set_type(m, "T", adam_.dtype);
+      m->add_input(power);
+      m->add_input(scope + "/beta" + suffix);
+      for (const std::string& u : adam_.updates) m->add_input("^" + u);
+      pb::NodeDef* a = gd_.add_node();
+      a->set_name(scope + "/Assign" + suffix);
+      a->set_op("Assign");
+      if (!o_.clear_devices && !adam_.device.empty()) a->set_device(adam_.device);
+      attr(a, "_class").mutable_list()->add_s("loc:@" + power);
+      set_type(a, "T", adam_.dtype);
+      set_bool(a, "use_locking", true);
+      set_bool(a, "validate_shape", true);
+      a->add_input(power);
+      a->add_input(scope + "/mul" + suffix);
+    }
+    return Status::OK();
+  }
+
   const Graph& g_;
   const ExportGraphDefOptions& o_;
+  std::map<std::string, std::vector<SlotPlan>> slots_;  // variable node name -> its slots
+  std::set<std::string> written_slots_;
+  std::set<std::string> update_grads_;  // the nodes computing the exported updates' gradients
+  AdamPlan adam_;
+  bool adam_written_ = false;
+  std::map<int, std::vector<std::string>> extra_ctrl_;  // node id -> control inputs its consumers gain
   pb::GraphDef gd_;
   std::set<std::string> used_;
   std::map<std::string, const Node*> vars_;  // shared_name -> the VariableV2 node

@@ -10,7 +10,11 @@
 // Const node named "<node>/<input name>" (made unique with "_1", "_2", ... when taken). Variables
 // are reference variables (VariableV2) whose Assign nodes take the variable as input 0, as
 // tf.compat.v1's tf.Variable writes them; a variable listed in ExportGraphDefOptions::frozen
-// becomes a Const of the given value instead.
+// becomes a Const of the given value instead. Dense optimizer updates (ApplyMomentum, ApplyAdam,
+// ApplyRMSProp, ApplyAdagrad), whose slots actorflow keeps in the variable actor, are written with
+// TensorFlow's slot variables ("w/Momentum", "w/Adam", "w/Adam_1", "beta1_power", ...; the names of
+// TensorFlow's checkpoints) created and initialised by the graph's init, as TensorFlow's
+// optimizers make them.
 //
 // An actorflow op with no TensorFlow counterpart (or an attribute value TensorFlow cannot express)
 // is an InvalidArgument naming the node and its op, unless for_tensorboard is set.

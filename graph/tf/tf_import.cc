@@ -367,6 +367,34 @@ class Importer {
     bool adagrad = false;
   };
   Status check_slots();
+  Status link_slots();
+  Status string_const(Ctx& c);
+  Status half_const(Ctx& c);
+  // The `value` TensorProto of a Const node (no inputs), checked to have dtype `want`.
+  Result<const pb::TensorProto*> const_value(Ctx& c, std::initializer_list<int> want) {
+    AF_RETURN_IF_ERROR(want_inputs(c, 0));
+    attr(c, "dtype");
+    const pb::AttrValue* v = attr(c, "value");
+    if (!v || v->value_case() != pb::AttrValue::kTensor) return err_attr(c, "value", "is missing or not a tensor");
+    if (std::find(want.begin(), want.end(), v->tensor().dtype()) == want.end())
+      return err_attr(c, "value", "has a dtype other than its dtype attribute's");
+    return &v->tensor();
+  }
+  // Fill's value (input 1) as a double: a constant float or integer scalar, else an error.
+  Result<double> fill_value(const Ctx& c) {
+    const Tensor* v = const_in(c, 1);
+    if (!v || v->num_elements() != 1 || v->shape().rank() != 0)
+      return err(c, "value (input 1) must be a constant scalar at import");
+    switch (v->dtype()) {
+      case DType::kFloat32: return static_cast<double>(v->data<float>()[0]);
+      case DType::kFloat64: return v->data<double>()[0];
+      case DType::kInt32: return static_cast<double>(v->data<int32_t>()[0]);
+      case DType::kInt64: return static_cast<double>(v->data<int64_t>()[0]);
+      default: return err(c, std::string("filling with a ") + dtype_name(v->dtype()) + " value is not supported");
+    }
+  }
+  Status save_restore(Ctx& c);
+  Result<std::vector<std::string>> const_strings(const Ctx& c, size_t i, const std::string& what);
   Status mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
                            std::vector<char>* dropped);
 
@@ -385,6 +413,47 @@ class Importer {
   // TF node name -> the actorflow node for it (for control inputs).
   std::unordered_map<std::string, int> node_map_;
   std::vector<SlotCheck> slot_checks_;
+  // String tensors (actorflow has none: uint8 vectors of the bytes, see tf_string_tensor): the
+  // endpoints carrying one, and the values of string constants by actorflow node id.
+  std::set<std::pair<int, int>> string_eps_;
+  std::unordered_map<int, std::vector<std::string>> strings_;
+  std::vector<int> save_nodes_, restore_nodes_;
+  // Integer shape values known only in part at import: per element, its value or "dimension `dim`
+  // of endpoint (node, index)" (a run-time batch size). Shape of a partly known shape makes them;
+  // StridedSlice, Pack, Identity and Cast carry them; Reshape and Fill read them (below).
+  struct SymDim {
+    int64_t value = 0;
+    int node = -1, index = 0, dim = 0;  // node < 0: known value
+  };
+  std::map<std::pair<int, int>, std::vector<SymDim>> sym_;
+  // Input i's elements as SymDims (a constant integer input, or a symbolic one); false otherwise.
+  bool sym_in(const Ctx& c, size_t i, std::vector<SymDim>* out) const {
+    if (const Tensor* t = const_in(c, i)) {
+      auto v = int_values(*t, "value");
+      if (!v.ok()) return false;
+      out->clear();
+      for (int64_t x : *v) out->push_back(SymDim{x, -1, 0, 0});
+      return true;
+    }
+    auto it = sym_.find({c.in[i].node, c.in[i].index});
+    if (it == sym_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  // `base` (a helper node's name, under the prefix), or base_1, base_2, ...: a name neither the
+  // graph nor the GraphDef has.
+  std::string fresh(const std::string& base) const {
+    std::string name = base;
+    for (int k = 1; g_.find(name) || tf_names_.count(name.substr(std::min(name.size(), prefix_.size()))); ++k)
+      name = base + "_" + std::to_string(k);
+    return name;
+  }
+  std::set<std::string> tf_names_;  // every node name of the GraphDef
+  Status strided_slice(Ctx& c);
+  Status pack(Ctx& c);
+  Status fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims);
+  // float16/bfloat16 constants, widened to float32 Consts: only a Cast may read them.
+  std::set<std::pair<int, int>> widened_eps_;  // SaveV2 / RestoreV2, wired to slots in link_slots
   int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
 };
 
@@ -487,6 +556,7 @@ Status Importer::run(const pb::GraphDef& def) {
       return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ + " has no op");
     if (!index.emplace(nd.name(), i).second)
       return InvalidArgument("node '" + printable(nd.name()) + "' in " + source_ + " is defined twice");
+    tf_names_.insert(nd.name());
   }
   for (const auto& [tf_name, out] : opts_.input_map) {
     std::string node;
@@ -505,10 +575,11 @@ Status Importer::run(const pb::GraphDef& def) {
     AF_RETURN_IF_ERROR(mark_save_restore(def, index, &dropped));
   } else {
     for (const auto& nd : def.node())
-      if (save_restore_ops().count(nd.op()))
+      if (save_restore_ops().count(nd.op()) && nd.op() != "SaveV2" && nd.op() != "RestoreV2")
         return InvalidArgument("node '" + printable(nd.name()) + "' (op " + printable(nd.op()) + ") in " + source_ +
-                               ": TensorFlow's save/restore ops are not run by actorflow (its Saver saves the "
-                               "imported variables); ImportGraphDefOptions::drop_save_restore leaves that subgraph out");
+                               ": only SaveV2 and RestoreV2 of TensorFlow's save/restore ops run in actorflow (a "
+                               "sharded Saver's MergeV2Checkpoints does not); ImportGraphDefOptions::drop_save_restore "
+                               "leaves that subgraph out");
   }
   std::vector<int> pending(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
@@ -601,6 +672,15 @@ Status Importer::run(const pb::GraphDef& def) {
       if (c.used.count(k) || (!k.empty() && k[0] == '_')) continue;
       return err_attr(c, k, "is not supported (actorflow does not know what it changes)");
     }
+    if ((c.op == "Identity" || c.op == "Snapshot" || c.op == "StopGradient" || c.op == "Cast") && c.in.size() == 1 &&
+        made->num_outputs() == 1 &&
+        (made->output_types[0] == DType::kInt32 || made->output_types[0] == DType::kInt64)) {
+      auto sv = sym_.find({c.in[0].node, c.in[0].index});
+      if (sv != sym_.end()) {
+        std::vector<SymDim> copy = sv->second;
+        sym_[{made->id, 0}] = std::move(copy);
+      }
+    }
     node_map_[nd.name()] = made->id;
     out_.nodes[nd.name()] = made;
     for (int k = 0; k < made->num_outputs(); ++k) {
@@ -618,6 +698,7 @@ Status Importer::run(const pb::GraphDef& def) {
                                " is on a cycle: control flow (while loops) is not supported");
   }
   AF_RETURN_IF_ERROR(check_slots());
+  AF_RETURN_IF_ERROR(link_slots());
   for (const auto& [key, e] : map_) {
     Node* nd = g_.node(e.node);
     out_.outputs[key] = Output(nd, e.index);
@@ -715,6 +796,27 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       if (s.unknown_rank()) return err(c, "its input's rank is not known at import");
       AF_RETURN_IF_ERROR(emit_const(c, int_tensor(DType::kInt32, {s.rank()}, Shape{})).status());
     } else {
+      if (!s.fully_defined() && op == "Shape" && !s.unknown_rank()) {
+        // Computed at run time (actorflow's Shape gives int64; a Cast makes TensorFlow's int32),
+        // its known dimensions kept for the consumers that need them at import.
+        Node* made = nullptr;
+        if (dt == DType::kInt64) {
+          AF_ASSIGN_OR_RETURN(made, emit(c, "Shape", {c.in[0]}, {}));
+        } else if (dt == DType::kInt32) {
+          AF_ASSIGN_OR_RETURN(Node* sh, emit(c, "Shape", {c.in[0]}, {}, fresh(c.name + "/int64")));
+          AttrMap a;
+          a.set("DstT", DType::kInt32);
+          AF_ASSIGN_OR_RETURN(made, emit(c, "Cast", {Endpoint{sh->id, 0}}, std::move(a)));
+        } else {
+          return err_attr(c, "out_type", std::string("is ") + dtype_name(dt) + " (int32 or int64)");
+        }
+        std::vector<SymDim> dims;
+        for (int i = 0; i < s.rank(); ++i)
+          dims.push_back(s.dim(i) >= 0 ? SymDim{s.dim(i), -1, 0, 0} : SymDim{0, c.in[0].node, c.in[0].index, i});
+        sym_[{made->id, 0}] = dims;
+        *folded = true;
+        return Status::OK();
+      }
       if (!s.fully_defined())
         return err(c, "its input's shape " + s.to_string() + " is not fully known at import; actorflow needs it constant");
       if (op == "Shape") {
@@ -875,9 +977,48 @@ Status Importer::log_softmax(Ctx& c) {
 
 Status Importer::translate(Ctx& c) {
   const std::string& op = c.op;
+  // String tensors flow only into what the Saver's subgraph does with them.
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    if (!string_eps_.count({c.in[i].node, c.in[i].index})) continue;
+    const bool ok = op == "Identity" || op == "PlaceholderWithDefault" ||
+                    ((op == "SaveV2" || op == "RestoreV2") && i <= 2);
+    if (!ok)
+      return err(c, "input " + std::to_string(i) + " ('" + printable(c.in_names[i]) +
+                        "') is a string tensor: actorflow runs strings only as a Saver's file name and tensor names "
+                        "(SaveV2, RestoreV2)");
+  }
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (widened_eps_.count({c.in[i].node, c.in[i].index}) && op != "Cast")
+      return err(c, "input " + std::to_string(i) + " ('" + printable(c.in_names[i]) +
+                        "') is a float16/bfloat16 constant: actorflow has no half types and reads one only through "
+                        "a Cast (the constant is widened to float32 exactly)");
+  if (op == "SaveV2" || op == "RestoreV2") return save_restore(c);
+  if (op == "Const") {
+    const pb::AttrValue* dt = c.attrs.count("dtype") ? c.attrs.at("dtype") : nullptr;
+    if (dt && dt->value_case() == pb::AttrValue::kType && dt->type() == pb::DT_STRING) return string_const(c);
+    if (dt && dt->value_case() == pb::AttrValue::kType && (dt->type() == pb::DT_HALF || dt->type() == pb::DT_BFLOAT16))
+      return half_const(c);
+  }
+  if ((op == "Identity" || op == "PlaceholderWithDefault") && c.in.size() == 1 &&
+      string_eps_.count({c.in[0].node, c.in[0].index})) {
+    attr(c, "T");
+    attr(c, "dtype");
+    attr(c, "shape");
+    AF_ASSIGN_OR_RETURN(Node* n, emit(c, "Identity", c.in, {}));
+    n->output_shapes[0] = Shape{-1};  // a feed may be any string (a path of any length)
+    string_eps_.insert({n->id, 0});
+    auto sv = strings_.find(c.in[0].node);
+    if (sv != strings_.end() && c.in[0].index == 0) {
+      std::vector<std::string> copy = sv->second;
+      strings_[n->id] = std::move(copy);
+    }
+    return Status::OK();
+  }
   bool folded = false;
   AF_RETURN_IF_ERROR(fold_or_fail(c, &folded));
   if (folded) return Status::OK();
+  if (op == "StridedSlice") return strided_slice(c);
+  if (op == "Pack") return pack(c);
 
   // Ops whose inputs and attributes are actorflow's as they are (T checked by the shape function).
   static const std::map<std::string, std::string> kSame = {
@@ -970,7 +1111,23 @@ Status Importer::translate(Ctx& c) {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");
     attr(c, "Tshape");
-    AF_ASSIGN_OR_RETURN(auto shape, const_ints(c, 1, "shape"));
+    std::vector<int64_t> shape;
+    std::vector<SymDim> sym;
+    if (!const_in(c, 1) && sym_in(c, 1, &sym)) {
+      // A shape known but for one run-time dimension: that one is -1, which the element count
+      // determines (the others known and non-zero: the same value). More unknowns are an error.
+      int unknown = 0;
+      for (const SymDim& d : sym) {
+        if (d.node >= 0) ++unknown;
+        if ((d.node < 0 && d.value == -1) || (d.node < 0 && d.value == 0)) unknown += 2;
+        shape.push_back(d.node >= 0 ? -1 : d.value);
+      }
+      if (unknown > 1)
+        return err(c, "shape (input 1, '" + printable(c.in_names[1]) + "') has more than one dimension known only at "
+                          "run time (or one besides a -1 or a 0); actorflow needs all but one at import");
+    } else {
+      AF_ASSIGN_OR_RETURN(shape, const_ints(c, 1, "shape"));
+    }
     AttrMap a;
     a.set("shape", shape);
     return emit(c, "Reshape", {c.in[0]}, std::move(a)).status();
@@ -1032,18 +1189,11 @@ Status Importer::translate(Ctx& c) {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");
     attr(c, "index_type");
+    std::vector<SymDim> sym;
+    if (!const_in(c, 0) && sym_in(c, 0, &sym)) return fill_at_run_time(c, sym);
     AF_ASSIGN_OR_RETURN(auto dims, const_ints(c, 0, "dims"));
+    AF_ASSIGN_OR_RETURN(double value, fill_value(c));
     const Tensor* v = const_in(c, 1);
-    if (!v || v->num_elements() != 1 || v->shape().rank() != 0)
-      return err(c, "value (input 1) must be a constant scalar at import");
-    double value = 0;
-    switch (v->dtype()) {
-      case DType::kFloat32: value = v->data<float>()[0]; break;
-      case DType::kFloat64: value = v->data<double>()[0]; break;
-      case DType::kInt32: value = v->data<int32_t>()[0]; break;
-      case DType::kInt64: value = static_cast<double>(v->data<int64_t>()[0]); break;
-      default: return err(c, std::string("filling with a ") + dtype_name(v->dtype()) + " value is not supported");
-    }
     for (int64_t d : dims)
       if (d < 0) return err(c, "dims hold a negative size");
     AttrMap a;
@@ -1284,6 +1434,433 @@ Status Importer::translate(Ctx& c) {
   return err(c, "op " + printable(op) + " is not supported (docs/interop.md lists the supported ops)");
 }
 
+// StridedSlice of a vector (a shape, mostly): constant begin, end and strides of one element,
+// stride 1, begin/end/shrink_axis masks. A constant input folds; a symbolic one (a run-time
+// shape) folds when the slice's elements are all known, else is a Slice (and a Reshape to a
+// scalar for shrink_axis) carrying the symbolic elements; any other run-time vector is a Slice.
+Status Importer::strided_slice(Ctx& c) {
+  AF_RETURN_IF_ERROR(want_inputs(c, 4));
+  attr(c, "T");
+  attr(c, "Index");
+  AF_ASSIGN_OR_RETURN(auto b, const_ints(c, 1, "begin"));
+  AF_ASSIGN_OR_RETURN(auto e, const_ints(c, 2, "end"));
+  AF_ASSIGN_OR_RETURN(auto st, const_ints(c, 3, "strides"));
+  AF_ASSIGN_OR_RETURN(int64_t begin_mask, attr_int(c, "begin_mask", 0));
+  AF_ASSIGN_OR_RETURN(int64_t end_mask, attr_int(c, "end_mask", 0));
+  AF_ASSIGN_OR_RETURN(int64_t shrink, attr_int(c, "shrink_axis_mask", 0));
+  for (const char* m : {"ellipsis_mask", "new_axis_mask"}) {
+    AF_ASSIGN_OR_RETURN(int64_t v, attr_int(c, m, 0));
+    if (v != 0) return err_attr(c, m, "is not 0 (only slices of one dimension are supported)");
+  }
+  if (b.size() != 1 || e.size() != 1 || st.size() != 1)
+    return err(c, "begin, end and strides must hold one value (slices of a vector are supported)");
+  if (st[0] != 1) return err(c, "stride " + std::to_string(st[0]) + " is not supported (1 only)");
+  const Node* xn = node_of(c.in[0]);
+  const Shape& xs = xn->output_shapes[static_cast<size_t>(c.in[0].index)];
+  const DType dt = xn->output_types[static_cast<size_t>(c.in[0].index)];
+  if (xs.unknown_rank() || xs.rank() != 1)
+    return err(c, "input 0 has shape " + xs.to_string() + ": only vectors are sliced");
+  std::vector<SymDim> sym;
+  const bool have_sym = (dt == DType::kInt32 || dt == DType::kInt64) && sym_in(c, 0, &sym);
+  const int64_t len = have_sym ? static_cast<int64_t>(sym.size()) : xs.dim(0);
+  if (len < 0) return err(c, "input 0's length is not known at import");
+  auto clamp = [len](int64_t v, bool end) {
+    if (v < 0) v += len;
+    return std::max<int64_t>(0, std::min<int64_t>(v, end ? len : len));
+  };
+  int64_t lo = (begin_mask & 1) ? 0 : clamp(b[0], false), hi = (end_mask & 1) ? len : clamp(e[0], true);
+  const bool scalar = (shrink & 1) != 0;
+  if (scalar) {
+    const int64_t i = b[0] < 0 ? b[0] + len : b[0];
+    if (i < 0 || i >= len) return err(c, "index " + std::to_string(b[0]) + " is outside a vector of " + std::to_string(len));
+    lo = i;
+    hi = i + 1;
+  }
+  hi = std::max(hi, lo);
+  if (have_sym) {
+    std::vector<SymDim> part(sym.begin() + lo, sym.begin() + hi);
+    bool known = true;
+    std::vector<int64_t> vals;
+    for (const SymDim& d : part) {
+      known = known && d.node < 0;
+      vals.push_back(d.value);
+    }
+    if (known) {
+      const Shape shape = scalar ? Shape{} : Shape{static_cast<int64_t>(vals.size())};
+      return emit_const(c, int_tensor(dt, vals, shape)).status();
+    }
+    sym = std::move(part);
+  }
+  AttrMap a;
+  a.set("begin", std::vector<int64_t>{lo});
+  a.set("size", std::vector<int64_t>{hi - lo});
+  AF_ASSIGN_OR_RETURN(Node* sl, emit(c, "Slice", {c.in[0]}, std::move(a), scalar ? fresh(c.name + "/slice") : ""));
+  Node* made = sl;
+  if (scalar) {
+    AttrMap r;
+    r.set("shape", std::vector<int64_t>{});
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(r)));
+  }
+  if (have_sym) sym_[{made->id, 0}] = sym;
+  return Status::OK();
+}
+
+// Pack of scalars along axis 0 with a run-time input (constant ones fold): each a [1] vector,
+// then a Concat; symbolic inputs carry their elements.
+Status Importer::pack(Ctx& c) {
+  if (c.in.empty()) return err(c, "has no inputs");
+  attr(c, "T");
+  attr(c, "N");
+  AF_ASSIGN_OR_RETURN(int64_t ax, attr_int(c, "axis", 0));
+  std::vector<Endpoint> parts;
+  std::vector<SymDim> sym;
+  bool symbolic = true;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    const Shape& s = node_of(c.in[i])->output_shapes[static_cast<size_t>(c.in[i].index)];
+    if (s.unknown_rank() || s.rank() != 0)
+      return err(c, "input " + std::to_string(i) + " has shape " + s.to_string() + ": only scalars are packed");
+    std::vector<SymDim> one;
+    if (symbolic && sym_in(c, i, &one) && one.size() == 1) sym.push_back(one[0]);
+    else symbolic = false;
+    AttrMap r;
+    r.set("shape", std::vector<int64_t>{1});
+    AF_ASSIGN_OR_RETURN(Node* v, emit(c, "Reshape", {c.in[i]}, std::move(r), fresh(c.name + "/" + std::to_string(i))));
+    parts.push_back(Endpoint{v->id, 0});
+  }
+  if (ax != 0 && ax != -1) return err_attr(c, "axis", "must be 0 when packing scalars");
+  AttrMap a;
+  a.set("axis", int64_t{0});
+  AF_ASSIGN_OR_RETURN(Node* made, emit(c, "Concat", parts, std::move(a)));
+  if (symbolic) sym_[{made->id, 0}] = sym;
+  return Status::OK();
+}
+
+// Fill whose dims hold run-time sizes: Fill(known dims, 1 where unknown, value) times, for each
+// unknown dimension i that is dimension k of a tensor E, ones shaped [1.., E's size k at i, ..1]
+// (a Slice of E, a Reshape and OnesLike, cast to the value's dtype): exact for every value.
+Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
+  AF_ASSIGN_OR_RETURN(double value, fill_value(c));
+  const Tensor* v = const_in(c, 1);
+  std::vector<int64_t> base_dims;
+  for (const SymDim& d : dims) {
+    if (d.node < 0 && d.value < 0) return err(c, "dims hold a negative size");
+    base_dims.push_back(d.node < 0 ? d.value : 1);
+  }
+  AttrMap fa;
+  fa.set("shape", Shape(base_dims));
+  fa.set("dtype", v->dtype());
+  fa.set("value", value);
+  AF_ASSIGN_OR_RETURN(Node* acc, emit(c, "Fill", {}, std::move(fa), fresh(c.name + "/known")));
+  const int n = static_cast<int>(dims.size());
+  int made = 0;
+  for (int i = 0; i < n; ++i) {
+    const SymDim& d = dims[static_cast<size_t>(i)];
+    if (d.node < 0) continue;
+    const Node* src = g_.node(d.node);
+    const Shape& es = src->output_shapes[static_cast<size_t>(d.index)];
+    if (es.unknown_rank() || d.dim >= es.rank()) return err(c, "dims name a dimension of a tensor of unknown rank");
+    const std::string pre = fresh(c.name + "/dim" + std::to_string(i));
+    AttrMap sa;
+    sa.set("begin", std::vector<int64_t>(static_cast<size_t>(es.rank()), 0));
+    std::vector<int64_t> size(static_cast<size_t>(es.rank()), 1);
+    size[static_cast<size_t>(d.dim)] = -1;
+    sa.set("size", size);
+    AF_ASSIGN_OR_RETURN(Node* sl, emit(c, "Slice", {Endpoint{d.node, d.index}}, std::move(sa), pre + "/slice"));
+    std::vector<int64_t> shape(static_cast<size_t>(n), 1);
+    shape[static_cast<size_t>(i)] = -1;
+    AttrMap ra;
+    ra.set("shape", shape);
+    AF_ASSIGN_OR_RETURN(Node* rs, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(ra), pre + "/reshape"));
+    AF_ASSIGN_OR_RETURN(Node* ones, emit(c, "OnesLike", {Endpoint{rs->id, 0}}, {}, pre + "/ones"));
+    Endpoint one{ones->id, 0};
+    if (ones->output_types[0] != v->dtype()) {
+      AttrMap ca;
+      ca.set("DstT", v->dtype());
+      AF_ASSIGN_OR_RETURN(Node* cast, emit(c, "Cast", {one}, std::move(ca), pre + "/cast"));
+      one = Endpoint{cast->id, 0};
+    }
+    ++made;
+    const bool last = [&] {
+      for (int j = i + 1; j < n; ++j)
+        if (dims[static_cast<size_t>(j)].node >= 0) return false;
+      return true;
+    }();
+    AF_ASSIGN_OR_RETURN(acc, emit(c, "Mul", {Endpoint{acc->id, 0}, one}, {}, last ? "" : pre + "/mul"));
+  }
+  if (made == 0) return err(c, "dims are not known at import");
+  return Status::OK();
+}
+
+// A DT_HALF or DT_BFLOAT16 Const: its 16-bit patterns (tensor_content, little-endian, or half_val)
+// widened exactly to a float32 Const of the same name, which only a Cast may read (a Cast from
+// float16 to float32 is then exact, to any other type as TensorFlow's: every half value is a
+// float32, so casting the widened value gives the same result).
+Status Importer::half_const(Ctx& c) {
+  AF_ASSIGN_OR_RETURN(const pb::TensorProto* pp, const_value(c, {pb::DT_HALF, pb::DT_BFLOAT16}));
+  const pb::TensorProto& p = *pp;
+  const bool half = p.dtype() == pb::DT_HALF;
+  auto shape = shape_of(p.tensor_shape());
+  if (!shape.ok()) return err_attr(c, "value", shape.status().message());
+  auto count = shape->checked_num_elements();
+  if (!shape->fully_defined() || !count.ok() || *count > kMaxConstElements)
+    return err_attr(c, "value", "has shape " + shape->to_string() + " (at most 2^28 elements)");
+  const int64_t n = *count;
+  if (4 * n > const_budget_) return err(c, "its constants would exceed " + std::to_string(const_limit_) + " bytes");
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  if (!p.tensor_content().empty()) {
+    if (p.tensor_content().size() != static_cast<size_t>(2 * n))
+      return err_attr(c, "value", "tensor_content holds " + std::to_string(p.tensor_content().size()) + " bytes for " +
+                                      std::to_string(n) + " 16-bit elements");
+    const auto* b = reinterpret_cast<const unsigned char*>(p.tensor_content().data());
+    for (int64_t i = 0; i < n; ++i) bits[static_cast<size_t>(i)] = static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+  } else {
+    const int64_t have = p.half_val_size();
+    if (have != 0 && have != 1 && have != n)
+      return err_attr(c, "value", "holds " + std::to_string(have) + " half_val values for " + std::to_string(n) + " elements");
+    for (int64_t i = 0; i < n && have > 0; ++i) {
+      const int32_t h = p.half_val(static_cast<int>(have == 1 ? 0 : i));
+      if (h < 0 || h > 0xffff) return err_attr(c, "value", "half_val holds " + std::to_string(h) + ", not a 16-bit pattern");
+      bits[static_cast<size_t>(i)] = static_cast<uint16_t>(h);
+    }
+  }
+  Tensor t(DType::kFloat32, *shape);
+  for (int64_t i = 0; i < n; ++i)
+    t.data<float>()[i] = half ? float16_bits_to_float(bits[static_cast<size_t>(i)]) : bfloat16_bits_to_float(bits[static_cast<size_t>(i)]);
+  AF_ASSIGN_OR_RETURN(Node* made, emit_const(c, std::move(t)));
+  widened_eps_.insert({made->id, 0});
+  return Status::OK();
+}
+
+// A DT_STRING Const: actorflow has no string dtype, so the node is a uint8 vector of the bytes
+// (a scalar's bytes; a vector's strings each followed by a NUL byte) and the strings are kept
+// for the Saver ops that read them at import. Only scalars and vectors.
+Status Importer::string_const(Ctx& c) {
+  AF_ASSIGN_OR_RETURN(const pb::TensorProto* pp, const_value(c, {pb::DT_STRING}));
+  const pb::TensorProto& p = *pp;
+  auto shape = shape_of(p.tensor_shape());
+  if (!shape.ok()) return err_attr(c, "value", shape.status().message());
+  if (!shape->fully_defined() || shape->rank() > 1) return err_attr(c, "value", "is a string tensor of shape " + shape->to_string() + " (scalars and vectors only)");
+  const int64_t n = shape->rank() == 0 ? 1 : shape->dim(0);
+  const int64_t have = p.string_val_size();
+  if (have != n && !(have == 1 && n > 1) && !(have == 0))
+    return err_attr(c, "value", "holds " + std::to_string(have) + " string_val values for " + std::to_string(n) + " elements");
+  if (n > 1000000) return err_attr(c, "value", "holds more than 10^6 strings");
+  std::vector<std::string> vals;
+  std::string bytes;
+  for (int64_t i = 0; i < n; ++i) {
+    vals.push_back(have == 0 ? std::string() : p.string_val(static_cast<int>(have == 1 ? 0 : i)));
+    if (static_cast<int64_t>(bytes.size() + vals.back().size()) > const_budget_)
+      return err(c, "its constants would exceed " + std::to_string(const_limit_) + " bytes");
+    bytes += vals.back();
+    if (shape->rank() == 1) bytes += '\0';
+  }
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(bytes.size())});
+  if (!bytes.empty()) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
+  AF_ASSIGN_OR_RETURN(Node* made, emit_const(c, std::move(t)));
+  string_eps_.insert({made->id, 0});
+  strings_[made->id] = std::move(vals);
+  return Status::OK();
+}
+
+Result<std::vector<std::string>> Importer::const_strings(const Ctx& c, size_t i, const std::string& what) {
+  auto it = strings_.find(c.in[i].node);
+  if (it == strings_.end() || c.in[i].index != 0)
+    return err(c, what + " (input " + std::to_string(i) + ", '" + printable(c.in_names[i]) +
+                      "') must be a string constant at import");
+  return it->second;
+}
+
+// SaveV2(prefix, tensor_names, shape_and_slices, tensors...) / RestoreV2(prefix, tensor_names,
+// shape_and_slices) -> actorflow's SaveV2(prefix, tensors...) / RestoreV2(prefix) with the names as
+// an attribute. Whole tensors only (every shape_and_slice empty). Slot entries are wired to their
+// variables' optimizer state once every node is imported (link_slots).
+Status Importer::save_restore(Ctx& c) {
+  const bool save = c.op == "SaveV2";
+  if (c.in.size() < 3) return err(c, "needs a prefix, tensor names and shapes-and-slices");
+  if (!string_eps_.count({c.in[0].node, c.in[0].index}))
+    return err(c, "its prefix (input 0, '" + printable(c.in_names[0]) + "') is not a string tensor");
+  AF_ASSIGN_OR_RETURN(auto names, const_strings(c, 1, "tensor_names"));
+  AF_ASSIGN_OR_RETURN(auto slices, const_strings(c, 2, "shape_and_slices"));
+  if (slices.size() != names.size()) return err(c, "tensor_names and shape_and_slices differ in length");
+  for (size_t i = 0; i < slices.size(); ++i)
+    if (!slices[i].empty())
+      return err(c, "entry '" + printable(names[i]) + "' has shape_and_slice \"" + printable(slices[i]) +
+                        "\": saving or restoring slices of a partitioned variable is not supported");
+  const pb::AttrValue* dts = attr(c, "dtypes");
+  if (!dts || dts->value_case() != pb::AttrValue::kList) return err_attr(c, "dtypes", "is missing or not a list of types");
+  if (dts->list().type_size() != static_cast<int>(names.size()))
+    return err_attr(c, "dtypes", "lists " + std::to_string(dts->list().type_size()) + " types for " +
+                                     std::to_string(names.size()) + " tensor names");
+  std::vector<std::string> dtype_names;
+  for (int i = 0; i < dts->list().type_size(); ++i) {
+    auto dt = dtype_of(dts->list().type(i));
+    if (!dt.ok() || *dt == DType::kUInt8)
+      return err_attr(c, "dtypes", "entry '" + printable(names[static_cast<size_t>(i)]) + "': " +
+                                       (dt.ok() ? std::string("uint8 is not a TensorFlow checkpoint dtype here") : dt.status().message()));
+    dtype_names.push_back(dtype_name(*dt));
+  }
+  AttrMap a;
+  a.set("tensor_names", names);
+  std::vector<Endpoint> ins{c.in[0]};
+  if (save) {
+    if (c.in.size() != 3 + names.size())
+      return err(c, "has " + std::to_string(c.in.size() - 3) + " tensors for " + std::to_string(names.size()) + " names");
+    for (size_t i = 0; i < names.size(); ++i) {
+      const Endpoint& e = c.in[3 + i];
+      const std::string& want = dtype_names[i];
+      if (dtype_name(node_of(e)->output_types[static_cast<size_t>(e.index)]) != want)
+        return err(c, "tensor '" + printable(names[i]) + "' is " +
+                          dtype_name(node_of(e)->output_types[static_cast<size_t>(e.index)]) + ", dtypes says " + want);
+      ins.push_back(e);
+    }
+  } else {
+    if (c.in.size() != 3) return err(c, "has " + std::to_string(c.in.size()) + " inputs, the op takes 3");
+    a.set("dtypes", dtype_names);
+  }
+  AF_ASSIGN_OR_RETURN(Node* n, emit(c, c.op, std::move(ins), std::move(a)));
+  (save ? save_nodes_ : restore_nodes_).push_back(n->id);
+  return Status::OK();
+}
+
+// actorflow's optimizer updates keep their slots in the variable actor, not in the GraphDef's slot
+// variables. So that a graph's own Saver saves and restores what TensorFlow's would, every SaveV2
+// or RestoreV2 entry that is a slot variable of an imported update is wired to its variable's
+// state: a SaveV2 also reads VariableSlots of the variable (and saves the slot it holds); a
+// RestoreV2 also gives the variable's slots, which a RestoreVariableSlots (after the variable's
+// restoring Assign) hands to the variable actor, run by whatever runs those Assigns (restore_all).
+Status Importer::link_slots() {
+  if (save_nodes_.empty() && restore_nodes_.empty()) return Status::OK();
+  // slot variable node -> (owner variable node, slot id as data/variable_slots.h numbers them)
+  std::map<int, std::pair<int, int64_t>> slot_owner;
+  for (const SlotCheck& sc : slot_checks_) {
+    const Node* up = g_.node(sc.update);
+    const std::string owner_var = up->attrs.get_or<std::string>("var_name", "");
+    int owner = -1;
+    for (int i = 0; i < g_.num_nodes() && owner < 0; ++i) {
+      const Node* v = g_.node(i);
+      if (v->op == "VariableV2" && v->attrs.get_or<std::string>("shared_name", v->name) == owner_var) owner = i;
+    }
+    int64_t id = 0;  // SlotId: 1 Momentum, 2 Adam m, 3 Adam v, 4 Adagrad, 5 RMSProp ms, 6 RMSProp mom
+    if (up->op == "ApplyMomentum") id = 1;
+    else if (up->op == "ApplyAdam") id = sc.role == "m" ? 2 : 3;
+    else if (up->op == "ApplyAdagrad") id = 4;
+    else if (up->op == "ApplyRMSProp") id = sc.role == "ms" ? 5 : 6;
+    if (owner >= 0 && id > 0) slot_owner[sc.slot] = {owner, id};
+  }
+  // The variable node an entry's tensor reads (through Identity: resource variables' reads).
+  auto var_behind = [this](Endpoint e) {
+    for (int hops = 0; hops < 8; ++hops) {
+      const Node* n = g_.node(e.node);
+      if (n->op == "VariableV2") return e.node;
+      if (n->op != "Identity" || n->inputs.size() != 1) return -1;
+      e = n->inputs[0];
+    }
+    return -1;
+  };
+  auto where = [this](const Node* n) {
+    return "node '" + printable(n->name.substr(prefix_.size())) + "' (op " + n->op + ") in " + source_ + ": ";
+  };
+  // Entries of a save/restore node: (slot_of, slot_id) per entry, owners (entry index) in order.
+  auto entries = [&](const Node* n, const std::vector<int>& entry_vars, std::vector<int64_t>* slot_of,
+                     std::vector<int64_t>* slot_id, std::vector<int64_t>* owners) -> Status {
+    const size_t m = entry_vars.size();
+    slot_of->assign(m, -1);
+    slot_id->assign(m, 0);
+    for (size_t i = 0; i < m; ++i) {
+      auto it = slot_owner.find(entry_vars[i]);
+      if (entry_vars[i] < 0 || it == slot_owner.end()) continue;
+      int64_t j = -1;
+      for (size_t k = 0; k < m; ++k)
+        if (entry_vars[k] == it->second.first) j = static_cast<int64_t>(k);
+      const auto names = n->attrs.get_or<std::vector<std::string>>("tensor_names", {});
+      if (j < 0)
+        return InvalidArgument(where(n) + "entry '" + printable(names[i]) + "' is an optimizer slot of variable '" +
+                               printable(g_.node(it->second.first)->name) +
+                               "', which it does not list (actorflow keeps the slot in that variable)");
+      (*slot_of)[i] = j;
+      (*slot_id)[i] = it->second.second;
+      if (std::find(owners->begin(), owners->end(), j) == owners->end()) owners->push_back(j);
+    }
+    return Status::OK();
+  };
+  auto context = [this](const Node* n) {
+    Ctx c;
+    c.tf_name = n->name.substr(prefix_.size());
+    c.op = n->op;
+    c.name = n->name;
+    return c;
+  };
+  for (int id : save_nodes_) {
+    Node* n = g_.node(id);
+    std::vector<int> vars;
+    for (size_t i = 1; i < n->inputs.size(); ++i) vars.push_back(var_behind(n->inputs[i]));
+    std::vector<int64_t> slot_of, slot_id, owners;
+    AF_RETURN_IF_ERROR(entries(n, vars, &slot_of, &slot_id, &owners));
+    if (owners.empty()) continue;
+    Ctx c = context(n);
+    for (size_t k = 0; k < owners.size(); ++k) {
+      Node* v = g_.node(vars[static_cast<size_t>(owners[k])]);
+      c.name = fresh(n->name + "/slots_" + std::to_string(k));
+      AF_ASSIGN_OR_RETURN(Node* blob, emit_var_op(c, v, "VariableSlots", {}, {}));
+      n = g_.node(id);
+      n->inputs.push_back(Endpoint{blob->id, 0});
+    }
+    n->attrs.set("slot_of", slot_of);
+    n->attrs.set("slot_id", slot_id);
+    Status s = infer_node_shapes(g_, *n);
+    if (!s.ok()) return InvalidArgument(where(n) + s.message());
+  }
+  for (int id : restore_nodes_) {
+    Node* n = g_.node(id);
+    const size_t m = n->output_types.size();
+    // Each entry's variable: the one its output is assigned to.
+    std::vector<int> vars(m, -1);
+    std::vector<int> assign_of(m, -1);
+    for (int i = 0; i < g_.num_nodes(); ++i) {
+      const Node* a = g_.node(i);
+      if (a->op != "Assign" || a->inputs.size() != 1 || a->inputs[0].node != id) continue;
+      const size_t k = static_cast<size_t>(a->inputs[0].index);
+      const std::string var = a->attrs.get_or<std::string>("var_name", "");
+      for (int j = 0; j < g_.num_nodes(); ++j) {
+        const Node* v = g_.node(j);
+        if (v->op == "VariableV2" && v->attrs.get_or<std::string>("shared_name", v->name) == var) vars[k] = j;
+      }
+      assign_of[k] = i;
+    }
+    std::vector<int64_t> slot_of, slot_id, owners;
+    AF_RETURN_IF_ERROR(entries(n, vars, &slot_of, &slot_id, &owners));
+    if (owners.empty()) continue;
+    n->attrs.set("slot_of", slot_of);
+    n->attrs.set("slot_id", slot_id);
+    Status s = infer_node_shapes(g_, *n);
+    if (!s.ok()) return InvalidArgument(where(n) + s.message());
+    Ctx c = context(n);
+    for (size_t k = 0; k < owners.size(); ++k) {
+      const size_t j = static_cast<size_t>(owners[k]);
+      Node* v = g_.node(vars[j]);
+      c.ctrl.clear();
+      c.ctrl.push_back(assign_of[j]);  // after the variable's value is restored (it gives dtype and shape)
+      c.name = fresh(n->name + "/slots_" + std::to_string(k));
+      AF_ASSIGN_OR_RETURN(Node* r, emit_var_op(c, v, "RestoreVariableSlots", {Endpoint{id, static_cast<int>(m + k)}}));
+      // Whatever runs the restoring Assigns (restore_all) runs this too.
+      const int rid = r->id;
+      for (int i = 0; i < g_.num_nodes(); ++i) {
+        Node* x = g_.node(i);
+        if (i == rid) continue;
+        bool runs_restore = false;
+        for (int ci : x->control_inputs) {
+          const Node* a = g_.node(ci);
+          runs_restore = runs_restore || (a->op == "Assign" && a->inputs.size() == 1 && a->inputs[0].node == id);
+        }
+        if (runs_restore && std::find(x->control_inputs.begin(), x->control_inputs.end(), rid) == x->control_inputs.end())
+          x->control_inputs.push_back(rid);
+      }
+      n = g_.node(id);
+    }
+  }
+  return Status::OK();
+}
+
 Status parse(const std::string& data, GraphDefFormat format, const std::string& source, pb::GraphDef* def) {
   if (data.size() > kMaxGraphDefBytes) return InvalidArgument(source + ": a GraphDef larger than 1 GiB");
   if (format == GraphDefFormat::kBinary || format == GraphDefFormat::kAuto) {
@@ -1309,6 +1886,12 @@ Status parse(const std::string& data, GraphDefFormat format, const std::string& 
 }
 
 }  // namespace
+
+Tensor tf_string_tensor(const std::string& s) {
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  return t;
+}
 
 Result<Output> ImportedGraph::output(const std::string& tf_name) const {
   auto it = outputs.find(tf_name);

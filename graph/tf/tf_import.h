@@ -9,7 +9,11 @@
 // task 2) and is the device of a node that has none. Where actorflow's op takes as an attribute what
 // TensorFlow feeds as a tensor (Reshape's shape, Sum's axes, Fill's dims, ...), that input must be
 // a constant the importer can compute (Const, Shape of a fully known shape, integer Pack, ConcatV2,
-// Slice, Sub, ...); such integer arithmetic is folded into Const nodes of the same names.
+// Slice, Sub, ...); such integer arithmetic is folded into Const nodes of the same names. A shape
+// known only at run time (a batch of -1) is a run-time Shape whose known elements the importer
+// tracks through StridedSlice and Pack, so that Reshape (one unknown element) and Fill take it.
+// A Saver's SaveV2/RestoreV2 run (their file name fed as tf_string_tensor); float16/bfloat16
+// constants are widened to float32 for the Casts that read them.
 // Variables of both forms become actorflow variables (VariableV2 nodes whose output is the value),
 // their reads, assignments and optimizer updates actorflow's ops on that variable.
 //
@@ -45,12 +49,13 @@ struct ImportGraphDefOptions {
   // true: the GraphDef's device strings are dropped (the scope's device, if any, is requested instead).
   bool clear_devices = false;
   GraphDefFormat format = GraphDefFormat::kAuto;
-  // true: TensorFlow's save/restore subgraph, which actorflow does not run (its Saver saves the
-  // imported variables), is left out instead of refused: every SaveV2, RestoreV2,
+  // true: TensorFlow's save/restore subgraph is left out (false: SaveV2/RestoreV2 import and run,
+  // docs/interop.md "A graph's own Saver"; a sharded Saver's ops are refused): every SaveV2, RestoreV2,
   // MergeV2Checkpoints, SaveSlices and RestoreSlice node, every node that consumes one (data or
   // control, transitively: the restoring Assigns, restore_all), and then every node all of whose
   // consumers were left out (the file name and tensor-name constants). ImportedGraph::dropped
-  // lists them. false (the default): such a node is an error naming it.
+  // lists them. false (the default): SaveV2/RestoreV2 are imported, the other ops an error naming
+  // the node.
   bool drop_save_restore = false;
 };
 
@@ -72,6 +77,12 @@ struct ImportedGraph {
   // The node made for TensorFlow node `tf_name`, or nullptr.
   Node* node(const std::string& tf_name) const;
 };
+
+// A TensorFlow string scalar as an imported graph holds it: actorflow has no string dtype, so a
+// DT_STRING constant or placeholder becomes a uint8 vector of the string's bytes. Feed this as a
+// Saver's filename tensor ("save/Const:0") to run the graph's own save or restore_all with the
+// checkpoint prefix `s`. Returns a new host tensor owned by the caller; pure.
+Tensor tf_string_tensor(const std::string& s);
 
 // Imports the GraphDef in `data` into `scope`'s graph. `source` names the data in errors (a file
 // name; "<bytes>" when empty). On error nothing is added to the graph and the scope's status is

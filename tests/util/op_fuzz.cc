@@ -2,7 +2,12 @@
 // op, and the catalogue of mutations.
 #include "tests/util/op_fuzz.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -646,6 +651,38 @@ const std::map<std::string, OpSpec>& specs() {
          var_attrs(r, c, kVarShape);
          add(c, make_tensor(r, DType::kUInt8, Shape{chance(r, 30) ? 0 : uni(r, 1, 64)}));
        }}},
+      // ---- checkpoint files (the prefix is set to a file of fuzz_checkpoint_dir() in make_fuzz_case)
+      {"SaveV2", {[](Rng& r, Case& c) {
+         add(c, Tensor(DType::kUInt8, Shape{1}));
+         const bool slots = chance(r, 40);
+         const int n = slots ? 2 : static_cast<int>(uni(r, 1, 3));
+         std::vector<std::string> names;
+         const Shape s = small_shape(r, static_cast<int>(uni(r, 0, 2)));
+         for (int i = 0; i < n; ++i) {
+           names.push_back(slots ? (i == 0 ? "w" : "w/Adam") : std::string(1, static_cast<char>('a' + i)));
+           add(c, make_tensor(r, slots ? DType::kFloat32 : one_of<DType>(r, {DType::kFloat32, DType::kInt64, DType::kBool}), slots ? s : tensor_shape(r)));
+         }
+         attr(c, "tensor_names", names);
+         if (slots) {
+           attr(c, "slot_of", std::vector<int64_t>{-1, 0});
+           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 6)});
+           add(c, make_tensor(r, DType::kUInt8, Shape{chance(r, 50) ? 0 : uni(r, 1, 64)}));
+         }
+       }}},
+      {"RestoreV2", {[](Rng& r, Case& c) {
+         add(c, Tensor(DType::kUInt8, Shape{1}));
+         const bool slots = chance(r, 40);
+         std::vector<std::string> names = slots ? std::vector<std::string>{"w", "w/Adam"} : std::vector<std::string>{"a", "b"};
+         if (!slots && chance(r, 50)) names.pop_back();
+         std::vector<std::string> dtypes;
+         for (size_t i = 0; i < names.size(); ++i) dtypes.push_back(one_of<std::string>(r, {"float32", "int64", "bool"}));
+         attr(c, "tensor_names", names);
+         attr(c, "dtypes", dtypes);
+         if (slots) {
+           attr(c, "slot_of", std::vector<int64_t>{-1, 0});
+           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 6)});
+         }
+       }}},
       {"Fill", {[](Rng& r, Case& c) {
          attr(c, "dtype", any_dtype(r));
          attr(c, "shape", small_shape(r, static_cast<int>(uni(r, 0, 3))));
@@ -852,7 +889,25 @@ FuzzCase make_fuzz_case(uint64_t seed, uint64_t k) {
   // A waiting synchronous contribution holds its answer until the other replicas' arrive (the
   // variable actor's own timeout, 60 s): the fuzzer's contributions never wait.
   if (c.op == "ApplyGradientSync" || c.op == "SparseApplyGradientSync") c.attrs.set("wait", false);
+  // The checkpoint ops touch only files of the fuzzer's own directory.
+  if ((c.op == "SaveV2" || c.op == "RestoreV2") && !c.inputs.empty() && c.inputs[0].is_initialized() &&
+      c.inputs[0].dtype() == DType::kUInt8) {
+    const std::string path = fuzz_checkpoint_dir() + "/ck" + std::to_string(r() % 4);
+    Tensor p(DType::kUInt8, Shape{static_cast<int64_t>(path.size())});
+    std::memcpy(p.raw_data(), path.data(), path.size());
+    c.inputs[0] = p;
+  }
   return c;
+}
+
+const std::string& fuzz_checkpoint_dir() {
+  static const std::string* dir = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    auto* d = new std::string(std::string(tmp && *tmp ? tmp : "/tmp") + "/af_op_fuzz_" + std::to_string(::getpid()));
+    ::mkdir(d->c_str(), 0700);
+    return d;
+  }();
+  return *dir;
 }
 
 Graph fuzz_graph(const FuzzCase& c, bool with_op, int outputs) {

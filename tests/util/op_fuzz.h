@@ -48,8 +48,13 @@ bool fuzz_op_has_kernel(const std::string& op);
 // The seed of case k of a run with `seed` (splitmix64); a case's randomness derives from it only.
 uint64_t fuzz_case_seed(uint64_t seed, uint64_t k);
 // Case k of a run with `seed`: op fuzz_ops()[k % n], its plausible case, mutated in 60 % of cases.
-// The variable ops name variables "v0".."v3" and never wait for other replicas.
+// The variable ops name variables "v0".."v3" and never wait for other replicas. SaveV2 and
+// RestoreV2 write and read only "ck0".."ck3" in fuzz_checkpoint_dir() (their prefix input, when it
+// is a uint8 vector, is set to one of those after the mutations).
 FuzzCase make_fuzz_case(uint64_t seed, uint64_t k);
+// A directory of this process for the checkpoint ops' files, made on first use
+// ("<tmp>/af_op_fuzz_<pid>"); the caller removes it when done. Not thread-safe on first use.
+const std::string& fuzz_checkpoint_dir();
 
 // A graph holding c's inputs as nodes "in0", "in1", ... (Const or Placeholder, declaring their
 // shapes as the case says) and, when `with_op`, the node "fuzz" itself: no shape function has run
