@@ -597,6 +597,7 @@ struct HostCall {
   VarState& st;
   const std::vector<Tensor>& args;
   const std::string& m;  // the method name, for messages
+  const std::string& caller;  // the task whose step made the call (ResourceCall::caller_task)
 
   CallResult operator()(const vcall::Read&) {
     Status s = require_init(st);
@@ -722,7 +723,7 @@ struct HostCall {
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.timeout_secs * 1000)),
                            sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
     }
-    st.sync_waits.contributed(added->step, call->caller_task, c.replicas);
+    st.sync_waits.contributed(added->step, caller, c.replicas);
     if (c.wait) st.sync_waiting.push_back(self->make_response_promise());
     if (added->complete) finish_sync_step(st, c);
     if (!c.wait) return one(Tensor::scalar<int64_t>(added->step));
@@ -760,7 +761,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
   auto& st = self->state;
   Status decl = check_declared(st, *call->op);
   if (!decl.ok()) return fail(decl);
-  return std::visit(HostCall{self, st, call->args, call->method()}, call->op->call);
+  return std::visit(HostCall{self, st, call->args, call->method(), call->caller_task}, call->op->call);
 }
 
 // After an exception: fail the pending synchronous contributions (their workers retry), keep
