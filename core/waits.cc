@@ -293,7 +293,8 @@ std::string json_quote(const std::string& s) {
 
 std::string waits_json(const std::string& task, const std::vector<WaitInfo>& waits) {
   std::string o = "{\"task\": " + json_quote(task) + ", \"waits\": [";
-  for (size_t i = 0; i < waits.size(); ++i) {
+  const size_t shown = std::min(waits.size(), kMaxWaitsShown);
+  for (size_t i = 0; i < shown; ++i) {
     const WaitInfo& w = waits[i];
     char age[32];
     std::snprintf(age, sizeof age, "%.3f", w.age_secs);
@@ -301,7 +302,9 @@ std::string waits_json(const std::string& task, const std::vector<WaitInfo>& wai
          ", \"on\": " + json_quote(w.on) + ", \"since_unix_ms\": " + std::to_string(w.since_unix_ms) +
          ", \"age_secs\": " + age + "}";
   }
-  return o + "]}\n";
+  o += "]";
+  if (shown < waits.size()) o += ", \"omitted\": " + std::to_string(waits.size() - shown);
+  return o + "}\n";
 }
 
 }  // namespace actorflow

@@ -123,7 +123,10 @@ class WaitWatch {
 };
 
 // The waits as JSON: {"task": ..., "waits": [{"kind", "what", "on", "since_unix_ms",
-// "age_secs"}, ...]} (what GET /waits serves). Pure.
+// "age_secs"}, ...]} (what GET /waits serves). At most kMaxWaitsShown of them, the first ones
+// (a snapshot lists the oldest first); when there were more, "omitted": <how many> follows, so
+// an answer stays under about 3 MB whatever a peer makes this task wait for. Pure.
+inline constexpr size_t kMaxWaitsShown = 2000;
 std::string waits_json(const std::string& task, const std::vector<WaitInfo>& waits);
 
 // A JSON string literal of `s` (quotes, backslashes and control characters escaped; '<' as

@@ -90,6 +90,24 @@ TEST(WaitsTest, ASnapshotIsOldestFirstAndTheJsonCarriesEveryField) {
   EXPECT_NE(json.find("\"age_secs\": "), std::string::npos) << json;
 }
 
+// GET /waits shows at most kMaxWaitsShown waits, the oldest, and says how many it left out.
+TEST(WaitsTest, TheJsonShowsTheOldestWaitsUpToItsBoundAndCountsTheRest) {
+  std::vector<WaitInfo> many(kMaxWaitsShown + 5);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i].kind = "tensor";
+    many[i].what = "wait " + std::to_string(i);
+  }
+  const std::string json = waits_json("/job:ps/replica:0/task:0", many);
+  size_t shown = 0;
+  for (size_t at = json.find("\"kind\""); at != std::string::npos; at = json.find("\"kind\"", at + 1)) ++shown;
+  EXPECT_EQ(shown, kMaxWaitsShown);
+  EXPECT_NE(json.find("\"wait 0\""), std::string::npos);
+  EXPECT_EQ(json.find("\"wait " + std::to_string(kMaxWaitsShown) + "\""), std::string::npos);
+  EXPECT_NE(json.find("\"omitted\": 5}"), std::string::npos) << json.substr(json.size() - 80);
+  // Without a cut there is no "omitted".
+  EXPECT_EQ(waits_json("t", {many[0]}).find("omitted"), std::string::npos);
+}
+
 TEST(WaitsTest, AWaitPastTheThresholdIsLoggedOnceAndCounted) {
   auto& reg = WaitRegistry::global();
   const auto old_threshold = reg.threshold();
