@@ -391,7 +391,8 @@ void note_parked(DeviceActor* self, DeviceState::Step& s, int64_t step_id) {
   }
   st.published->steps.store(st.steps.size(), std::memory_order_relaxed);
   st.published->early_steps.store(st.early.steps(), std::memory_order_relaxed);
-  st.published->mailbox.store(self->mailbox().size(), std::memory_order_relaxed);
+  // No mailbox size: CAF 0.17.6's fifo_inbox::size() downcasts its queue's sentinel node, which
+  // UBSan reports (task_queue.hpp:67) in every step.
 }
 
 // Runs the step as far as it goes; replies and cleans up when it is done. May throw (a kernel
@@ -535,8 +536,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
   self->state.kernel_override = std::move(kernel_override);
   self->state.reporter = DumpReporter("device " + device->name(), [p = self->state.published] {
     return "steps in flight: " + std::to_string(p->steps.load(std::memory_order_relaxed)) +
-           ", steps with early tensors: " + std::to_string(p->early_steps.load(std::memory_order_relaxed)) +
-           ", mailbox (last seen): " + std::to_string(p->mailbox.load(std::memory_order_relaxed)) + "\n";
+           ", steps with early tensors: " + std::to_string(p->early_steps.load(std::memory_order_relaxed)) + "\n";
   });
   // Last resort for an exception escaping a handler other than run (which catches its own):
   // CAF 0.17 always stops the actor then; the pending request gets this error naming the device.
