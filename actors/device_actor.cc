@@ -1,4 +1,5 @@
 #include "actors/device_actor.h"
+#include "core/step_trace.h"
 
 #include <algorithm>
 #include <atomic>
@@ -330,6 +331,7 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   // The call names the task whose step sent it: a synchronous contribution's accumulator says
   // whose contributions are missing (actors/sync_waits.h).
   if (auto it = self_->state.steps.find(step); it != self_->state.steps.end()) call.caller_task = it->second.origin;
+  if (StepTraces::any() && step_trace(step)) call.sent_ns = trace_clock_ns();
   Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
                                    : Result<variable_actor_t>(FailedPrecondition(
                                          "no resource container on this task for '" + call.resource + "'"));

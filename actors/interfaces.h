@@ -64,6 +64,7 @@ using resource_atom = caf::atom_constant<caf::atom("resource")>;
 using next_atom = caf::atom_constant<caf::atom("next")>;
 using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
 using servesfor_atom = caf::atom_constant<caf::atom("servesfor")>;
+using trace_atom = caf::atom_constant<caf::atom("steptrace")>;
 
 // ---- device actor (actors/device_actor.h) -------------------------------------------------
 using device_actor_t = caf::typed_actor<
@@ -122,7 +123,11 @@ using node_actor_t = caf::typed_actor<
     caf::replies_to<replicate_atom, std::string, std::string, TensorList, std::string>::with<TensorList>,
     // ps_replicas = 2: the other ps tasks whose variables this task serves now (NodeInfo::serves_for,
     // as of this moment).
-    caf::replies_to<servesfor_atom>::with<std::vector<std::string>>>;
+    caf::replies_to<servesfor_atom>::with<std::vector<std::string>>,
+    // (step_id, max_events) -> (the task's trace clock in ns, its process token, events): with
+    // max_events > 0 arms step `step_id` for tracing in this task's process (events ""); with 0
+    // takes its events (core/step_trace.h's encoding) and disarms it. Members only.
+    caf::replies_to<trace_atom, int64_t, uint32_t>::with<int64_t, uint64_t, std::string>>;
 
 // ---- master actor (actors/master_actor.h) -------------------------------------------------
 using master_actor_t = caf::typed_actor<

@@ -238,7 +238,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
     return;
   }
   auto run = std::make_shared<StepRun>();
-  run->step_id = next_step_id();
+  run->step_id = req->step_id != 0 ? req->step_id : next_step_id();
   run->pending = plan->partitions.size();
   run->fetches.resize(plan->num_fetches);
   run->rp = rp;

@@ -40,6 +40,9 @@ struct RunRequest {
   // The devices to place on (this task's and connected peers'); empty = the master's own list.
   std::vector<DeviceInfo> devices;
   uint64_t membership_epoch = 0;  // plans are rebuilt when membership changes
+  // The step id to run under (a traced step's, armed for tracing on its tasks before it runs:
+  // core/step_trace.h); 0 = the master picks one (next_step_id).
+  int64_t step_id = 0;
 };
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
 

@@ -1,4 +1,5 @@
 #include "actors/node_actor.h"
+#include "core/step_trace.h"
 #include "actors/ps_replication.h"
 #include "device/variable_call.h"
 
@@ -590,6 +591,19 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
         if (!allowed(self, "serving query")) return unauth("servesfor");
         if (fault_gate(self)) return caf::delegated<std::vector<std::string>>();
         return serves_for(self->state.cfg);
+      },
+      [=](trace_atom, int64_t step_id, uint32_t max_events) -> caf::result<int64_t, uint64_t, std::string> {
+        if (Status st = permitted(self, "trace request", PeerRole::kMember); !st.ok()) return to_caf_error(st);
+        if (fault_gate(self)) return caf::delegated<int64_t, uint64_t, std::string>();
+        std::string events;
+        if (max_events > 0) {
+          StepTraces::global().arm(step_id, max_events);
+        } else {
+          auto taken = StepTraces::global().take(step_id);
+          if (!taken.ok()) return to_caf_error(taken.status());
+          events = encode_trace_events(taken->first, taken->second);
+        }
+        return {trace_clock_ns(), trace_process_token(), std::move(events)};
       },
       [=](ping_atom) -> caf::result<std::string> {
         if (!allowed(self, "ping")) return unauth("ping");

@@ -6,6 +6,7 @@
 
 #include "actors/direct_step.h"
 #include "core/logging.h"
+#include "core/step_trace.h"
 
 namespace actorflow {
 
@@ -82,6 +83,29 @@ Status ProcessRouter::route(int64_t step_id, const std::string& key, const Tenso
 }
 
 Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const Tensor& t) {
+  auto trace = step_trace(step_id);
+  if (!trace) return route_send(step_id, key, t, nullptr);
+  // A traced step: one "send" event on the sending device, from the call to the tensor's
+  // hand-off (by reference here, or the whole frame in the socket).
+  const int64_t start = trace_clock_ns();
+  const char* via = "";
+  Status s = route_send(step_id, key, t, &via);
+  TraceEvent e;
+  e.track = key.substr(0, key.find(';'));
+  e.task = task_of_device(e.track);
+  e.name = key;
+  e.kind = "send";
+  e.op = via;
+  e.start_ns = start;
+  e.end_ns = trace_clock_ns();
+  e.nums = {{"bytes", static_cast<int64_t>(t.bytes())}};
+  e.texts = {{"to", rendezvous_key_destination(key)}};
+  if (!s.ok()) e.texts.emplace_back("error", s.message());
+  trace->add(std::move(e));
+  return s;
+}
+
+Status ProcessRouter::route_send(int64_t step_id, const std::string& key, const Tensor& t, const char** via_out) {
   const std::string dst = rendezvous_key_destination(key);
   device_actor_t a;           // a device of this process, or
   node_actor_t remote, via;   // the node actor of the device's task, and ours to send as
@@ -111,6 +135,7 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
     m.step_id = step_id;
     m.key = key;
     m.tensor = t;
+    if (via_out) *via_out = "data plane";
     Status s = client->send(data_addr, m);
     if (!s.ok()) return Unavailable("sending tensor to " + dst + ": " + s.message());
     return Status::OK();
@@ -121,8 +146,10 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
     if (warned.fetch_add(1) == 0) {
       AF_LOG(WARNING) << "tensor " << key << " to " << dst << " goes through CAF: no data-plane route";
     }
+    if (via_out) *via_out = "control plane";
     caf::send_as(via, remote, tensor_atom::value, step_id, key, t);
   } else {
+    if (via_out) *via_out = "in process";
     caf::anon_send(a, tensor_atom::value, step_id, key, t);
   }
   return Status::OK();
@@ -142,6 +169,18 @@ void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const
       return;
     }
     a = it->second;
+  }
+  if (auto trace = step_trace(step_id)) {
+    // A traced step: the tensor is in this process (read whole by the data plane's reader).
+    TraceEvent e;
+    e.track = "data plane";
+    e.task = task_of_device(dst);
+    e.name = key;
+    e.kind = "arrive";
+    e.op = "data plane";
+    e.start_ns = e.end_ns = trace_clock_ns();
+    e.nums = {{"bytes", static_cast<int64_t>(t.bytes())}};
+    trace->add(std::move(e));
   }
   caf::anon_send(a, tensor_atom::value, step_id, key, t);
 }

@@ -103,8 +103,11 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
  private:
   // deliver() past the fault hook.
   void deliver_now(const net::TensorMessage& m);
-  // route() past the fault hook.
+  // route() past the fault hook (records a "send" event for a traced step, core/step_trace.h).
   Status route_now(int64_t step_id, const std::string& key, const Tensor& t);
+  // route_now's sending; sets *via_out (when given) to how the tensor went: "in process",
+  // "data plane" or "control plane".
+  Status route_send(int64_t step_id, const std::string& key, const Tensor& t, const char** via_out);
   // A tensor that arrived over the data plane: to the local device actor its key names.
   void deliver_local(int64_t step_id, const std::string& key, const Tensor& t);
   // Step control frames (step_dispatch.cc).

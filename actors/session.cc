@@ -1,6 +1,7 @@
 #include "actors/server_runtime.h"
 #include "actors/session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -8,6 +9,8 @@
 #include <mutex>
 
 #include "core/metrics.h"
+#include "core/step_stats.h"
+#include "core/step_trace.h"
 #include "core/waits.h"
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
@@ -15,6 +18,7 @@
 #include "actors/ps_replication.h"
 #include "actors/server.h"
 #include "actors/server_gate.h"
+#include "config/task_names.h"
 #include "config/tf_cluster.h"
 #include "config/cluster_spec.h"  // the cluster file's options
 
@@ -191,6 +195,20 @@ Result<std::vector<Tensor>> Session::run(const std::vector<Output>& fetches) { r
 
 Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vector<Output>& fetches,
                                          const std::vector<Output>& targets) {
+  return run(RunOptions{}, feeds, fetches, targets, nullptr);
+}
+
+Status RunMetadata::write_chrome_trace(const std::string& path) const {
+  if (step_stats.empty())
+    return FailedPrecondition("no trace to write to " + path +
+                              ": the run was not traced (RunOptions::trace_level = kFullTrace)");
+  return actorflow::write_chrome_trace(step_stats, path);
+}
+
+Result<std::vector<Tensor>> Session::run(const RunOptions& options, const FeedDict& feeds,
+                                         const std::vector<Output>& fetches, const std::vector<Output>& targets,
+                                         RunMetadata* metadata) {
+  if (metadata) *metadata = RunMetadata{};
   if (!impl_->scope_.ok()) return impl_->scope_.status();
   std::vector<std::pair<std::string, Tensor>> f;
   for (const auto& [o, t] : feeds) {
@@ -216,7 +234,7 @@ Result<std::vector<Tensor>> Session::run(const FeedDict& feeds, const std::vecto
   const auto t0 = std::chrono::steady_clock::now();
   ServerGate::Entry in(impl_->gate_);
   if (impl_->gate_ && !in) return impl_->server_gone();
-  auto r = run_by_name(f, fe, ta);
+  auto r = run_named(&options, metadata, f, fe, ta);
   if (!r.ok() && impl_->server_) ServerRuntime(*impl_->server_).note_step_failure(r.status());
   latency.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   (r.ok() ? ok_runs : failed_runs).inc();
@@ -299,6 +317,14 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
 Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                  const std::vector<std::string>& fetches,
                                                  const std::vector<std::string>& targets) {
+  return run_named(nullptr, nullptr, feeds, fetches, targets);
+}
+
+Result<std::vector<Tensor>> Session::run_named(const RunOptions* options, RunMetadata* metadata,
+                                               const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                               const std::vector<std::string>& fetches,
+                                               const std::vector<std::string>& targets) {
+  const bool traced = options && options->trace_level == RunOptions::TraceLevel::kFullTrace;
   // A tensor asked for twice ("x" and "x:0" are one) is fetched once and returned at each place:
   // steps with duplicate fetches of a tensor from another task could stall (seen under ASan).
   // The check allocates nothing (fetch lists are short); only a list with a duplicate is rebuilt.
@@ -320,13 +346,17 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
       if (k == unique.size()) unique.push_back(fetches[i]);
       slot[i] = k;
     }
-    AF_ASSIGN_OR_RETURN(std::vector<Tensor> once, run_by_name(feeds, unique, targets));
+    AF_ASSIGN_OR_RETURN(std::vector<Tensor> once, run_named(options, metadata, feeds, unique, targets));
     std::vector<Tensor> out(fetches.size());
     for (size_t i = 0; i < fetches.size(); ++i) out[i] = once[slot[i]];
     return out;
   }
+  if (impl_->remote_ && traced)
+    return Unimplemented("tracing a step of a remote client session (" + impl_->target_ +
+                         "): trace it from a Session on a server of the cluster");
   if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
   if (!impl_->status_.ok()) return impl_->status_;
+  if (traced) return run_traced(*options, metadata, feeds, fetches, targets);
   ServerGate::Entry in(impl_->gate_);
   if (!in) return impl_->server_gone();
   // The run waits for its step (core/waits.h); what it waits on inside is the master's or the
@@ -355,6 +385,116 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   self->request(impl_->server_->master(), timeout, run_atom::value, RunRequestPtr(req))
       .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
                [&](caf::error& err) { out = from_caf_error(err, "master"); });
+  return out;
+}
+
+// ---- traced steps (core/step_trace.h, docs/architecture/tracing.md) ------------------------
+
+namespace {
+
+// How long one trace exchange with a task (arm or collect) may take.
+constexpr std::chrono::seconds kTraceExchangeTimeout{10};
+
+// A task of a traced step that lives in another server: reached through its node actor.
+struct TracedTask {
+  node_actor_t node;
+  std::vector<ClockSample> samples;
+  bool same_process = false;
+  bool armed = false;
+  std::string error;
+};
+
+}  // namespace
+
+Result<std::vector<Tensor>> Session::run_traced(const RunOptions& options, RunMetadata* metadata,
+                                                const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                const std::vector<std::string>& fetches,
+                                                const std::vector<std::string>& targets) {
+  ServerGate::Entry in(impl_->gate_);
+  if (!in) return impl_->server_gone();
+  AF_ASSIGN_OR_RETURN(auto prepared, prepare(feeds, fetches, targets));
+  auto req = std::make_shared<RunRequest>(*prepared);
+  req->step_id = next_step_id();
+  const int64_t step_id = req->step_id;
+  const uint32_t max_events = static_cast<uint32_t>(
+      std::clamp<size_t>(options.trace_max_events, 1, StepTraces::kMaxEventsLimit));
+  const std::string own_task = ServerRuntime(*impl_->server_).task_prefix();
+  // Every task of the session's devices: this process's are armed here, the others through
+  // their node actors (which also give a clock sample each way).
+  std::map<std::string, TracedTask> tasks;
+  for (const auto& d : req->devices) {
+    const std::string t = task_of_device(d.name);
+    if (t != own_task && !d.actor && d.node) tasks[t].node = d.node;
+  }
+  ScopedActor self{impl_->server_->system()};
+  auto exchange = [&](const std::string& task, TracedTask& t, uint32_t max) {
+    std::string events;
+    ClockSample cs;
+    cs.sent_ns = trace_clock_ns();
+    self->request(t.node, caf::duration{kTraceExchangeTimeout}, trace_atom::value, step_id, max)
+        .receive(
+            [&](int64_t now, uint64_t token, std::string& ev) {
+              cs.received_ns = trace_clock_ns();
+              cs.remote_ns = now;
+              t.samples.push_back(cs);
+              t.same_process = token == trace_process_token();
+              events = std::move(ev);
+            },
+            [&](caf::error& e) {
+              t.error = (max ? "arming: " : "collecting: ") + from_caf_error(e, task).to_string();
+            });
+    return events;
+  };
+  for (auto& [task, t] : tasks) {
+    exchange(task, t, max_events);
+    t.armed = t.error.empty();
+  }
+  StepTraces::global().arm(step_id, max_events);
+  // The step, through the master (a direct step has no master to carry the step id).
+  const int64_t start_ns = trace_clock_ns();
+  Result<std::vector<Tensor>> out = Internal("no reply from the master");
+  {
+    const caf::duration timeout{req->timeout + std::chrono::seconds(5)};
+    self->request(impl_->server_->master(), timeout, run_atom::value, RunRequestPtr(req))
+        .receive([&](std::vector<Tensor>& v) { out = std::move(v); },
+                 [&](caf::error& err) { out = from_caf_error(err, "master"); });
+  }
+  const int64_t end_ns = trace_clock_ns();
+  // Collect (which also disarms, whatever the outcome).
+  std::vector<TaskTracePart> parts;
+  TaskTracePart own;
+  own.task = own_task;
+  own.clock.method = "same process";
+  if (auto taken = StepTraces::global().take(step_id); taken.ok()) {
+    own.events = std::move(taken->first);
+    own.dropped = taken->second;
+  } else {
+    own.error = taken.status().to_string();
+  }
+  parts.push_back(std::move(own));
+  for (auto& [task, t] : tasks) {
+    TaskTracePart part;
+    part.task = task;
+    if (t.armed && !t.same_process) {
+      std::string bytes = exchange(task, t, 0);
+      if (t.error.empty()) {
+        auto decoded = decode_trace_events(bytes, StepTraces::kMaxEventsLimit);
+        if (decoded.ok()) {
+          part.events = std::move(decoded->first);
+          part.dropped = decoded->second;
+        } else {
+          t.error = "collecting: " + decoded.status().to_string();
+        }
+      }
+    }
+    auto clock = align_clock(t.samples, t.same_process);
+    if (clock.ok()) part.clock = *clock;
+    else if (t.error.empty()) t.error = clock.status().to_string();
+    part.error = t.error;
+    parts.push_back(std::move(part));
+  }
+  if (!out.ok()) return out;
+  if (metadata) metadata->step_stats = merge_step_trace(step_id, start_ns, end_ns, own_task, std::move(parts));
   return out;
 }
 

@@ -20,6 +20,8 @@
 #include "actors/restart.h"
 #include "actors/sync_waits.h"
 #include "core/logging.h"
+#include "core/step_trace.h"
+#include "core/waits.h"
 #include "device/device.h"
 #include "device/optimizers.h"
 #include "device/variable_call.h"
@@ -48,6 +50,15 @@ struct VarState {
   // its step completes, and when that step's first gradient came.
   SyncAccumulator sync;
   std::vector<caf::response_promise> sync_waiting;
+  // Traced steps among the waiting contributions (core/step_trace.h): each gets a "sync_wait"
+  // event when the replies are released.
+  struct TracedWait {
+    std::shared_ptr<StepTrace> trace;
+    int64_t since_ns = 0;
+    int64_t step = 0;  // the accumulator's step it counts for
+    std::string task, caller;
+  };
+  std::vector<TracedWait> sync_traced;
   SyncWaits sync_waits;  // what the waiting runs wait for (actors/sync_waits.h)
   std::chrono::steady_clock::time_point sync_first;
   RestartBudget restarts;    // in-place restarts after exceptions
@@ -306,7 +317,31 @@ template <class Answer>
 void release_waiting(VarState& st, Answer&& answer) {
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
+  for (auto& w : st.sync_traced) {
+    TraceEvent e;
+    e.task = w.task;
+    e.track = "variable " + st.var;
+    e.name = st.var;
+    e.kind = "sync_wait";
+    e.op = "sync accumulator";
+    e.start_ns = w.since_ns;
+    e.end_ns = trace_clock_ns();
+    e.nums = {{"accumulator_step", w.step}, {"contributions", st.sync.count()}};
+    e.texts = {{"caller", w.caller}};
+    w.trace->add(std::move(e));
+  }
+  st.sync_traced.clear();
   for (auto& rp : waiting) answer(rp);
+}
+
+// The task whose process runs `call` (the trace's process of a variable event).
+std::string trace_task(const ResourceCall& call) {
+  if (call.device) {
+    const std::string& d = call.device->name();
+    const size_t at = d.find("/device:");
+    return at == std::string::npos ? d : d.substr(0, at);
+  }
+  return WaitRegistry::global().task();
 }
 
 // Ends the current accumulation without applying it: the waiting workers get -1 (their gradient
@@ -598,6 +633,8 @@ struct HostCall {
   const std::vector<Tensor>& args;
   const std::string& m;  // the method name, for messages
   const std::string& caller;  // the task whose step made the call (ResourceCall::caller_task)
+  std::shared_ptr<StepTrace> trace;  // the call's step's trace when it is traced, else null
+  std::string task;                  // traced: this process's task (trace_task)
 
   CallResult operator()(const vcall::Read&) {
     Status s = require_init(st);
@@ -724,7 +761,10 @@ struct HostCall {
                            sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
     }
     st.sync_waits.contributed(added->step, caller, c.replicas);
-    if (c.wait) st.sync_waiting.push_back(self->make_response_promise());
+    if (c.wait) {
+      st.sync_waiting.push_back(self->make_response_promise());
+      if (trace) st.sync_traced.push_back({trace, trace_clock_ns(), added->step, task, caller});
+    }
     if (added->complete) finish_sync_step(st, c);
     if (!c.wait) return one(Tensor::scalar<int64_t>(added->step));
     return caf::delegated<std::vector<Tensor>>();
@@ -761,7 +801,10 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
   auto& st = self->state;
   Status decl = check_declared(st, *call->op);
   if (!decl.ok()) return fail(decl);
-  return std::visit(HostCall{self, st, call->args, call->method(), call->caller_task}, call->op->call);
+  auto trace = step_trace(call->step_id);
+  return std::visit(HostCall{self, st, call->args, call->method(), call->caller_task, trace,
+                             trace ? trace_task(*call) : std::string()},
+                    call->op->call);
 }
 
 // After an exception: fail the pending synchronous contributions (their workers retry), keep
@@ -1028,6 +1071,32 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   return st.pending_acks.at(id).rp;
 }
 
+// A traced step's call (core/step_trace.h): one "variable" event from the handler's start to
+// its end, with how long the call queued before it (ResourceCall::sent_ns). Inert when null.
+struct TraceCall {
+  std::shared_ptr<StepTrace> trace;
+  const ResourceCall* call;
+  const std::string& var;
+  int64_t start_ns = trace ? trace_clock_ns() : 0;
+  ~TraceCall() {
+    if (!trace) return;
+    TraceEvent e;
+    e.task = trace_task(*call);
+    e.track = "variable " + var;
+    e.name = var;
+    e.kind = "variable";
+    e.op = call->op ? call->method() : std::string("?");
+    e.start_ns = start_ns;
+    e.end_ns = trace_clock_ns();
+    if (call->sent_ns > 0) e.nums.emplace_back("queued_ns", std::max<int64_t>(0, start_ns - call->sent_ns));
+    int64_t bytes = 0;
+    for (const auto& a : call->args) bytes += static_cast<int64_t>(a.bytes());
+    e.nums.emplace_back("arg_bytes", bytes);
+    e.texts = {{"caller", call->caller_task}};
+    trace->add(std::move(e));
+  }
+};
+
 // On leaving a handler: the accumulator's registered waits follow its state (actors/sync_waits.h).
 struct RefreshSyncWaits {
   VarState& st;
@@ -1056,6 +1125,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
         const RefreshSyncWaits refresh{self->state};
+        const TraceCall traced{step_trace(call->step_id), call.get(), self->state.var};
         // Past its restart budget the actor answers every request with that error.
         if (!self->state.failed.ok()) return to_caf_error(self->state.failed);
         // An exception (an injected `throw` fault for actor "variable", or a real one) fails

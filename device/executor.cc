@@ -96,7 +96,7 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
 StepExecution::StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args,
                              SendFn send, ResourceEnv* resources)
     : ex_(std::move(ex)), step_id_(step_id), resources_(resources), send_(std::move(send)), args_(std::move(args)),
-      alive_(std::make_shared<bool>(true)) {
+      alive_(std::make_shared<bool>(true)), trace_(step_trace(step_id)) {
   const size_t n = ex_->nodes_.size();
   inputs_.resize(n);
   pending_.resize(n);
@@ -110,6 +110,39 @@ StepExecution::StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id
   if (n == 0) finished_ = true;
 }
 
+namespace {
+// The task prefix of a device name (the trace's process): what precedes "/device:".
+std::string task_of(const std::string& device) {
+  const size_t at = device.find("/device:");
+  return at == std::string::npos ? device : device.substr(0, at);
+}
+}  // namespace
+
+void StepExecution::trace_op(int id, int64_t start_ns, std::vector<std::pair<std::string, int64_t>> nums) {
+  const Node* node = ex_->graph_->node(id);
+  TraceEvent e;
+  e.track = ex_->device_->name();
+  e.task = task_of(e.track);
+  e.name = node->name;
+  e.kind = "op";
+  e.op = node->op;
+  e.start_ns = start_ns;
+  e.end_ns = trace_clock_ns();
+  e.nums = std::move(nums);
+  trace_->add(std::move(e));
+}
+
+void StepExecution::trace_instant(const std::string& kind, const std::string& key, int64_t bytes) {
+  TraceEvent e;
+  e.track = ex_->device_->name();
+  e.task = task_of(e.track);
+  e.name = key;
+  e.kind = kind;
+  e.start_ns = e.end_ns = trace_clock_ns();
+  e.nums = {{"bytes", bytes}};
+  trace_->add(std::move(e));
+}
+
 void StepExecution::abort(const Status& s) {
   if (status_.ok()) status_ = s;
   ready_.clear();
@@ -117,12 +150,18 @@ void StepExecution::abort(const Status& s) {
 
 void StepExecution::deliver(const std::string& key, Tensor t) {
   if (done()) return;
+  if (trace_) trace_instant("deliver", key, static_cast<int64_t>(t.bytes()));
   auto it = waiting_recv_.find(key);
   if (it != waiting_recv_.end()) {
     int node = it->second;
     waiting_recv_.erase(it);
     auto dev = ex_->device_->copy_from_host(t);
     if (!dev.ok()) { abort(dev.status()); return; }
+    if (trace_) {
+      auto p = recv_parked_ns_.find(node);
+      const int64_t parked = p == recv_parked_ns_.end() ? trace_clock_ns() : p->second;
+      trace_op(node, parked, {{"bytes", static_cast<int64_t>(t.bytes())}, {"waited_ns", trace_clock_ns() - parked}});
+    }
     finish_node(node, {std::move(*dev)});
   } else {
     inbox_[key] = std::move(t);
@@ -194,11 +233,13 @@ void StepExecution::process(int id) {
     return;
   }
   if (!info.send_key.empty()) {
+    const int64_t start = trace_ ? trace_clock_ns() : 0;
     auto t = dev->copy_to_host(in[0]);
     if (!t.ok()) { abort(t.status()); return; }
     Status s = send_ ? send_(info.send_key, *t) : Internal("no send function for _Send '" + node->name + "'");
     in.clear();
     if (!s.ok()) { abort(s); return; }
+    if (trace_) trace_op(id, start, {{"bytes", static_cast<int64_t>(t->bytes())}});
     finish_node(id, {});
     return;
   }
@@ -206,12 +247,15 @@ void StepExecution::process(int id) {
     auto it = inbox_.find(info.recv_key);
     if (it == inbox_.end()) {
       waiting_recv_[info.recv_key] = id;  // parked: deliver() resumes it
+      if (trace_) recv_parked_ns_[id] = trace_clock_ns();
       return;
     }
+    const int64_t start = trace_ ? trace_clock_ns() : 0;
     Tensor t = std::move(it->second);
     inbox_.erase(it);
     auto d = dev->copy_from_host(t);
     if (!d.ok()) { abort(d.status()); return; }
+    if (trace_) trace_op(id, start, {{"bytes", static_cast<int64_t>(t.bytes())}, {"waited_ns", 0}});
     finish_node(id, {std::move(*d)});
     return;
   }
@@ -222,9 +266,11 @@ void StepExecution::process(int id) {
   if (async) {
     ++async_in_flight_;
     std::weak_ptr<bool> alive = alive_;
-    async->compute_async(ctx, [this, alive, id, ctx](Status s) {
+    const int64_t start = trace_ ? trace_clock_ns() : 0;
+    async->compute_async(ctx, [this, alive, id, ctx, start](Status s) {
       if (alive.expired()) return;
       --async_in_flight_;
+      if (trace_) trace_op(id, start, {{"async", 1}});
       if (s.ok()) s = ctx->status();
       if (!s.ok()) { abort(s); return; }
       if (done()) return;
@@ -234,6 +280,7 @@ void StepExecution::process(int id) {
     return;
   }
   Status s;
+  const int64_t traced_start = trace_ ? trace_clock_ns() : 0;
   const int64_t kernel_start = thread_cpu_micros();
   try {
     ScopedFlushDenormal flush;  // denormals are 0 in kernels, as in TensorFlow (core/denormal.h)
@@ -245,6 +292,7 @@ void StepExecution::process(int id) {
   }
   info.kernel_us->inc(thread_cpu_micros() - kernel_start);
   info.kernel_calls->inc();
+  if (trace_) trace_op(id, traced_start);
   if (s.ok()) s = ctx->status();  // an output index the node does not declare
   if (!s.ok()) { abort(s); return; }
   for (int o = 0; o < node->num_outputs(); ++o) {

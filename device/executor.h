@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_trace.h"
 #include "device/device.h"
 #include "device/kernel.h"
 #include "graph/graph.h"
@@ -120,6 +121,10 @@ class StepExecution {
   void process(int node_id);
   void finish_node(int node_id, std::vector<Tensor> outputs);
   void activate(int node_id);
+  // Traced steps only (trace_ set): one "op" event of `node` from `start_ns` to now.
+  void trace_op(int node_id, int64_t start_ns, std::vector<std::pair<std::string, int64_t>> nums = {});
+  // Traced steps only: an instant `kind` event named `key` (a tensor reached this device).
+  void trace_instant(const std::string& kind, const std::string& key, int64_t bytes);
 
   std::shared_ptr<const Executor> ex_;
   int64_t step_id_;
@@ -138,6 +143,10 @@ class StepExecution {
   bool finished_ = false;
   bool running_ = false;
   std::shared_ptr<bool> alive_;
+  // The step's trace in this process when the step is traced (core/step_trace.h), else null:
+  // every recording below is behind `if (trace_)`.
+  std::shared_ptr<StepTrace> trace_;
+  std::unordered_map<int, int64_t> recv_parked_ns_;  // traced: when each parked _Recv was reached
 };
 
 // Runs `graph` once on `device` in this thread, for tests and tools: rewrites it for the

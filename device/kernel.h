@@ -38,6 +38,9 @@ struct ResourceCall {
   // the device actor that runs the step: a synchronous contribution's accumulator names whose
   // contributions are missing (actors/sync_waits.h). Data of the call, not of the op.
   std::string caller_task;
+  // Traced steps only (core/step_trace.h): when the calling kernel's device sent the call, in
+  // the trace clock (the variable actor's event shows how long the call queued); 0 otherwise.
+  int64_t sent_ns = 0;
   // The op's method name and attributes (op must be set; defined in device/variable_call.cc).
   const std::string& method() const;
   const AttrMap& attrs() const;

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_stats.h"
+#include "core/step_trace.h"
 #include "graph/scope.h"
 #include "graph/placement_options.h"
 #include "tensor/tensor.h"
@@ -84,6 +86,28 @@ class SessionOptions {
   std::string cluster_file_;
 };
 
+// Options of one run (TensorFlow's RunOptions subset). Plain value.
+struct RunOptions {
+  enum class TraceLevel { kNoTrace, kFullTrace };
+  // kFullTrace records every op's start and end on every device of every task the step
+  // touches, every tensor transfer, every variable call and synchronous wait, into
+  // RunMetadata::step_stats (docs/tracing.md). kNoTrace (the default) records nothing.
+  TraceLevel trace_level = TraceLevel::kNoTrace;
+  // The bound on one traced step's events per task process: past it events are counted as
+  // dropped (TaskTraceInfo::dropped, the trace's "dropped_events"), not kept. Clamped to
+  // [1, StepTraces::kMaxEventsLimit].
+  size_t trace_max_events = StepTraces::kDefaultMaxEvents;
+};
+
+// What a run reports besides its fetches (TensorFlow's RunMetadata). Plain value.
+struct RunMetadata {
+  // The traced step, every task's clock aligned to this process's (empty() when not traced).
+  StepStats step_stats;
+  // Writes step_stats as Chrome trace JSON (chrome://tracing, ui.perfetto.dev) to `path`.
+  // FailedPrecondition when nothing was traced; errors name the path.
+  Status write_chrome_trace(const std::string& path) const;
+};
+
 // Feeds: which Output gets which value. Tensors share their buffers (copying a FeedDict is cheap).
 using FeedDict = std::vector<std::pair<Output, Tensor>>;
 
@@ -118,6 +142,15 @@ class Session {
   // their effect, nothing fetched). InvalidArgument for an invalid Output.
   Result<std::vector<Tensor>> run(const FeedDict& feeds, const std::vector<Output>& fetches,
                                   const std::vector<Output>& targets = {});
+  // The same with run options (tf.Session.run(options=, run_metadata=)). With
+  // options.trace_level = kFullTrace the step is traced: it goes through the master (never a
+  // direct step), is armed on every task of the session's devices before it runs and its events
+  // are collected from them after it ran, one control-plane round trip per task each way.
+  // `metadata` (may be null) gets the trace; on an error it is left empty. Untraced runs leave
+  // it empty. Unimplemented for a traced run of a remote client session.
+  Result<std::vector<Tensor>> run(const RunOptions& options, const FeedDict& feeds,
+                                  const std::vector<Output>& fetches, const std::vector<Output>& targets,
+                                  RunMetadata* metadata);
   // The same by tensor names ("node", "node:1") and target node names, as TensorFlow's
   // Session::Run.
   Result<std::vector<Tensor>> run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
@@ -141,6 +174,16 @@ class Session {
  private:
   struct Impl;
   std::shared_ptr<const Graph> snapshot();
+  // run() with its names resolved; `options`/`metadata` as in the traced run().
+  Result<std::vector<Tensor>> run_named(const RunOptions* options, RunMetadata* metadata,
+                                        const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                        const std::vector<std::string>& fetches,
+                                        const std::vector<std::string>& targets);
+  // A traced step through the master (options->trace_level = kFullTrace).
+  Result<std::vector<Tensor>> run_traced(const RunOptions& options, RunMetadata* metadata,
+                                         const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                         const std::vector<std::string>& fetches,
+                                         const std::vector<std::string>& targets);
 
   std::unique_ptr<Impl> impl_;
 };
