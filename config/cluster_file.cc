@@ -157,7 +157,7 @@ const std::vector<std::string> kServerKeys = {
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs",
-    "ps_replicas",  "checkpoint_format"};
+    "ps_replicas",  "checkpoint_format",   "trace_every_steps",    "trace_dir"};
 
 }  // namespace
 
@@ -563,6 +563,14 @@ class ClusterFileReader : private TomlReader {
           } else {
             error(toml_pos(v.source()), path, "must be \"actorflow\" or \"tensorflow\", got \"" + str + "\"");
           }
+        }
+      } else if (key == "trace_every_steps") {
+        read_int(v, path, 0, INT_MAX, &s.trace_every_steps);
+      } else if (key == "trace_dir") {
+        std::string str;
+        if (read_string(v, path, &str)) {
+          if (str.empty()) error(toml_pos(v.source()), path, "must not be empty (leave it out for <logdir>/traces)");
+          else s.trace_dir = str;
         }
       } else if (key == "max_restarts") {
         read_int(v, path, 0, INT_MAX, &s.max_restarts);

@@ -146,7 +146,8 @@ bool SupervisorOptions::operator==(const SupervisorOptions& o) const {
          keep_checkpoints == o.keep_checkpoints && max_restarts == o.max_restarts &&
          tensorflow_checkpoints == o.tensorflow_checkpoints &&
          restart_window_secs == o.restart_window_secs && ready_timeout_secs == o.ready_timeout_secs &&
-         save_summaries_secs == o.save_summaries_secs && ps_replicas == o.ps_replicas;
+         save_summaries_secs == o.save_summaries_secs && ps_replicas == o.ps_replicas &&
+         trace_every_steps == o.trace_every_steps && trace_dir == o.trace_dir;
 }
 
 // ---- addresses ---------------------------------------------------------------------------

@@ -67,6 +67,11 @@ struct SupervisorOptions {
   // replicate every update to ps task (p+1) % num_ps before acknowledging it (primary-backup,
   // docs/architecture/ps-replication.md "Replicated parameter servers"); the file must then have >= 2 ps tasks.
   int ps_replicas = 1;
+  // Step traces (docs/tracing.md): every MonitoredTrainingSession of the cluster's tasks traces
+  // one step in trace_every_steps (0: none) and writes it as Chrome trace JSON into trace_dir
+  // ("" = <logdir>/traces) as timeline-<global step>.json (train::ProfilerHook).
+  int trace_every_steps = 0;
+  std::string trace_dir;
 
   bool operator==(const SupervisorOptions& o) const;
   bool operator!=(const SupervisorOptions& o) const { return !(*this == o); }

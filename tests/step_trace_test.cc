@@ -6,12 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "actorflow/monitored_session.h"
 #include "actorflow/session.h"
+#include "actorflow/train.h"
 #include "actors/server.h"
 #include "config/cluster_spec.h"
 #include "config/task_names.h"
@@ -402,6 +405,111 @@ TEST(StepTraceTest, ATracedStepAcrossAWorkerAndAPsProcess) {
   EXPECT_TRUE(none.step_stats.empty());
   ps->signal(SIGTERM);
   EXPECT_EQ(ps->wait(20s), 0) << ps->output();
+}
+
+// ---- MonitoredTrainingSession: ProfilerHook and [supervisor] trace_every_steps ------------------
+
+// w on the "ps" (/cpu:1), the loss and its gradient on the worker (/cpu:0), the global step.
+struct HookModel {
+  Scope root = Scope::root();
+  Output w, x, loss, gs, train_op;
+  HookModel() {
+    Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
+    w = train::get_variable(ps, "w", Shape{1}, DType::kFloat32, [](const Scope& s, const Shape&, DType) {
+      return ops::constant(s, Tensor::from_vector<float>({1}, {1}));
+    });
+    gs = train::get_or_create_global_step(ps);
+    x = ops::placeholder(worker, DType::kFloat32, Shape{1}, "x");
+    loss = ops::reduce_sum(worker.with_op_name("loss"), ops::mul(worker, w, x));
+    auto t = train::GradientDescentOptimizer(0.1f).minimize(worker, loss, gs);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) train_op = *t;
+  }
+};
+
+// Sees every run's metadata: how many came traced.
+class MetadataProbe : public train::SessionRunHook {
+ public:
+  Status after_run(train::SessionRunContext&, const train::SessionRunValues& v) override {
+    EXPECT_NE(v.run_metadata, nullptr);
+    if (v.run_metadata) traced.push_back(!v.run_metadata->step_stats.empty());
+    return Status::OK();
+  }
+  std::vector<bool> traced;
+};
+
+// The ops of a trace file, by name -> type; fails the test when it does not parse.
+std::map<std::string, std::string> ops_in(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << path;
+  std::map<std::string, std::string> out;
+  if (j.is_discarded()) return out;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "op") out[e["name"]] = e["args"]["op"];
+  return out;
+}
+
+TEST(StepTraceTest, ProfilerHookTracesEveryNthRunIntoItsDirectory) {
+  auto server = testing::two_device_server();
+  TempDir dir;
+  HookModel m;
+  auto profiler = std::make_shared<train::ProfilerHook>(3, dir.path() + "/traces");
+  auto probe = std::make_shared<MetadataProbe>();
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.hooks = {profiler, probe};
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*sess)->run({{m.x, Tensor::from_vector<float>({1}, {1})}}, {m.loss}, {m.train_op}).ok());
+  // Runs 0, 3 and 6 traced (the global step each read before its increment).
+  EXPECT_EQ(probe->traced, (std::vector<bool>{true, false, false, true, false, false, true}));
+  ASSERT_EQ(profiler->written(), (std::vector<std::string>{dir.path() + "/traces/timeline-0.json",
+                                                           dir.path() + "/traces/timeline-3.json",
+                                                           dir.path() + "/traces/timeline-6.json"}));
+  for (const auto& p : profiler->written()) {
+    auto ops = ops_in(p);
+    EXPECT_EQ(ops["loss"], "Sum") << p;
+    bool applied = false;
+    for (const auto& [name, type] : ops) applied |= type == "ApplyGradientDescent";
+    EXPECT_TRUE(applied) << p;
+  }
+  ASSERT_TRUE((*sess)->close().ok());
+}
+
+TEST(StepTraceTest, TheClusterFilesTraceEveryStepsAddsAProfilerToEverySession) {
+  TempDir dir;
+  const std::string traces = dir.path() + "/t";
+  auto write = [&](const std::string& supervisor) {
+    return dir.write("c.toml", "[jobs]\nworker = [\"localhost:" + std::to_string(free_port()) +
+                                   "\"]\n[server]\ncpu_devices = 2\n[supervisor]\n" + supervisor);
+  };
+  // Bad values are named.
+  auto neg = ClusterSpec::from_file(write("trace_every_steps = -1\n"));
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("trace_every_steps"), std::string::npos) << neg.status();
+  auto empty = ClusterSpec::from_file(write("trace_dir = \"\"\n"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("trace_dir"), std::string::npos) << empty.status();
+  auto spec = ClusterSpec::from_file(write("trace_every_steps = 2\ntrace_dir = \"" + traces + "\"\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->supervisor().trace_every_steps, 2);
+  EXPECT_EQ(spec->supervisor().trace_dir, traces);
+  auto server = Server::create(*spec, TaskId{"worker", 0});
+  ASSERT_TRUE(server.ok()) << server.status();
+  HookModel m;
+  train::MonitoredTrainingSession::Options o;
+  o.master = (*server)->target();
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*sess)->run({{m.x, Tensor::from_vector<float>({1}, {1})}}, {m.loss}, {m.train_op}).ok());
+  ASSERT_TRUE((*sess)->close().ok());
+  EXPECT_TRUE(std::filesystem::exists(traces + "/timeline-0.json"));
+  EXPECT_FALSE(std::filesystem::exists(traces + "/timeline-1.json"));
+  EXPECT_TRUE(std::filesystem::exists(traces + "/timeline-2.json"));
+  EXPECT_EQ(ops_in(traces + "/timeline-2.json")["loss"], "Sum");
 }
 
 }  // namespace

@@ -70,9 +70,16 @@ class SessionRunContext {
   bool stop_requested_ = false;
 };
 
-// Extra tensors a hook wants fetched with the run (tf.train.SessionRunArgs).
+// Extra tensors a hook wants fetched with the run, and the run options it wants
+// (tf.train.SessionRunArgs). The run is traced when any hook asks for kFullTrace (with the
+// largest trace_max_events asked for).
 struct SessionRunArgs {
+  SessionRunArgs() = default;
+  // Only fetches (`return {{loss}};` in a hook's before_run).
+  SessionRunArgs(std::vector<Output> f) : fetches(std::move(f)) {}  // NOLINT: implicit on purpose
+  SessionRunArgs(std::vector<Output> f, RunOptions o) : fetches(std::move(f)), options(o) {}
   std::vector<Output> fetches;
+  RunOptions options;
 };
 
 // What a hook gets after the run: the values of its own extra fetches, in its order, and the
@@ -81,6 +88,9 @@ struct SessionRunArgs {
 struct SessionRunValues {
   std::vector<Tensor> results;
   int64_t global_step = -1;
+  // The run's metadata (its trace when a hook asked for one; empty otherwise). Owned by the
+  // session; valid during after_run. Never null in after_run.
+  const RunMetadata* run_metadata = nullptr;
 };
 
 // tf.train.SessionRunHook. Every method has a default that does nothing; an error from a hook
@@ -185,6 +195,30 @@ class NanTensorHook : public SessionRunHook {
  private:
   Output loss_;
   bool fail_;
+};
+
+// Traces a step every `save_steps` runs (the first run, then every save_steps-th: TensorFlow's
+// ProfilerHook) and writes each as Chrome trace JSON to `output_dir`/timeline-<global step>.json
+// (the run counter when the graph has no global step), creating the directory. Each traced run
+// keeps at most `max_events` events per task (RunOptions::trace_max_events). The cluster file's
+// [supervisor] trace_every_steps adds one to every MonitoredTrainingSession of its tasks
+// (docs/cluster-file.md). Errors: the directory or a file cannot be written (the run that
+// traced fails with it).
+class ProfilerHook : public SessionRunHook {
+ public:
+  ProfilerHook(int64_t save_steps, std::string output_dir, size_t max_events = StepTraces::kDefaultMaxEvents);
+  SessionRunArgs before_run(SessionRunContext& ctx) override;
+  Status after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
+  // The files written so far, in order.
+  const std::vector<std::string>& written() const { return written_; }
+
+ private:
+  int64_t save_steps_;
+  std::string dir_;
+  size_t max_events_;
+  int64_t runs_ = 0;
+  bool tracing_ = false;
+  std::vector<std::string> written_;
 };
 
 class MonitoredTrainingSession {

@@ -5,10 +5,14 @@
 
 #include "core/metrics.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "core/logging.h"
+#include "actors/server_runtime.h"
+#include "config/cluster_spec.h"
 
 namespace actorflow {
 namespace train {
@@ -198,6 +202,33 @@ Status NanTensorHook::after_run(SessionRunContext& ctx, const SessionRunValues& 
   return Status::OK();
 }
 
+// ---- ProfilerHook -----------------------------------------------------------------------------
+
+ProfilerHook::ProfilerHook(int64_t save_steps, std::string output_dir, size_t max_events)
+    : save_steps_(std::max<int64_t>(1, save_steps)), dir_(std::move(output_dir)), max_events_(max_events) {}
+
+SessionRunArgs ProfilerHook::before_run(SessionRunContext&) {
+  SessionRunArgs a;
+  tracing_ = runs_++ % save_steps_ == 0;
+  if (tracing_) {
+    a.options.trace_level = RunOptions::TraceLevel::kFullTrace;
+    a.options.trace_max_events = max_events_;
+  }
+  return a;
+}
+
+Status ProfilerHook::after_run(SessionRunContext&, const SessionRunValues& values) {
+  if (!tracing_ || !values.run_metadata || values.run_metadata->step_stats.empty()) return Status::OK();
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Unavailable("ProfilerHook: cannot create " + dir_ + ": " + ec.message());
+  const int64_t step = values.global_step >= 0 ? values.global_step : runs_ - 1;
+  const std::string path = dir_ + "/timeline-" + std::to_string(step) + ".json";
+  AF_RETURN_IF_ERROR(values.run_metadata->write_chrome_trace(path));
+  written_.push_back(path);
+  return Status::OK();
+}
+
 // ---- MonitoredTrainingSession -----------------------------------------------------------------
 
 Result<std::unique_ptr<MonitoredTrainingSession>> MonitoredTrainingSession::create(const Scope& scope,
@@ -222,6 +253,13 @@ Result<std::unique_ptr<MonitoredTrainingSession>> MonitoredTrainingSession::crea
   AF_ASSIGN_OR_RETURN(m->session_, m->supervisor_->managed_session(options.master, options.session));
   m->hooks_ = options.hooks;
   if (options.is_chief) m->hooks_.insert(m->hooks_.end(), options.chief_only_hooks.begin(), options.chief_only_hooks.end());
+  // The cluster file's [supervisor] trace_every_steps: a ProfilerHook on every task's session.
+  if (Server* server = ServerRuntime::find(options.master)) {
+    const SupervisorOptions& sup = ServerRuntime(*server).cluster().supervisor();
+    if (sup.trace_every_steps > 0)
+      m->hooks_.push_back(std::make_shared<ProfilerHook>(
+          sup.trace_every_steps, sup.trace_dir.empty() ? sup.logdir + "/traces" : sup.trace_dir));
+  }
   m->options_ = std::move(options);
   int64_t gs = -1;
   if (m->global_step_.valid()) {
@@ -250,16 +288,24 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
   // several of them ask for is fetched once: Session::run_by_name).
   std::vector<Output> all = fetches;
   std::vector<std::pair<size_t, size_t>> ranges;  // per hook: [begin, end) in `all`
+  RunOptions options;  // traced when any hook asks
   for (auto& h : hooks_) {
     SessionRunArgs a = h->before_run(ctx);
     ranges.emplace_back(all.size(), all.size() + a.fetches.size());
     all.insert(all.end(), a.fetches.begin(), a.fetches.end());
+    if (a.options.trace_level == RunOptions::TraceLevel::kFullTrace) {
+      options.trace_max_events = options.trace_level == RunOptions::TraceLevel::kFullTrace
+                                     ? std::max(options.trace_max_events, a.options.trace_max_events)
+                                     : a.options.trace_max_events;
+      options.trace_level = RunOptions::TraceLevel::kFullTrace;
+    }
   }
+  RunMetadata metadata;
   const bool with_gs = global_step_.valid();
   if (with_gs) all.push_back(global_step_);
   Result<std::vector<Tensor>> r = Internal("unset");
   for (int attempt = 0;; ++attempt) {
-    r = session_->run(feeds, all, targets);
+    r = session_->run(options, feeds, all, targets, &metadata);
     if (r.ok()) break;
     const Code c = r.status().code();
     if (c == Code::kOutOfRange) {
@@ -282,6 +328,7 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
     v.results.assign(values.begin() + static_cast<std::ptrdiff_t>(ranges[i].first),
                      values.begin() + static_cast<std::ptrdiff_t>(ranges[i].second));
     v.global_step = with_gs ? last_global_step_ : -1;
+    v.run_metadata = &metadata;
     AF_RETURN_IF_ERROR(hooks_[i]->after_run(ctx, v));
   }
   if (ctx.stop_requested()) stopped_ = true;
