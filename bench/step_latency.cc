@@ -7,7 +7,9 @@
 // the node actor, the worker's device actor and the tensor data plane both ways. The baseline: a
 // 64-byte message echoed by a child process over one raw loopback TCP connection. The two
 // alternate in rounds (this VM's wake-up latency drifts between two levels); the medians over
-// all samples, their ratio (goal: <= 2x) and each round's medians are printed.
+// all samples, their ratio (goal: <= 2x) and each round's medians are printed. Then untraced and
+// traced steps (RunOptions kFullTrace, docs/tracing.md) alternate in rounds: their medians and
+// ratio, and the cost of the check a recording site makes when no step is traced.
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -245,6 +247,47 @@ int main(int argc, char** argv) {
     raw_us.insert(raw_us.end(), raw_round.begin(), raw_round.end());
     us.insert(us.end(), step_round.begin(), step_round.end());
   }
+  // Step traces (docs/tracing.md): untraced steps against traced ones (RunOptions kFullTrace:
+  // through the master, armed on and collected from the worker), alternating in rounds.
+  std::vector<double> plain_us, traced_us;
+  size_t trace_events = 0;
+  af::RunOptions trace_opts;
+  trace_opts.trace_level = af::RunOptions::TraceLevel::kFullTrace;
+  const int trace_per_round = std::max(20, per_round / 4);
+  for (int round = 0; round < rounds && ok; ++round) {
+    for (int traced = 0; traced < 2 && ok; ++traced) {
+      for (int i = 0; i < trace_per_round + 5; ++i) {
+        af::RunMetadata md;
+        const auto t0 = Clock::now();
+        auto r = sess.run(traced ? trace_opts : af::RunOptions{}, {{x, af::Tensor::scalar<float>(v)}}, {y}, {}, &md);
+        const double t = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        if (!r.ok() || md.step_stats.empty() != !traced) {
+          std::fprintf(stderr, "step_latency: %s step: %s\n", traced ? "traced" : "untraced",
+                       r.ok() ? "metadata not as asked" : r.status().to_string().c_str());
+          ok = false;
+          break;
+        }
+        ++steps_run;
+        v = (*r)[0].data<float>()[0];
+        if (i < 5) continue;
+        (traced ? traced_us : plain_us).push_back(t);
+        if (traced) trace_events = md.step_stats.events.size();
+      }
+    }
+  }
+  // The check every recording site makes when nothing is traced (step_trace: one relaxed load).
+  double check_ns = 0;
+  {
+    const int n = 100'000'000;
+    int64_t hits = 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      hits += af::step_trace(i) != nullptr;
+      asm volatile("" ::: "memory");
+    }
+    check_ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / n;
+    if (hits) ok = false;
+  }
   const double step = median(us);
   const double raw = median(raw_us);
   // Where the time goes: one CAF request/response with the worker's node actor (the control
@@ -284,5 +327,12 @@ int main(int argc, char** argv) {
   std::printf("  for reference, a CAF request to the worker's node: %8.1f us  ratio %.2fx\n", caf_remote,
               raw > 0 ? caf_remote / raw : 0);
   std::printf("  for reference, a CAF request to a local actor:     %8.1f us\n", caf_local);
+  const double plain = median(plain_us), traced = median(traced_us);
+  std::printf("Step traces (%d rounds of %d untraced then %d traced steps, medians)\n", rounds, trace_per_round,
+              trace_per_round);
+  std::printf("  untraced step:                                     %8.1f us\n", plain);
+  std::printf("  traced step (kFullTrace, %3zu events, 2 tasks):      %8.1f us  ratio %.2fx\n", trace_events, traced,
+              plain > 0 ? traced / plain : 0);
+  std::printf("  the untraced check at each recording site:         %8.2f ns\n", check_ns);
   return 0;
 }
