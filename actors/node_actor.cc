@@ -1,4 +1,5 @@
 #include "actors/node_actor.h"
+
 #include "actors/ps_replication.h"
 #include "device/variable_call.h"
 
@@ -9,6 +10,7 @@
 #include <tuple>
 
 #include "actors/auth.h"
+#include "actors/detached_actors.h"
 #include "actors/client_reply_budget.h"
 #include "actors/device_actor.h"
 #include "actors/faults.h"
@@ -628,6 +630,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             return true;
           }};
         });
+        if (auto& d = self->state.cfg.detached) d->add(caf::actor_cast<caf::strong_actor_ptr>(worker));
         self->delegate(worker, peers_atom::value, std::move(tasks));
         return caf::delegated<bool>();
       },
@@ -676,6 +679,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             return std::move(*out);
           }};
         });
+        if (auto& d = self->state.cfg.detached) d->add(caf::actor_cast<caf::strong_actor_ptr>(worker));
         self->delegate(worker, crun_atom::value, std::move(req));
         return caf::delegated<std::vector<Tensor>>();
       },
