@@ -1,6 +1,7 @@
 #include "actors/node_actor.h"
-#include "core/step_trace.h"
+
 #include "actors/ps_replication.h"
+#include "core/step_trace.h"
 #include "device/variable_call.h"
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <tuple>
 
 #include "actors/auth.h"
+#include "actors/detached_actors.h"
 #include "actors/client_reply_budget.h"
 #include "actors/device_actor.h"
 #include "actors/faults.h"
@@ -642,6 +644,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             return true;
           }};
         });
+        if (auto& d = self->state.cfg.detached) d->add(caf::actor_cast<caf::strong_actor_ptr>(worker));
         self->delegate(worker, peers_atom::value, std::move(tasks));
         return caf::delegated<bool>();
       },
@@ -690,6 +693,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             return std::move(*out);
           }};
         });
+        if (auto& d = self->state.cfg.detached) d->add(caf::actor_cast<caf::strong_actor_ptr>(worker));
         self->delegate(worker, crun_atom::value, std::move(req));
         return caf::delegated<std::vector<Tensor>>();
       },

@@ -128,6 +128,7 @@ bool is_remote(const caf::local_actor* self, const Handle& a) {
 
 class PsReplicator;
 class PsServing;
+class DetachedActors;
 class ReplicaInbox;
 
 struct NodeActorConfig {
@@ -161,6 +162,9 @@ struct NodeActorConfig {
   // its Server. Exit and error messages are ignored (logged, rate limited), whoever claims to
   // send them. Empty: a random token nobody knows (the actor then ends only with its system).
   std::string shutdown_token;
+  // Where the node actor records the detached workers it spawns, for its Server's teardown
+  // (actors/detached_actors.h; may be null).
+  std::shared_ptr<DetachedActors> detached;
 };
 
 // Spawns the node actor of a task. The caller owns the handle; thread-safe.

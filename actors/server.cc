@@ -38,6 +38,7 @@
 #include "net/tls.h"
 #include "net/tensor_transport.h"
 #include "actors/variable_actor.h"
+#include "actors/detached_actors.h"
 #include "actors/ps_replication.h"
 #include "core/logging.h"
 #include "config/cluster_spec.h"  // the cluster file's options
@@ -93,6 +94,9 @@ struct Server::Impl {
   std::condition_variable cv_;
   bool stopped_ = false;
   std::shared_ptr<ServerGate> gate_ = std::make_shared<ServerGate>();
+  // Every detached actor of this server (device actors, the node actor's workers): ~Server waits
+  // until they ended before the actor system's teardown (actors/detached_actors.h).
+  std::shared_ptr<DetachedActors> detached_ = std::make_shared<DetachedActors>();
 };
 
 Server::Server() : impl_(std::make_unique<Impl>()) {}
@@ -235,6 +239,7 @@ Status ServerRuntime::init(const std::string& task_prefix, const DeviceOptions& 
   impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, variable_actor_factory(impl_->restarts_, impl_->replicator_));
   for (auto& d : impl_->devices_) {
     device_actor_t a = spawn_device_actor(*impl_->sys_, d.get(), impl_->router_, impl_->resources_, nullptr, impl_->restarts_);
+    impl_->detached_->add(caf::actor_cast<caf::strong_actor_ptr>(a));
     router->add(d->name(), a);
     DeviceInfo info;
     info.name = d->name();
@@ -331,6 +336,12 @@ Server::~Server() {
   impl_->device_infos_.clear();
   impl_->master_ = master_actor_t();
   impl_->node_ = node_actor_t();
+  // Every actor unregistered, but a detached one may not have sent its exit notices yet: wait
+  // until they went out, so that the middleman still reads a notice for its broker (otherwise the
+  // system's teardown below could wait for that actor forever; actors/detached_actors.h).
+  if (Status st = impl_->detached_->await_ended(std::chrono::milliseconds(5000)); !st.ok()) {
+    AF_LOG(WARNING) << impl_->task_prefix_ << ": " << st.message();
+  }
   impl_->own_sys_.reset();
   impl_->devices_.clear();
 }
@@ -481,6 +492,7 @@ Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& tas
   }
   if (impl_->replicator_ && impl_->ps_serving_) learn_own_failover(ps_peers);
   NodeActorConfig nc;
+  nc.detached = impl_->detached_;
   nc.resources = impl_->resources_;
   nc.replicator = impl_->replicator_;
   nc.serving = impl_->ps_serving_;

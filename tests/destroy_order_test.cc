@@ -11,10 +11,14 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "actorflow/actorflow.h"
 #include "actorflow/monitored_session.h"
 #include "actorflow/train.h"
+#include "actors/server.h"
+#include "actors/server_runtime.h"
 #include "data/checkpoint.h"
 #include "tests/util/local_server.h"
 #include "tests/util/process.h"
@@ -269,6 +273,66 @@ TEST(DestroyOrderTest, ANodeStoppedUnderARemoteClientsStepsAnswersItAndExits) {
   auto ps_code = ps->await_exit(kBound);
   ASSERT_TRUE(ps_code.ok()) << ps_code.status() << "\n" << ps->output();
   EXPECT_EQ(*ps_code, 0) << ps->output();
+}
+
+// A parameter server whose device actor's exit notice reaches the middleman late still ends.
+// The worker holds a proxy of the ps's device actor after steps, so CAF's BASP broker on the ps
+// monitors it; the functor attached here runs before that monitor's notice is sent (CAF sends
+// them newest first) and delays it by 300 ms, past the moment await_all_actors_done() returns
+// (the actor unregistered before its notices). Without the release wait of ~Server
+// (actors/detached_actors.h) the notice reached the stopped broker, which never read it, and
+// the teardown waited for the device actor forever (as a ps of a soaked job did about once in
+// 60 under ASan).
+TEST(DestroyOrderTest, AParameterServerWhoseDeviceActorsExitNoticeArrivesLateStillEnds) {
+  NodeCluster c;
+  auto spec = ClusterSpec::from_file(c.file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto ps = Server::create(*spec, TaskId{"ps", 0});
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  auto worker = Server::create(*spec, TaskId{"worker", 0});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  RemoteModel m;
+  {
+    Session sess(m.root, (*worker)->target(), SessionOptions{});
+    ASSERT_TRUE(sess.run({}, {}, {m.init}).ok());
+    for (int i = 0; i < 5; ++i) {
+      auto r = sess.run({{m.x, vec({1, 2})}}, {}, {m.train_op});
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+  }
+  // The worker's process gets a proxy of the ps's device actor as a remote master does: a run
+  // request through the ps's node actor is answered by the device actor itself (here with an
+  // error: no such partition). The ping after it on the same connection returns once the ps's
+  // broker handled the proxy's announcement, that is once it monitors the device actor.
+  {
+    auto devs = ServerRuntime(**worker).cluster_devices_for(*m.root.graph(), kBound, {});
+    ASSERT_TRUE(devs.ok()) << devs.status();
+    const DeviceInfo* ps_dev = nullptr;
+    for (const auto& d : *devs)
+      if (d.name.find("/job:ps/") != std::string::npos && d.node) ps_dev = &d;
+    ASSERT_NE(ps_dev, nullptr);
+    ScopedActor self{(*worker)->system()};
+    bool answered = false;
+    self->request(ps_dev->node, kBound, run_atom::value, ps_dev->name, std::string("no-such-partition"), int64_t{1},
+                  std::vector<Tensor>{})
+        .receive([&](std::vector<Tensor>&) { answered = true; }, [&](caf::error&) { answered = true; });
+    ASSERT_TRUE(answered);
+    std::string pong;
+    self->request(ps_dev->node, kBound, ping_atom::value).receive([&](std::string& t) { pong = t; }, [](caf::error&) {});
+    ASSERT_FALSE(pong.empty());
+  }
+  std::vector<caf::strong_actor_ptr> devices;
+  for (const auto& d : ServerRuntime(**ps).devices()) devices.push_back(caf::actor_cast<caf::strong_actor_ptr>(d.actor));
+  ASSERT_FALSE(devices.empty());
+  for (auto& a : devices) {
+    a->get()->attach_functor([](const caf::error&) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  }
+  devices.clear();  // the test holds no reference to them
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(returns_in_time([&] { ps->reset(); })) << "~Server waits forever for a device actor";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(ms, 5000 * testing::slowdown()) << "~Server took " << ms << " ms";
+  ASSERT_TRUE(returns_in_time([&] { worker->reset(); }));
 }
 
 // The other way round: a remote client destroyed in the middle of its steps leaves the nodes

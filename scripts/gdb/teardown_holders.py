@@ -53,7 +53,7 @@ def scan_holders(ctrl):
         lo, hi = [int(x, 16) for x in rng.split("-")]
         if hi - lo > (1 << 31): continue
         addr = lo
-        while addr < hi and len(hits) < 40:
+        while addr < hi and len(hits) < 2000:
             try:
                 h = inf.search_memory(addr, hi - addr, pat)
             except Exception:
@@ -73,8 +73,46 @@ def scan_holders(ctrl):
                     break
             except Exception:
                 pass
+        live = asan_live(h)
+        if live is False:
+            continue  # freed memory (in ASan's quarantine): not a holder
         res.append("holder at %#x (%s) %s" % (h, name, "; ".join(desc)))
+        res.extend(asan_alloc_stack(h))
+        if live:
+            for off in range(-32, 48, 8):
+                try:
+                    v = struct.unpack("<Q", bytes(inf.read_memory(h + off, 8)))[0]
+                    s = gdb.execute("info symbol %d" % v, to_string=True).strip()
+                    if s.startswith("No symbol"): s = ""
+                    res.append("    %+d: %#x %s" % (off, v, s[:160]))
+                except Exception:
+                    pass
     return res
+
+def asan_live(addr):
+    # Under ASan: False for an address in freed (poisoned) memory, True for a live one; None
+    # without ASan.
+    try:
+        return int(gdb.parse_and_eval("(int)__asan_address_is_poisoned((void*)%d)" % addr)) == 0
+    except Exception:
+        return None
+
+_buf = None
+def asan_alloc_stack(addr):
+    # Under ASan: the stack that allocated the heap chunk holding `addr` (who owns the holder).
+    global _buf
+    try:
+        if _buf is None:
+            _buf = int(gdb.parse_and_eval("(long)malloc(512)"))
+        n = int(gdb.parse_and_eval("(long)__asan_get_alloc_stack((void*)%d, (void**)%d, 48, (int*)%d)" % (addr, _buf, _buf + 400)))
+        lines = []
+        for i in range(n):
+            pc = int(gdb.parse_and_eval("*(long*)%d" % (_buf + 8 * i)))
+            s = gdb.execute("info symbol %d" % pc, to_string=True).strip()
+            lines.append("    alloc #%d %s" % (i, s[:220]))
+        return lines
+    except Exception as e:
+        return ["    (no allocation stack: %s)" % e]
 
 for line in list(out):
     m = re.search(r"actor (0x[0-9a-f]+)", line)
