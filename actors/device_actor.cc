@@ -330,6 +330,8 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   // The call names the task whose step sent it: a synchronous contribution's accumulator says
   // whose contributions are missing (actors/sync_waits.h).
   if (auto it = self_->state.steps.find(step); it != self_->state.steps.end()) call.caller_task = it->second.origin;
+  // A kernel's call is a direct one: only the node actor marks a replicated call.
+  call.replica.reset();
   Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
                                    : Result<variable_actor_t>(FailedPrecondition(
                                          "no resource container on this task for '" + call.resource + "'"));
