@@ -332,6 +332,8 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   // whose contributions are missing (actors/sync_waits.h).
   if (auto it = self_->state.steps.find(step); it != self_->state.steps.end()) call.caller_task = it->second.origin;
   if (StepTraces::any() && step_trace(step)) call.sent_ns = trace_clock_ns();
+  // A kernel's call is a direct one: only the node actor marks a replicated call.
+  call.replica.reset();
   Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
                                    : Result<variable_actor_t>(FailedPrecondition(
                                          "no resource container on this task for '" + call.resource + "'"));

@@ -91,7 +91,7 @@ class Router {
   //   (steprun_atom, handle, step_id, string reply_to, vector<string> keys, vector<Tensor> feeds)
   // and reports its outcome with reply_step(); the master of the process at `reply_to` then
   // gets one (stepret_atom, step_id, device, int32 fetch index, Tensor) per fetched tensor and
-  // finally (stepdone_atom, step_id, device, int32 code, string message) (code 0 = OK).
+  // finally (stepdone_atom, step_id, device, Status) (the outcome with its typed detail).
   //
   // True when run requests for `device` (of another process) can be sent now without
   // connecting first. Thread-safe.

@@ -308,12 +308,12 @@ bool DirectSteps::on_ret(int64_t step_id, const std::string& device, int32_t ind
   return true;
 }
 
-bool DirectSteps::on_done(int64_t step_id, const std::string& device, int32_t code, const std::string& message) {
+bool DirectSteps::on_done(int64_t step_id, const std::string& device, const Status& outcome) {
   std::shared_ptr<Waiter> w = waiter(step_id);
   if (!w) return false;
   std::lock_guard<std::mutex> wl(w->mu);
   if (w->done.load(std::memory_order_relaxed) || !w->pending.erase(device)) return true;
-  if (code != 0) finish(*w, Status(static_cast<Code>(code), message));
+  if (!outcome.ok()) finish(*w, outcome);
   else if (w->pending.empty()) finish(*w, Status::OK());
   return true;
 }

@@ -103,11 +103,11 @@ class DirectSteps {
                                                  const std::vector<Tensor>& feeds,
                                                  std::chrono::milliseconds timeout);
 
-  // From the data plane's reader: a fetched tensor / the outcome (code 0 = OK) of partition
-  // `device` of step `step_id`. Returns false when no direct step waits for it (the message
-  // then belongs to the master).
+  // From the data plane's reader: a fetched tensor / the outcome (with its typed detail) of
+  // partition `device` of step `step_id`. Returns false when no direct step waits for it (the
+  // message then belongs to the master).
   bool on_ret(int64_t step_id, const std::string& device, int32_t index, Tensor t);
-  bool on_done(int64_t step_id, const std::string& device, int32_t code, const std::string& message);
+  bool on_done(int64_t step_id, const std::string& device, const Status& outcome);
   // From the data plane's reader: the answer of `device`'s task to a query about step
   // `step_id` (Router::query_step). Not running while the step still waits for `device` fails
   // the step at once with Aborted naming the task (the answer comes behind any outcome). Returns

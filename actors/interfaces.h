@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "tensor/tensor.h"
 
 namespace actorflow {
@@ -35,6 +36,7 @@ struct RunRequest;
 struct ClientRunRequest;
 struct DeviceInfo;
 struct NodeInfo;
+struct ReplicaCall;
 
 using GraphPtr = std::shared_ptr<const Graph>;
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
@@ -118,9 +120,9 @@ using node_actor_t = caf::typed_actor<
     caf::replies_to<crun_atom, ClientRunRequest>::with<TensorList>,
     // (client session id): forgets that client session.
     caf::replies_to<cclose_atom, uint64_t>::with<bool>,
-    // (variable, method, args, encoded attrs): a primary ps's mutating call, applied to this
-    // task's backup copy of the variable (actors/ps_replication.h) -> the call's results.
-    caf::replies_to<replicate_atom, std::string, std::string, TensorList, std::string>::with<TensorList>,
+    // A primary ps's mutating call, applied to this task's backup copy of the variable
+    // (actors/ps_replication.h) -> the call's results (empty for a held or acknowledged update).
+    caf::replies_to<replicate_atom, ReplicaCall>::with<TensorList>,
     // ps_replicas = 2: the other ps tasks whose variables this task serves now (NodeInfo::serves_for,
     // as of this moment).
     caf::replies_to<servesfor_atom>::with<std::vector<std::string>>,
@@ -142,8 +144,9 @@ using master_actor_t = caf::typed_actor<
     // (step_id, device, fetch index, tensor): a fetched tensor of a step dispatched over the
     // data plane (from the router).
     caf::reacts_to<stepret_atom, int64_t, std::string, int32_t, Tensor>,
-    // (step_id, device, code, message): that step's outcome on the device (code 0 = OK).
-    caf::reacts_to<stepdone_atom, int64_t, std::string, int32_t, std::string>>;
+    // (step_id, device, outcome): that step's outcome on the device, with its typed detail
+    // (in-process only: the router decodes it from the data plane's done frame).
+    caf::reacts_to<stepdone_atom, int64_t, std::string, Status>>;
 
 // ---- variable actor (actors/variable_actor.h) ---------------------------------------------
 using variable_actor_t = caf::typed_actor<
@@ -192,4 +195,32 @@ typename Inspector::result_type inspect(Inspector& f, NodeInfo& x) {
   return f(caf::meta::type_name("actorflow::NodeInfo"), x.task, x.devices, x.data_addr, x.serves_for);
 }
 
+// ---- replication between ps tasks -----------------------------------------------------------
+// A primary ps's mutating variable call, replicated to its backup task's node actor
+// ((replicate_atom, ReplicaCall); actors/ps_replication.h). Everything the backup needs to know
+// about the replication is a field here, never an attribute of the op: the receiving node actor
+// marks the call as replicated (ResourceCall::replica, device/kernel.h) with the primary's task
+// from the sender's authenticated hello. The node actor validates every field before use
+// (a malformed call is refused with InvalidArgument naming the variable and the field). Plain value.
+struct ReplicaCall {
+  std::string var;     // the variable's shared name
+  std::string method;  // the variable method (device/variable_call.h): "apply_adam", "sync_state", ...
+  TensorList args;     // its tensors; uninitialised in the places of those sent over the data plane
+  std::string attrs;   // the op's own attributes (encode_call_attrs, actors/ps_replication.h)
+  // Tensors sent ahead over the tensor data plane: how many (0: none, else at most
+  // ReplicaInbox::kMaxArgs) and the call key their frames carry (ReplicaInbox::frame_key).
+  uint32_t data_count = 0;
+  std::string data_key;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ReplicaCall& x) {
+  return f(caf::meta::type_name("actorflow::ReplicaCall"), x.var, x.method, x.args, x.attrs, x.data_count,
+           x.data_key);
+}
+
 }  // namespace actorflow
+
+// A step outcome between the router and the master of one process (stepdone_atom): never
+// serialized (the data plane carries it as a done frame, net/wire.h).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::Status)

@@ -407,14 +407,14 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
         if (run->failed || !run->dispatched.count(dev)) return;
         if (index >= 0 && static_cast<size_t>(index) < run->fetches.size()) run->fetches[static_cast<size_t>(index)] = std::move(t);
       },
-      [=](stepdone_atom, int64_t step_id, const std::string& dev, int32_t code, const std::string& message) {
+      [=](stepdone_atom, int64_t step_id, const std::string& dev, const Status& outcome) {
         auto it = self->state.inflight.find(step_id);
         if (it == self->state.inflight.end()) return;
         auto run = it->second;
         if (run->failed || !run->dispatched.erase(dev)) return;
         run->waits.erase(dev);
-        if (code != 0) {
-          run->fail(Status(static_cast<Code>(code), message));
+        if (!outcome.ok()) {
+          run->fail(outcome);
           return;
         }
         run->one_done();

@@ -14,7 +14,7 @@
 //   (down_atom, task, reason)            fails every in-flight step that involves `task`
 //   (stepret_atom, step_id, device, int32 fetch index, Tensor)   a fetched tensor of a step
 //        dispatched over the data plane (from the router)
-//   (stepdone_atom, step_id, device, int32 code, string message) its outcome (code 0 = OK)
+//   (stepdone_atom, step_id, device, Status)   its outcome (its typed detail included)
 #pragma once
 
 #include <caf/all.hpp>

@@ -102,6 +102,10 @@ const caf::atom_value kCategory = caf::atom("actorflow");
 
 caf::error to_caf_error(const Status& s) {
   if (s.ok()) return caf::none;
+  // The typed detail, when there is one, rides as a second string: its wire form
+  // (encode_status_detail), decoded and validated by from_caf_error on the other side.
+  if (const StatusDetail* d = s.any_detail())
+    return caf::error(static_cast<uint8_t>(s.code()), kCategory, caf::make_message(s.message(), encode_status_detail(*d)));
   return caf::error(static_cast<uint8_t>(s.code()), kCategory, caf::make_message(s.message()));
 }
 
@@ -117,9 +121,15 @@ Status from_caf_error(const caf::error& e, const std::string& where) {
   if (!e) return Status::OK();
   const std::string prefix = where.empty() ? "" : where + ": ";
   if (e.category() == kCategory) {
+    // From another process the code is whatever the peer sent: one outside Code's range reads
+    // as Unknown, and a detail that does not decode is dropped (Status::with_wire_detail).
+    const Code code = code_from_wire(e.code());
+    const caf::message& ctx = e.context();
+    if (ctx.match_elements<std::string, std::string>())
+      return Status(code, ctx.get_as<std::string>(0)).with_wire_detail(ctx.get_as<std::string>(1));
     std::string msg;
-    if (e.context().match_elements<std::string>()) msg = e.context().get_as<std::string>(0);
-    return Status(static_cast<Code>(e.code()), msg);
+    if (ctx.match_elements<std::string>()) msg = ctx.get_as<std::string>(0);
+    return Status(code, msg);
   }
   if (e.category() == caf::atom("system")) {
     auto code = static_cast<caf::sec>(e.code());
@@ -148,7 +158,8 @@ void register_actorflow_types(caf::actor_system_config& cfg) {
   register_client_session_types(cfg);
   cfg.add_error_category(kCategory, [](uint8_t code, caf::atom_value, const caf::message& ctx) -> std::string {
     std::string msg;
-    if (ctx.match_elements<std::string>()) msg = ctx.get_as<std::string>(0);
+    if (ctx.match_elements<std::string>() || ctx.match_elements<std::string, std::string>())
+      msg = ctx.get_as<std::string>(0);
     return std::string(code_name(static_cast<Code>(code))) + ": " + msg;
   });
 }

@@ -79,7 +79,7 @@ struct PendingAuth {
   std::string ticket;  // random: only the middleman's answer for this auth carries it
 };
 
-// A replicated call waiting for the tensors it sent ahead over the data plane (kReplicaDataAttr),
+// A replicated call waiting for the tensors it sent ahead over the data plane (ReplicaCall::data_count),
 // or queued behind one that waits: a primary's calls are applied in the order they came.
 struct PendingReplica {
   caf::typed_response_promise<std::vector<Tensor>> rp;
@@ -425,13 +425,35 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
         self->delegate(a, deregister_atom::value, handle);
         return caf::delegated<bool>();
       },
-      [=](replicate_atom, const std::string& var, const std::string& method, std::vector<Tensor>& args,
-          const std::string& attrs) -> caf::result<std::vector<Tensor>> {
+      [=](replicate_atom, ReplicaCall& rc) -> caf::result<std::vector<Tensor>> {
         if (Status st = permitted(self, "replicated variable call", PeerRole::kMember); !st.ok()) return to_caf_error(st);
         if (!self->state.cfg.resources)
           return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " keeps no variables"));
-        auto decoded = decode_call_attrs(attrs);
+        const std::string& var = rc.var;
+        auto refuse = [&](const std::string& why) {
+          return to_caf_error(InvalidArgument("replicated call " + rc.method.substr(0, 64) + " of variable '" +
+                                              var.substr(0, 256) + "': " + why));
+        };
+        if (var.empty()) return refuse("no variable name");
+        auto decoded = decode_call_attrs(rc.attrs);
         if (!decoded.ok()) return to_caf_error(decoded.status());
+        // Tensors sent ahead over the data plane: how many and the key of their frames.
+        const size_t n = rc.data_count;
+        if (n > 0) {
+          if (n > ReplicaInbox::kMaxArgs || n > rc.args.size())
+            return refuse("data_count " + std::to_string(n) + " for " + std::to_string(rc.args.size()) +
+                          " arguments (at most " + std::to_string(ReplicaInbox::kMaxArgs) + ")");
+          if (!ReplicaInbox::valid_call_key(rc.data_key))
+            return refuse("data_key of " + std::to_string(rc.data_key.size()) + " bytes (1 to " +
+                          std::to_string(ReplicaInbox::kMaxCallKeyBytes) + ")");
+          if (!self->state.cfg.replica_inbox)
+            return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " takes no replicated tensors over the data plane"));
+        } else if (!rc.data_key.empty()) {
+          return refuse("a data_key without data_count");
+        }
+        // Decoded here, once per replicated call (device/variable_call.h).
+        auto op = decode_variable_op(rc.method, std::move(*decoded));
+        if (!op.ok()) return refuse(op.status().message());
         auto a = self->state.cfg.resources->get_or_create(var);
         if (!a.ok()) return to_caf_error(a.status());
         // Which task is the primary: the one its node named in its (authenticated) hello.
@@ -449,30 +471,14 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
             st.cfg.replicator->primary_seen(from);
           }
         }
-        AttrMap call_attrs = std::move(*decoded);
-        // Tensors sent ahead over the data plane: "<count>;<call key>".
-        std::string key;
-        size_t n = 0;
-        if (auto data = call_attrs.get_or<std::string>(kReplicaDataAttr, ""); !data.empty()) {
-          if (!ReplicaInbox::parse_data_attr(data, &n, &key))
-            return to_caf_error(InvalidArgument("replicated call " + method + " of variable '" + var + "': bad " +
-                                                kReplicaDataAttr + " '" + data.substr(0, 80) + "'"));
-          if (!self->state.cfg.replica_inbox)
-            return to_caf_error(FailedPrecondition("task " + self->state.cfg.task + " takes no replicated tensors over the data plane"));
-          call_attrs.erase(kReplicaDataAttr);
-        }
-        call_attrs.set(kReplicaCallAttr, true);
-        call_attrs.set(kReplicaFromAttr, from);
-        // A held synchronous contribution is the primary's to release; the backup only counts it.
-        call_attrs.set("wait", false);
-        // Decoded here, once per replicated call (device/variable_call.h).
-        auto op = decode_variable_op(method, std::move(call_attrs));
-        if (!op.ok())
-          return to_caf_error(InvalidArgument("replicated call of variable '" + var + "': " + op.status().message()));
+        std::string key = n > 0 ? std::move(rc.data_key) : std::string();
         auto call = std::make_shared<ResourceCall>();
         call->resource = var;
         call->op = std::move(*op);
-        call->args = std::move(args);
+        call->args = std::move(rc.args);
+        // The mark that makes the variable actor apply it as a backup: a field only this handler
+        // sets (a kernel's call never has it, whatever its op's attributes say).
+        call->replica = ReplicaOrigin{from};
         // A primary's calls are applied in their order: behind any of its calls still waiting
         // for data-plane tensors, and (with tensors of their own) once those are here.
         const caf::actor_addr sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
@@ -758,6 +764,7 @@ node_actor_t spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg) {
 
 void register_node_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<NodeInfo>("actorflow::NodeInfo");
+  cfg.add_message_type<ReplicaCall>("actorflow::ReplicaCall");
 }
 
 }  // namespace actorflow

@@ -153,7 +153,7 @@ struct NodeActorConfig {
   // to this task and when one's node actor is gone (actors/ps_replication.h).
   std::shared_ptr<PsReplicator> replicator;
   // Where the data plane puts the tensors that replicated calls sent ahead of themselves
-  // (kReplicaDataAttr; null: such calls are refused).
+  // (ReplicaCall::data_count; null: such calls are refused).
   std::shared_ptr<ReplicaInbox> replica_inbox;
   // ps_replicas = 2: which ps task serves which ps task's variables, as this task sees it (null
   // otherwise). With the replicator it makes NodeInfo::serves_for: the tasks this one took over.
@@ -170,7 +170,8 @@ struct NodeActorConfig {
 // Spawns the node actor of a task. The caller owns the handle; thread-safe.
 node_actor_t spawn_node_actor(caf::actor_system& sys, NodeActorConfig cfg);
 
-// Registers NodeInfo with a config (called by register_actorflow_types users that need it).
+// Registers NodeInfo and ReplicaCall with a config (called by register_actorflow_types users that
+// need it).
 void register_node_types(caf::actor_system_config& cfg);
 
 }  // namespace actorflow

@@ -138,26 +138,6 @@ Result<AttrMap> decode_call_attrs(const std::string& bytes) {
   return out;
 }
 
-std::string served_by_marker(const std::string& copy_task, const std::string& primary_task) {
-  return "[served_by " + copy_task + " -> " + primary_task + "]";
-}
-
-bool parse_served_by(const std::string& message, std::string* copy_task, std::string* primary_task) {
-  static const std::string open = "[served_by ", arrow = " -> ";
-  const size_t b = message.find(open);
-  if (b == std::string::npos) return false;
-  const size_t a = message.find(arrow, b + open.size());
-  if (a == std::string::npos) return false;
-  const size_t e = message.find(']', a + arrow.size());
-  if (e == std::string::npos) return false;
-  std::string c = message.substr(b + open.size(), a - b - open.size());
-  std::string p = message.substr(a + arrow.size(), e - a - arrow.size());
-  if (c.empty() || p.empty()) return false;
-  *copy_task = std::move(c);
-  *primary_task = std::move(p);
-  return true;
-}
-
 PsReplicator::PsReplicator(std::string own_task, std::string backup_task, std::string backup_address,
                            std::chrono::milliseconds timeout)
     : own_task_(std::move(own_task)),
@@ -323,16 +303,8 @@ std::string ReplicaInbox::frame_key(size_t i, size_t n, const std::string& call_
   return kReplicaFramePrefix + std::to_string(i) + ";" + std::to_string(n) + ";" + call_key;
 }
 
-std::string ReplicaInbox::data_attr(size_t n, const std::string& call_key) {
-  return std::to_string(n) + ";" + call_key;
-}
-
-bool ReplicaInbox::parse_data_attr(const std::string& value, size_t* n, std::string* call_key) {
-  size_t pos = 0, count = 0;
-  if (!parse_field(value, &pos, &count) || count == 0 || count > kMaxArgs || pos >= value.size()) return false;
-  *n = count;
-  *call_key = value.substr(pos);
-  return true;
+bool ReplicaInbox::valid_call_key(const std::string& call_key) {
+  return !call_key.empty() && call_key.size() <= kMaxCallKeyBytes;
 }
 
 void ReplicaInbox::expire_locked(std::chrono::steady_clock::time_point now) {

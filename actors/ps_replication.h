@@ -4,7 +4,9 @@
 // name in its resource container. A primary applies a mutating call, forwards the same call
 // (or, the first time after its backup (re)connected, its whole state: value and slots) to the
 // backup's node actor as (replicate_atom, ...) and answers its caller only once the backup
-// acknowledged, so an acknowledged update is held by both. Calls reach the backup in the
+// acknowledged, so an acknowledged update is held by both. The forward is a typed message
+// ((replicate_atom, ReplicaCall), actors/interfaces.h); the backup's node actor marks the call it
+// hands its copy as replicated (ResourceCall::replica, device/kernel.h), never an attribute. Calls reach the backup in the
 // primary's order (one sender, one receiver), and the kernels are deterministic, so both hold
 // the same state.
 //
@@ -38,30 +40,19 @@ namespace actorflow {
 
 class Membership;
 
-// The attr a replicated call carries on the backup (set by the node actor): the variable
-// actor then applies it as a backup and never forwards it.
-inline constexpr const char* kReplicaCallAttr = "_replica";
-// The attr that names the task the replicated call came from (its primary), set beside it.
-inline constexpr const char* kReplicaFromAttr = "_replica_from";
+// A backup copy's refusal of a direct update (and a returned ps task's refusal of a variable
+// its backup took over) is a Status carrying the typed detail ServedBy{copy, primary}
+// (core/status.h), which the caller's process reads to refresh its routes (PsRouting).
 
-// The marker a backup copy's refusal of a direct update carries, so that the caller's process
-// can route that ps task's variables to the primary instead: "[served_by COPY -> PRIMARY]".
-// Pure.
-std::string served_by_marker(const std::string& copy_task, const std::string& primary_task);
-// The first such marker in `message`: false when there is none (the outputs are then untouched).
-// Pure.
-bool parse_served_by(const std::string& message, std::string* copy_task, std::string* primary_task);
-
-// AttrMap <-> bytes for replicated calls (every AttrValue kind except Tensor, which variable
-// calls never carry; a Tensor attr is dropped). decode: InvalidArgument on malformed bytes.
-// Pure; thread-safe.
+// AttrMap <-> bytes: the op's own attributes of a replicated call (ReplicaCall::attrs; every
+// AttrValue kind except Tensor, which variable calls never carry; a Tensor attr is dropped).
+// decode: InvalidArgument on malformed bytes. Pure; thread-safe.
 std::string encode_call_attrs(const AttrMap& attrs);
 Result<AttrMap> decode_call_attrs(const std::string& bytes);
 
-// The attr of a replicated call whose large tensors travel over the tensor data plane instead
-// of with the call: "<count>;<call key>" (the BASP call carries uninitialised tensors in their
+// A replicated call's large tensors travel over the tensor data plane instead of with the call
+// (ReplicaCall::data_count, data_key: the BASP call carries uninitialised tensors in their
 // places; the backup's node actor takes them from its ReplicaInbox before applying the call).
-inline constexpr const char* kReplicaDataAttr = "_replica_data";
 // Arguments of at least this many bytes go over the data plane (smaller ones stay in the call).
 inline constexpr size_t kReplicaDataMinBytes = 16 * 1024;
 // A call whose arguments would move more than this over the data plane goes whole over the
@@ -88,10 +79,10 @@ class ReplicaInbox {
   static bool is_replica_frame(const net::TensorMessage& m);
   // The key of the frame carrying argument `i` of the `n` a call moved. Pure.
   static std::string frame_key(size_t i, size_t n, const std::string& call_key);
-  // A call's kReplicaDataAttr value for `n` tensors sent as `call_key`, and its parse (false for
-  // a malformed value, n outside 1..kMaxArgs or an empty key; outputs then untouched). Pure.
-  static std::string data_attr(size_t n, const std::string& call_key);
-  static bool parse_data_attr(const std::string& value, size_t* n, std::string* call_key);
+  // Whether `call_key` may name a call's frames: non-empty, at most kMaxCallKeyBytes, and (it is
+  // the tail of the frame key) fine in any byte. Pure.
+  static constexpr size_t kMaxCallKeyBytes = 1024;
+  static bool valid_call_key(const std::string& call_key);
 
   // Holds the tensor of frame `m` (is_replica_frame). A malformed key, an index out of range, a
   // count that disagrees with the call's earlier frames, a repeated index or a frame past
@@ -219,9 +210,9 @@ class PsReplicator {
 // when the cluster runs with ps_replicas = 2: the identity until a ps task goes down; from then
 // on every ps task it served is served by its backup ((i+1) % n in index order, as the ps tasks
 // place their backups), and stays so (sticky: the returning task is a backup now, refreshed by
-// the acting primary). A backup's refusal of a direct update names its primary (served_by
-// marker) and moves the serving there, which is how a process that started after a failover
-// learns it. The result is the placement's task_aliases (graph/placement_options.h).
+// the acting primary). A backup's refusal of a direct update (a Status with the ServedBy detail)
+// makes the process ask the ps tasks where each one's variables are served (follow_claims),
+// which is how a process that started after a failover learns it. The result is the placement's task_aliases (graph/placement_options.h).
 // Thread-safe.
 class PsServing {
  public:

@@ -122,12 +122,11 @@ std::shared_ptr<PsServing> ServerRuntime::ps_serving() const { return impl_->ps_
 
 void ServerRuntime::note_step_failure(const Status& why) {
   if (!impl_->ps_serving_ || why.ok() || !impl_->membership_) return;
-  std::string copy, primary;
-  if (parse_served_by(why.message(), &copy, &primary)) {
+  if (const ServedBy* refusal = why.detail<ServedBy>()) {
     // A refusal: this process routes some ps task's variables to a task that does not serve them.
-    refresh_ps_serving("a ps task refused a variable (" + copy + " names " + primary + " as its primary)");
-  } else if (why.code() == Code::kFailedPrecondition && why.message().find("is not initialized") != std::string::npos &&
-             !impl_->ps_serving_->aliases().empty()) {
+    refresh_ps_serving("a ps task refused a variable (" + refusal->copy_task + " names " + refusal->primary_task +
+                       " as its primary)");
+  } else if (why.detail<Uninitialized>() && !impl_->ps_serving_->aliases().empty()) {
     // A failed-over route that finds no variable: the copies it followed may have died too, and
     // the model been restored where it was placed.
     refresh_ps_serving("a variable was not initialized where this process routes it after a failover");
@@ -192,14 +191,15 @@ void ServerRuntime::learn_own_failover(const std::vector<std::pair<std::string, 
   }
   // A kernel's access to a variable that is not here, on a task whose variables are served
   // elsewhere, comes from a process that has not failed over (it started after the failover):
-  // refused with the served_by marker (which moves that process's routing to the serving task),
+  // refused with the ServedBy detail (which moves that process's routing to the serving task),
   // never answered with an empty, uninitialized copy that a chief would then initialize.
   impl_->resources_->set_kernel_gate([serving, own](const std::string& name) -> Status {
     auto s = serving.lock();
     const std::string by = s ? s->server_of(own) : own;
     if (by == own) return Status::OK();
     return Unavailable("variable '" + name + "' is not on " + own + ": this ps task came back after a failover and " + by +
-                       " serves its variables " + served_by_marker(own, by));
+                       " serves its variables")
+        .with_detail(ServedBy{own, by});
   });
 }
 

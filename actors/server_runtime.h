@@ -87,10 +87,11 @@ class ServerRuntime {
   // process sees it (actors/ps_replication.h; updated when a ps task goes down), else null.
   // Shared with the caller.
   std::shared_ptr<PsServing> ps_serving() const;
-  // A step run by this process failed with `why`. A ps task's refusal (the served_by marker: a
-  // backup copy whose primary lives, or a returned ps task whose variables are served
-  // elsewhere), or a variable not initialized where a failed-over route leads, makes this
-  // process refresh its routes (refresh_ps_serving). Called by Session::run on the client
+  // A step run by this process failed with `why`. A ps task's refusal (the typed detail
+  // ServedBy, core/status.h: a backup copy whose primary lives, or a returned ps task whose
+  // variables are served elsewhere), or a variable not initialized (the detail Uninitialized)
+  // where a failed-over route leads, makes this process refresh its routes (refresh_ps_serving);
+  // the message text is never read. Called by Session::run on the client
   // thread; a no-op without ps_serving().
   void note_step_failure(const Status& why);
   // What refresh_ps_serving found.
@@ -116,7 +117,7 @@ class ServerRuntime {
   // prefix and address, its backup first; one attempt each) whether one took this task's
   // variables over, and its backup again at every reconnection of the replicator; if so this
   // task's serving map says so, and kernels' accesses to variables it does not hold are refused
-  // with the served_by marker instead of creating empty ones.
+  // with the ServedBy detail instead of creating empty ones.
   void learn_own_failover(const std::vector<std::pair<std::string, std::string>>& ps_peers);
 
   Server* server_;

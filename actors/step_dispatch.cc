@@ -343,7 +343,10 @@ Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, c
   m.step_id = step_id;
   m.step.device = device;
   m.step.number = static_cast<int32_t>(status.code());
-  if (!status.ok()) m.status_error = status.message().empty() ? std::string("error") : status.message();
+  if (!status.ok()) {
+    m.status_error = status.message().empty() ? std::string("error") : status.message();
+    if (const StatusDetail* d = status.any_detail()) m.step.detail = encode_status_detail(*d);
+  }
   msgs.push_back(std::move(m));
   Status sent = send_back(reply_to, nullptr, step_id, msgs);
   // After the write: a query answered from now on ("not running") comes behind the outcome.
@@ -426,12 +429,16 @@ void ProcessRouter::on_outcome(const net::TensorMessage& m) {
   const bool ret = m.kind == net::FrameKind::kRet;
   // A direct step's outcome completes its caller's wait here, on this reader thread.
   if (direct && ret && direct->on_ret(m.step_id, m.step.device, m.step.number, m.tensor)) return;
-  if (direct && !ret && direct->on_done(m.step_id, m.step.device, m.step.number, m.status_error)) return;
+  // The outcome, typed: code, message and detail (decode_step_fields checked that it decodes).
+  Status outcome;
+  if (!ret && m.step.number != 0)
+    outcome = Status(code_from_wire(m.step.number), m.status_error).with_wire_detail(m.step.detail);
+  if (direct && !ret && direct->on_done(m.step_id, m.step.device, outcome)) return;
   if (!master) return;
   if (ret)
     caf::anon_send(master, stepret_atom::value, m.step_id, m.step.device, m.step.number, m.tensor);
   else
-    caf::anon_send(master, stepdone_atom::value, m.step_id, m.step.device, m.step.number, m.status_error);
+    caf::anon_send(master, stepdone_atom::value, m.step_id, m.step.device, std::move(outcome));
 }
 
 }  // namespace actorflow

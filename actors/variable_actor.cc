@@ -94,7 +94,7 @@ using VarActor = var_impl_t::stateful_base<VarState>;
 Status err(const VarState& st, Code code, const std::string& msg) {
   return Status(code, "variable '" + st.var + "': " + msg);
 }
-Status err(const VarState& st, const Status& s) { return err(st, s.code(), s.message()); }
+Status err(const VarState& st, const Status& s) { return s.with_prefix("variable '" + st.var + "'"); }
 
 // Learns dtype/shape from the caller's declaration on first use; checks them afterwards.
 Status check_declared(VarState& st, const VariableOp& op) {
@@ -164,7 +164,8 @@ double scalar_of(const Tensor& t) {
 Tensor zeros_like(const Tensor& t) { return Tensor(t.dtype(), t.shape()); }
 
 Status require_init(const VarState& st) {
-  if (!st.value.is_initialized()) return err(st, Code::kFailedPrecondition, "is not initialized");
+  if (!st.value.is_initialized())
+    return err(st, Code::kFailedPrecondition, "is not initialized").with_detail(Uninitialized{st.var});
   return Status::OK();
 }
 
@@ -635,6 +636,9 @@ struct HostCall {
   const std::string& caller;  // the task whose step made the call (ResourceCall::caller_task)
   std::shared_ptr<StepTrace> trace;  // the call's step's trace when it is traced, else null
   std::string task;                  // traced: this process's task (trace_task)
+  // A call replicated from the primary (ResourceCall::replica): a held synchronous contribution
+  // is the primary's to release, so the backup only counts it (never waits).
+  bool replica = false;
 
   CallResult operator()(const vcall::Read&) {
     Status s = require_init(st);
@@ -754,19 +758,20 @@ struct HostCall {
     // variable while the other waits at another (the livelock after a partition), and a
     // partial accumulation without waiters needs no timeout: it completes with the next
     // contributions.
+    const bool wait = c.wait && !replica;
     if (added->first) {
       st.sync_first = std::chrono::steady_clock::now();
-      if (c.wait)
+      if (wait)
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.timeout_secs * 1000)),
                            sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
     }
     st.sync_waits.contributed(added->step, caller, c.replicas);
-    if (c.wait) {
+    if (wait) {
       st.sync_waiting.push_back(self->make_response_promise());
       if (trace) st.sync_traced.push_back({trace, trace_clock_ns(), added->step, task, caller});
     }
     if (added->complete) finish_sync_step(st, c);
-    if (!c.wait) return one(Tensor::scalar<int64_t>(added->step));
+    if (!wait) return one(Tensor::scalar<int64_t>(added->step));
     return caf::delegated<std::vector<Tensor>>();
   }
   CallResult operator()(const vcall::SyncControl& c) {
@@ -803,7 +808,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
   if (!decl.ok()) return fail(decl);
   auto trace = step_trace(call->step_id);
   return std::visit(HostCall{self, st, call->args, call->method(), call->caller_task, trace,
-                             trace ? trace_task(*call) : std::string()},
+                             trace ? trace_task(*call) : std::string(), call->replica.has_value()},
                     call->op->call);
 }
 
@@ -861,13 +866,13 @@ size_t call_bytes(const ResourceCall& c) {
 // now); false when it must run now.
 bool defer_on_backup(VarActor* self, const ResourceCallPtr& call) {
   auto& st = self->state;
-  if (!st.rep || !call->attrs().get_or<bool>(kReplicaCallAttr, false) || !is_dense_update(call->op->call)) return false;
+  if (!st.rep || !call->replica || !is_dense_update(call->op->call)) return false;
   const size_t bytes = call_bytes(*call);
   if (!st.value.is_initialized() || st.deferred.size() >= kMaxDeferred ||
       st.deferred_bytes + bytes > kMaxDeferredStates * state_bytes(st))
     return false;
   st.backup_role = true;
-  st.primary = call->attrs().get_or<std::string>(kReplicaFromAttr, "");
+  st.primary = call->replica->primary_task;
   st.deferred.push_back(call);
   st.deferred_bytes += bytes;
   return true;
@@ -882,7 +887,7 @@ void apply_deferred(VarActor* self, const ResourceCall& call) {
   auto held = std::move(st.deferred);
   st.deferred.clear();
   st.deferred_bytes = 0;
-  if (std::holds_alternative<vcall::SyncState>(call.op->call) && call.attrs().get_or<bool>(kReplicaCallAttr, false)) return;
+  if (std::holds_alternative<vcall::SyncState>(call.op->call) && call.replica) return;
   for (const auto& c : held) {
     caf::result<std::vector<Tensor>> r = handle_call(self, c);
     // The primary applied the same call to the same state, so this cannot fail short of a bug.
@@ -895,16 +900,17 @@ void apply_deferred(VarActor* self, const ResourceCall& call) {
 
 // A direct (not replicated) update reaching a backup copy: while the copy's primary is alive the
 // caller has not failed over (it started after the failover, or noticed a failure the ps tasks
-// did not): refused with Unavailable carrying the served_by marker, so the caller's process
-// routes this task's variables to the primary. With the primary gone, the copy takes over
+// did not): refused with Unavailable carrying the typed detail ServedBy{this task, primary}
+// (core/status.h), so the caller's process refreshes its routes. With the primary gone, the copy takes over
 // (promotion) and the update proceeds. Reads are never refused: a backup holds every
 // acknowledged update.
 std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
   auto& st = self->state;
-  if (!st.backup_role || call.attrs().get_or<bool>(kReplicaCallAttr, false)) return std::nullopt;
+  if (!st.backup_role || call.replica) return std::nullopt;
   if (!st.primary.empty() && st.rep->primary_alive(st.primary))
-    return Status(Code::kUnavailable, "variable '" + st.var + "' on " + st.rep->own_task() + " is a backup copy; its primary " +
-                                          st.primary + " serves updates " + served_by_marker(st.rep->own_task(), st.primary));
+    return Unavailable("variable '" + st.var + "' on " + st.rep->own_task() + " is a backup copy; its primary " +
+                       st.primary + " serves updates")
+        .with_detail(ServedBy{st.rep->own_task(), st.primary});
   st.backup_role = false;
   st.synced_epoch = 0;
   AF_LOG(WARNING) << "variable '" << st.var << "': its backup copy serves as the primary now (its primary "
@@ -915,11 +921,12 @@ std::optional<Status> backup_refuses(VarActor* self, const ResourceCall& call) {
 // With the backup's data plane known, the call's large host tensors (kReplicaDataMinBytes and
 // up, kReplicaDataMaxCallBytes in all) go over the data plane (fewer copies than the control
 // plane: written from the tensor's buffer, read into a fresh one) ahead of the call, which
-// carries uninitialised tensors in their places and kReplicaDataAttr naming the frames.
+// carries uninitialised tensors in their places and names the frames (ReplicaCall::data_count,
+// data_key).
 struct SentAhead {
   uint64_t epoch = 0;         // the backup connection they went to
   std::vector<size_t> moved;  // the arguments sent
-  std::string attr;           // the call's kReplicaDataAttr
+  std::string key;            // the call key of their frames
 };
 
 // Queues the large tensors of `args` for the backup `b`; nullopt when none qualify or the
@@ -941,17 +948,17 @@ std::optional<SentAhead> send_ahead(VarActor* self, const PsReplicator::Backup& 
   if (moved.empty() || bytes > kReplicaDataMaxCallBytes) return std::nullopt;
   SentAhead out;
   out.epoch = b.epoch;
-  const std::string key = st.rep->instance() + "|" + st.var + "|" + std::to_string(++st.next_data_call);
-  out.attr = ReplicaInbox::data_attr(moved.size(), key);
+  out.key = st.rep->instance() + "|" + st.var + "|" + std::to_string(++st.next_data_call);
   for (const auto& m : moved) out.moved.push_back(m.first);
-  st.rep->send_tensors(b.epoch, key, std::move(moved));
+  st.rep->send_tensors(b.epoch, out.key, std::move(moved));
   return out;
 }
 
-// Takes the tensors `ahead` sent out of the call's `args` and names them in `attrs`.
-void mark_sent_ahead(const SentAhead& ahead, std::vector<Tensor>& args, AttrMap& attrs) {
-  for (size_t i : ahead.moved) args[i] = Tensor();
-  attrs.set(kReplicaDataAttr, ahead.attr);
+// Takes the tensors `ahead` sent out of the call's arguments and names their frames in it.
+void mark_sent_ahead(const SentAhead& ahead, ReplicaCall& rc) {
+  for (size_t i : ahead.moved) rc.args[i] = Tensor();
+  rc.data_count = static_cast<uint32_t>(ahead.moved.size());
+  rc.data_key = ahead.key;
 }
 
 // Whether a dense update `call` goes to the backup as the whole state rather than as itself
@@ -966,7 +973,7 @@ bool whole_state_due(VarState& st, const ResourceCall& call) {
 // update instead of following it. Nullopt when nothing went.
 std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& call) {
   auto& st = self->state;
-  if (call.attrs().get_or<bool>(kReplicaCallAttr, false) || !st.value.is_initialized()) return std::nullopt;
+  if (call.replica || !st.value.is_initialized()) return std::nullopt;
   const PsReplicator::Backup b = st.rep->backup();
   if (!b.node || st.synced_epoch != b.epoch) return std::nullopt;
   if (is_dense_update(call.op->call) && whole_state_due(st, call)) return std::nullopt;
@@ -974,7 +981,7 @@ std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& cal
 }
 
 // Replication of a mutating call whose local outcome is `r` (actors/ps_replication.h). A call
-// that came from a primary (kReplicaCallAttr) makes this copy a backup and is answered as it
+// that came from a primary (ResourceCall::replica) makes this copy a backup and is answered as it
 // is. A call from a kernel on a copy that was a backup promotes it (its primary's task failed
 // over to this one). A primary with a connected backup sends it the call (or, first after a
 // new connection, its whole state) and answers only once the backup acknowledged; without a
@@ -983,9 +990,9 @@ std::optional<SentAhead> send_call_early(VarActor* self, const ResourceCall& cal
 caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr& call,
                                            caf::result<std::vector<Tensor>> r, const std::optional<SentAhead>& early) {
   auto& st = self->state;
-  if (call->attrs().get_or<bool>(kReplicaCallAttr, false)) {
+  if (call->replica) {
     st.backup_role = true;
-    st.primary = call->attrs().get_or<std::string>(kReplicaFromAttr, "");
+    st.primary = call->replica->primary_task;
     // The primary only waits for the acknowledgement: an update's usual reply (the whole updated
     // variable) would cross the control plane back for nothing.
     if (r.flag == caf::rt_value) return std::vector<Tensor>{};
@@ -995,15 +1002,17 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   const PsReplicator::Backup b = st.rep->backup();
   if (!b.node) return r;  // no backup connected: the primary serves alone
   if (!st.value.is_initialized()) return r;  // nothing to copy yet
-  std::string method = call->method();
-  std::vector<Tensor> args = call->args;
+  ReplicaCall rc;
+  rc.var = st.var;
+  rc.method = call->method();
+  rc.args = call->args;
   AttrMap attr_map = call->attrs();
   const bool dense = is_dense_update(call->op->call);
   if (st.synced_epoch != b.epoch) {
     // The backup (re)connected since this variable's last full copy: it may hold nothing or an
     // old state, so it gets the whole state (value and slots) instead of the call.
-    method = "sync_state";
-    args = {st.value, encode_slots(st)};
+    rc.method = "sync_state";
+    rc.args = {st.value, encode_slots(st)};
     attr_map = AttrMap();
     st.synced_epoch = b.epoch;
     st.dense_since_sync = 0;
@@ -1011,8 +1020,8 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   } else if (dense && whole_state_due(st, *call)) {
     // The backup holds the dense updates since the last whole state unapplied: this one goes
     // as the whole state after it, which replaces them there (see kSyncEvery).
-    method = "sync_state";
-    args = {st.value, encode_slots(st)};
+    rc.method = "sync_state";
+    rc.args = {st.value, encode_slots(st)};
     attr_map = AttrMap();
     st.dense_since_sync = 0;
     st.dense_bytes_since_sync = 0;
@@ -1023,16 +1032,16 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
   // Tensors of the call sent before it was applied go with this call only when it goes as
   // itself to the same connection (the local update can change what is due: they then expire
   // unclaimed in the backup's inbox).
-  if (early && early->epoch == b.epoch && method == call->method()) {
-    mark_sent_ahead(*early, args, attr_map);
-  } else if (auto ahead = send_ahead(self, b, args)) {
-    mark_sent_ahead(*ahead, args, attr_map);
+  if (early && early->epoch == b.epoch && rc.method == call->method()) {
+    mark_sent_ahead(*early, rc);
+  } else if (auto ahead = send_ahead(self, b, rc.args)) {
+    mark_sent_ahead(*ahead, rc);
   }
-  const std::string attrs = encode_call_attrs(attr_map);
+  rc.attrs = encode_call_attrs(attr_map);
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
     // backup counts the same contributions in the same order; see docs/architecture/ps-replication.md).
-    self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
+    self->request(b.node, st.rep->timeout(), replicate_atom::value, std::move(rc))
         .then([](const std::vector<Tensor>&) {},
               [self, epoch = b.epoch](const caf::error& e) {
                 self->state.rep->backup_failed(epoch, caf::to_string(e));
@@ -1055,7 +1064,7 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     it->second.rp.deliver(std::move(it->second.value));
     s.pending_acks.erase(it);
   };
-  self->request(b.node, st.rep->timeout(), replicate_atom::value, st.var, method, std::move(args), attrs)
+  self->request(b.node, st.rep->timeout(), replicate_atom::value, std::move(rc))
       .then([settle](const std::vector<Tensor>&) { settle(); },
             [self, settle, epoch = b.epoch](const caf::error& e) {
               // The backup is gone (its connection closed, or it did not answer within the peer

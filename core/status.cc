@@ -1,6 +1,78 @@
 #include "core/status.h"
 
+#include <cstdint>
+
 namespace actorflow {
+namespace {
+
+// Tags of the wire form; a new detail gets a new tag (never reuse one).
+constexpr char kServedByTag = 1;
+constexpr char kUninitializedTag = 2;
+
+void put_field(std::string& out, const std::string& v) {
+  const auto n = static_cast<uint32_t>(v.size());
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  out += v;
+}
+
+// Reads the field at bytes[*at..] into *v. InvalidArgument naming `what` when it is missing,
+// truncated, empty or longer than kMaxStatusDetailField.
+Status get_field(const std::string& bytes, size_t* at, const char* what, std::string* v) {
+  const std::string where = std::string("status detail: field '") + what + "'";
+  if (bytes.size() - *at < 4) return InvalidArgument(where + " is missing or truncated");
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[*at + i])) << (8 * i);
+  *at += 4;
+  if (n == 0) return InvalidArgument(where + " is empty");
+  if (n > kMaxStatusDetailField)
+    return InvalidArgument(where + " claims " + std::to_string(n) + " bytes (at most " +
+                           std::to_string(kMaxStatusDetailField) + ")");
+  if (bytes.size() - *at < n) return InvalidArgument(where + " is truncated");
+  v->assign(bytes, *at, n);
+  *at += n;
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string encode_status_detail(const StatusDetail& d) {
+  std::string out;
+  if (const auto* s = std::get_if<ServedBy>(&d)) {
+    out += kServedByTag;
+    put_field(out, s->copy_task);
+    put_field(out, s->primary_task);
+  } else if (const auto* u = std::get_if<Uninitialized>(&d)) {
+    out += kUninitializedTag;
+    put_field(out, u->resource);
+  }
+  return out;
+}
+
+Result<StatusDetail> decode_status_detail(const std::string& bytes) {
+  if (bytes.empty()) return InvalidArgument("status detail: no bytes");
+  size_t at = 1;
+  StatusDetail out;
+  switch (bytes[0]) {
+    case kServedByTag: {
+      ServedBy s;
+      AF_RETURN_IF_ERROR(get_field(bytes, &at, "copy_task", &s.copy_task));
+      AF_RETURN_IF_ERROR(get_field(bytes, &at, "primary_task", &s.primary_task));
+      out = std::move(s);
+      break;
+    }
+    case kUninitializedTag: {
+      Uninitialized u;
+      AF_RETURN_IF_ERROR(get_field(bytes, &at, "resource", &u.resource));
+      out = std::move(u);
+      break;
+    }
+    default:
+      return InvalidArgument("status detail: unknown tag " + std::to_string(static_cast<unsigned char>(bytes[0])));
+  }
+  if (at != bytes.size())
+    return InvalidArgument("status detail: " + std::to_string(bytes.size() - at) + " bytes after its fields");
+  return out;
+}
 
 const char* code_name(Code code) {
   switch (code) {
@@ -25,6 +97,10 @@ const char* code_name(Code code) {
   return "Unknown";
 }
 
+Code code_from_wire(int64_t v) {
+  return v >= 0 && v <= static_cast<int64_t>(Code::kUnauthenticated) ? static_cast<Code>(v) : Code::kUnknown;
+}
+
 Status::Status(Code code, std::string message) : code_(code) {
   if (code_ != Code::kOk) message_ = std::move(message);
 }
@@ -36,7 +112,22 @@ std::string Status::to_string() const {
 
 Status Status::with_prefix(const std::string& prefix) const {
   if (ok()) return *this;
-  return Status(code_, prefix + ": " + message_);
+  Status out(code_, prefix + ": " + message_);
+  out.detail_ = detail_;
+  return out;
+}
+
+Status Status::with_detail(StatusDetail detail) const {
+  if (ok()) return *this;
+  Status out = *this;
+  out.detail_ = std::make_shared<const StatusDetail>(std::move(detail));
+  return out;
+}
+
+Status Status::with_wire_detail(const std::string& bytes) const {
+  if (ok() || bytes.empty()) return *this;
+  auto d = decode_status_detail(bytes);
+  return d.ok() ? with_detail(std::move(*d)) : *this;
 }
 
 std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.to_string(); }

@@ -1,12 +1,15 @@
 // Status and Result<T>: errors as values, after LevelDB's and TensorFlow's Status.
 //
 // A Status is either OK or carries a code and a human-readable message that says
-// what went wrong and where (op name, config file:line, task address). Status is a
-// small value type; copying is cheap enough for error paths. Thread-safety: a
-// Status object is not synchronised; distinct objects may be used from any thread.
+// what went wrong and where (op name, config file:line, task address), and optionally a typed
+// detail (StatusDetail) for code that acts on the error. Status is a small value type; copying
+// is cheap enough for error paths (the detail is shared, immutable). Thread-safety: a Status
+// object is not synchronised; distinct objects may be used from any thread.
 #pragma once
 
 #include <cassert>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -38,6 +41,29 @@ enum class Code : int {
 
 // Returns the canonical name of `code`, e.g. "InvalidArgument". Never null.
 const char* code_name(Code code);
+// `v` as a Code: kUnknown for a value no Code has (a code that came from another process). Pure.
+Code code_from_wire(int64_t v);
+
+// ---- typed details -------------------------------------------------------------------------
+// What an error says for code to act on, beside its message for people: a caller that reroutes
+// or refreshes on an error reads the detail, never the message text. A detail travels with its
+// Status across processes as encode_status_detail's bytes (actors/messages.h: CAF errors;
+// net/wire.h: step outcomes on the data plane), and a receiver drops one that does not decode.
+
+// A task refused a call on a resource because another task serves it: `copy_task` (the task
+// that refused: a backup copy whose primary lives, or a ps task whose variables were taken over
+// while it was down) names `primary_task`, which serves it. Both non-empty.
+struct ServedBy {
+  std::string copy_task;
+  std::string primary_task;
+  bool operator==(const ServedBy& o) const { return copy_task == o.copy_task && primary_task == o.primary_task; }
+};
+// The resource (a variable) holds no value yet. `resource` is its name (non-empty).
+struct Uninitialized {
+  std::string resource;
+  bool operator==(const Uninitialized& o) const { return resource == o.resource; }
+};
+using StatusDetail = std::variant<ServedBy, Uninitialized>;
 
 class Status {
  public:
@@ -56,15 +82,34 @@ class Status {
   // "OK" or "<CodeName>: <message>".
   std::string to_string() const;
 
-  // Returns a copy whose message is "<prefix>: <message>". OK stays OK.
+  // Returns a copy whose message is "<prefix>: <message>" (the detail stays). OK stays OK.
   Status with_prefix(const std::string& prefix) const;
 
-  bool operator==(const Status& o) const { return code_ == o.code_ && message_ == o.message_; }
+  // Returns a copy that carries `detail` (replacing any). OK stays OK and carries none.
+  Status with_detail(StatusDetail detail) const;
+  // Returns a copy with the detail decoded from `bytes` (encode_status_detail; empty: none, the
+  // detail this Status has is kept). Bytes that do not decode are dropped: the code and the
+  // message stay, so a malformed or hostile peer can only lose the detail.
+  Status with_wire_detail(const std::string& bytes) const;
+  // The detail when it is a T, else null. Valid while this Status (or a copy of it) lives.
+  template <class T>
+  const T* detail() const {
+    return detail_ ? std::get_if<T>(detail_.get()) : nullptr;
+  }
+  // The detail, or null.
+  const StatusDetail* any_detail() const { return detail_.get(); }
+
+  // Equal code, message and detail.
+  bool operator==(const Status& o) const {
+    return code_ == o.code_ && message_ == o.message_ &&
+           (detail_ == o.detail_ || (detail_ && o.detail_ && *detail_ == *o.detail_));
+  }
   bool operator!=(const Status& o) const { return !(*this == o); }
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  std::shared_ptr<const StatusDetail> detail_;  // null: none; shared by copies, never changed
 };
 
 std::ostream& operator<<(std::ostream& os, const Status& s);
@@ -114,6 +159,16 @@ class Result {
  private:
   std::variant<T, Status> v_;
 };
+
+// The wire form of `d`: a tag byte, then each string field as a little-endian u32 length and
+// its bytes. Pure; thread-safe.
+std::string encode_status_detail(const StatusDetail& d);
+// Each string field of a detail holds at most this many bytes (task and variable names).
+inline constexpr size_t kMaxStatusDetailField = 4096;
+// Decodes encode_status_detail's bytes. InvalidArgument saying what is wrong for an unknown tag,
+// a missing, truncated, empty or over-long (kMaxStatusDetailField) field, or bytes after the
+// last field. Pure; thread-safe.
+Result<StatusDetail> decode_status_detail(const std::string& bytes);
 
 }  // namespace actorflow
 

@@ -111,6 +111,8 @@ Status OpKernelContext::error(Code code, const std::string& msg) const {
   return Status(code, node_.op + " '" + node_.name + "': " + msg);
 }
 
+Status OpKernelContext::error(const Status& s) const { return s.with_prefix(node_.op + " '" + node_.name + "'"); }
+
 KernelRegistry& KernelRegistry::global() {
   static KernelRegistry* r = [] {
     auto* reg = new KernelRegistry();

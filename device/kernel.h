@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,14 @@ namespace actorflow {
 // attributes), with this step's tensor arguments. Implemented by the runtime (actors/), so
 // kernels stay free of CAF.
 struct VariableOp;  // device/variable_call.h
+// Where a replicated call came from ([supervisor] ps_replicas = 2, actors/ps_replication.h): set
+// only by the backup task's node actor on a call it received from a primary ps task as a typed
+// replicate message, never derived from the op's attributes, so no graph can make a call look
+// replicated. Plain value.
+struct ReplicaOrigin {
+  // The primary's task (the one its node named in its authenticated hello); "" when unknown.
+  std::string primary_task;
+};
 
 struct ResourceCall {
   std::string resource;                   // the variable's shared name
@@ -41,6 +50,9 @@ struct ResourceCall {
   // Traced steps only (core/step_trace.h): when the calling kernel's device sent the call, in
   // the trace clock (the variable actor's event shows how long the call queued); 0 otherwise.
   int64_t sent_ns = 0;
+  // Set: a primary's call replicated to this task's backup copy (the variable actor applies it as
+  // a backup and never forwards it). Nullopt: a direct call (a kernel's).
+  std::optional<ReplicaOrigin> replica;
   // The op's method name and attributes (op must be set; defined in device/variable_call.cc).
   const std::string& method() const;
   const AttrMap& attrs() const;
@@ -94,6 +106,8 @@ class OpKernelContext {
 
   // An error Status with the node named: "<Op> '<name>': <msg>".
   Status error(Code code, const std::string& msg) const;
+  // `s` (not OK) named the same way: "<op> '<node>': <message>", its typed detail kept.
+  Status error(const Status& s) const;
   Status invalid_argument(const std::string& msg) const { return error(Code::kInvalidArgument, msg); }
 
  private:

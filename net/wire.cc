@@ -88,8 +88,8 @@ std::string encode_step_fields(FrameKind kind, const StepFields& f) {
     case FrameKind::kFeed: str(f.key); break;
     case FrameKind::kRun: str(f.device); str(f.handle); str(f.reply_to); str(f.from_task); break;
     case FrameKind::kRet:
-    case FrameKind::kDone:
     case FrameKind::kState: str(f.device); num(f.number); break;
+    case FrameKind::kDone: str(f.device); num(f.number); str(f.detail); break;
     case FrameKind::kQuery: str(f.device); str(f.reply_to); break;
     default: break;
   }
@@ -125,10 +125,19 @@ Result<StepFields> decode_step_fields(FrameKind kind, const char* p, size_t n) {
       AF_RETURN_IF_ERROR(field(&f.from_task));
       break;
     case FrameKind::kRet:
-    case FrameKind::kDone:
     case FrameKind::kState:
       AF_RETURN_IF_ERROR(field(&f.device));
       AF_RETURN_IF_ERROR(number(&f.number));
+      break;
+    case FrameKind::kDone:
+      AF_RETURN_IF_ERROR(field(&f.device));
+      AF_RETURN_IF_ERROR(number(&f.number));
+      AF_RETURN_IF_ERROR(field(&f.detail));
+      if (!f.detail.empty()) {
+        if (f.number == 0) return DataLoss(what + ": a typed detail on a successful outcome");
+        auto d = decode_status_detail(f.detail);
+        if (!d.ok()) return DataLoss(what + ": " + d.status().message());
+      }
       break;
     case FrameKind::kQuery:
       AF_RETURN_IF_ERROR(field(&f.device));

@@ -65,6 +65,9 @@ struct StepFields {
   std::string reply_to;   // run, query: where the outcome/answer goes ("" = back on this connection)
   std::string from_task;  // run: the task that dispatched the step
   int32_t number = 0;     // ret: the fetch index; done: the status code (0 = OK); state: 1 running, 0 not
+  // done: the failed status's typed detail (encode_status_detail, core/status.h); empty: none.
+  // decode_step_fields checks that it decodes.
+  std::string detail;
 };
 
 // The key area of a step-control frame of `kind` (is_step_control) holding `f`'s fields for that

@@ -621,8 +621,7 @@ TEST_F(SecurityTest, AClientCannotStopReconfigureOrLoadFaultsIntoANode) {
       ask<bool>(sys, *h, register_atom::value, cpu, std::string("h1"), std::string("graph")),
       ask<bool>(sys, *h, deregister_atom::value, cpu, std::string("h1")),
       ask<std::vector<Tensor>>(sys, *h, run_atom::value, cpu, std::string("h1"), int64_t{1}, std::vector<Tensor>{}),
-      ask<std::vector<Tensor>>(sys, *h, replicate_atom::value, std::string("v"), std::string("assign"),
-                               std::vector<Tensor>{}, std::string()),
+      ask<std::vector<Tensor>>(sys, *h, replicate_atom::value, ReplicaCall{"v", "assign", {}, std::string(), 0, ""}),
   };
   for (const Status& st : refused) {
     EXPECT_EQ(st.code(), Code::kPermissionDenied) << st;

@@ -509,7 +509,7 @@ TEST(TensorTransportTest, StepControlFramesKeepTheirTypedFields) {
   sent[0].tensor = patterned(DType::kFloat32, Shape{3, 2}, 4);
   sent[1].kind = FrameKind::kRun;
   sent[1].step_id = 11;
-  sent[1].step = StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "partition#7", "", "/job:h/replica:0/task:0", 0};
+  sent[1].step = StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "partition#7", "", "/job:h/replica:0/task:0", 0, ""};
   sent[2].kind = FrameKind::kRet;
   sent[2].step_id = -3;
   sent[2].step.device = "/job:w/replica:0/task:0/device:CPU:0";
@@ -615,27 +615,27 @@ TEST(TensorTransportTest, BadFramesAfterHandshakeDropConnection) {
   // kind may not.
   {
     std::string p;  // a run frame's key area cut inside its second field
-    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "h", "", "t", 0});
+    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "h", "", "t", 0, ""});
     fields.resize(fields.size() - 12);
     encode_frame_prefix(FrameKind::kRun, 1, fields, DType::kInvalid, {}, 0, "", &p);
     cases.push_back({"truncated run fields", p});
   }
   {
     std::string p;  // a done frame whose status code field has 3 bytes
-    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"dev", "", "", "", "", 0});
+    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"dev", "", "", "", "", 0, ""});
     fields += std::string("\x03\0\0\0abc", 7);
     encode_frame_prefix(FrameKind::kDone, 1, fields, DType::kInvalid, {}, 0, "", &p);
     cases.push_back({"done with a 3-byte code", p});
   }
   {
     std::string p;  // a run frame that carries a tensor
-    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "d", "h", "", "t", 0});
+    std::string fields = encode_step_fields(FrameKind::kRun, StepFields{"", "d", "h", "", "t", 0, ""});
     encode_frame_prefix(FrameKind::kRun, 1, fields, DType::kFloat32, {2}, 8, "", &p);
     cases.push_back({"run with a tensor", p + std::string(8, '\0')});
   }
   {
     std::string p;  // a feed frame with bytes after its one field
-    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"a;b;c", "", "", "", "", 0}) + "x";
+    std::string fields = encode_step_fields(FrameKind::kFeed, StepFields{"a;b;c", "", "", "", "", 0, ""}) + "x";
     encode_frame_prefix(FrameKind::kFeed, 1, fields, DType::kFloat32, {2}, 8, "", &p);
     cases.push_back({"feed with trailing bytes", p + std::string(8, '\0')});
   }

@@ -41,7 +41,7 @@ class VariableCallKernel : public AsyncOpKernel {
     call.device = ctx->device();
     env->call(std::move(call), [ctx, done](Result<std::vector<Tensor>> r) {
       if (!r.ok()) {
-        done(ctx->error(r.status().code(), r.status().message()));
+        done(ctx->error(r.status()));
         return;
       }
       if (r->empty() || !(*r)[0].is_initialized()) {
