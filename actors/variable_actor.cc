@@ -822,6 +822,10 @@ struct HostCall {
     if (added->first) {
       st.sync_first = std::chrono::steady_clock::now();
       st.sync_call = c;
+      if (c.wait) {  // the barrier's counters show (at 0) from its first step on: `actorflow status`
+        (void)stale_gradients_metric();
+        (void)short_steps_metric();
+      }
       if (c.deadline_secs > 0)
         self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>(c.deadline_secs * 1e6)),
                            sync_deadline_atom::value, st.sync.generation());
