@@ -4,7 +4,9 @@
   1. baseline: 1 ps + 2 healthy workers, 2 of 2 gradients a step;
   2. backup:   1 ps + 3 workers, worker/2 slowed 5x by a fault plan (`slow`, factor 5), 2 of 3
                gradients a step (one backup worker);
-  3. no backup: 1 ps + 2 workers, worker/1 slowed 5x, 2 of 2 (what the backup saves).
+  3. no backup: 1 ps + 2 workers, worker/1 slowed 5x, 2 of 2 (what the backup saves);
+and a control: 1 ps + 3 healthy workers, 2 of 3 (what a third worker process costs by itself, on
+a machine with few cores: the backup job minus its straggler).
 
 Each job runs under `actorflow up` on loopback (`--plan` gives the slow fault to every task's first
 start). Throughput is the images the job aggregates per second: global steps/s x
@@ -90,6 +92,7 @@ def main():
         ("baseline: 2 workers, 2 of 2", 2, 2, None),
         ("backup: 3 workers, worker/2 x%g, 2 of 3" % a.factor, 3, 2, "worker/2"),
         ("no backup: 2 workers, worker/1 x%g, 2 of 2" % a.factor, 2, 2, "worker/1"),
+        ("control: 3 healthy workers, 2 of 3", 3, 2, None),
     ]
     print("1 ps + N workers on loopback, seed CNN, synchronous; images aggregated per second "
           "(global steps/s x replicas_to_aggregate x %d)" % BATCH, flush=True)
