@@ -35,6 +35,23 @@ class SyncWaits {
     if (known_.size() < kMaxReplicas) known_.insert(caller);
   }
 
+  // For a report on the accumulator's `step`: " (from A, B); missing C, D", or " (from A); N more
+  // expected from replicas not seen yet" before every replica has contributed once; "" when no
+  // contribution to `step` was recorded.
+  std::string who(int64_t step) const {
+    if (step != step_ || from_.empty()) return "";
+    std::string out;
+    for (const auto& t : from_) out += (out.empty() ? " (from " : ", ") + t;
+    out += ")";
+    std::string missing;
+    for (const auto& t : known_)
+      if (!from_.count(t)) missing += (missing.empty() ? "; missing " : ", ") + t;
+    if (missing.empty())
+      return out + "; " + std::to_string(replicas_ - static_cast<int64_t>(from_.size())) +
+             " more expected from replicas not seen yet";
+    return out + missing;
+  }
+
   // Brings the registered waits in line with the accumulator: `var` collecting for `step` with
   // `count` gradients, `waiting` runs held until it completes.
   void refresh(const std::string& var, int64_t step, int64_t count, bool waiting) {

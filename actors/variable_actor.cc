@@ -2,6 +2,7 @@
 #include "actors/variable_actor.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -31,8 +32,11 @@ namespace actorflow {
 namespace {
 
 using sync_check_atom = caf::atom_constant<caf::atom("synccheck")>;
-// The variable actor's interface with its private timer: (generation, replicas, timeout secs).
-using var_impl_t = variable_actor_t::extend<caf::reacts_to<sync_check_atom, int64_t, int64_t, double>>;
+using sync_deadline_atom = caf::atom_constant<caf::atom("syncdline")>;
+// The variable actor's interface with its private timers: the step timeout (generation, replicas,
+// timeout secs) and the sync deadline (generation).
+using var_impl_t = variable_actor_t::extend<caf::reacts_to<sync_check_atom, int64_t, int64_t, double>,
+                                            caf::reacts_to<sync_deadline_atom, int64_t>>;
 
 struct VarState {
   std::string var;
@@ -61,6 +65,11 @@ struct VarState {
   std::vector<TracedWait> sync_traced;
   SyncWaits sync_waits;  // what the waiting runs wait for (actors/sync_waits.h)
   std::chrono::steady_clock::time_point sync_first;
+  // The options of the current step's first contribution (what a step closed short applies).
+  vcall::SyncContribution sync_call;
+  // Short steps' WARNINGs: at most one per kShortLogEvery; the ones left out are counted.
+  std::chrono::steady_clock::time_point short_logged;
+  int64_t short_unlogged = 0;
   RestartBudget restarts;    // in-place restarts after exceptions
   Status failed;             // set when the restart budget is spent
   // Replication ([supervisor] ps_replicas = 2, actors/ps_replication.h). `rep` is null without it.
@@ -362,10 +371,25 @@ void fail_waiting_closed(VarState& st, const std::string& why) {
   release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
 }
 
-// Finishes the current sync step: average, apply once, release everyone.
-// Runs inside handle_call, under its ScopedFlushDenormal.
-void finish_sync_step(VarState& st, const vcall::SyncContribution& c) {
-  SyncAccumulator::Average avg = st.sync.take_average();
+// Metrics of synchronous steps (core/metrics.h), counted where contributions wait (wait = true:
+// SyncReplicasOptimizer's global step, the replicas' barrier), so each counts replica steps, not
+// variables: replicas' step gradients dropped as stale, and steps closed short at the deadline.
+Counter& stale_gradients_metric() {
+  static Counter& c = Metrics::global().counter(
+      "actorflow_sync_stale_gradients_total",
+      "Replicas' step gradients dropped as stale by synchronous training (their step was already applied).");
+  return c;
+}
+Counter& short_steps_metric() {
+  static Counter& c = Metrics::global().counter(
+      "actorflow_sync_short_steps_total",
+      "Synchronous steps closed short at the sync deadline with fewer than replicas_to_aggregate gradients.");
+  return c;
+}
+
+// Applies a taken average of `c`'s kind (once), releases everyone waiting with its step.
+// Runs inside handle_call (or the deadline timer), under a ScopedFlushDenormal.
+void apply_sync_average(VarState& st, const vcall::SyncContribution& c, SyncAccumulator::Average avg) {
   Status s;
   if (c.increment) {
     Tensor one_t(st.dtype, st.shape);
@@ -395,6 +419,39 @@ void finish_sync_step(VarState& st, const vcall::SyncContribution& c) {
     if (s.ok()) rp.deliver(one(Tensor::scalar<int64_t>(avg.step)));
     else rp.deliver(to_caf_error(s));
   });
+}
+
+// Finishes the current sync step: average, apply once, release everyone.
+void finish_sync_step(VarState& st, const vcall::SyncContribution& c) {
+  apply_sync_average(st, c, st.sync.take_average());
+}
+
+constexpr auto kShortLogEvery = std::chrono::seconds(10);
+
+// A step of the barrier (wait = true) closed short: counted, and a WARNING naming the step, what
+// it had and the missing replicas (at most one per kShortLogEvery; the others are counted in the
+// next). `why`: "at its deadline of 0.5 s", ...
+void report_short_step(VarState& st, const SyncAccumulator::Average& avg, const std::string& why) {
+  short_steps_metric().inc();
+  const auto now = std::chrono::steady_clock::now();
+  if (st.short_unlogged > 0 && now - st.short_logged < kShortLogEvery) {
+    ++st.short_unlogged;
+    return;
+  }
+  const int64_t before = st.short_unlogged > 0 ? st.short_unlogged - 1 : 0;
+  AF_LOG(WARNING) << "variable '" << st.var << "': synchronous step " << avg.step << " closed short " << why << " with "
+                  << avg.count << " of " << st.sync_call.replicas << " gradients" << st.sync_waits.who(avg.step)
+                  << (before > 0 ? "; " + std::to_string(before) + " more steps closed short since the last report" : "");
+  st.short_logged = now;
+  st.short_unlogged = 1;
+}
+
+// Closes the current step short (count() > 0): the average over what it got is applied and the
+// waiting workers are released with the step; reported when this accumulator is the barrier.
+void close_short(VarState& st, SyncAccumulator::Average avg, const std::string& why) {
+  const vcall::SyncContribution c = st.sync_call;
+  if (c.wait) report_short_step(st, avg, why);
+  apply_sync_average(st, c, std::move(avg));
 }
 
 // ---- slots in checkpoints (ops VariableSlots / RestoreVariableSlots) --------------------------
@@ -751,7 +808,15 @@ struct HostCall {
                           step_t.shape().to_string()));
     auto added = st.sync.add(c, step_t.data<int64_t>()[0], args[0], &*contribution, m);
     if (!added.ok()) return fail(err(st, added.status()));
-    if (added->step < 0) return one(Tensor::scalar<int64_t>(-1));  // stale: dropped and counted
+    if (added->step < 0) {  // stale: dropped and counted
+      if (c.wait && !replica) stale_gradients_metric().inc();  // once, on the primary
+      return one(Tensor::scalar<int64_t>(-1));
+    }
+    // Deadline mode: this gradient of a later step closed the step under way short.
+    if (added->passed)
+      close_short(st, std::move(*added->passed),
+                  "(a gradient of step " + std::to_string(added->step) + " arrived from " +
+                      (caller.empty() ? std::string("a replica") : caller) + ")");
     // wait = false (SyncReplicasOptimizer's variable updates): the contribution is accepted and
     // answered at once with the step it counts for; only the global step's increment (wait =
     // true) holds the replicas until the step is complete. So a replica never waits at one
@@ -761,6 +826,14 @@ struct HostCall {
     const bool wait = c.wait && !replica;
     if (added->first) {
       st.sync_first = std::chrono::steady_clock::now();
+      st.sync_call = c;
+      if (wait) {  // the barrier's counters show (at 0) from its first step on: `actorflow status`
+        (void)stale_gradients_metric();
+        (void)short_steps_metric();
+      }
+      if (c.deadline_secs > 0)
+        self->delayed_send(self, std::chrono::microseconds(static_cast<int64_t>(c.deadline_secs * 1e6)),
+                           sync_deadline_atom::value, st.sync.generation());
       if (wait)
         self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c.timeout_secs * 1000)),
                            sync_check_atom::value, st.sync.generation(), c.replicas, c.timeout_secs);
@@ -789,7 +862,7 @@ struct HostCall {
         return one(Tensor::scalar<int64_t>(st.sync.step()));
       case vcall::SyncControl::Action::kStats: break;
     }
-    Tensor t(DType::kInt64, Shape{6});
+    Tensor t(DType::kInt64, Shape{static_cast<int64_t>(SyncAccumulator::kStats)});
     const auto stats = st.sync.stats();
     std::copy(stats.begin(), stats.end(), t.data<int64_t>());
     return one(t);
@@ -1177,6 +1250,20 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         AF_LOG(WARNING) << s.message();
         st.sync.clear();
         release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
+      },
+      [=](sync_deadline_atom, int64_t generation) {
+        auto& st = self->state;
+        const RefreshSyncWaits refresh{st};
+        // That accumulation completed (or was reset, restarted, closed) before its deadline.
+        if (st.sync.generation() != generation || st.sync.count() == 0 || st.sync.closed()) return;
+        ScopedFlushDenormal flush;  // as handle_call's updates
+        try {
+          char secs[32];
+          std::snprintf(secs, sizeof secs, "%g", st.sync_call.deadline_secs);
+          close_short(st, st.sync.take_short(), std::string("at its deadline of ") + secs + " s");
+        } catch (const std::exception& e) {
+          restart_in_place(self, e.what());
+        }
       },
   };
 }

@@ -21,12 +21,16 @@
 //     the optimizers are device/optimizers.h's;
 //   apply_sync(grad, local_step) attrs optimizer ("sgd"|"momentum"|"adam"|"increment"), lr,
 //     momentum, beta1, beta2, epsilon, replicas_to_aggregate, total_num_replicas,
-//     sync_timeout_secs -> int64 step the update applied to, or -1 when the gradient was dropped
+//     sync_timeout_secs, sync_deadline_secs -> int64 step the update applied to, or -1 when the gradient was dropped
 //     (local_step below the accumulator's step, or an extra one of a backup worker). The reply is
 //     held until replicas_to_aggregate gradients of the step have arrived; then their average is
 //     applied once and the waiting workers are released together. A step that does not fill within
 //     sync_timeout_secs (default 60) fails its waiting workers with DeadlineExceeded naming how
-//     many arrived. The accumulator starts at the local step of its first contribution.
+//     many arrived. With sync_deadline_secs > 0 a step that has not filled that long after its
+//     first gradient closes short instead: the average over the gradients it got is applied and
+//     its waiting workers are released with the step (runtime/sync_accumulator.h; counted in
+//     stats and, for waiting contributions, actorflow_sync_short_steps_total). The accumulator
+//     starts at the local step of its first contribution.
 //   save -> value; restore(value) (same as assign). An assign/restore drops a pending
 //     accumulation (its workers get -1) and lets the accumulator re-align with the next local step.
 //   save_slots -> uint8 blob of every slot and Adam's step count (empty: none yet);

@@ -43,6 +43,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+PROGRESS = re.compile(r"Worker : (\d+), Step: (\d+)")
+
+
+def follow(cmd, log, timeout, on_line=None):
+    """Runs `cmd` (stderr to the file `log`), timing its stdout's progress lines as they arrive:
+    returns (exit code, [(monotonic time, global step)]); `on_line(line)` sees every line. Kills
+    the job after `timeout` seconds."""
+    points = []
+    with open(log, "w") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        deadline = time.monotonic() + timeout
+        for line in p.stdout:
+            m = PROGRESS.search(line)
+            if m:
+                points.append((time.monotonic(), int(m.group(2))))
+            if on_line:
+                on_line(line)
+            if time.monotonic() > deadline:
+                p.kill()
+                break
+        rc = p.wait()
+    return rc, points
+
+
 def scrape(port):
     """{(name, labels): value} of one /metrics page, or None when the task does not answer."""
     try:

@@ -18,16 +18,12 @@ tables partitioned over both ps tasks, sparse Adagrad updates). Only python3's s
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from cluster_usage import free_port  # same folder: python puts a script's folder on sys.path
-
-PROGRESS = re.compile(r"Worker : (\d+), Step: (\d+)")
+from cluster_usage import follow, free_port  # same folder: python puts a script's folder on sys.path
 
 
 
@@ -44,18 +40,7 @@ def run(build, sample, args, workers, steps, replicas, timeout):
     log = os.path.join(d, "up.log")
     cmd = [os.path.join(build, "actorflow"), "up", "--cluster", cluster, "--",
            os.path.join(build, "samples", sample), "--steps", str(steps)] + args
-    points = []
-    with open(log, "w") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-        deadline = time.monotonic() + timeout
-        for line in p.stdout:
-            m = PROGRESS.search(line)
-            if m:
-                points.append((time.monotonic(), int(m.group(2))))
-            if time.monotonic() > deadline:
-                p.kill()
-                break
-        rc = p.wait()
+    rc, points = follow(cmd, log, timeout)
     if rc != 0:
         raise RuntimeError("%s (ps_replicas = %d) failed with exit %d; log: %s" % (sample, replicas, rc, log))
     window = [(t, s) for t, s in points if s >= steps // 5]

@@ -186,6 +186,8 @@ std::vector<TaskRow> ClusterProbe::poll() {
         r.rss = get(now.m, "process_resident_memory_bytes");
         r.failures = get(now.m, "actorflow_actor_failures_total");
         if (std::isnan(r.failures)) r.failures = 0;
+        r.sync_stale = get(now.m, "actorflow_sync_stale_gradients_total");
+        r.sync_short = get(now.m, "actorflow_sync_short_steps_total");
         const double start = get(now.m, "process_start_time_seconds");
         r.uptime = std::isnan(start) ? NAN
                                      : static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -28,6 +28,10 @@ struct TaskRow {
                               // endpoint on its metrics port that failed to prove it is the task)
   double global_step = NAN, steps_per_sec = NAN, cpu_pct = NAN, rss = NAN, net_in = NAN, net_out = NAN,
          failures = NAN, uptime = NAN, hb_rtt_ms = NAN;
+  // Synchronous training on the task holding the global step (NAN elsewhere, and before its first
+  // synchronous step): replica step gradients dropped as stale, steps closed short at the sync
+  // deadline (actorflow_sync_stale_gradients_total, actorflow_sync_short_steps_total).
+  double sync_stale = NAN, sync_short = NAN;
   // This scrape reduced by family (net::sum_by_family) and the summary scalars by tag
   // (actorflow_summary{tag=...}); empty when not measured.
   std::map<std::string, double> families;

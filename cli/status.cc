@@ -37,13 +37,15 @@ std::string fmt(double v, const char* f) {
 // measured) follows its row.
 std::string render_table(const std::vector<Row>& rows) {
   std::vector<std::vector<std::string>> cells{{"TASK", "ADDRESS", "ROLE", "STATE", "STEP", "STEPS/S", "CPU%", "RSS",
-                                               "NET-IN/S", "NET-OUT/S", "FAIL", "UPTIME", "HB-MS", "DEVICES"}};
+                                               "NET-IN/S", "NET-OUT/S", "FAIL", "STALE", "SHORT", "UPTIME", "HB-MS",
+                                               "DEVICES"}};
   int up = 0;
   for (const auto& r : rows) {
     up += r.up ? 1 : 0;
     cells.push_back({r.task, r.address, r.role, r.state, fmt(r.global_step, "%.0f"), fmt(r.steps_per_sec, "%.1f"),
                      fmt(r.cpu_pct, "%.0f"), human_bytes(r.rss), human_bytes(r.net_in), human_bytes(r.net_out),
-                     fmt(r.failures, "%.0f"), fmt(r.uptime, "%.0fs"), fmt(r.hb_rtt_ms, "%.2f"),
+                     fmt(r.failures, "%.0f"), fmt(r.sync_stale, "%.0f"), fmt(r.sync_short, "%.0f"),
+                     fmt(r.uptime, "%.0fs"), fmt(r.hb_rtt_ms, "%.2f"),
                      r.devices.empty() ? "-" : r.devices});
   }
   std::vector<size_t> width(cells[0].size(), 0);
@@ -83,7 +85,8 @@ std::string render_json(const std::vector<Row>& rows) {
       << ", \"cpu_percent\": " << json_num(r.cpu_pct) << ", \"rss_bytes\": " << json_num(r.rss)
       << ", \"net_in_bytes_per_sec\": " << json_num(r.net_in) << ", \"net_out_bytes_per_sec\": " << json_num(r.net_out)
       << ", \"actor_failures\": " << json_num(r.failures) << ", \"uptime_secs\": " << json_num(r.uptime)
-      << ", \"heartbeat_rtt_ms\": " << json_num(r.hb_rtt_ms) << "}";
+      << ", \"heartbeat_rtt_ms\": " << json_num(r.hb_rtt_ms) << ", \"sync_stale_gradients\": " << json_num(r.sync_stale)
+      << ", \"sync_short_steps\": " << json_num(r.sync_short) << "}";
   }
   o << "], \"up\": " << up << ", \"total\": " << rows.size() << "}\n";
   return o.str();

@@ -157,7 +157,8 @@ const std::vector<std::string> kServerKeys = {
 const std::vector<std::string> kSupervisorKeys = {
     "chief",        "logdir",              "save_checkpoint_secs", "keep_checkpoints",
     "max_restarts", "restart_window_secs", "ready_timeout_secs",   "save_summaries_secs",
-    "ps_replicas",  "checkpoint_format",   "trace_every_steps",    "trace_dir"};
+    "ps_replicas",  "checkpoint_format",   "trace_every_steps",    "trace_dir",
+    "sync_deadline_ms"};
 
 }  // namespace
 
@@ -564,6 +565,8 @@ class ClusterFileReader : private TomlReader {
             error(toml_pos(v.source()), path, "must be \"actorflow\" or \"tensorflow\", got \"" + str + "\"");
           }
         }
+      } else if (key == "sync_deadline_ms") {
+        read_int(v, path, 0, 86400 * 1000, &s.sync_deadline_ms);
       } else if (key == "trace_every_steps") {
         read_int(v, path, 0, INT_MAX, &s.trace_every_steps);
       } else if (key == "trace_dir") {

@@ -147,7 +147,8 @@ bool SupervisorOptions::operator==(const SupervisorOptions& o) const {
          tensorflow_checkpoints == o.tensorflow_checkpoints &&
          restart_window_secs == o.restart_window_secs && ready_timeout_secs == o.ready_timeout_secs &&
          save_summaries_secs == o.save_summaries_secs && ps_replicas == o.ps_replicas &&
-         trace_every_steps == o.trace_every_steps && trace_dir == o.trace_dir;
+         trace_every_steps == o.trace_every_steps && trace_dir == o.trace_dir &&
+         sync_deadline_ms == o.sync_deadline_ms;
 }
 
 // ---- addresses ---------------------------------------------------------------------------
@@ -333,6 +334,8 @@ std::string ClusterSpec::canonical_form() const {
   if (v.tensorflow_checkpoints) o << "supervisor checkpoint_format \"tensorflow\"\n";
   // Only when set, so the fingerprints of files without replication stay what they were.
   if (v.ps_replicas != 1) o << "supervisor ps_replicas " << v.ps_replicas << "\n";
+  // Only when set (a job-wide training rule every task must agree on).
+  if (v.sync_deadline_ms != 0) o << "supervisor sync_deadline_ms " << v.sync_deadline_ms << "\n";
   return o.str();
 }
 

@@ -72,6 +72,11 @@ struct SupervisorOptions {
   // ("" = <logdir>/traces) as timeline-<global step>.json (train::ProfilerHook).
   int trace_every_steps = 0;
   std::string trace_dir;
+  // The sync deadline of synchronous training in milliseconds (0: none): a step of
+  // SyncReplicasOptimizer that has at least one gradient closes short this long after its first
+  // (docs/architecture/variables.md, "Stragglers"). Read by the programs that build the
+  // optimizer (samples/distributed_cnn); must be below their step timeout.
+  int sync_deadline_ms = 0;
 
   bool operator==(const SupervisorOptions& o) const;
   bool operator!=(const SupervisorOptions& o) const { return !(*this == o); }

@@ -44,6 +44,8 @@ Result<VariableCall> decode(const std::string& m, const AttrMap& a) {
     // double -> integer conversion later).
     const double t = a.get_or<double>("sync_timeout_secs", 60.0);
     c.timeout_secs = t >= 0 ? std::min(t, 86400.0) : 0.0;
+    const double d = a.get_or<double>("sync_deadline_secs", 0.0);
+    c.deadline_secs = d >= 0 ? std::min(d, 86400.0) : 0.0;
     c.wait = a.get_or<bool>("wait", true);
     return VariableCall(c);
   }

@@ -59,6 +59,9 @@ struct SyncContribution {
   OptimizerHyper hyper;       // all from attributes
   int64_t replicas = 1;       // replicas_to_aggregate
   double timeout_secs = 60;   // sync_timeout_secs, clamped to [0, 86400]
+  // sync_deadline_secs, clamped to [0, 86400]: 0 = none; otherwise a step with at least one
+  // contribution closes short this long after its first (runtime/sync_accumulator.h).
+  double deadline_secs = 0;
   bool wait = true;
   const char* optimizer_name() const { return increment ? "increment" : optimizer_spec(opt).name; }
 };

@@ -180,7 +180,7 @@ void register_variable_ops(OpRegistry& r) {
          }, nullptr, true});
   r.add({"SyncAccumulatorControl", 0, [](InferenceContext& c) -> Status {
            const std::string action = c.attrs().get_or<std::string>("action", "stats");
-           if (action == "stats") c.set_output(0, DType::kInt64, Shape{6});
+           if (action == "stats") c.set_output(0, DType::kInt64, Shape{7});
            else if (action == "leave" || action == "close") c.set_output(0, DType::kInt64, Shape{});
            else return InvalidArgument("unknown action '" + action + "' (leave, close, stats)");
            return Status::OK();
@@ -435,6 +435,12 @@ Node* sync_update_node(const Scope& s, Input var, const std::vector<Input>& inpu
     s.update_status(InvalidArgument(op + " for variable '" + v->name + "': timeout_secs must be > 0"));
     return nullptr;
   }
+  if (!(o.deadline_secs >= 0 && o.deadline_secs < o.timeout_secs)) {
+    s.update_status(InvalidArgument(op + " for variable '" + v->name + "': deadline_secs (" +
+                                    std::to_string(o.deadline_secs) + ") must be 0 (none) or in (0, timeout_secs = " +
+                                    std::to_string(o.timeout_secs) + ")"));
+    return nullptr;
+  }
   NodeBuilder b = var_builder(s, v, op);
   for (const auto& in : inputs) b.input(in);
   Output out = b.attr("optimizer", o.optimizer)
@@ -448,6 +454,7 @@ Node* sync_update_node(const Scope& s, Input var, const std::vector<Input>& inpu
                    .attr("replicas_to_aggregate", static_cast<int64_t>(replicas))
                    .attr("total_num_replicas", static_cast<int64_t>(total))
                    .attr("sync_timeout_secs", o.timeout_secs)
+                   .attr("sync_deadline_secs", o.deadline_secs)
                    .attr("wait", o.wait)
                    .output();
   return out.valid() ? out.node() : nullptr;

@@ -121,6 +121,11 @@ struct SyncOptions {
   int replicas_to_aggregate = 1;  // gradients averaged per step
   int total_num_replicas = 1;     // workers; more than replicas_to_aggregate gives backup workers
   double timeout_secs = 60;       // a step that does not fill in time fails its waiting workers
+  // The sync deadline (0 = none; else in (0, timeout_secs)): a step that has at least one
+  // gradient but fewer than replicas_to_aggregate this long after its first closes short: the
+  // average over the gradients it got is applied, the step advances and its waiting workers go
+  // on; their late gradients are stale (dropped, counted). docs/architecture/variables.md.
+  double deadline_secs = 0;
   // true: the op completes when its step is applied (or the contribution was dropped), failing
   // after timeout_secs; false: it completes as soon as the contribution is accepted, outputting
   // the step it counts for (SyncReplicasOptimizer's variable updates; its global-step increment
@@ -155,8 +160,9 @@ Output restore_variable_slots(const Scope& s, Input var, Input slots);
 //            closes: waiting and later contributions fail with OutOfRange instead of waiting
 //            for gradients that will never come. Outputs the accumulator's step (int64 scalar).
 //   "close": closes it now (the chief ends training). Outputs the step.
-//   "stats": int64 [6]: the step it collects for, aggregated updates applied, stale gradients
-//            dropped, realignments to a later step, replicas that left, closed (0/1).
+//   "stats": int64 [7]: the step it collects for, aggregated updates applied, stale gradients
+//            dropped, realignments to a later step, replicas that left, closed (0/1), steps
+//            closed short at the sync deadline.
 // An assign or restore of the variable (a new or restored model) re-opens it and forgets leaves.
 Output sync_accumulator_control(const Scope& s, Input var, const std::string& action, int replicas_to_aggregate = 1,
                                 int total_num_replicas = 1);

@@ -83,9 +83,11 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   // As the seed: tf.train.AdamOptimizer(lr), wrapped in SyncReplicasOptimizer for --sync.
   const train::AdamOptimizer adam(o.learning_rate);
   if (o.sync) {
-    train::SyncReplicasOptimizer sync(adam, o.replicas_to_aggregate, o.total_replicas, o.sync_timeout_secs);
+    train::SyncReplicasOptimizer sync(adam, o.replicas_to_aggregate, o.total_replicas, o.sync_timeout_secs,
+                                      o.sync_deadline_secs);
     AF_ASSIGN_OR_RETURN(m.train_op, sync.minimize(w, m.loss, m.global_step));
     AF_ASSIGN_OR_RETURN(m.sync_finish_op, sync.finish_op(w));
+    AF_ASSIGN_OR_RETURN(m.sync_stats, sync.accumulator_stats(w, m.global_step));
   } else {
     AF_ASSIGN_OR_RETURN(m.train_op, adam.minimize(w, m.loss, m.global_step));
   }
@@ -252,6 +254,24 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   AF_ASSIGN_OR_RETURN(auto gs, raw.run({m.global_step}));
   std::snprintf(line, sizeof line, "Global-Step: %lld", static_cast<long long>(gs[0].data<int64_t>()[0]));
   out(line);
+  if (m.sync_stats.valid()) {
+    // The job's synchronous steps as the global step's accumulator counted them (read after this
+    // worker's training): replica step gradients dropped as stale, steps closed short at the
+    // sync deadline.
+    // sync: informational; a failed read is logged, not the worker's failure.
+    auto st = raw.run({m.sync_stats});
+    if (!st.ok() || (*st)[0].num_elements() < 7) {
+      AF_LOG(WARNING) << me << ": no synchronous training counts: "
+                      << (st.ok() ? std::string("the accumulator's stats are too short") : st.status().message());
+    } else {
+      res.stale_gradients = (*st)[0].data<int64_t>()[2];
+      res.short_steps = (*st)[0].data<int64_t>()[6];
+      std::snprintf(line, sizeof line, "Stale-Gradients: %lld", static_cast<long long>(res.stale_gradients));
+      out(line);
+      std::snprintf(line, sizeof line, "Short-Steps: %lld", static_cast<long long>(res.short_steps));
+      out(line);
+    }
+  }
   AF_RETURN_IF_ERROR(sess->close());
   return res;
 }

@@ -22,6 +22,9 @@ struct CnnOptions {
   int replicas_to_aggregate = 0;     // sync: 0 = number of workers
   int total_replicas = 0;            // sync: 0 = number of workers
   double sync_timeout_secs = 60;     // sync: a step not filled in time fails its waiting workers
+  // sync: the sync deadline (0 = none; else below sync_timeout_secs): a step not filled this long
+  // after its first gradient closes short with the gradients it got (SyncReplicasOptimizer).
+  double sync_deadline_secs = 0;
   std::string worker_device;         // e.g. "/job:worker/task:1" (+ "/device:GPU:0")
   int num_ps = 1;                    // variables are spread round-robin over /job:ps/task:K
   uint64_t seed = 1;                 // initializers
@@ -51,6 +54,8 @@ struct CnnModel {
   Output train_op;     // one optimizer update (async) or one contribution (sync)
   // sync: SyncReplicasOptimizer::finish_op, run once by each worker when it stops training.
   Output sync_finish_op;
+  // sync: the global step's SyncReplicasOptimizer::accumulator_stats (int64 [7]).
+  Output sync_stats;
   Output init_op;      // initializes every variable
 };
 
@@ -90,12 +95,17 @@ struct CnnTrainResult {
   double test_accuracy = 0;
   double test_loss = 0;       // mean cross-entropy over the test set
   double images_per_sec = 0;  // this worker's training throughput
+  // sync: the job's replica step gradients dropped as stale and steps closed short at the sync
+  // deadline so far, as the global step's accumulator counted them (0 without --sync).
+  int64_t stale_gradients = 0;
+  int64_t short_steps = 0;
 };
 
 // The seed's worker: managed session, `Worker : N, Step: S, Accuracy (batch): A` lines, then
 // `Test-Accuracy: A` and `Test-Loss: L`, then `Local-Steps: N` (its training runs that answered
 // OK: each an acknowledged global-step increment) and `Global-Step: G` (read after its test
-// evaluation). `server` is this worker's server (targeted by the session).
+// evaluation), and in sync mode `Stale-Gradients: N` and `Short-Steps: N` (the job's, from the
+// global step's accumulator). `server` is this worker's server (targeted by the session).
 Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& model_opts,
                                               const CnnTrainOptions& opts);
 

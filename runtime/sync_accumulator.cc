@@ -35,6 +35,10 @@ Result<SyncAccumulator::Added> SyncAccumulator::add(const vcall::SyncContributio
   // gradients already collected it counts for the current step (a replica that started its
   // next step early, a benign race: the step still aggregates replicas_to_aggregate fresh
   // gradients, as TensorFlow's accumulators accept local_step >= their step).
+  // Deadline mode: a contribution of a later step while this step collects means the job has
+  // passed this step (its barrier closed it short, or completed it without this accumulator's
+  // missing contributions): it closes short here too, so no accumulator lags the global step.
+  if (c.deadline_secs > 0 && local_step > step_ && count_ > 0) out.passed = take_short();
   if (local_step > step_ && count_ == 0) {
     step_ = local_step;
     ++realigned_;
@@ -72,9 +76,15 @@ Result<SyncAccumulator::Added> SyncAccumulator::add(const vcall::SyncContributio
   return out;
 }
 
+SyncAccumulator::Average SyncAccumulator::take_short() {
+  ++short_;
+  return take_average();
+}
+
 SyncAccumulator::Average SyncAccumulator::take_average() {
   Average a;
   a.step = step_;
+  a.count = count_;
   a.sparse = sparse_;
   if (sparse_) {
     // Each row's mean over the contributions that had it.
@@ -140,8 +150,8 @@ bool SyncAccumulator::leave(int64_t total, int64_t replicas) {
   return true;
 }
 
-std::array<int64_t, 6> SyncAccumulator::stats() const {
-  return {step_, applied_, stale_, realigned_, left_, closed_ ? 1 : 0};
+std::array<int64_t, SyncAccumulator::kStats> SyncAccumulator::stats() const {
+  return {step_, applied_, stale_, realigned_, left_, closed_ ? 1 : 0, short_};
 }
 
 }  // namespace actorflow

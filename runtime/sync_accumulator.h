@@ -12,12 +12,17 @@
 //     accumulator was behind), and otherwise counts for the current step;
 //   - every contribution of a step uses the same optimizer and is dense or sparse throughout;
 //   - once fewer than replicas_to_aggregate of total_num_replicas are left (leave), or on close,
-//     it is closed: contributions fail with OutOfRange until reset (an assign or restore).
+//     it is closed: contributions fail with OutOfRange until reset (an assign or restore);
+//   - with a sync deadline (SyncContribution::deadline_secs > 0) a step that has at least one
+//     contribution closes short when the deadline passes (take_short: the average over the
+//     contributions it got, counted) or when a contribution of a later step shows that the job
+//     has moved on (add reports it as `passed`).
 // Not thread-safe (the variable actor's state).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,19 +36,24 @@ namespace actorflow {
 
 class SyncAccumulator {
  public:
-  // What add() did with a contribution.
-  struct Added {
-    int64_t step = -1;      // the step it counts for; -1: stale, dropped
-    bool first = false;     // the first contribution of its step (a new accumulation began)
-    bool complete = false;  // the step has replicas_to_aggregate contributions: take_average() now
-  };
-  // A complete step's averaged gradient: `dense` (float32, the variable's shape) or `rows`
+  // A step's averaged gradient (complete, or closed short: over the contributions it got): `dense` (float32, the variable's shape) or `rows`
   // (each row divided by the number of contributions that had it).
   struct Average {
     int64_t step = 0;
     bool sparse = false;
     Tensor dense;
     SparseRows rows;
+    int64_t count = 0;  // the contributions averaged
+  };
+  // What add() did with a contribution.
+  struct Added {
+    int64_t step = -1;      // the step it counts for; -1: stale, dropped
+    bool first = false;     // the first contribution of its step (a new accumulation began)
+    bool complete = false;  // the step has replicas_to_aggregate contributions: take_average() now
+    // Deadline mode only: the step under way when this contribution of a later step came, closed
+    // short (its average over what it had, counted as short; apply it first). The contribution
+    // then counts for its own step (the accumulator realigned to it).
+    std::optional<Average> passed;
   };
 
   // Adds one contribution of `c`'s kind for `local_step`: `dense` (the gradient, checked by the
@@ -56,6 +66,10 @@ class SyncAccumulator {
   // The average of the complete step, and the step advances by one (its gradients forgotten).
   // Precondition: add() reported complete (or count() > 0).
   Average take_average();
+  // A step that did not fill by its deadline: the average over the count() >= 1 contributions it
+  // got (as take_average, each row of a sparse step over the contributions that had it); counted
+  // as a short step (stats()[6]) and the step advances by one. Precondition: count() > 0.
+  Average take_short();
   // Records the outcome of applying a taken average (counts applied updates).
   void applied(bool ok) { if (ok) ++applied_; }
 
@@ -81,8 +95,12 @@ class SyncAccumulator {
   int64_t count() const { return count_; }
   // Names the current accumulation (a timer checks that its own is still under way).
   int64_t generation() const { return generation_; }
-  // [step, applied, stale, realigned, left, closed] (op SyncAccumulatorControl "stats").
-  std::array<int64_t, 6> stats() const;
+  // Stale contributions dropped and steps closed short so far.
+  int64_t stale() const { return stale_; }
+  int64_t short_steps() const { return short_; }
+  // [step, applied, stale, realigned, left, closed, short] (op SyncAccumulatorControl "stats").
+  static constexpr size_t kStats = 7;
+  std::array<int64_t, kStats> stats() const;
 
  private:
   int64_t step_ = 0;      // the global step the accumulator collects for
@@ -99,7 +117,7 @@ class SyncAccumulator {
   bool closed_ = false;
   std::string closed_why_;
   int64_t left_ = 0;
-  int64_t applied_ = 0, stale_ = 0, realigned_ = 0;
+  int64_t applied_ = 0, stale_ = 0, realigned_ = 0, short_ = 0;
 };
 
 }  // namespace actorflow

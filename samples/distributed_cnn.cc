@@ -5,7 +5,8 @@
 // or with seed 002's own flags, or a TF_CONFIG-style JSON file (seed 000) instead of the TOML file:
 //   build/samples/distributed_cnn --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=worker --task_index=0
 //   build/samples/distributed_cnn --cluster tf_config.json     (its "task" names the task)
-// Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`.
+// Workers print `Worker : 1, Step: 4400, Accuracy (batch): 0.98` and end with `Test-Accuracy: 0.91`
+// (and, with --sync, `Stale-Gradients: N` and `Short-Steps: N`).
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   float lr = 1e-4f;
   bool sync = false;
   double save_secs = -1, step_timeout = 0, sync_timeout = 60;
+  int64_t sync_deadline_ms = -1;
   int hidden = 500, conv1 = 32, conv2 = 64;
   bool partition_fc = false;
   uint64_t seed = 1;
@@ -57,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--sync-timeout-secs", sync_timeout,
                  "sync: fail a step whose replicas do not all arrive within this many seconds")
       ->check(CLI::Range(0.001, 86400.0));
+  app.add_option("--sync-deadline-ms", sync_deadline_ms,
+                 "sync: close a step that has not all its gradients this long after its first short, with the "
+                 "average of those it got (0 = none; default: [supervisor] sync_deadline_ms)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400} * 1000));
   app.add_option("--seed", seed, "initializer and shuffle seed");
   std::string graph_def;
   app.add_option("--graph-def", graph_def,
@@ -132,6 +138,8 @@ int main(int argc, char** argv) {
   mo.hidden = hidden;
   mo.partition_fc = partition_fc;
   mo.sync_timeout_secs = sync_timeout;
+  mo.sync_deadline_secs =
+      static_cast<double>(sync_deadline_ms >= 0 ? sync_deadline_ms : cluster->supervisor().sync_deadline_ms) / 1000.0;
   mo.conv1_channels = conv1;
   mo.conv2_channels = conv2;
   mo.seed = seed;

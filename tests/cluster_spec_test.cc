@@ -670,6 +670,29 @@ TEST_F(ClusterSpecTest, PsReplicas) {
                 "ps task), the cluster has 1");
 }
 
+TEST_F(ClusterSpecTest, SyncDeadline) {
+  // Default 0 (none, left out of the fingerprint); milliseconds in [0, 86400000]; errors name the
+  // file, the line and the key.
+  const std::string jobs = "[jobs]\nps=[\"localhost:1\"]\nworker=[\"localhost:3\"]\n";
+  auto none = ClusterSpec::from_string(jobs, "a");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->supervisor().sync_deadline_ms, 0);
+  EXPECT_EQ(none->canonical_form().find("sync_deadline_ms"), std::string::npos);
+  auto set = ClusterSpec::from_string(jobs + "[supervisor]\nsync_deadline_ms = 1500\n", "b");
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->supervisor().sync_deadline_ms, 1500);
+  EXPECT_NE(set->canonical_form().find("supervisor sync_deadline_ms 1500\n"), std::string::npos);
+  EXPECT_NE(set->fingerprint(), none->fingerprint());
+  auto neg = ClusterSpec::from_string(jobs + "[supervisor]\nsync_deadline_ms = -1\n", "c.toml");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().message(), "c.toml:5:20: supervisor.sync_deadline_ms: must be in 0..86400000, got -1");
+  auto text = ClusterSpec::from_string(jobs + "[supervisor]\nsync_deadline_ms = \"1s\"\n", "d.toml");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("d.toml:5:20: supervisor.sync_deadline_ms: expected an integer"),
+            std::string::npos)
+      << text.status().message();
+}
+
 TEST_F(ClusterSpecTest, StepTimeoutIsPositiveAndBounded) {
   const std::string f = dir_ + "/cluster.toml";
   auto c = ClusterSpec::from_string("[jobs]\nw = [\"localhost:1\", \"localhost:2\"]\n[server]\nstep_timeout_secs = 2.5\n"

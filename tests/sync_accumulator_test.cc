@@ -1,6 +1,7 @@
 // The SyncReplicas accumulator (runtime/sync_accumulator.h) on its own: averages worked out by
 // hand (dense, sparse per row), stale and later-step contributions, mixing errors, closing by
-// leave and close, and what reset and restart forget.
+// leave and close, what reset and restart forget, and the sync deadline's short steps (the
+// average over the gradients that came, late gradients stale, a later step closing short).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -172,6 +173,117 @@ TEST(SyncAccumulatorTest, AnIncrementCountsWithoutAGradient) {
   SyncAccumulator::Average avg = acc.take_average();
   EXPECT_FALSE(avg.dense.is_initialized());
   EXPECT_EQ(acc.step(), 1);
+}
+
+// A step closed short at the deadline averages the gradients it got: 2 of 3 here.
+TEST(SyncAccumulatorTest, AShortStepAveragesWhatCameAndItsLateGradientsAreStale) {
+  SyncAccumulator acc;
+  vcall::SyncContribution c = dense_sgd(3);
+  c.deadline_secs = 0.5;
+  ASSERT_TRUE(acc.add(c, 4, vec({1, 2}), nullptr, "apply_sync").ok());
+  auto a = acc.add(c, 4, vec({3, -8}), nullptr, "apply_sync");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->complete);
+  EXPECT_FALSE(a->passed.has_value());
+  // The deadline passed with 2 of 3: (1 + 3) / 2 = 2, (2 - 8) / 2 = -3.
+  SyncAccumulator::Average avg = acc.take_short();
+  EXPECT_EQ(avg.step, 4);
+  EXPECT_EQ(avg.count, 2);
+  ASSERT_TRUE(avg.dense.is_initialized());
+  EXPECT_FLOAT_EQ(avg.dense.data<float>()[0], 2.f);
+  EXPECT_FLOAT_EQ(avg.dense.data<float>()[1], -3.f);
+  acc.applied(true);
+  EXPECT_EQ(acc.step(), 5);
+  EXPECT_EQ(acc.count(), 0);
+  // The third replica's gradient of step 4 comes late: stale, dropped and counted.
+  auto late = acc.add(c, 4, vec({100, 100}), nullptr, "apply_sync");
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->step, -1);
+  EXPECT_EQ(acc.count(), 0);
+  // One gradient alone: its own value.
+  ASSERT_TRUE(acc.add(c, 5, vec({-1, 7}), nullptr, "apply_sync").ok());
+  avg = acc.take_short();
+  EXPECT_EQ(avg.count, 1);
+  EXPECT_FLOAT_EQ(avg.dense.data<float>()[0], -1.f);
+  EXPECT_FLOAT_EQ(avg.dense.data<float>()[1], 7.f);
+  acc.applied(true);
+  const auto s = acc.stats();
+  EXPECT_EQ(s[0], 6);  // step
+  EXPECT_EQ(s[1], 2);  // applied
+  EXPECT_EQ(s[2], 1);  // stale
+  EXPECT_EQ(s[3], 0);  // realigned
+  EXPECT_EQ(s[6], 2);  // short
+}
+
+// Sparse rows of a short step: each row over the contributions that had it.
+TEST(SyncAccumulatorTest, AShortSparseStepAveragesEachRowOverItsContributions) {
+  SyncAccumulator acc;
+  vcall::SyncContribution c = dense_sgd(4);
+  c.sparse = true;
+  c.deadline_secs = 1;
+  SparseRows a = sum_sparse_rows({2, 5}, std::vector<float>{1, 3}.data(), 1);
+  SparseRows b = sum_sparse_rows({5}, std::vector<float>{7}.data(), 1);
+  ASSERT_TRUE(acc.add(c, 0, Tensor(), &a, "sparse_apply_sync").ok());
+  ASSERT_TRUE(acc.add(c, 0, Tensor(), &b, "sparse_apply_sync").ok());
+  SyncAccumulator::Average avg = acc.take_short();
+  ASSERT_TRUE(avg.sparse);
+  ASSERT_EQ(avg.rows.rows, (std::vector<int64_t>{2, 5}));
+  // Row 2: only a: 1. Row 5: (3 + 7) / 2 = 5.
+  EXPECT_EQ(avg.rows.grad, (std::vector<float>{1, 5}));
+  EXPECT_EQ(acc.stats()[6], 1);
+}
+
+// With a deadline, a gradient of a later step while a step collects means the job passed that
+// step: it closes short at once (handed out as `passed`) and the gradient counts for its own
+// step. Without a deadline the old rule holds: it counts for the current step.
+TEST(SyncAccumulatorTest, ALaterStepClosesTheStepUnderWayShortOnlyWithADeadline) {
+  SyncAccumulator acc;
+  vcall::SyncContribution c = dense_sgd(2);
+  c.deadline_secs = 2;
+  ASSERT_TRUE(acc.add(c, 8, vec({6}), nullptr, "apply_sync").ok());
+  auto next = acc.add(c, 9, vec({-4}), nullptr, "apply_sync");
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->passed.has_value());
+  EXPECT_EQ(next->passed->step, 8);
+  EXPECT_EQ(next->passed->count, 1);
+  EXPECT_FLOAT_EQ(next->passed->dense.data<float>()[0], 6.f);
+  EXPECT_EQ(next->step, 9);
+  EXPECT_TRUE(next->first);
+  EXPECT_FALSE(next->complete);
+  EXPECT_EQ(acc.count(), 1);
+  auto done = acc.add(c, 9, vec({2}), nullptr, "apply_sync");
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->complete);
+  EXPECT_FLOAT_EQ(acc.take_average().dense.data<float>()[0], -1.f);  // (-4 + 2) / 2
+  EXPECT_EQ(acc.stats()[6], 1);
+  EXPECT_EQ(acc.stats()[3], 0);  // closing short is not a realignment
+
+  // A gradient two steps later: closes short and realigns to its step.
+  ASSERT_TRUE(acc.add(c, 10, vec({1}), nullptr, "apply_sync").ok());
+  auto far = acc.add(c, 12, vec({5}), nullptr, "apply_sync");
+  ASSERT_TRUE(far.ok());
+  ASSERT_TRUE(far->passed.has_value());
+  EXPECT_EQ(far->passed->step, 10);
+  EXPECT_EQ(far->step, 12);
+  EXPECT_EQ(acc.stats()[3], 1);
+
+  // A bad contribution changes nothing, not even the step under way.
+  vcall::SyncContribution other = c;
+  other.opt = Optimizer::kAdam;
+  EXPECT_FALSE(acc.add(other, 13, vec({1}), nullptr, "apply_sync").ok());
+  EXPECT_EQ(acc.step(), 12);
+  EXPECT_EQ(acc.count(), 1);
+
+  // No deadline: the later step's gradient counts for the step under way.
+  SyncAccumulator plain;
+  const auto p = dense_sgd(2);
+  ASSERT_TRUE(plain.add(p, 3, vec({1}), nullptr, "apply_sync").ok());
+  auto early = plain.add(p, 4, vec({3}), nullptr, "apply_sync");
+  ASSERT_TRUE(early.ok());
+  EXPECT_FALSE(early->passed.has_value());
+  EXPECT_EQ(early->step, 3);
+  EXPECT_TRUE(early->complete);
+  EXPECT_EQ(plain.stats()[6], 0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actorflow/actorflow.h"
+#include "core/metrics.h"
 #include "tests/util/local_server.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
@@ -37,7 +38,8 @@ struct Replica {
   std::unique_ptr<train::SyncReplicasOptimizer> opt;
   Status built;
 
-  Replica(const train::Optimizer& base, int replicas, int total, bool with_b, double timeout_secs = 30) {
+  Replica(const train::Optimizer& base, int replicas, int total, bool with_b, double timeout_secs = 30,
+          double deadline_secs = 0) {
     Scope ps = root.with_device("/cpu:1"), worker = root.with_device("/cpu:0");
     w = train::get_variable(ps, "w", Shape{1}, DType::kFloat32,
                             [](const Scope& s, const Shape&, DType) { return ops::constant(s, vec({1})); });
@@ -48,7 +50,7 @@ struct Replica {
       b = train::get_variable(ps, "b", Shape{1}, DType::kFloat32, train::zeros_initializer());
       loss = ops::add(worker, loss, ops::reduce_sum(worker, ops::mul(worker, b, ops::constant(worker, vec({3})))));
     }
-    opt = std::make_unique<train::SyncReplicasOptimizer>(base, replicas, total, timeout_secs);
+    opt = std::make_unique<train::SyncReplicasOptimizer>(base, replicas, total, timeout_secs, deadline_secs);
     auto t = opt->minimize(worker, loss, gs);
     if (!t.ok()) {
       built = t.status();
@@ -183,7 +185,7 @@ struct FedAccumulator {
   Output w, init, grad, local, apply, stats;
   std::unique_ptr<Session> sess;
 
-  FedAccumulator(int replicas, int total, double timeout_secs = 30) {
+  FedAccumulator(int replicas, int total, double timeout_secs = 30, double deadline_secs = 0) {
     w = ops::variable(root.with_device("/cpu:1").with_op_name("w"), Shape{1}, DType::kFloat32);
     init = ops::assign(root, w, vec({0}));
     grad = ops::placeholder(root, DType::kFloat32, Shape{1}, "grad");
@@ -193,6 +195,7 @@ struct FedAccumulator {
     o.replicas_to_aggregate = replicas;
     o.total_num_replicas = total;
     o.timeout_secs = timeout_secs;
+    o.deadline_secs = deadline_secs;
     apply = ops::apply_gradient_sync(root, w, grad, local, o);
     stats = ops::sync_accumulator_control(root, w, "stats", replicas, total);
     sess = std::make_unique<Session>(root, server->target());
@@ -203,8 +206,8 @@ struct FedAccumulator {
   std::vector<int64_t> stat() {
     auto r = sess->run({stats});
     EXPECT_TRUE(r.ok()) << r.status();
-    std::vector<int64_t> v(6, -9);
-    if (r.ok()) std::copy((*r)[0].data<int64_t>(), (*r)[0].data<int64_t>() + 6, v.begin());
+    std::vector<int64_t> v(7, -9);
+    if (r.ok()) std::copy((*r)[0].data<int64_t>(), (*r)[0].data<int64_t>() + 7, v.begin());
     return v;
   }
   float value() { return (*sess->run({w}))[0].data<float>()[0]; }
@@ -230,7 +233,7 @@ TEST(SyncReplicasTest, StaleDroppedAndCountedLaterStepRealignsLeavingCloses) {
   auto late = contribute(100, 0);
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ((*late)[0].data<int64_t>()[0], -1);
-  EXPECT_EQ(stat(), (std::vector<int64_t>{1, 1, 1, 0, 0, 0}));  // step 1, 1 applied, 1 stale
+  EXPECT_EQ(stat(), (std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0}));  // step 1, 1 applied, 1 stale
   EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], -2.f);
   // Nothing collected and a gradient of step 5 arrives (the others moved on while this
   // accumulator's steps failed): it realigns to 5 instead of counting it for step 1.
@@ -240,7 +243,7 @@ TEST(SyncReplicasTest, StaleDroppedAndCountedLaterStepRealignsLeavingCloses) {
   t3.join();
   ASSERT_TRUE(r3.ok() && r4.ok()) << r3.status() << " " << r4.status();
   EXPECT_EQ((*r4)[0].data<int64_t>()[0], 5);
-  EXPECT_EQ(stat(), (std::vector<int64_t>{6, 2, 1, 1, 0, 0}));
+  EXPECT_EQ(stat(), (std::vector<int64_t>{6, 2, 1, 1, 0, 0, 0}));
   EXPECT_EQ((*sess.run({w}))[0].data<float>()[0], -5.f);
   // One replica finishes: 2 of 3 left, still enough. A second: 1 left, fewer than 2: closed.
   ASSERT_TRUE(sess.run({leave}).ok());
@@ -292,6 +295,78 @@ TEST(SyncReplicasTest, AnAccumulatorWhoseStepTimedOutRealignsInsteadOfLagging) {
   EXPECT_EQ(st[1], 1);  // only step 24 applied
   EXPECT_EQ(st[3], 1);  // one realignment
   EXPECT_EQ(acc.value(), -3.f);
+}
+
+// The sync deadline in the variable actor: a step with 1 of 2 gradients closes short when its
+// deadline passes (the run that waits goes on with the step), the update is that one gradient,
+// the late replica's gradient of the step is stale, and both are counted (stats and metrics).
+TEST(SyncReplicasTest, WithADeadlineAStepMissingAReplicaClosesShortAndItsLateGradientIsStale) {
+  constexpr double kDeadline = 0.3;
+  FedAccumulator acc(2, 2, /*timeout_secs=*/30, kDeadline);
+  ASSERT_TRUE(acc.root.ok()) << acc.root.status();
+  ASSERT_TRUE(acc.sess->run({}, {}, {acc.init}).ok());
+  Metrics& m = Metrics::global();
+  const int64_t short0 = m.counter_value("actorflow_sync_short_steps_total");
+  const int64_t stale0 = m.counter_value("actorflow_sync_stale_gradients_total");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto alone = acc.contribute(2, 7);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ((*alone)[0].data<int64_t>()[0], 7);  // released with its step, which was applied
+  EXPECT_GE(took, std::chrono::milliseconds(static_cast<int64_t>(kDeadline * 1000)));  // not before the deadline
+  EXPECT_LT(took, 20s);
+  EXPECT_EQ(acc.value(), -2.f);  // 0 - 1 x (2 / 1): the average over the one gradient that came
+  auto late = acc.contribute(100, 7);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ((*late)[0].data<int64_t>()[0], -1);
+  EXPECT_EQ(acc.value(), -2.f);
+  // step 8, 1 applied, 1 stale, no realignment, none left, open, 1 short.
+  EXPECT_EQ(acc.stat(), (std::vector<int64_t>{8, 1, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(m.counter_value("actorflow_sync_short_steps_total"), short0 + 1);
+  EXPECT_EQ(m.counter_value("actorflow_sync_stale_gradients_total"), stale0 + 1);
+  // Both gradients in time: a full step, nothing short. (2 + 4) / 2 = 3.
+  Result<std::vector<Tensor>> r1 = Internal("unset");
+  std::thread t([&] { r1 = acc.contribute(2, 8); });
+  auto r2 = acc.contribute(4, 8);
+  t.join();
+  ASSERT_TRUE(r1.ok() && r2.ok()) << r1.status() << " " << r2.status();
+  EXPECT_EQ(acc.value(), -5.f);
+  EXPECT_EQ(acc.stat(), (std::vector<int64_t>{9, 2, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(m.counter_value("actorflow_sync_short_steps_total"), short0 + 1);
+}
+
+// SyncReplicasOptimizer with a deadline: one replica of two trains alone; every step closes short
+// at each accumulator (w, b and the global step) with that replica's gradient alone, and no
+// variable drifts from the global step.
+TEST(SyncReplicasTest, WithADeadlineOneReplicaAloneTrainsAndEveryAccumulatorClosesShort) {
+  constexpr double kDeadline = 0.2;
+  auto server = server2();
+  train::GradientDescentOptimizer sgd(1.f);
+  Replica a(sgd, 2, 2, true, /*timeout_secs=*/30, kDeadline);
+  ASSERT_TRUE(a.built.ok()) << a.built;
+  Session sess(a.root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {a.init}).ok());
+  for (int64_t step = 0; step < 3; ++step) {
+    auto r = sess.run({{a.x, vec({2})}}, {a.gs}, {a.train_op});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].data<int64_t>()[0], step);
+  }
+  auto end = sess.run({a.w, a.b, a.gs});
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ((*end)[2].data<int64_t>()[0], 3);
+  EXPECT_EQ((*end)[0].data<float>()[0], 1.f - 3 * 2.f);  // w's gradient is x = 2, three times
+  EXPECT_EQ((*end)[1].data<float>()[0], -3 * 3.f);       // b's is 3
+  for (const Output& v : {a.w, a.b, a.gs}) {
+    auto st = a.opt->accumulator_stats(a.root, v);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto s = sess.run({*st});
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_EQ((*s)[0].num_elements(), 7);
+    const int64_t* p = (*s)[0].data<int64_t>();
+    EXPECT_EQ(p[0], 3) << v.name() << ": step";
+    EXPECT_EQ(p[1], 3) << v.name() << ": applied";
+    EXPECT_EQ(p[6], 3) << v.name() << ": closed short";
+  }
 }
 
 // One replica of an embedding model: table [4, 2] on the ps (/cpu:1), rows (0,1) (10,11) (20,21)
@@ -417,6 +492,27 @@ TEST(SyncReplicasTest, ErrorsAreStatusesNamingTheCause) {
     auto bad = opt.minimize(root, loss, gs);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("timeout_secs must be > 0"), std::string::npos) << bad.status();
+  }
+  for (double deadline : {-1.0, 30.0, 45.0}) {
+    train::SyncReplicasOptimizer opt(train::GradientDescentOptimizer(0.1f), 2, 2, 30.0, deadline);
+    auto bad = opt.minimize(root, loss, gs);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("deadline_secs must be 0 (none) or in (0, timeout_secs = 30"),
+              std::string::npos)
+        << bad.status();
+  }
+  {
+    ops::SyncOptions o;
+    o.timeout_secs = 1;
+    o.deadline_secs = 2;
+    Scope s2 = Scope::root();
+    Output v = ops::variable(s2.with_op_name("v"), Shape{1}, DType::kFloat32);
+    Output step = ops::placeholder(s2, DType::kInt64, Shape{}, "step");
+    EXPECT_FALSE(ops::apply_gradient_sync(s2, v, ops::constant(s2, vec({1})), step, o).valid());
+    EXPECT_NE(s2.status().message().find("ApplyGradientSync for variable 'v': deadline_secs (2.000000) must be 0"),
+              std::string::npos)
+        << s2.status();
   }
 }
 

@@ -332,11 +332,12 @@ ops::SyncOptions RMSPropOptimizer::sync_update() const {
 // ---- SyncReplicasOptimizer -------------------------------------------------------------------
 
 SyncReplicasOptimizer::SyncReplicasOptimizer(const Optimizer& opt, int replicas_to_aggregate, int total_num_replicas,
-                                             double timeout_secs)
+                                             double timeout_secs, double deadline_secs)
     : name_("SyncReplicas_" + opt.name()), update_(opt.sync_update()), valid_(opt.validate()) {
   update_.replicas_to_aggregate = replicas_to_aggregate;
   update_.total_num_replicas = total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate;
   update_.timeout_secs = timeout_secs;
+  update_.deadline_secs = deadline_secs;
   if (valid_.ok() && update_.optimizer.empty())
     valid_ = Unimplemented(opt.name() + " has no synchronous form (sync_update)");
   if (valid_.ok() && (replicas_to_aggregate < 1 || update_.total_num_replicas < replicas_to_aggregate))
@@ -344,6 +345,9 @@ SyncReplicasOptimizer::SyncReplicasOptimizer(const Optimizer& opt, int replicas_
                              ") <= total_num_replicas (" + std::to_string(update_.total_num_replicas) + ")");
   if (valid_.ok() && !(timeout_secs > 0))
     valid_ = InvalidArgument("timeout_secs must be > 0, got " + std::to_string(timeout_secs));
+  if (valid_.ok() && !(deadline_secs >= 0 && deadline_secs < timeout_secs))
+    valid_ = InvalidArgument("deadline_secs must be 0 (none) or in (0, timeout_secs = " + std::to_string(timeout_secs) +
+                             "), got " + std::to_string(deadline_secs));
 }
 
 Result<std::vector<GradAndVar>> SyncReplicasOptimizer::compute_gradients(const Scope& s, const Output& loss,

@@ -343,6 +343,15 @@ class FtrlOptimizer : public Optimizer {
 //     failure never turns into a livelock. Accumulators are independent (as TensorFlow's): each
 //     applies at most one averaged update per step; a step that failed at one variable may have
 //     applied at another.
+//   - The sync deadline (`deadline_secs` > 0, [supervisor] sync_deadline_ms for the samples):
+//     a step that has at least one gradient but fewer than replicas_to_aggregate when the
+//     deadline passes (counted from its first gradient at each accumulator) closes short: the
+//     average over the gradients it got is applied, the global step advances by one and the
+//     waiting runs go on; the missing replicas' gradients arrive stale and are dropped. The
+//     global step's accumulator logs a WARNING naming the step and the missing replicas (at most
+//     one per 10 s) and counts actorflow_sync_short_steps_total; stale gradients count
+//     actorflow_sync_stale_gradients_total (both on the global step's ps). Without a deadline a
+//     step waits for all of them (up to timeout_secs, then fails), as TensorFlow's does.
 //   - Each replica runs finish_op() once when it stops training. Once fewer than
 //     replicas_to_aggregate replicas are left, every accumulator closes: the runs waiting there and
 //     every later one fail with OutOfRange (TensorFlow's "queue closed", the loop's signal to
@@ -354,10 +363,11 @@ class FtrlOptimizer : public Optimizer {
 class SyncReplicasOptimizer {
  public:
   // `total_num_replicas` <= 0 means replicas_to_aggregate. A gradient step that does not fill
-  // within `timeout_secs` fails its waiting runs (DeadlineExceeded). Bad arguments are reported
-  // by apply_gradients.
+  // within `timeout_secs` fails its waiting runs (DeadlineExceeded). `deadline_secs` > 0 (and
+  // below timeout_secs) closes a step that did not fill in that time short instead (see above);
+  // 0: no deadline. Bad arguments are reported by apply_gradients.
   SyncReplicasOptimizer(const Optimizer& opt, int replicas_to_aggregate, int total_num_replicas = 0,
-                        double timeout_secs = 60);
+                        double timeout_secs = 60, double deadline_secs = 0);
 
   // As Optimizer::compute_gradients.
   Result<std::vector<GradAndVar>> compute_gradients(const Scope& s, const Output& loss,
@@ -382,8 +392,9 @@ class SyncReplicasOptimizer {
   Result<Output> finish_op(const Scope& s) const;
   // The op that closes every accumulator now. FailedPrecondition before apply_gradients.
   Result<Output> close_op(const Scope& s) const;
-  // int64 [6] of `var`'s accumulator: the step it collects for, averaged updates applied, stale
-  // gradients dropped, realignments to a later step, replicas that finished, closed (0/1).
+  // int64 [7] of `var`'s accumulator: the step it collects for, averaged updates applied, stale
+  // gradients dropped, realignments to a later step, replicas that finished, closed (0/1), steps
+  // closed short at the deadline. For the global step: stale and short count replica steps.
   Result<Output> accumulator_stats(const Scope& s, const Output& var) const;
 
  private:
