@@ -322,9 +322,10 @@ void count_update() {
   updates.inc();
 }
 
-// Answers the replies held for the current accumulation with `answer(rp)` (a step number or an error).
+// Answers the replies held for the current accumulation with `answer(rp)` (a step number or an
+// error). `contributions`: how many gradients the accumulation had (its traced waits say so).
 template <class Answer>
-void release_waiting(VarState& st, Answer&& answer) {
+void release_waiting(VarState& st, int64_t contributions, Answer&& answer) {
   auto waiting = std::move(st.sync_waiting);
   st.sync_waiting.clear();
   for (auto& w : st.sync_traced) {
@@ -336,7 +337,7 @@ void release_waiting(VarState& st, Answer&& answer) {
     e.op = "sync accumulator";
     e.start_ns = w.since_ns;
     e.end_ns = trace_clock_ns();
-    e.nums = {{"accumulator_step", w.step}, {"contributions", st.sync.count()}};
+    e.nums = {{"accumulator_step", w.step}, {"contributions", contributions}};
     e.texts = {{"caller", w.caller}};
     w.trace->add(std::move(e));
   }
@@ -359,8 +360,9 @@ std::string trace_task(const ResourceCall& call) {
 // local step of the next contribution. Called when the variable is assigned or restored (for
 // example a checkpoint rolls the model and the global step back).
 void reset_sync(VarState& st) {
+  const int64_t had = st.sync.count();
   st.sync.reset();
-  release_waiting(st, [](caf::response_promise& rp) { rp.deliver(one(Tensor::scalar<int64_t>(-1))); });
+  release_waiting(st, had, [](caf::response_promise& rp) { rp.deliver(one(Tensor::scalar<int64_t>(-1))); });
 }
 
 // Ends synchronous training at this variable: the waiting contributions and every later one fail
@@ -368,7 +370,7 @@ void reset_sync(VarState& st) {
 // waits for a gradient that will never come. Undone by an assign or restore (reset_sync).
 void fail_waiting_closed(VarState& st, const std::string& why) {
   const Status s = err(st, Code::kOutOfRange, why);
-  release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
+  release_waiting(st, st.sync.count(), [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
 }
 
 // Metrics of synchronous steps (core/metrics.h), counted where contributions wait (wait = true:
@@ -415,7 +417,7 @@ void apply_sync_average(VarState& st, const vcall::SyncContribution& c, SyncAccu
     waited.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - st.sync_first).count());
   }
   observe_global_step(st);
-  release_waiting(st, [&](caf::response_promise& rp) {
+  release_waiting(st, avg.count, [&](caf::response_promise& rp) {
     if (s.ok()) rp.deliver(one(Tensor::scalar<int64_t>(avg.step)));
     else rp.deliver(to_caf_error(s));
   });
@@ -895,8 +897,9 @@ Status restart_in_place(VarActor* self, const std::string& what) {
   Status why = budget.ok() ? Aborted("variable '" + st.var + "': exception in the variable actor: " + what +
                                      "; the actor restarted in place")
                            : budget;
+  const int64_t had = st.sync.count();
   st.sync.restart();
-  release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(why)); });
+  release_waiting(st, had, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(why)); });
   if (!budget.ok()) st.failed = budget;
   return why;
 }
@@ -1248,8 +1251,9 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
                        "synchronous step " + std::to_string(st.sync.step()) + ": only " + std::to_string(st.sync.count()) +
                            " of " + std::to_string(replicas) + " gradients arrived within " + std::to_string(timeout) + " s");
         AF_LOG(WARNING) << s.message();
+        const int64_t had = st.sync.count();
         st.sync.clear();
-        release_waiting(st, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
+        release_waiting(st, had, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
       },
       [=](sync_deadline_atom, int64_t generation) {
         auto& st = self->state;

@@ -16,8 +16,11 @@
 #include "actorflow/actorflow.h"
 #include "core/metrics.h"
 #include "tests/util/local_server.h"
+#include "tests/util/process.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
+#include "core/step_trace.h"
+#include "core/waits.h"
 
 namespace actorflow {
 namespace {
@@ -435,6 +438,52 @@ std::vector<float> one_sparse_step(const train::Optimizer& base) {
   if (!after.ok()) return {};
   EXPECT_EQ((*after)[1].data<int64_t>()[0], 1);
   return std::vector<float>((*after)[0].data<float>(), (*after)[0].data<float>() + 8);
+}
+
+// A traced step of a replica whose gradient waits at the global step's accumulator for the other
+// replica's: the trace holds that wait as one "sync_wait" event on the global step, from before
+// the other replica's run began until after it (the process's own clock: no alignment), for
+// accumulator step 0 with both contributions counted.
+TEST(SyncReplicasTest, ATracedStepShowsItsWaitAtTheAccumulatorForTheOtherReplica) {
+  auto server = server2();
+  train::GradientDescentOptimizer sgd(0.1f);
+  Replica a(sgd, 2, 2, false), b(sgd, 2, 2, false);
+  ASSERT_TRUE(a.built.ok()) << a.built;
+  ASSERT_TRUE(b.built.ok()) << b.built;
+  Session sa(a.root, server->target()), sb(b.root, server->target());
+  ASSERT_TRUE(sa.run({}, {}, {a.init}).ok());
+  RunOptions traced;
+  traced.trace_level = RunOptions::TraceLevel::kFullTrace;
+  RunMetadata md;
+  Result<std::vector<Tensor>> ra = Internal("unset");
+  std::thread t([&] { ra = sa.run(traced, {{a.x, vec({1})}}, {a.gs}, {a.train_op}, &md); });
+  // The traced run waits for the other replica's gradient (the registered wait says so).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int64_t>(30 * testing::slowdown()));
+  bool waiting = false;
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& w : WaitRegistry::global().snapshot()) waiting = waiting || w.kind == "sync-contributions";
+    if (!waiting) std::this_thread::yield();
+  }
+  ASSERT_TRUE(waiting) << "the traced replica never waited at the accumulator";
+  const int64_t before_b = trace_clock_ns();
+  auto rb = sb.run({{b.x, vec({3})}}, {b.gs}, {b.train_op});
+  const int64_t after_b = trace_clock_ns();
+  t.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  std::vector<TraceEvent> waits;
+  for (const auto& e : md.step_stats.events)
+    if (e.kind == "sync_wait") waits.push_back(e);
+  ASSERT_EQ(waits.size(), 1u) << "events: " << md.step_stats.events.size();
+  const TraceEvent& w = waits[0];
+  EXPECT_NE(w.name.find("global_step"), std::string::npos) << w.name;
+  EXPECT_EQ(w.num("accumulator_step"), 0);
+  EXPECT_EQ(w.num("contributions"), 2);
+  EXPECT_LE(w.start_ns, before_b) << "the wait began after the other replica's run did";
+  EXPECT_GE(w.end_ns, before_b);
+  EXPECT_LE(w.end_ns, after_b) << "the wait ended after the other replica's run returned";
+  // The untraced replica's run recorded nothing.
+  EXPECT_EQ(StepTraces::global().armed(), 0u);
 }
 
 TEST(SyncReplicasTest, SparseGradientsAreAggregatedByIndexAndUpdateOnlyTheirRows) {
