@@ -12,6 +12,7 @@
 
 #include "data/crc32c.h"
 #include "proto/tf/event.pb.h"
+#include "proto/tf/step_stats.pb.h"
 
 namespace actorflow {
 namespace {
@@ -143,6 +144,44 @@ std::string graph_event(double wall_time, const std::string& graph_def) {
   return serialized(ev);
 }
 
+std::string run_metadata_proto(const StepStats& stats, int64_t wall_minus_steady_ns) {
+  pb::RunMetadata md;
+  std::map<std::string, pb::DeviceStepStats*> devices;
+  for (const TraceEvent& e : stats.events) {
+    std::string device = e.track.rfind("/job:", 0) == 0 ? e.track : e.task + " " + e.track;
+    pb::DeviceStepStats*& d = devices[device];
+    if (!d) {
+      d = md.mutable_step_stats()->add_dev_stats();
+      d->set_device(device);
+    }
+    pb::NodeExecStats* n = d->add_node_stats();
+    n->set_node_name(e.name);
+    const int64_t start = e.start_ns + wall_minus_steady_ns;
+    const int64_t took = std::max<int64_t>(0, e.end_ns - e.start_ns);
+    n->set_all_start_micros(start / 1000);
+    n->set_op_start_rel_micros(0);
+    n->set_op_end_rel_micros(took / 1000);
+    n->set_all_end_rel_micros(took / 1000);
+    n->set_all_start_nanos(start);
+    n->set_op_start_rel_nanos(0);
+    n->set_op_end_rel_nanos(took);
+    n->set_all_end_rel_nanos(took);
+    n->set_timeline_label(e.kind + " " + e.op + " " + e.name);
+  }
+  std::string out;
+  md.SerializeToString(&out);
+  return out;
+}
+
+std::string run_metadata_event(double wall_time, int64_t step, const std::string& tag, const std::string& run_metadata) {
+  pb::Event ev;
+  ev.set_wall_time(wall_time);
+  ev.set_step(step);
+  ev.mutable_tagged_run_metadata()->set_tag(tag);
+  ev.mutable_tagged_run_metadata()->set_run_metadata(run_metadata);
+  return serialized(ev);
+}
+
 std::string file_version_event(double wall_time, const std::string& version) {
   pb::Event ev;
   ev.set_wall_time(wall_time);
@@ -178,6 +217,13 @@ Status EventFileWriter::add_histograms(int64_t step, const std::map<std::string,
 }
 
 Status EventFileWriter::add_graph(const std::string& graph_def) { return write(graph_event(now_secs(), graph_def)); }
+
+Status EventFileWriter::add_run_metadata(int64_t step, const std::string& tag, const StepStats& stats) {
+  const int64_t wall_minus_steady =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return write(run_metadata_event(now_secs(), step, tag, run_metadata_proto(stats, wall_minus_steady)));
+}
 
 Status EventFileWriter::write(const std::string& data) {
   const std::string rec = event_record(data);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/step_stats.h"
 
 namespace actorflow {
 
@@ -50,6 +51,16 @@ std::string histogram_event(double wall_time, int64_t step, const std::map<std::
 // graph/tf/tf_export.h: tf_graph_def_proto, export_graph_def)}. Pure.
 std::string graph_event(double wall_time, const std::string& graph_def);
 
+// A serialized tensorflow.RunMetadata holding `stats` as TensorFlow's StepStats: one
+// DeviceStepStats per track of a task (device "<task> <track>", or the track alone when it is a
+// full device name), one NodeExecStats per event (node_name, the start in wall-clock micros and
+// nanos, the duration as op and all end relative to it, timeline_label "<kind> <op> <name>").
+// `wall_minus_steady_ns` turns the trace's steady clock into wall-clock time. Pure.
+std::string run_metadata_proto(const StepStats& stats, int64_t wall_minus_steady_ns);
+
+// A serialized Event {wall_time, step, tagged_run_metadata {tag, run_metadata}}. Pure.
+std::string run_metadata_event(double wall_time, int64_t step, const std::string& tag, const std::string& run_metadata);
+
 // A serialized Event {wall_time, file_version}. Pure.
 std::string file_version_event(double wall_time, const std::string& version = "brain.Event:2");
 
@@ -69,6 +80,9 @@ class EventFileWriter {
   Status add_histograms(int64_t step, const std::map<std::string, std::vector<double>>& values);
   // Appends the graph (a serialized tensorflow.GraphDef) as TensorBoard's Graphs tab reads it.
   Status add_graph(const std::string& graph_def);
+  // Appends a traced step's run metadata (run_metadata_proto of `stats`) under `tag` for global
+  // step `step`, as TensorFlow's FileWriter.add_run_metadata: TensorBoard's Graphs tab shows it.
+  Status add_run_metadata(int64_t step, const std::string& tag, const StepStats& stats);
   // The file's path.
   const std::string& path() const { return path_; }
 

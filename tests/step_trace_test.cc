@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "actorflow/monitored_session.h"
 #include "actorflow/session.h"
 #include "actorflow/train.h"
@@ -21,6 +23,7 @@
 #include "core/step_stats.h"
 #include "core/step_trace.h"
 #include "graph/ops_variables.h"
+#include "tests/util/event_reader.h"
 #include "tests/util/local_server.h"
 #include "tests/util/process.h"
 
@@ -475,6 +478,44 @@ TEST(StepTraceTest, ProfilerHookTracesEveryNthRunIntoItsDirectory) {
     bool applied = false;
     for (const auto& [name, type] : ops) applied |= type == "ApplyGradientDescent";
     EXPECT_TRUE(applied) << p;
+  }
+  // The same three steps as TensorBoard's run metadata, in an events file beside them.
+  std::vector<std::string> event_files;
+  for (const auto& f : std::filesystem::directory_iterator(dir.path() + "/traces"))
+    if (f.path().filename().string().rfind("events.out.tfevents.", 0) == 0) event_files.push_back(f.path().string());
+  ASSERT_EQ(event_files.size(), 1u);
+  auto contents = testing::read_event_file(event_files[0]);
+  ASSERT_EQ(contents.error, "");
+  std::vector<std::string> tags;
+  for (const auto& e : contents.events) {
+    if (e.run_metadata_tag.empty()) continue;
+    tags.push_back(e.run_metadata_tag);
+    EXPECT_EQ(e.run_metadata_tag, "step_" + std::to_string(e.step));
+    EXPECT_FALSE(e.run_devices.empty());
+    ASSERT_TRUE(e.run_node_ns.count("loss")) << e.run_metadata_tag;
+    EXPECT_GE(e.run_node_ns.at("loss"), 0);
+  }
+  EXPECT_EQ(tags, (std::vector<std::string>{"step_0", "step_3", "step_6"}));
+  // TensorFlow reads them as its own RunMetadata.
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  if (access(python.c_str(), X_OK) == 0) {
+    const std::string script = dir.write("read.py",
+                                         "import sys\n"
+                                         "import tensorflow as tf\n"
+                                         "from tensorflow.core.protobuf import config_pb2\n"
+                                         "for e in tf.compat.v1.train.summary_iterator(sys.argv[1]):\n"
+                                         "    if e.HasField('tagged_run_metadata'):\n"
+                                         "        md = config_pb2.RunMetadata()\n"
+                                         "        md.ParseFromString(e.tagged_run_metadata.run_metadata)\n"
+                                         "        names = {n.node_name for d in md.step_stats.dev_stats for n in d.node_stats}\n"
+                                         "        print(e.tagged_run_metadata.tag, e.step, 'loss' in names)\n");
+    const std::string out = dir.path() + "/tf.out";
+    const std::string cmd = python + " " + script + " " + event_files[0] + " > " + out + " 2> /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(out);
+    std::stringstream got;
+    got << in.rdbuf();
+    EXPECT_EQ(got.str(), "step_0 0 True\nstep_3 3 True\nstep_6 6 True\n");
   }
   ASSERT_TRUE((*sess)->close().ok());
 }

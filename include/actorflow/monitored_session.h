@@ -35,6 +35,7 @@
 #include "actorflow/supervisor.h"
 
 namespace actorflow {
+class EventFileWriter;  // data/event_file.h (actorflow's runtime only)
 namespace train {
 
 class MonitoredTrainingSession;
@@ -199,7 +200,9 @@ class NanTensorHook : public SessionRunHook {
 
 // Traces a step every `save_steps` runs (the first run, then every save_steps-th: TensorFlow's
 // ProfilerHook) and writes each as Chrome trace JSON to `output_dir`/timeline-<global step>.json
-// (the run counter when the graph has no global step), creating the directory. Each traced run
+// (the run counter when the graph has no global step), creating the directory, and as run
+// metadata tagged "step_<global step>" into an events file in `output_dir` (TensorBoard's Graphs
+// tab: a "session run" per traced step, with each node's compute time). Each traced run
 // keeps at most `max_events` events per task (RunOptions::trace_max_events). The cluster file's
 // [supervisor] trace_every_steps adds one to every MonitoredTrainingSession of its tasks
 // (docs/cluster-file.md). Errors: the directory or a file cannot be written (the run that
@@ -207,6 +210,7 @@ class NanTensorHook : public SessionRunHook {
 class ProfilerHook : public SessionRunHook {
  public:
   ProfilerHook(int64_t save_steps, std::string output_dir, size_t max_events = StepTraces::kDefaultMaxEvents);
+  ~ProfilerHook() override;
   SessionRunArgs before_run(SessionRunContext& ctx) override;
   Status after_run(SessionRunContext& ctx, const SessionRunValues& values) override;
   // The files written so far, in order.
@@ -219,6 +223,7 @@ class ProfilerHook : public SessionRunHook {
   int64_t runs_ = 0;
   bool tracing_ = false;
   std::vector<std::string> written_;
+  std::unique_ptr<EventFileWriter> events_;  // opened with the first trace
 };
 
 class MonitoredTrainingSession {

@@ -45,6 +45,9 @@ struct DecodedEvent {
   bool has_graph = false;
   std::vector<DecodedNode> graph;        // graph_def's nodes
   int64_t graph_producer = -1;           // graph_def.versions.producer
+  std::string run_metadata_tag;          // tagged_run_metadata.tag ("" when there is none)
+  std::vector<std::string> run_devices;  // its run_metadata.step_stats.dev_stats' devices
+  std::map<std::string, int64_t> run_node_ns;  // node_name -> all_end_rel_nanos (the last one seen)
 };
 
 inline double as_double(uint64_t bits) {
@@ -163,6 +166,28 @@ inline EventFileContents read_event_file(const std::string& path) {
           });
           if (is_histo) e.histograms[tag] = h;
           else e.scalars[tag] = simple;
+        });
+      if (field == 8 && wire == 2)
+        for_each_field(bytes, [&](int tf, int tw, uint64_t, const std::string& tb) {
+          if (tf == 1 && tw == 2) e.run_metadata_tag = tb;
+          if (tf != 2 || tw != 2) return;
+          for_each_field(tb, [&](int rf, int rw, uint64_t, const std::string& step_stats) {
+            if (rf != 1 || rw != 2) return;
+            for_each_field(step_stats, [&](int sf, int sw, uint64_t, const std::string& dev) {
+              if (sf != 1 || sw != 2) return;
+              for_each_field(dev, [&](int df, int dw, uint64_t, const std::string& db) {
+                if (df == 1 && dw == 2) e.run_devices.push_back(db);
+                if (df != 2 || dw != 2) return;
+                std::string name;
+                int64_t ns = -1;
+                for_each_field(db, [&](int nf, int nw, uint64_t nv, const std::string& nb) {
+                  if (nf == 1 && nw == 2) name = nb;
+                  if (nf == 16 && nw == 0) ns = static_cast<int64_t>(nv);
+                });
+                e.run_node_ns[name] = ns;
+              });
+            });
+          });
         });
       if (field == 4 && wire == 2) {
         e.has_graph = true;

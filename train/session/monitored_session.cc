@@ -3,6 +3,8 @@
 // each run and the stop logic.
 #include "actorflow/monitored_session.h"
 
+#include "data/event_file.h"
+
 #include "core/metrics.h"
 
 #include <algorithm>
@@ -207,6 +209,8 @@ Status NanTensorHook::after_run(SessionRunContext& ctx, const SessionRunValues& 
 ProfilerHook::ProfilerHook(int64_t save_steps, std::string output_dir, size_t max_events)
     : save_steps_(std::max<int64_t>(1, save_steps)), dir_(std::move(output_dir)), max_events_(max_events) {}
 
+ProfilerHook::~ProfilerHook() = default;
+
 SessionRunArgs ProfilerHook::before_run(SessionRunContext&) {
   SessionRunArgs a;
   tracing_ = runs_++ % save_steps_ == 0;
@@ -226,7 +230,13 @@ Status ProfilerHook::after_run(SessionRunContext&, const SessionRunValues& value
   const std::string path = dir_ + "/timeline-" + std::to_string(step) + ".json";
   AF_RETURN_IF_ERROR(values.run_metadata->write_chrome_trace(path));
   written_.push_back(path);
-  return Status::OK();
+  if (!events_) {
+    auto w = EventFileWriter::open(dir_, ".profile");
+    if (!w.ok()) return w.status().with_prefix("ProfilerHook");
+    events_ = std::move(*w);
+  }
+  return events_->add_run_metadata(step, "step_" + std::to_string(step), values.run_metadata->step_stats)
+      .with_prefix("ProfilerHook");
 }
 
 // ---- MonitoredTrainingSession -----------------------------------------------------------------
