@@ -497,8 +497,7 @@ TEST(StepTraceTest, ProfilerHookTracesEveryNthRunIntoItsDirectory) {
   }
   EXPECT_EQ(tags, (std::vector<std::string>{"step_0", "step_3", "step_6"}));
   // TensorFlow reads them as its own RunMetadata.
-  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
-  if (access(python.c_str(), X_OK) == 0) {
+  if (const std::string python = testing::tf_python(); !python.empty()) {
     const std::string script = dir.write("read.py",
                                          "import sys\n"
                                          "import tensorflow as tf\n"

@@ -37,11 +37,7 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// The venv's python, or "" (the tests that need TensorFlow skip then).
-std::string tf_python() {
-  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
-  return access(python.c_str(), X_OK) == 0 ? python : "";
-}
+using testing::tf_python;  // "" without the venv: the tests that need TensorFlow skip then
 
 nlohmann::json tensor_json(const Tensor& t) {
   nlohmann::json j;

@@ -306,6 +306,11 @@ std::vector<int> processes_with(const std::vector<std::string>& needles) {
 
 std::string binary(const std::string& rel) { return std::string(AF_BINARY_DIR) + "/" + rel; }
 
+std::string tf_python() {
+  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
+  return access(python.c_str(), X_OK) == 0 ? python : "";
+}
+
 double slowdown() {
   const char* v = std::getenv("AF_TEST_SLOWDOWN");
   if (!v || !*v) return 1;

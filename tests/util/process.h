@@ -134,6 +134,10 @@ std::vector<int> processes_with(const std::vector<std::string>& needles);
 // Path of a built binary: AF_BINARY_DIR + "/" + rel (e.g. "actorflow", "samples/remote_matmul").
 std::string binary(const std::string& rel);
 
+// The TensorFlow venv's python (<source>/.venv-tf/bin/python, made by bench/tf_venv.sh), or ""
+// when there is none.
+std::string tf_python();
+
 // How many times slower than a normal build the code under test runs: $AF_TEST_SLOWDOWN (a number
 // in [1, 20]; scripts/test-sanitizers.sh sets 4 for ASan + UBSan), 1 when unset or invalid. Tests
 // multiply the bounds that stand for "a message was lost" (a training step's timeout in a fault-free
