@@ -516,6 +516,61 @@ void expect_error(const Result<ImportedGraph>& r, const std::vector<std::string>
   for (const auto& p : parts) EXPECT_NE(r.status().message().find(p), std::string::npos) << r.status() << " lacks " << p;
 }
 
+// TensorFlow 1.15 writes the gradient of `x + b` for x [?, 3] and b [3] with BroadcastGradientArgs
+// of x's run-time Shape and b's: it folds (r0 = [], r1 = [0]), and the Sums over them run at any
+// batch (hand-computed sums). Which input a run-time size against a known size above 1, or against
+// another run-time size, reduces depends on the run: refused naming the node and both shapes.
+TEST(TfImportTest, BroadcastGradientArgsOfRunTimeShapesFoldsWhenTheRunCannotChangeIt) {
+  const std::string x = R"(node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "shape" value { shape { dim { size: -1 } dim { size: 3 } } } } }
+    node { name: "z" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } }
+      attr { key: "shape" value { shape { dim { size: -1 } dim { size: 3 } } } } }
+    node { name: "sx" op: "Shape" input: "x" attr { key: "T" value { type: DT_FLOAT } } attr { key: "out_type" value { type: DT_INT32 } } }
+    node { name: "sz" op: "Shape" input: "z" attr { key: "T" value { type: DT_FLOAT } } attr { key: "out_type" value { type: DT_INT32 } } }
+  )";
+  auto ints = [](const std::string& name, const std::vector<int>& v) {
+    std::string t = "tensor { dtype: DT_INT32 tensor_shape { dim { size: " + std::to_string(v.size()) + " } }";
+    for (int k : v) t += " int_val: " + std::to_string(k);
+    return "node { name: \"" + name + "\" op: \"Const\" attr { key: \"dtype\" value { type: DT_INT32 } } " +
+           "attr { key: \"value\" value { " + t + " } } } }\n";
+  };
+  auto bga = [](const std::string& a, const std::string& b) {
+    return "node { name: \"g\" op: \"BroadcastGradientArgs\" input: \"" + a + "\" input: \"" + b +
+           "\" attr { key: \"T\" value { type: DT_INT32 } } }\n";
+  };
+  auto sum = [](const std::string& name, const std::string& axes) {
+    return "node { name: \"" + name + "\" op: \"Sum\" input: \"x\" input: \"" + axes +
+           "\" attr { key: \"T\" value { type: DT_FLOAT } } attr { key: \"Tidx\" value { type: DT_INT32 } } }\n";
+  };
+  Scope root = Scope::root();
+  auto r = import_text(x + ints("sb", {3}) + bga("sx", "sb") + sum("gx", "g") + sum("gb", "g:1"), root);
+  ASSERT_TRUE(r.ok()) << r.status();
+  Session sess(root);
+  for (int64_t batch : {1, 4}) {
+    std::vector<float> xv;
+    for (int64_t i = 0; i < batch * 3; ++i) xv.push_back(static_cast<float>(i) * 0.5f - 1.f);
+    auto out = sess.run_by_name({{"x", Tensor::from_vector<float>(xv, Shape{batch, 3})}}, {"gx", "gb"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape(), (Shape{batch, 3}));  // r0 empty: x's gradient as it is
+    for (int64_t i = 0; i < batch * 3; ++i) EXPECT_EQ((*out)[0].data<float>()[i], xv[static_cast<size_t>(i)]);
+    ASSERT_EQ((*out)[1].shape(), (Shape{3}));  // r1 = [0]: summed over the batch
+    for (int64_t j = 0; j < 3; ++j) {
+      float want = 0;
+      for (int64_t i = 0; i < batch; ++i) want += xv[static_cast<size_t>(i * 3 + j)];
+      EXPECT_FLOAT_EQ((*out)[1].data<float>()[j], want) << "batch " << batch << " column " << j;
+    }
+  }
+  // The same run-time shape on both sides: nothing reduced.
+  Scope same = Scope::root();
+  auto r2 = import_text(x + bga("sx", "sx"), same);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(r2->output("g:0")->node()->attrs.get<Tensor>("value")->num_elements(), 0);
+  EXPECT_EQ(r2->output("g:1")->node()->attrs.get<Tensor>("value")->num_elements(), 0);
+  expect_error(import_text(x + ints("s5", {5, 3}) + bga("sx", "s5"), Scope::root(), "bga.pbtxt"),
+               {"node 'g'", "BroadcastGradientArgs", "[?,3]", "[5,3]", "run time", "bga.pbtxt"});
+  expect_error(import_text(x + bga("sx", "sz")), {"node 'g'", "[?,3]", "depends on the run"});
+}
+
 TEST(TfImportTest, UnsupportedOpsAttributesAndDtypesNameNodeOpAndFile) {
   const std::string x = R"(node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } })";
   expect_error(import_text(x + R"( node { name: "w" op: "Cumsum" input: "x" })"),
@@ -832,6 +887,62 @@ TEST(TfImportTest, ARunTimeBatchSizeFeedsShapeReshapeAndFill) {
       ASSERT_EQ(static_cast<int64_t>(w.size()), (*out)[static_cast<size_t>(idx)].num_elements()) << k;
       for (size_t i = 0; i < w.size(); ++i)
         EXPECT_NEAR((*out)[static_cast<size_t>(idx)].data<float>()[i], w[i], 1e-5) << k << " element " << i;
+    }
+  }
+}
+
+// Training graphs as TensorFlow 1.x users write them, with the batch known only at run time
+// (x [None, 4, 4, 1], y [None, 3]; make_dynamic_golden.py): their gradients compute shapes at run
+// time (Shape/ShapeN of [?, ...] tensors, BroadcastGradientArgs, Sum over run-time axes, Reshape
+// to a run-time shape, Tile, GatherV2 and Prod of a run-time shape, ...). Both variable forms
+// (placed as written on a ps and a worker, and run in one process) take a step at
+// batch 3 and then at batch 5 in one Session: the loss before each and every variable after each
+// equal TensorFlow's to 1e-5.
+TEST(TfImportTest, TrainingGraphsWithARunTimeBatchTrainAsTensorFlowDoes) {
+  for (const char* form : {"ref", "resource"}) {
+    const std::string name = std::string("dynamic_train_") + form + "_adam";
+    SCOPED_TRACE(name);
+    {
+      Scope placed = Scope::root();
+      auto imported = import_graph_def_file(placed, kGolden + "/" + name + ".pb");
+      ASSERT_TRUE(imported.ok()) << imported.status();
+      ASSERT_TRUE(place_on_ps_and_worker(*placed.graph()).ok());
+    }
+    // In one process: the same graph with its devices cleared, as TensorFlow ran it.
+    Scope root = Scope::root();
+    ImportGraphDefOptions opts;
+    opts.clear_devices = true;
+    auto imported = import_graph_def_file(root, kGolden + "/" + name + ".pb", opts);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    Session sess(root);
+    ASSERT_TRUE(sess.status().ok()) << sess.status();
+    auto init = sess.run_by_name({}, {}, {"init"});
+    ASSERT_TRUE(init.ok()) << init.status();
+    const auto& steps = dynamic_expected()[name];
+    ASSERT_EQ(steps.size(), 2u);
+    for (const auto& step : steps) {
+      const int64_t b = step["batch"].get<int64_t>();
+      SCOPED_TRACE("batch " + std::to_string(b));
+      const std::vector<float> xs = flat(step["x"]);
+      ASSERT_EQ(static_cast<int64_t>(xs.size()), b * 16);
+      const std::vector<std::pair<std::string, Tensor>> feeds = {
+          {"x", Tensor::from_vector<float>(xs, Shape{b, 4, 4, 1})}, {"y", float_matrix(step["y"])}};
+      auto loss = sess.run_by_name(feeds, {"loss"});
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      EXPECT_NEAR((*loss)[0].data<float>()[0], step["loss"].get<double>(), 1e-5);
+      auto train = sess.run_by_name(feeds, {}, {"train"});
+      ASSERT_TRUE(train.ok()) << train.status();
+      std::vector<std::string> vars;
+      for (const auto& [v, _] : step["after"].items()) vars.push_back(v);
+      ASSERT_EQ(vars.size(), 10u);  // 8 of the model and Adam's two beta powers
+      auto after = sess.run_by_name({}, vars);
+      ASSERT_TRUE(after.ok()) << after.status();
+      for (size_t i = 0; i < vars.size(); ++i) {
+        const std::vector<float> w = flat(step["after"][vars[i]]);
+        ASSERT_EQ(static_cast<int64_t>(w.size()), (*after)[i].num_elements()) << vars[i];
+        for (size_t k = 0; k < w.size(); ++k)
+          ASSERT_NEAR((*after)[i].data<float>()[k], w[k], 1e-5) << vars[i] << " element " << k;
+      }
     }
   }
 }

@@ -424,6 +424,11 @@ class Importer {
   struct SymDim {
     int64_t value = 0;
     int node = -1, index = 0, dim = 0;  // node < 0: known value
+    int64_t scale = 1;                  // node >= 0: the element is scale * that dimension
+    bool same(const SymDim& o) const {
+      return node < 0 ? (o.node < 0 && value == o.value)
+                      : (node == o.node && index == o.index && dim == o.dim && scale == o.scale);
+    }
   };
   std::map<std::pair<int, int>, std::vector<SymDim>> sym_;
   // Input i's elements as SymDims (a constant integer input, or a symbolic one); false otherwise.
@@ -452,6 +457,18 @@ class Importer {
   Status strided_slice(Ctx& c);
   Status pack(Ctx& c);
   Status fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims);
+  // `value` (dtype dt) filled into `dims` at run time (see fill_at_run_time); the last node is
+  // named `name` ("" for the TF node's own name).
+  Result<Node*> fill_dims(Ctx& c, const std::vector<SymDim>& dims, DType dt, double value, const std::string& name);
+  // The run-time shape of `in` as dtype dt (int32 or int64), named `name` ("" for the TF node's),
+  // its known dimensions recorded as SymDims.
+  Result<Node*> run_time_shape(Ctx& c, Endpoint in, DType dt, const std::string& name);
+  // A symbolic element at run time: a scalar of dtype dt (int32, int64 or float), named `name`.
+  Result<Node*> sym_scalar(Ctx& c, const SymDim& d, DType dt, const std::string& name);
+  Status broadcast_gradient_args(Ctx& c);
+  Status gather_sym(Ctx& c, const std::vector<SymDim>& params, bool* done);
+  Status prod_sym(Ctx& c, const std::vector<SymDim>& x);
+  Status slice_or_concat_sym(Ctx& c, bool* done);
   // float16/bfloat16 constants, widened to float32 Consts: only a Cast may read them.
   std::set<std::pair<int, int>> widened_eps_;  // SaveV2 / RestoreV2, wired to slots in link_slots
   int64_t const_limit_ = 0, const_budget_ = 0;  // bytes of constants the import may materialise
@@ -775,11 +792,15 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       AF_ASSIGN_OR_RETURN(DType dt, attr_type(c, "out_type"));
       for (size_t k = c.in.size(); k-- > 0;) {
         const Shape& s = node_of(c.in[k])->output_shapes[static_cast<size_t>(c.in[k].index)];
-        if (!s.fully_defined())
-          return err(c, "input " + std::to_string(k) + "'s shape " + s.to_string() +
-                            " is not fully known at import; actorflow needs it constant");
         const std::string name = k == 0 ? "" : c.name + "/shape_" + std::to_string(k);
-        AF_ASSIGN_OR_RETURN(Node* n, emit_const(c, int_tensor(dt, s.dims(), Shape{s.rank()}), name));
+        Node* n = nullptr;
+        if (s.fully_defined()) {
+          AF_ASSIGN_OR_RETURN(n, emit_const(c, int_tensor(dt, s.dims(), Shape{s.rank()}), name));
+        } else if (!s.unknown_rank()) {
+          AF_ASSIGN_OR_RETURN(n, run_time_shape(c, c.in[k], dt, name));
+        } else {
+          return err(c, "input " + std::to_string(k) + "'s rank is not known at import");
+        }
         map_[c.tf_name + ":" + std::to_string(k)] = Endpoint{n->id, 0};
       }
       *folded = true;
@@ -797,23 +818,7 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       AF_RETURN_IF_ERROR(emit_const(c, int_tensor(DType::kInt32, {s.rank()}, Shape{})).status());
     } else {
       if (!s.fully_defined() && op == "Shape" && !s.unknown_rank()) {
-        // Computed at run time (actorflow's Shape gives int64; a Cast makes TensorFlow's int32),
-        // its known dimensions kept for the consumers that need them at import.
-        Node* made = nullptr;
-        if (dt == DType::kInt64) {
-          AF_ASSIGN_OR_RETURN(made, emit(c, "Shape", {c.in[0]}, {}));
-        } else if (dt == DType::kInt32) {
-          AF_ASSIGN_OR_RETURN(Node* sh, emit(c, "Shape", {c.in[0]}, {}, fresh(c.name + "/int64")));
-          AttrMap a;
-          a.set("DstT", DType::kInt32);
-          AF_ASSIGN_OR_RETURN(made, emit(c, "Cast", {Endpoint{sh->id, 0}}, std::move(a)));
-        } else {
-          return err_attr(c, "out_type", std::string("is ") + dtype_name(dt) + " (int32 or int64)");
-        }
-        std::vector<SymDim> dims;
-        for (int i = 0; i < s.rank(); ++i)
-          dims.push_back(s.dim(i) >= 0 ? SymDim{s.dim(i), -1, 0, 0} : SymDim{0, c.in[0].node, c.in[0].index, i});
-        sym_[{made->id, 0}] = dims;
+        AF_RETURN_IF_ERROR(run_time_shape(c, c.in[0], dt, "").status());
         *folded = true;
         return Status::OK();
       }
@@ -831,35 +836,25 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
     return Status::OK();
   }
   if (op == "BroadcastGradientArgs") {
-    // The dimensions each gradient of a broadcasting binary op sums over: after left-padding the
-    // shorter shape with 1s, every dimension where that input is 1 (both, unless the shapes are
-    // equal: then none), as TensorFlow computes them. Constant shapes only.
-    AF_RETURN_IF_ERROR(want_inputs(c, 2));
-    attr(c, "T");
-    AF_ASSIGN_OR_RETURN(auto s0, const_ints(c, 0, "s0"));
-    AF_ASSIGN_OR_RETURN(auto s1, const_ints(c, 1, "s1"));
-    const DType dt = const_in(c, 0)->dtype();
-    std::vector<int64_t> r0, r1;
-    if (s0 != s1) {
-      const size_t n = std::max(s0.size(), s1.size());
-      for (size_t i = 0; i < n; ++i) {
-        const int64_t a = i < n - s0.size() ? 1 : s0[i - (n - s0.size())];
-        const int64_t b = i < n - s1.size() ? 1 : s1[i - (n - s1.size())];
-        if (a != b && a != 1 && b != 1)
-          return err(c, "shapes " + Shape(s0).to_string() + " and " + Shape(s1).to_string() + " do not broadcast");
-        if (a == 1) r0.push_back(static_cast<int64_t>(i));
-        if (b == 1) r1.push_back(static_cast<int64_t>(i));
-      }
-    }
-    AF_ASSIGN_OR_RETURN(Node* n1, emit_const(c, int_tensor(dt, r1, Shape{static_cast<int64_t>(r1.size())}), c.name + "/r1"));
-    map_[c.tf_name + ":1"] = Endpoint{n1->id, 0};
-    AF_RETURN_IF_ERROR(emit_const(c, int_tensor(dt, r0, Shape{static_cast<int64_t>(r0.size())})).status());
+    AF_RETURN_IF_ERROR(broadcast_gradient_args(c));
     *folded = true;
     return Status::OK();
   }
+  if (op == "Slice" || op == "ConcatV2") {
+    AF_RETURN_IF_ERROR(slice_or_concat_sym(c, folded));
+    if (*folded) return Status::OK();
+  }
+  if (op == "Prod" && c.in.size() == 2 && !const_in(c, 0)) {
+    std::vector<SymDim> x;
+    if (sym_in(c, 0, &x)) {
+      AF_RETURN_IF_ERROR(prod_sym(c, x));
+      *folded = true;
+      return Status::OK();
+    }
+  }
   // The rest need every data input constant and integer.
   static const std::set<std::string> kIntOps = {"Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "FloorDiv",
-                                                "Pack", "ConcatV2", "Slice", "Prod", "Cast"};
+                                                "FloorMod", "Pack", "ConcatV2", "Slice", "Prod", "Cast"};
   if (!kIntOps.count(op) || c.in.empty()) return Status::OK();
   std::vector<const Tensor*> vals;
   for (size_t i = 0; i < c.in.size(); ++i) {
@@ -870,7 +865,7 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
   const DType dt = vals[0]->dtype();
   attr(c, "T");
   if (op == "Add" || op == "AddV2" || op == "Sub" || op == "Mul" || op == "Maximum" || op == "Minimum" ||
-      op == "FloorDiv") {
+      op == "FloorDiv" || op == "FloorMod") {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     AF_ASSIGN_OR_RETURN(auto a, int_values(*vals[0], "x"));
     AF_ASSIGN_OR_RETURN(auto b, int_values(*vals[1], "y"));
@@ -893,6 +888,10 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
         if (y == 0) return err(c, "integer division by zero");
         if (x == INT64_MIN && y == -1) return err(c, "integer division overflows");
         r[i] = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);
+      } else if (op == "FloorMod") {
+        if (y == 0) return err(c, "integer modulo by zero");
+        r[i] = (x == INT64_MIN && y == -1) ? 0 : x % y;
+        if (r[i] != 0 && ((r[i] < 0) != (y < 0))) r[i] += y;
       } else ok = checked_add(x, y, &r[i]);
       if (!ok) return err(c, "integer " + op + " overflows");
     }
@@ -1206,6 +1205,27 @@ Status Importer::translate(Ctx& c) {
     AF_RETURN_IF_ERROR(want_inputs(c, 2));
     attr(c, "T");
     attr(c, "Tmultiples");
+    std::vector<SymDim> msym;
+    if (!const_in(c, 1) && sym_in(c, 1, &msym)) {
+      // Multiples known only at run time: only size-1 dimensions may be tiled by them, so the
+      // result is x * ones(the multiples where x is 1, else 1), built as Fill's dims are.
+      const DType xt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+      const Shape& xs = node_of(c.in[0])->output_shapes[static_cast<size_t>(c.in[0].index)];
+      if (xs.unknown_rank() || static_cast<size_t>(xs.rank()) != msym.size())
+        return err(c, "multiples do not have one value per dimension of " + xs.to_string());
+      std::vector<SymDim> od;
+      for (int i = 0; i < xs.rank(); ++i) {
+        const SymDim& m = msym[static_cast<size_t>(i)];
+        const int64_t d = xs.dim(i);
+        if (m.node < 0 && m.value == 1) od.push_back(SymDim{1, -1, 0, 0});
+        else if (d == 1 && (m.node >= 0 || m.value >= 0)) od.push_back(m);
+        else
+          return err(c, "tiling dimension " + std::to_string(i) + " of " + xs.to_string() +
+                            " by a multiple known only at run time is not supported (only size-1 dimensions)");
+      }
+      AF_ASSIGN_OR_RETURN(Node* o, fill_dims(c, od, xt, 1.0, fresh(c.name + "/ones")));
+      return emit(c, "Mul", {c.in[0], {o->id, 0}}, {}).status();
+    }
     AF_ASSIGN_OR_RETURN(auto mult, const_ints(c, 1, "multiples"));
     const Tensor* x = const_in(c, 0);
     if (!x) {
@@ -1304,6 +1324,12 @@ Status Importer::translate(Ctx& c) {
     if (bd != 0) return err_attr(c, "batch_dims", "is not 0");
     AF_ASSIGN_OR_RETURN(auto ax, const_ints(c, 2, "axis"));
     if (ax.size() != 1 || ax[0] != 0) return err(c, "axis must be 0 (actorflow gathers rows)");
+    std::vector<SymDim> params;
+    if (!const_in(c, 0) && sym_in(c, 0, &params)) {
+      bool done = false;
+      AF_RETURN_IF_ERROR(gather_sym(c, params, &done));
+      if (done) return Status::OK();
+    }
     return emit(c, "Gather", {c.in[0], c.in[1]}, {}).status();
   }
   if (op == "RandomUniform" || op == "TruncatedNormal") {
@@ -1540,17 +1566,24 @@ Status Importer::pack(Ctx& c) {
 // (a Slice of E, a Reshape and OnesLike, cast to the value's dtype): exact for every value.
 Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
   AF_ASSIGN_OR_RETURN(double value, fill_value(c));
-  const Tensor* v = const_in(c, 1);
+  return fill_dims(c, dims, const_in(c, 1)->dtype(), value, "").status();
+}
+
+Result<Node*> Importer::fill_dims(Ctx& c, const std::vector<SymDim>& dims, DType dt, double value,
+                                  const std::string& name) {
   std::vector<int64_t> base_dims;
   for (const SymDim& d : dims) {
     if (d.node < 0 && d.value < 0) return err(c, "dims hold a negative size");
+    if (d.node >= 0 && d.scale != 1)
+      return err(c, "a size known only at run time times " + std::to_string(d.scale) + " is not supported here");
     base_dims.push_back(d.node < 0 ? d.value : 1);
   }
+  const std::string last_name = name.empty() ? c.name : name;
   AttrMap fa;
   fa.set("shape", Shape(base_dims));
-  fa.set("dtype", v->dtype());
+  fa.set("dtype", dt);
   fa.set("value", value);
-  AF_ASSIGN_OR_RETURN(Node* acc, emit(c, "Fill", {}, std::move(fa), fresh(c.name + "/known")));
+  AF_ASSIGN_OR_RETURN(Node* acc, emit(c, "Fill", {}, std::move(fa), fresh(last_name + "/known")));
   const int n = static_cast<int>(dims.size());
   int made = 0;
   for (int i = 0; i < n; ++i) {
@@ -1559,7 +1592,7 @@ Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
     const Node* src = g_.node(d.node);
     const Shape& es = src->output_shapes[static_cast<size_t>(d.index)];
     if (es.unknown_rank() || d.dim >= es.rank()) return err(c, "dims name a dimension of a tensor of unknown rank");
-    const std::string pre = fresh(c.name + "/dim" + std::to_string(i));
+    const std::string pre = fresh(last_name + "/dim" + std::to_string(i));
     AttrMap sa;
     sa.set("begin", std::vector<int64_t>(static_cast<size_t>(es.rank()), 0));
     std::vector<int64_t> size(static_cast<size_t>(es.rank()), 1);
@@ -1573,9 +1606,9 @@ Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
     AF_ASSIGN_OR_RETURN(Node* rs, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(ra), pre + "/reshape"));
     AF_ASSIGN_OR_RETURN(Node* ones, emit(c, "OnesLike", {Endpoint{rs->id, 0}}, {}, pre + "/ones"));
     Endpoint one{ones->id, 0};
-    if (ones->output_types[0] != v->dtype()) {
+    if (ones->output_types[0] != dt) {
       AttrMap ca;
-      ca.set("DstT", v->dtype());
+      ca.set("DstT", dt);
       AF_ASSIGN_OR_RETURN(Node* cast, emit(c, "Cast", {one}, std::move(ca), pre + "/cast"));
       one = Endpoint{cast->id, 0};
     }
@@ -1585,9 +1618,237 @@ Status Importer::fill_at_run_time(Ctx& c, const std::vector<SymDim>& dims) {
         if (dims[static_cast<size_t>(j)].node >= 0) return false;
       return true;
     }();
-    AF_ASSIGN_OR_RETURN(acc, emit(c, "Mul", {Endpoint{acc->id, 0}, one}, {}, last ? "" : pre + "/mul"));
+    AF_ASSIGN_OR_RETURN(acc, emit(c, "Mul", {Endpoint{acc->id, 0}, one}, {}, last ? last_name : pre + "/mul"));
   }
   if (made == 0) return err(c, "dims are not known at import");
+  return acc;
+}
+
+// Shape at run time (actorflow's Shape gives int64; a Cast makes TensorFlow's int32), its known
+// dimensions kept for the consumers that need them at import.
+Result<Node*> Importer::run_time_shape(Ctx& c, Endpoint in, DType dt, const std::string& name) {
+  const std::string own = name.empty() ? c.name : name;
+  const Shape& s = node_of(in)->output_shapes[static_cast<size_t>(in.index)];
+  Node* made = nullptr;
+  if (dt == DType::kInt64) {
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Shape", {in}, {}, own));
+  } else if (dt == DType::kInt32) {
+    AF_ASSIGN_OR_RETURN(Node* sh, emit(c, "Shape", {in}, {}, fresh(own + "/int64")));
+    AttrMap a;
+    a.set("DstT", DType::kInt32);
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Cast", {Endpoint{sh->id, 0}}, std::move(a), own));
+  } else {
+    return err_attr(c, "out_type", std::string("is ") + dtype_name(dt) + " (int32 or int64)");
+  }
+  std::vector<SymDim> dims;
+  for (int i = 0; i < s.rank(); ++i)
+    dims.push_back(s.dim(i) >= 0 ? SymDim{s.dim(i), -1, 0, 0} : SymDim{0, in.node, in.index, i});
+  sym_[{made->id, 0}] = dims;
+  return made;
+}
+
+// scale * dimension `dim` of the tensor the element names: Shape, Slice of one element, Reshape
+// to a scalar, Cast, and a Mul by the scale when it is not 1.
+Result<Node*> Importer::sym_scalar(Ctx& c, const SymDim& d, DType dt, const std::string& name) {
+  const std::string own = name.empty() ? c.name : name;
+  if (d.node < 0) return emit_const(c, int_tensor(dt, {d.value}, Shape{}), own);
+  AF_ASSIGN_OR_RETURN(Node* sh, emit(c, "Shape", {Endpoint{d.node, d.index}}, {}, fresh(own + "/shape")));
+  AttrMap sa;
+  sa.set("begin", std::vector<int64_t>{d.dim});
+  sa.set("size", std::vector<int64_t>{1});
+  AF_ASSIGN_OR_RETURN(Node* sl, emit(c, "Slice", {Endpoint{sh->id, 0}}, std::move(sa), fresh(own + "/slice")));
+  const bool cast = dt != DType::kInt64, mul = d.scale != 1;
+  AttrMap ra;
+  ra.set("shape", std::vector<int64_t>{});
+  AF_ASSIGN_OR_RETURN(Node* v, emit(c, "Reshape", {Endpoint{sl->id, 0}}, std::move(ra),
+                                    cast || mul ? fresh(own + "/scalar") : own));
+  if (cast) {
+    AttrMap ca;
+    ca.set("DstT", dt);
+    AF_ASSIGN_OR_RETURN(v, emit(c, "Cast", {Endpoint{v->id, 0}}, std::move(ca), mul ? fresh(own + "/cast") : own));
+  }
+  if (mul) {
+    AF_ASSIGN_OR_RETURN(Node* k, emit_const(c, int_tensor(dt, {d.scale}, Shape{}), fresh(own + "/scale")));
+    AF_ASSIGN_OR_RETURN(v, emit(c, "Mul", {Endpoint{v->id, 0}, Endpoint{k->id, 0}}, {}, own));
+  }
+  return v;
+}
+
+// The dimensions each gradient of a broadcasting binary op sums over: after left-padding the
+// shorter shape with 1s, every dimension where that input is 1 (both, unless the shapes are equal:
+// then none), as TensorFlow computes them. Folded to two Consts, also when the shapes hold sizes
+// known only at run time, as long as that decides the answer: a run-time size against a 1 (the
+// other input is reduced there; were the run-time size 1 too, reducing it would sum one element)
+// or against the very same run-time size (no reduction). A run-time size against a known size
+// above 1, or against another run-time size, depends on the run: refused naming both shapes.
+Status Importer::broadcast_gradient_args(Ctx& c) {
+  AF_RETURN_IF_ERROR(want_inputs(c, 2));
+  attr(c, "T");
+  std::vector<SymDim> s0, s1;
+  for (size_t k = 0; k < 2; ++k) {
+    if (!sym_in(c, k, k == 0 ? &s0 : &s1)) {
+      AF_RETURN_IF_ERROR(const_ints(c, k, k == 0 ? "s0" : "s1").status());  // the error naming it
+      return err(c, "input " + std::to_string(k) + " is not a shape known at import");
+    }
+  }
+  const DType dt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+  if (dt != DType::kInt32 && dt != DType::kInt64) return err_attr(c, "T", "is not int32 or int64");
+  auto text = [](const std::vector<SymDim>& v) {
+    std::string t = "[";
+    for (size_t i = 0; i < v.size(); ++i) t += (i ? "," : "") + (v[i].node < 0 ? std::to_string(v[i].value) : std::string("?"));
+    return t + "]";
+  };
+  std::vector<int64_t> r0, r1;
+  const bool equal = s0.size() == s1.size() && std::equal(s0.begin(), s0.end(), s1.begin(),
+                                                         [](const SymDim& a, const SymDim& b) { return a.same(b); });
+  if (!equal) {
+    const size_t n = std::max(s0.size(), s1.size());
+    const SymDim one{1, -1, 0, 0};
+    for (size_t i = 0; i < n; ++i) {
+      const SymDim a = i < n - s0.size() ? one : s0[i - (n - s0.size())];
+      const SymDim b = i < n - s1.size() ? one : s1[i - (n - s1.size())];
+      if (a.node < 0 && b.node < 0) {
+        if (a.value != b.value && a.value != 1 && b.value != 1)
+          return err(c, "shapes " + text(s0) + " and " + text(s1) + " do not broadcast");
+        if (a.value == 1) r0.push_back(static_cast<int64_t>(i));
+        if (b.value == 1) r1.push_back(static_cast<int64_t>(i));
+      } else if (a.same(b)) {
+        continue;
+      } else if (a.node < 0 && a.value == 1) {
+        r0.push_back(static_cast<int64_t>(i));
+      } else if (b.node < 0 && b.value == 1) {
+        r1.push_back(static_cast<int64_t>(i));
+      } else {
+        return err(c, "dimension " + std::to_string(i) + " of shapes " + text(s0) + " and " + text(s1) +
+                          " is known only at run time on one side and is not 1 on the other: which input is "
+                          "reduced depends on the run (actorflow needs it decided at import)");
+      }
+    }
+  }
+  AF_ASSIGN_OR_RETURN(Node* n1, emit_const(c, int_tensor(dt, r1, Shape{static_cast<int64_t>(r1.size())}), c.name + "/r1"));
+  map_[c.tf_name + ":1"] = Endpoint{n1->id, 0};
+  return emit_const(c, int_tensor(dt, r0, Shape{static_cast<int64_t>(r0.size())})).status();
+}
+
+// GatherV2 of a shape holding run-time sizes by constant indices: a Const when every element it
+// picks is known, else the run-time Gather carrying the picked elements. *done false: the indices
+// are not constant (the caller emits a plain Gather).
+Status Importer::gather_sym(Ctx& c, const std::vector<SymDim>& params, bool* done) {
+  *done = false;
+  const Tensor* it = const_in(c, 1);
+  if (!it) return Status::OK();
+  AF_ASSIGN_OR_RETURN(auto idx, int_values(*it, "indices"));
+  if (it->shape().rank() > 1) return err(c, "indices of a shape must be a scalar or a vector");
+  std::vector<SymDim> picked;
+  bool known = true;
+  std::vector<int64_t> vals;
+  for (int64_t i : idx) {
+    if (i < 0 || i >= static_cast<int64_t>(params.size()))
+      return err(c, "index " + std::to_string(i) + " is outside a shape of " + std::to_string(params.size()) + " elements");
+    picked.push_back(params[static_cast<size_t>(i)]);
+    known = known && picked.back().node < 0;
+    vals.push_back(picked.back().value);
+  }
+  const DType dt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+  *done = true;
+  if (known) return emit_const(c, int_tensor(dt, vals, it->shape())).status();
+  AF_ASSIGN_OR_RETURN(Node* g, emit(c, "Gather", {c.in[0], c.in[1]}, {}));
+  sym_[{g->id, 0}] = picked;
+  return Status::OK();
+}
+
+// Slice of a shape holding run-time sizes (constant begin and size), or ConcatV2 of shapes among
+// which one holds run-time sizes: a Const when every element is known, else the run-time Slice or
+// Concat carrying the elements. *done false when no input is such a shape.
+Status Importer::slice_or_concat_sym(Ctx& c, bool* done) {
+  *done = false;
+  std::vector<SymDim> all;
+  bool any_sym = false;
+  if (c.op == "Slice") {
+    if (c.in.size() != 3 || const_in(c, 0) || !sym_in(c, 0, &all)) return Status::OK();
+    attr(c, "T");
+    attr(c, "Index");
+    AF_ASSIGN_OR_RETURN(auto b, const_ints(c, 1, "begin"));
+    AF_ASSIGN_OR_RETURN(auto sz, const_ints(c, 2, "size"));
+    const int64_t len = static_cast<int64_t>(all.size());
+    if (b.size() != 1 || sz.size() != 1) return err(c, "begin and size of a vector's slice must have 1 element");
+    const int64_t size = sz[0] == -1 ? len - b[0] : sz[0];
+    if (b[0] < 0 || b[0] > len || size < 0 || size > len - b[0])
+      return err(c, "slice [" + std::to_string(b[0]) + ", +" + std::to_string(sz[0]) + ") is outside a vector of " +
+                        std::to_string(len));
+    all = std::vector<SymDim>(all.begin() + b[0], all.begin() + b[0] + size);
+    any_sym = true;
+  } else {
+    if (c.in.size() < 2) return Status::OK();
+    for (size_t i = 0; i + 1 < c.in.size(); ++i) {
+      std::vector<SymDim> part;
+      const bool is_sym = !const_in(c, i) && sym_in(c, i, &part);
+      if (!is_sym && !(const_in(c, i) && sym_in(c, i, &part))) return Status::OK();
+      const Shape& ps = node_of(c.in[i])->output_shapes[static_cast<size_t>(c.in[i].index)];
+      if (ps.rank() != 1) return Status::OK();
+      any_sym = any_sym || is_sym;
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    if (!any_sym) return Status::OK();
+    attr(c, "T");
+    attr(c, "N");
+    attr(c, "Tidx");
+    AF_ASSIGN_OR_RETURN(auto ax, const_ints(c, c.in.size() - 1, "axis"));
+    if (ax.size() != 1 || (ax[0] != 0 && ax[0] != -1)) return err(c, "axis must be 0 when concatenating vectors");
+  }
+  *done = true;
+  const DType dt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+  bool known = true;
+  std::vector<int64_t> vals;
+  for (const SymDim& d : all) {
+    known = known && d.node < 0;
+    vals.push_back(d.value);
+  }
+  if (known) return emit_const(c, int_tensor(dt, vals, Shape{static_cast<int64_t>(vals.size())})).status();
+  Node* made = nullptr;
+  if (c.op == "Slice") {
+    AF_ASSIGN_OR_RETURN(auto b, const_ints(c, 1, "begin"));
+    AttrMap a;
+    a.set("begin", b);
+    a.set("size", std::vector<int64_t>{static_cast<int64_t>(all.size())});
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Slice", {c.in[0]}, std::move(a)));
+  } else {
+    AttrMap a;
+    a.set("axis", int64_t{0});
+    AF_ASSIGN_OR_RETURN(made, emit(c, "Concat", std::vector<Endpoint>(c.in.begin(), c.in.end() - 1), std::move(a)));
+  }
+  sym_[{made->id, 0}] = all;
+  return Status::OK();
+}
+
+// Prod over axis 0 of a shape holding run-time sizes: a Const when all are known; one run-time
+// size times the known ones, computed at run time (and carried as that size scaled); more than
+// one run-time size is refused.
+Status Importer::prod_sym(Ctx& c, const std::vector<SymDim>& x) {
+  attr(c, "T");
+  attr(c, "Tidx");
+  AF_ASSIGN_OR_RETURN(bool keep, attr_bool(c, "keep_dims", false));
+  const Shape& xs = node_of(c.in[0])->output_shapes[static_cast<size_t>(c.in[0].index)];
+  AF_ASSIGN_OR_RETURN(auto axes, const_ints(c, 1, "reduction_indices"));
+  if (keep || xs.rank() != 1 || axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+    return err(c, "Prod of a shape known only at run time must reduce its one axis without keep_dims");
+  const DType dt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+  int64_t known = 1;
+  const SymDim* run = nullptr;
+  for (const SymDim& d : x) {
+    if (d.node >= 0) {
+      if (run) return err(c, "multiplies two sizes known only at run time; actorflow needs all but one at import");
+      run = &d;
+      if (!checked_mul(known, d.scale, &known)) return err(c, "integer Prod overflows");
+    } else if (!checked_mul(known, d.value, &known)) {
+      return err(c, "integer Prod overflows");
+    }
+  }
+  if (!run) return emit_const(c, int_tensor(dt, {known}, Shape{})).status();
+  SymDim r = *run;
+  r.scale = known;
+  AF_ASSIGN_OR_RETURN(Node* made, sym_scalar(c, r, dt, ""));
+  sym_[{made->id, 0}] = {r};
   return Status::OK();
 }
 

@@ -8,8 +8,12 @@ Run with TensorFlow's python (bench/tf_venv.sh makes one):
   dynamic_batch.pb      x [?,6]: s = tf.shape(x), b = s[0] (StridedSlice), "r" = reshape(x,
                         stack([b, 2, 3])), "f" = fill(stack([b, 4]), 1.5), "flat" = reshape(r,
                         [-1, prod(shape(r)[1:])]), "y" = concat([reduce_sum(r, 2), f], 1) * 2
+  dynamic_train_{ref,resource}_adam.pb
+                        make_golden.py's small CNN with x [None,4,4,1], y [None,3], Adam: its
+                        gradients compute shapes at run time
   dynamic_expected.json TensorFlow's outputs: half_consts' y; dynamic_batch's s, b, r, f, flat, y
-                        at batch 3 and batch 5
+                        at batch 3 and batch 5; the training graphs' loss and variables after
+                        a step at batch 3, then one at batch 5
 All values are fixed (no randomness): a rerun writes the same.
 """
 import json
@@ -54,6 +58,49 @@ def main():
             out = sess.run({n: n + ":0" for n in ("s", "b", "r", "f", "flat", "y")}, {"x:0": xv})
             runs[str(batch)] = {"x": xv.tolist(), **{k: np.asarray(v).tolist() for k, v in out.items()}}
     expected["dynamic_batch"] = runs
+
+    # Training graphs whose batch is known only at run time, as TensorFlow 1.x users write them
+    # (x [None, 4, 4, 1], y [None, 3]): their gradients compute shapes at run time (Shape, ShapeN,
+    # BroadcastGradientArgs, Sum over run-time axes, Tile, Prod, GatherV2, ...). small_cnn is
+    # make_golden.py's (conv, maxpool, matmul + bias through AddV2); two steps, batch 3 then 5.
+    from make_golden import small_cnn
+    yv = {b: np.eye(3, dtype=np.float32)[np.arange(b) % 3] for b in (3, 5)}
+    xv = {b: np.random.RandomState(20 + b).standard_normal((b, 4, 4, 1)).astype(np.float32) for b in (3, 5)}
+    for form in ("ref", "resource"):
+        resource = form == "resource"
+        g = tf.Graph()
+        with g.as_default():
+            with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+                x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
+                y = v1.placeholder(tf.float32, [None, 3], name="y")
+                logits = small_cnn(x, resource)
+                loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+                v1.train.AdamOptimizer(0.01).minimize(loss, name="train")
+                v1.global_variables_initializer()
+        name = "dynamic_train_%s_adam" % form
+        tf.io.write_graph(g.as_graph_def(), OUT, name + ".pb", as_text=False)
+        gd = g.as_graph_def()
+        variables = [n.name for n in gd.node if n.op in ("VariableV2", "VarHandleOp") and "/" not in n.name]
+        for n in gd.node:
+            n.device = ""
+        run = tf.Graph()
+        with run.as_default():
+            v1.import_graph_def(gd, name="")
+            reads = {}
+            for n in variables:
+                t = run.get_tensor_by_name(n + ":0")
+                reads[n] = tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32) if resource else tf.identity(t)
+        steps = []
+        with v1.Session(graph=run) as sess:
+            sess.run("init")
+            for b in (3, 5):
+                feeds = {"x:0": xv[b], "y:0": yv[b]}
+                l0 = sess.run("loss:0", feeds)
+                sess.run("train", feeds)
+                after = sess.run(reads)
+                steps.append({"batch": b, "x": xv[b].tolist(), "y": yv[b].tolist(), "loss": float(l0),
+                              "after": {k: np.asarray(v).ravel().tolist() for k, v in after.items()}})
+        expected[name] = steps
     with open(os.path.join(OUT, "dynamic_expected.json"), "w") as fh:
         json.dump(expected, fh, sort_keys=True)
         fh.write("\n")

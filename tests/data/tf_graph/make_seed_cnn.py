@@ -6,8 +6,8 @@ and train (samples/distributed_cnn --graph-def, bench/training's imported-graph 
 
 seed_cnn_train_ref.pb (reference variables) and seed_cnn_train_resource.pb (resource variables),
 both built in graph mode (tf.compat.v1) under replica_device_setter(ps_tasks=1):
-  x-input [50, 784], y-input [50, 10] (the batch is fixed: actorflow needs the shapes that
-  TensorFlow's gradients compute at run time known at import); conv 5x5x32 SAME + bias + relu,
+  x-input [None, 784], y-input [None, 10] (the batch known only at run time, as TensorFlow 1.x
+  users write it: the gradients compute shapes at run time); conv 5x5x32 SAME + bias + relu,
   maxpool 2x2, conv 5x5x64, maxpool, fc 1024 + relu, fc 10 ("logits"); "loss" the mean softmax
   cross-entropy; AdamOptimizer(1e-4).minimize(loss, global_step) as "train"; "init" initialises
   every variable (truncated normal 0.1 weights, 0.1 biases).
@@ -30,8 +30,8 @@ def model(resource):
     def bias(name, n):
         return v1.get_variable(name, [n], initializer=v1.constant_initializer(0.1), use_resource=resource)
 
-    x = v1.placeholder(tf.float32, [50, 784], name="x-input")
-    y = v1.placeholder(tf.float32, [50, 10], name="y-input")
+    x = v1.placeholder(tf.float32, [None, 784], name="x-input")
+    y = v1.placeholder(tf.float32, [None, 10], name="y-input")
     img = tf.reshape(x, [-1, 28, 28, 1])
     h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(img, weight("conv1/weights", [5, 5, 1, 32]), [1, 1, 1, 1], "SAME"),
                                   bias("conv1/biases", 32)))
