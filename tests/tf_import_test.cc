@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "actorflow/graph.h"
@@ -760,11 +761,109 @@ TEST(TfImportTest, TheGraphsOwnSaverSavesAndRestoresAsTensorFlowsDoes) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("RestoreV2 'save/RestoreV2'"), std::string::npos) << missing.status();
   EXPECT_NE(missing.status().message().find(dir.path() + "/none"), std::string::npos) << missing.status();
-  auto nodir = sess.run_by_name({{"save/Const:0", tf_string_tensor(dir.path() + "/no/such/dir/x")}},
+  // As TensorFlow's BundleWriter, SaveV2 makes the prefix's directories; one it cannot make (a
+  // file is in the way) is an error naming the op and the path.
+  auto newdir = sess.run_by_name({{"save/Const:0", tf_string_tensor(dir.path() + "/new/dir/x")}},
+                                 {"save/control_dependency"});
+  ASSERT_TRUE(newdir.ok()) << newdir.status();
+  EXPECT_TRUE(TfCheckpointReader::open(dir.path() + "/new/dir/x").ok());
+  { std::ofstream(dir.path() + "/file") << "x"; }
+  auto nodir = sess.run_by_name({{"save/Const:0", tf_string_tensor(dir.path() + "/file/sub/x")}},
                                 {"save/control_dependency"});
   ASSERT_FALSE(nodir.ok());
   EXPECT_NE(nodir.status().message().find("SaveV2 'save/SaveV2'"), std::string::npos) << nodir.status();
-  EXPECT_NE(nodir.status().message().find("no/such/dir"), std::string::npos) << nodir.status();
+  EXPECT_NE(nodir.status().message().find("file/sub"), std::string::npos) << nodir.status();
+}
+
+// The same model over two ps tasks with TensorFlow's sharded Saver (Saver(sharded=True), as
+// MonitoredTrainingSession's Scaffold makes it: StaticRegexFullMatch, Select and StringJoin make
+// "<prefix>_temp/part", ShardedFilename each shard's name, one SaveV2 per device, Pack and
+// MergeV2Checkpoints the one bundle). The imported graph restores TensorFlow's sharded checkpoint
+// bit for bit, then saves by running the SaverDef's save tensor ("save/Identity:0"): one index,
+// two data files, no temporary directory left, every entry the session's value (slots: TensorFlow's
+// third step to 1e-5), restored again by save/restore_all; TensorFlow's reader reads it.
+TEST(TfImportTest, AShardedSaverSavesMergesAndRestoresAsTensorFlowsDoes) {
+  const std::string file = kGolden + "/mlp_train_saver_sharded.pb";
+  const auto& want = saver_expected();
+  Scope root = Scope::root();
+  ImportGraphDefOptions opts;
+  opts.clear_devices = true;
+  auto imported = import_graph_def_file(root, file, opts);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::vector<std::string> names;
+  for (const auto& [n, v] : want["saved"].items()) names.push_back(n);
+  Session sess(root);
+  auto restored = sess.run_by_name({{"save/Const:0", tf_string_tensor(kGolden + "/saver_ckpt/tf_sharded.ckpt")}}, {},
+                                   {"save/restore_all"});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  auto vals = sess.run_by_name({}, names);
+  ASSERT_TRUE(vals.ok()) << vals.status();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto w = flat(want["saved"][names[i]]);
+    ASSERT_EQ(static_cast<int64_t>(w.size()), (*vals)[i].num_elements()) << names[i];
+    for (size_t k = 0; k < w.size(); ++k) EXPECT_EQ((*vals)[i].data<float>()[k], w[k]) << names[i] << " element " << k;
+  }
+  ASSERT_TRUE(sess.run_by_name(saver_feeds(), {}, {"train"}).ok());
+  testing::TempDir dir;
+  const std::string prefix = dir.path() + "/model.ckpt";
+  auto saved = sess.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {"save/Identity"});
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*saved)[0].data<uint8_t>()),
+                        static_cast<size_t>((*saved)[0].num_elements())),
+            prefix);
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"model.ckpt.index", "model.ckpt.data-00000-of-00002",
+                                          "model.ckpt.data-00001-of-00002"}));
+  auto third = sess.run_by_name({}, names);
+  ASSERT_TRUE(third.ok()) << third.status();
+  auto reader = TfCheckpointReader::open(prefix);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->num_shards(), 2);
+  ASSERT_EQ(reader->entries().size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto t = reader->read(names[i]);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const auto tf_third = flat(want["third"][names[i]]);
+    ASSERT_EQ(t->bytes.size(), tf_third.size() * 4) << names[i];
+    if (names[i].find("/Adam") == std::string::npos) {
+      EXPECT_EQ(std::memcmp(t->bytes.data(), (*third)[i].raw_data(), t->bytes.size()), 0) << names[i];
+    }
+    for (size_t k = 0; k < tf_third.size(); ++k) {
+      float f;
+      std::memcpy(&f, t->bytes.data() + 4 * k, 4);
+      EXPECT_NEAR(f, tf_third[k], 1e-5) << names[i] << " element " << k;
+    }
+  }
+  // Back to the initial values, then restored from the merged bundle.
+  ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+  ASSERT_TRUE(sess.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {}, {"save/restore_all"}).ok());
+  auto again = sess.run_by_name({}, names);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].find("/Adam") == std::string::npos) {
+      EXPECT_TRUE((*again)[i].equals((*third)[i])) << names[i];
+    } else {  // the graph's slot variable now holds the restored slot (actorflow's own was saved)
+      const auto tf_third = flat(want["third"][names[i]]);
+      for (size_t k = 0; k < tf_third.size(); ++k) EXPECT_NEAR((*again)[i].data<float>()[k], tf_third[k], 1e-5) << names[i];
+    }
+  }
+  const std::string python = testing::tf_python();
+  if (access(python.c_str(), X_OK) == 0) {
+    const std::string out = dir.path() + "/tf.json", err = dir.path() + "/tf.err";
+    const std::string cmd = python + " " + kGolden + "/tf_read_ckpt.py " + prefix + " > " + out + " 2> " + err;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(err);
+    const auto got = nlohmann::json::parse(slurp(out));
+    ASSERT_EQ(got.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string hex = got[names[i]]["hex"].get<std::string>();
+      ASSERT_EQ(hex.size(), static_cast<size_t>((*third)[i].num_elements()) * 8) << names[i];
+      if (names[i].find("/Adam") != std::string::npos) continue;
+      std::string bytes;
+      for (size_t k = 0; k + 1 < hex.size(); k += 2) bytes += static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16));
+      EXPECT_EQ(std::memcmp(bytes.data(), (*third)[i].raw_data(), bytes.size()), 0) << names[i];
+    }
+  }
 }
 
 // TensorFlow's own reader (tf.train.load_checkpoint, .venv-tf) reads what the imported graph's

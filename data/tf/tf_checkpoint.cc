@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <utility>
 
 #include <google/protobuf/io/tokenizer.h>
@@ -1030,6 +1032,66 @@ Status write_tf_checkpoint_state(const std::string& dir, const TfCheckpointState
     return Unavailable("renaming " + tmp.names.back() + " to " + file + ": " + errno_text());
   tmp.names.clear();
   return fsync_dir(file);
+}
+
+Result<std::string> tf_sharded_filename(const std::string& basename, int64_t shard, int64_t num_shards) {
+  if (num_shards < 1 || num_shards > 99999 || shard < 0 || shard >= num_shards)
+    return InvalidArgument("shard " + std::to_string(shard) + " of " + std::to_string(num_shards) +
+                           " (0 <= shard < num_shards <= 99999)");
+  char tail[32];
+  std::snprintf(tail, sizeof tail, "-%05lld-of-%05lld", static_cast<long long>(shard), static_cast<long long>(num_shards));
+  return basename + tail;
+}
+
+Status merge_tf_checkpoints(const std::vector<std::string>& prefixes, const std::string& dest, bool delete_old_dirs,
+                            bool allow_missing_files) {
+  if (prefixes.empty()) return InvalidArgument("merging TensorFlow checkpoints into " + dest + ": no input bundles");
+  auto dir_of = [](const std::string& p) {
+    const size_t slash = p.rfind('/');
+    return slash == std::string::npos ? std::string(".") : slash == 0 ? std::string("/") : p.substr(0, slash);
+  };
+  std::vector<TfCheckpointReader> readers;
+  std::vector<std::string> present;
+  for (const std::string& p : prefixes) {
+    if (p == dest) return InvalidArgument("merging TensorFlow checkpoints: the destination " + dest + " is also an input");
+    auto r = TfCheckpointReader::open(p);
+    if (!r.ok()) {
+      if (r.status().code() == Code::kNotFound && allow_missing_files) continue;
+      return r.status();
+    }
+    readers.push_back(std::move(*r));
+    present.push_back(p);
+  }
+  if (readers.empty()) return NotFound("merging TensorFlow checkpoints into " + dest + ": no input bundle exists");
+  std::vector<TfWriteItem> items;
+  std::map<std::string, std::string> owner;
+  for (size_t k = 0; k < readers.size(); ++k) {
+    for (const TfEntryInfo& e : readers[k].entries()) {
+      auto [it, fresh] = owner.emplace(e.name, present[k]);
+      if (!fresh)
+        return InvalidArgument("merging TensorFlow checkpoints into " + dest + ": entry '" + e.name.substr(0, 200) +
+                               "' is in both " + it->second + " and " + present[k]);
+      AF_ASSIGN_OR_RETURN(TfTensor t, readers[k].read(e.name));
+      TfWriteItem item;
+      item.name = e.name;
+      item.tensor = std::move(t);
+      item.shard = static_cast<int>(k);
+      items.push_back(std::move(item));
+    }
+  }
+  AF_RETURN_IF_ERROR(write_tf_checkpoint(dest, items, static_cast<int>(readers.size())));
+  // The merged bundle is in place: the inputs go (a failure to remove one is not an error, as in
+  // TensorFlow: the checkpoint itself is complete).
+  for (size_t k = 0; k < readers.size(); ++k) {
+    const std::string& p = present[k];
+    ::unlink((p + ".index").c_str());
+    for (int s = 0; s < readers[k].num_shards(); ++s) {
+      auto name = tf_sharded_filename(p + ".data", s, readers[k].num_shards());
+      if (name.ok()) ::unlink(name->c_str());
+    }
+    if (delete_old_dirs && dir_of(p) != dir_of(dest)) ::rmdir(dir_of(p).c_str());
+  }
+  return Status::OK();
 }
 
 }  // namespace actorflow

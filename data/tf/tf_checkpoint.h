@@ -152,6 +152,22 @@ struct TfWriteItem {
 // per prefix.
 Status write_tf_checkpoint(const std::string& prefix, const std::vector<TfWriteItem>& items, int num_shards = 1);
 
+// TensorFlow's MergeV2Checkpoints, as a sharded tf.train.Saver runs it: the bundles `prefixes`
+// (one per device, each written whole by SaveV2 with one data file) become the one bundle `dest`
+// with one data file per input bundle, in their order ("<dest>.data-0000k-of-0000N"), written as
+// write_tf_checkpoint writes (crash-safe). Then each input bundle's files are removed and, with
+// `delete_old_dirs`, each input's directory when it is not dest's and is empty (as TensorFlow).
+// A missing input is NotFound unless `allow_missing_files` (then skipped; none present at all is
+// NotFound still). InvalidArgument for no prefixes, an entry two inputs hold, or dest among the
+// inputs; the readers' errors (DataLoss naming the file) for damaged inputs; Unavailable for I/O.
+// Reads the inputs' tensors into memory once (as the Saver's whole model). Not synchronised.
+Status merge_tf_checkpoints(const std::vector<std::string>& prefixes, const std::string& dest, bool delete_old_dirs,
+                            bool allow_missing_files);
+
+// `<basename>-<shard, 5 digits>-of-<num_shards, 5 digits>`, as TensorFlow's ShardedFilename.
+// InvalidArgument unless 0 <= shard < num_shards <= 99999. Pure.
+Result<std::string> tf_sharded_filename(const std::string& basename, int64_t shard, int64_t num_shards);
+
 // The text-format `checkpoint` file of a directory.
 struct TfCheckpointState {
   std::string model_checkpoint_path;  // as written (relative or absolute)

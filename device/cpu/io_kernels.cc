@@ -1,8 +1,14 @@
 // Kernels of SaveV2 and RestoreV2 (graph/ops_io.cc): TensorFlow's V2 checkpoint written and read
-// with data/tf/tf_checkpoint.h on the machine the kernel runs on. Every problem with the path, the
+// with data/tf/tf_checkpoint.h on the machine the kernel runs on; and of a sharded Saver's string
+// ops and MergeV2Checkpoints (graph/string_ops.h). Every problem with the path, the
 // files or the entries is an error naming the op, the node and the file; nothing is left half
 // written (write_tf_checkpoint writes to temporary names and renames).
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -10,15 +16,16 @@
 #include "data/tf/tf_checkpoint_data.h"
 #include "data/variable_slots.h"
 #include "device/kernel.h"
+#include "graph/string_ops.h"
 
 namespace actorflow {
 namespace {
 
 // The prefix a uint8 input spells; InvalidArgument naming the op for an empty one or a NUL byte.
-Result<std::string> prefix_of(OpKernelContext& ctx) {
-  const Tensor& t = ctx.input(0);
+Result<std::string> prefix_of(OpKernelContext& ctx, int i = 0) {
+  const Tensor& t = ctx.input(i);
   if (t.dtype() != DType::kUInt8 || t.shape().rank() != 1)
-    return ctx.invalid_argument("the prefix (input 0) must be a uint8 vector (the path's bytes), got " +
+    return ctx.invalid_argument("the prefix (input " + std::to_string(i) + ") must be a uint8 vector (the path's bytes), got " +
                                 t.debug_string());
   std::string p(reinterpret_cast<const char*>(t.data<uint8_t>()), static_cast<size_t>(t.num_elements()));
   if (p.empty()) return ctx.invalid_argument("the checkpoint prefix is empty");
@@ -77,6 +84,121 @@ bool same_dtype(TfDType tf, DType af) {
   }
 }
 
+// The string input i's bytes (a uint8 vector of at most kMaxStringOpBytes).
+Result<std::string_view> bytes_of(OpKernelContext& ctx, int i, const std::string& what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DType::kUInt8 || t.shape().rank() != 1)
+    return ctx.invalid_argument(what + " (input " + std::to_string(i) + ") must be a uint8 vector, got " + t.debug_string());
+  if (static_cast<size_t>(t.num_elements()) > kMaxStringOpBytes)
+    return ctx.invalid_argument(what + " (input " + std::to_string(i) + ") is longer than 64 KiB");
+  return std::string_view(reinterpret_cast<const char*>(t.data<uint8_t>()), static_cast<size_t>(t.num_elements()));
+}
+
+Result<int64_t> int_scalar(OpKernelContext& ctx, int i, const std::string& what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DType::kInt32 || t.num_elements() != 1)
+    return ctx.invalid_argument(what + " (input " + std::to_string(i) + ") must be an int32 scalar, got " + t.debug_string());
+  return t.data<int32_t>()[0];
+}
+
+void set_bytes(OpKernelContext& ctx, const std::string& s) {
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  ctx.set_output(0, std::move(t));
+}
+
+// Makes the directories above `prefix` that do not exist (as mkdir -p); Unavailable naming the one
+// that could not be made.
+Status make_parent_dirs(const std::string& prefix) {
+  for (size_t slash = prefix.find('/', 1); slash != std::string::npos; slash = prefix.find('/', slash + 1)) {
+    const std::string dir = prefix.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return Unavailable("making directory " + dir + ": " + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+class StringJoinKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const std::string sep = ctx.attrs().get_or<std::string>("separator", "");
+    const bool vector = ctx.attrs().get_or<bool>("vector", false);
+    std::string out;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      AF_ASSIGN_OR_RETURN(std::string_view b, bytes_of(ctx, i, "string " + std::to_string(i)));
+      if (vector && b.find('\0') != std::string_view::npos)
+        return ctx.invalid_argument("string " + std::to_string(i) + " holds a NUL byte");
+      if (i > 0 && !vector) out += sep;
+      out += b;
+      if (vector) out += '\0';
+      if (out.size() > kMaxStringOpBytes) return ctx.invalid_argument("the joined string is longer than 64 KiB");
+    }
+    set_bytes(ctx, out);
+    return Status::OK();
+  }
+};
+
+class RegexFullMatchKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    auto pattern = parse_literal_pattern(ctx.attrs().get_or<std::string>("pattern", ""));
+    if (!pattern.ok()) return ctx.invalid_argument(pattern.status().message());
+    AF_ASSIGN_OR_RETURN(std::string_view b, bytes_of(ctx, 0, "the string"));
+    Tensor t(DType::kBool, Shape{});
+    t.data<bool>()[0] = pattern->full_match(b);
+    ctx.set_output(0, std::move(t));
+    return Status::OK();
+  }
+};
+
+class StringSelectKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    const Tensor& cond = ctx.input(0);
+    if (cond.dtype() != DType::kBool || cond.num_elements() != 1)
+      return ctx.invalid_argument("cond (input 0) must be a bool scalar, got " + cond.debug_string());
+    AF_ASSIGN_OR_RETURN(std::string_view a, bytes_of(ctx, 1, "a"));
+    AF_ASSIGN_OR_RETURN(std::string_view b, bytes_of(ctx, 2, "b"));
+    set_bytes(ctx, std::string(cond.data<bool>()[0] ? a : b));
+    return Status::OK();
+  }
+};
+
+class ShardedFilenameKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_ASSIGN_OR_RETURN(std::string_view base, bytes_of(ctx, 0, "basename"));
+    AF_ASSIGN_OR_RETURN(int64_t shard, int_scalar(ctx, 1, "shard"));
+    AF_ASSIGN_OR_RETURN(int64_t num, int_scalar(ctx, 2, "num_shards"));
+    auto name = tf_sharded_filename(std::string(base), shard, num);
+    if (!name.ok()) return ctx.invalid_argument(name.status().message());
+    set_bytes(ctx, *name);
+    return Status::OK();
+  }
+};
+
+// MergeV2Checkpoints: the shards a sharded Saver's SaveV2s wrote become one bundle.
+class MergeV2CheckpointsKernel : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  Status compute(OpKernelContext& ctx) override {
+    AF_ASSIGN_OR_RETURN(std::string_view list, bytes_of(ctx, 0, "checkpoint_prefixes"));
+    auto prefixes = split_string_vector(list);
+    if (!prefixes.ok()) return ctx.invalid_argument("checkpoint_prefixes: " + prefixes.status().message());
+    for (const auto& p : *prefixes)
+      if (p.empty()) return ctx.invalid_argument("checkpoint_prefixes holds an empty prefix");
+    AF_ASSIGN_OR_RETURN(std::string dest, prefix_of(ctx, 1));
+    Status s = merge_tf_checkpoints(*prefixes, dest, ctx.attrs().get_or<bool>("delete_old_dirs", true),
+                                    ctx.attrs().get_or<bool>("allow_missing_files", false));
+    if (!s.ok()) return ctx.error(s.code(), s.message());
+    return Status::OK();
+  }
+};
+
 // SaveV2: every entry's tensor into the checkpoint; a slot entry from its variable's slot blob when
 // the variable actor holds that slot (the graph's slot variable, which actorflow's updates do not
 // touch, otherwise: its initial value, as TensorFlow would save it before the first update).
@@ -119,7 +241,10 @@ class SaveV2Kernel : public OpKernel {
       item.tensor = std::move(*tf);
       items.push_back(std::move(item));
     }
-    Status s = write_tf_checkpoint(prefix, items, 1);
+    // As TensorFlow's BundleWriter, the prefix's directory is made (a sharded Saver writes each
+    // shard under "<prefix>_temp/").
+    Status s = make_parent_dirs(prefix);
+    if (s.ok()) s = write_tf_checkpoint(prefix, items, 1);
     if (!s.ok()) return ctx.error(s.code(), "writing checkpoint '" + prefix + "': " + s.message());
     return Status::OK();
   }
@@ -183,6 +308,11 @@ class RestoreV2Kernel : public OpKernel {
 void register_cpu_io_kernels(KernelRegistry& r) {
   r.add("SaveV2", "CPU", simple_factory<SaveV2Kernel>());
   r.add("RestoreV2", "CPU", simple_factory<RestoreV2Kernel>());
+  r.add("StringJoin", "CPU", simple_factory<StringJoinKernel>());
+  r.add("RegexFullMatch", "CPU", simple_factory<RegexFullMatchKernel>());
+  r.add("StringSelect", "CPU", simple_factory<StringSelectKernel>());
+  r.add("ShardedFilename", "CPU", simple_factory<ShardedFilenameKernel>());
+  r.add("MergeV2Checkpoints", "CPU", simple_factory<MergeV2CheckpointsKernel>());
 }
 
 }  // namespace actorflow

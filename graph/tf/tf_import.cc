@@ -394,6 +394,10 @@ class Importer {
     }
   }
   Status save_restore(Ctx& c);
+  // A sharded Saver's string ops (StaticRegexFullMatch, Select and Pack of strings, StringJoin,
+  // ShardedFilename, MergeV2Checkpoints) as graph/string_ops.h's; *done false for other nodes.
+  Status saver_strings(Ctx& c, bool* done);
+  std::set<std::pair<int, int>> string_vec_eps_;  // string endpoints holding a vector of strings
   Result<std::vector<std::string>> const_strings(const Ctx& c, size_t i, const std::string& what);
   Status mark_save_restore(const pb::GraphDef& def, const std::unordered_map<std::string, int>& index,
                            std::vector<char>* dropped);
@@ -592,10 +596,11 @@ Status Importer::run(const pb::GraphDef& def) {
     AF_RETURN_IF_ERROR(mark_save_restore(def, index, &dropped));
   } else {
     for (const auto& nd : def.node())
-      if (save_restore_ops().count(nd.op()) && nd.op() != "SaveV2" && nd.op() != "RestoreV2")
+      if (save_restore_ops().count(nd.op()) && nd.op() != "SaveV2" && nd.op() != "RestoreV2" &&
+          nd.op() != "MergeV2Checkpoints")
         return InvalidArgument("node '" + printable(nd.name()) + "' (op " + printable(nd.op()) + ") in " + source_ +
-                               ": only SaveV2 and RestoreV2 of TensorFlow's save/restore ops run in actorflow (a "
-                               "sharded Saver's MergeV2Checkpoints does not); ImportGraphDefOptions::drop_save_restore "
+                               ": only SaveV2, RestoreV2 and MergeV2Checkpoints of TensorFlow's save/restore ops run "
+                               "in actorflow (TensorFlow's V1 slices do not); ImportGraphDefOptions::drop_save_restore "
                                "leaves that subgraph out");
   }
   std::vector<int> pending(static_cast<size_t>(n), 0);
@@ -980,11 +985,14 @@ Status Importer::translate(Ctx& c) {
   for (size_t i = 0; i < c.in.size(); ++i) {
     if (!string_eps_.count({c.in[i].node, c.in[i].index})) continue;
     const bool ok = op == "Identity" || op == "PlaceholderWithDefault" ||
-                    ((op == "SaveV2" || op == "RestoreV2") && i <= 2);
+                    ((op == "SaveV2" || op == "RestoreV2") && i <= 2) || (op == "StaticRegexFullMatch" && i == 0) ||
+                    (op == "Select" && i >= 1) || op == "StringJoin" || (op == "ShardedFilename" && i == 0) ||
+                    op == "Pack" || op == "MergeV2Checkpoints";
     if (!ok)
       return err(c, "input " + std::to_string(i) + " ('" + printable(c.in_names[i]) +
-                        "') is a string tensor: actorflow runs strings only as a Saver's file name and tensor names "
-                        "(SaveV2, RestoreV2)");
+                        "') is a string tensor: actorflow runs strings only as a Saver's file names and tensor names "
+                        "(SaveV2, RestoreV2, and a sharded Saver's StaticRegexFullMatch, Select, StringJoin, "
+                        "ShardedFilename, Pack and MergeV2Checkpoints)");
   }
   for (size_t i = 0; i < c.in.size(); ++i)
     if (widened_eps_.count({c.in[i].node, c.in[i].index}) && op != "Cast")
@@ -992,6 +1000,11 @@ Status Importer::translate(Ctx& c) {
                         "') is a float16/bfloat16 constant: actorflow has no half types and reads one only through "
                         "a Cast (the constant is widened to float32 exactly)");
   if (op == "SaveV2" || op == "RestoreV2") return save_restore(c);
+  {
+    bool done = false;
+    AF_RETURN_IF_ERROR(saver_strings(c, &done));
+    if (done) return Status::OK();
+  }
   if (op == "Const") {
     const pb::AttrValue* dt = c.attrs.count("dtype") ? c.attrs.at("dtype") : nullptr;
     if (dt && dt->value_case() == pb::AttrValue::kType && dt->type() == pb::DT_STRING) return string_const(c);
@@ -1006,6 +1019,7 @@ Status Importer::translate(Ctx& c) {
     AF_ASSIGN_OR_RETURN(Node* n, emit(c, "Identity", c.in, {}));
     n->output_shapes[0] = Shape{-1};  // a feed may be any string (a path of any length)
     string_eps_.insert({n->id, 0});
+    if (string_vec_eps_.count({c.in[0].node, c.in[0].index})) string_vec_eps_.insert({n->id, 0});
     auto sv = strings_.find(c.in[0].node);
     if (sv != strings_.end() && c.in[0].index == 0) {
       std::vector<std::string> copy = sv->second;
@@ -1454,7 +1468,7 @@ Status Importer::translate(Ctx& c) {
     }
     return Status::OK();
   }
-  if (op == "SaveV2" || op == "RestoreV2" || op == "SaveSlices" || op == "RestoreSlice" || op == "MergeV2Checkpoints")
+  if (op == "SaveV2" || op == "RestoreV2" || op == "SaveSlices" || op == "RestoreSlice")
     return err(c, "TensorFlow's save/restore ops are not supported in imported graphs (actorflow's Saver saves "
                   "the imported variables)");
   return err(c, "op " + printable(op) + " is not supported (docs/interop.md lists the supported ops)");
@@ -1919,6 +1933,7 @@ Status Importer::string_const(Ctx& c) {
   if (!bytes.empty()) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
   AF_ASSIGN_OR_RETURN(Node* made, emit_const(c, std::move(t)));
   string_eps_.insert({made->id, 0});
+  if (shape->rank() == 1) string_vec_eps_.insert({made->id, 0});
   strings_[made->id] = std::move(vals);
   return Status::OK();
 }
@@ -1980,6 +1995,77 @@ Status Importer::save_restore(Ctx& c) {
   }
   AF_ASSIGN_OR_RETURN(Node* n, emit(c, c.op, std::move(ins), std::move(a)));
   (save ? save_nodes_ : restore_nodes_).push_back(n->id);
+  return Status::OK();
+}
+
+Status Importer::saver_strings(Ctx& c, bool* done) {
+  *done = false;
+  const std::string& op = c.op;
+  auto is_str = [this, &c](size_t i) { return string_eps_.count({c.in[i].node, c.in[i].index}) > 0; };
+  auto is_vec = [this, &c](size_t i) { return string_vec_eps_.count({c.in[i].node, c.in[i].index}) > 0; };
+  auto need_str = [&](size_t i, const std::string& what) -> Status {
+    if (i >= c.in.size() || !is_str(i))
+      return err(c, what + " (input " + std::to_string(i) + ") is not a string tensor");
+    if (is_vec(i)) return err(c, what + " (input " + std::to_string(i) + ") is a vector of strings; a string is needed");
+    return Status::OK();
+  };
+  Node* made = nullptr;
+  bool vector = false;
+  if (op == "StaticRegexFullMatch") {
+    AF_RETURN_IF_ERROR(want_inputs(c, 1));
+    AF_RETURN_IF_ERROR(need_str(0, "input"));
+    AF_ASSIGN_OR_RETURN(std::string pattern, attr_string(c, "pattern", ""));
+    AttrMap a;
+    a.set("pattern", pattern);
+    AF_RETURN_IF_ERROR(emit(c, "RegexFullMatch", c.in, std::move(a)).status());
+    *done = true;
+    return Status::OK();
+  }
+  if (op == "Select" && c.in.size() == 3 && (is_str(1) || is_str(2))) {
+    attr(c, "T");
+    AF_RETURN_IF_ERROR(need_str(1, "t"));
+    AF_RETURN_IF_ERROR(need_str(2, "e"));
+    AF_ASSIGN_OR_RETURN(made, emit(c, "StringSelect", c.in, {}));
+  } else if (op == "StringJoin") {
+    attr(c, "N");
+    for (size_t i = 0; i < c.in.size(); ++i) AF_RETURN_IF_ERROR(need_str(i, "string " + std::to_string(i)));
+    AF_ASSIGN_OR_RETURN(std::string sep, attr_string(c, "separator", ""));
+    AttrMap a;
+    a.set("separator", sep);
+    AF_ASSIGN_OR_RETURN(made, emit(c, "StringJoin", c.in, std::move(a)));
+  } else if (op == "Pack" && !c.in.empty() && is_str(0)) {
+    attr(c, "T");
+    attr(c, "N");
+    AF_ASSIGN_OR_RETURN(int64_t ax, attr_int(c, "axis", 0));
+    if (ax != 0 && ax != -1) return err_attr(c, "axis", "must be 0 when packing strings");
+    for (size_t i = 0; i < c.in.size(); ++i) AF_RETURN_IF_ERROR(need_str(i, "string " + std::to_string(i)));
+    AttrMap a;
+    a.set("separator", std::string());
+    a.set("vector", true);
+    AF_ASSIGN_OR_RETURN(made, emit(c, "StringJoin", c.in, std::move(a)));
+    vector = true;
+  } else if (op == "ShardedFilename") {
+    AF_RETURN_IF_ERROR(want_inputs(c, 3));
+    AF_RETURN_IF_ERROR(need_str(0, "basename"));
+    AF_ASSIGN_OR_RETURN(made, emit(c, "ShardedFilename", c.in, {}));
+  } else if (op == "MergeV2Checkpoints") {
+    AF_RETURN_IF_ERROR(want_inputs(c, 2));
+    if (!is_str(0) || !is_vec(0)) return err(c, "checkpoint_prefixes (input 0) is not a vector of strings");
+    AF_RETURN_IF_ERROR(need_str(1, "destination_prefix"));
+    AF_ASSIGN_OR_RETURN(bool del, attr_bool(c, "delete_old_dirs", true));
+    AF_ASSIGN_OR_RETURN(bool missing, attr_bool(c, "allow_missing_files", false));
+    AttrMap a;
+    a.set("delete_old_dirs", del);
+    a.set("allow_missing_files", missing);
+    AF_RETURN_IF_ERROR(emit(c, "MergeV2Checkpoints", c.in, std::move(a)).status());
+    *done = true;
+    return Status::OK();
+  } else {
+    return Status::OK();
+  }
+  string_eps_.insert({made->id, 0});
+  if (vector) string_vec_eps_.insert({made->id, 0});
+  *done = true;
   return Status::OK();
 }
 

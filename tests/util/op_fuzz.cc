@@ -683,6 +683,34 @@ const std::map<std::string, OpSpec>& specs() {
            attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 6)});
          }
        }}},
+      // ---- a sharded Saver's string ops (uint8 vectors of bytes; graph/string_ops.h)
+      {"StringJoin", {[](Rng& r, Case& c) {
+         const int n = static_cast<int>(uni(r, 1, 3));
+         for (int i = 0; i < n; ++i) add(c, make_tensor(r, DType::kUInt8, Shape{uni(r, 0, 12)}));
+         attr(c, "separator", std::string(one_of<std::string>(r, {"", "/", std::string(1, '\0'), std::string(70000, 'x')})));
+         if (chance(r, 50)) attr(c, "vector", chance(r, 50));
+       }}},
+      {"RegexFullMatch", {[](Rng& r, Case& c) {
+         add(c, make_tensor(r, DType::kUInt8, Shape{uni(r, 0, 12)}));
+         attr(c, "pattern", std::string(one_of<std::string>(r, {"^s3://.*", "abc", ".*", "(a*)*b", "^", "[", "x$", ""})));
+       }}},
+      {"StringSelect", {[](Rng& r, Case& c) {
+         add(c, Tensor::scalar<bool>(chance(r, 50)));
+         add(c, make_tensor(r, DType::kUInt8, Shape{uni(r, 0, 8)}));
+         add(c, make_tensor(r, DType::kUInt8, Shape{uni(r, 0, 8)}));
+       }}},
+      {"ShardedFilename", {[](Rng& r, Case& c) {
+         add(c, make_tensor(r, DType::kUInt8, Shape{uni(r, 0, 8)}));
+         add(c, Tensor::scalar<int32_t>(static_cast<int32_t>(chance(r, 70) ? uni(r, 0, 3) : hostile_int(r))));
+         add(c, Tensor::scalar<int32_t>(static_cast<int32_t>(chance(r, 70) ? uni(r, 1, 3) : hostile_int(r))));
+       }}},
+      // (its prefixes and destination are set to files of fuzz_checkpoint_dir() in make_fuzz_case)
+      {"MergeV2Checkpoints", {[](Rng& r, Case& c) {
+         add(c, Tensor(DType::kUInt8, Shape{1}));
+         add(c, Tensor(DType::kUInt8, Shape{1}));
+         if (chance(r, 50)) attr(c, "delete_old_dirs", chance(r, 50));
+         if (chance(r, 50)) attr(c, "allow_missing_files", chance(r, 50));
+       }}},
       {"Fill", {[](Rng& r, Case& c) {
          attr(c, "dtype", any_dtype(r));
          attr(c, "shape", small_shape(r, static_cast<int>(uni(r, 0, 3))));
@@ -896,6 +924,31 @@ FuzzCase make_fuzz_case(uint64_t seed, uint64_t k) {
     Tensor p(DType::kUInt8, Shape{static_cast<int64_t>(path.size())});
     std::memcpy(p.raw_data(), path.data(), path.size());
     c.inputs[0] = p;
+  }
+  if (c.op == "MergeV2Checkpoints") {
+    auto bytes = [](const std::string& v) {
+      Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(v.size())});
+      if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size());
+      return t;
+    };
+    const std::string dir = fuzz_checkpoint_dir() + "/ck";
+    std::string list;
+    const int n = static_cast<int>(r() % 3);
+    for (int i = 0; i < n; ++i) list += dir + std::to_string(r() % 4) + std::string(1, '\0');
+    if (c.inputs.size() > 0 && chance(r, 80)) c.inputs[0] = bytes(list);
+    if (c.inputs.size() > 1 && chance(r, 80)) c.inputs[1] = bytes(dir + std::to_string(r() % 4));
+    // Whatever the mutations left: only uint8 inputs naming files of the fuzzer's directory run.
+    for (Tensor& t : c.inputs)
+      if (t.is_initialized() && t.dtype() == DType::kUInt8) {
+        const std::string v(reinterpret_cast<const char*>(t.raw_data()), static_cast<size_t>(t.num_elements()));
+        bool ours = true;
+        for (size_t at = 0; at < v.size();) {
+          const size_t end = std::min(v.find('\0', at), v.size());
+          ours = ours && v.compare(at, dir.size(), dir) == 0 && v.find('/', at + dir.size()) >= end;
+          at = end + 1;
+        }
+        if (!ours) t = bytes(dir + "0");
+      }
   }
   return c;
 }

@@ -50,7 +50,8 @@ uint64_t fuzz_case_seed(uint64_t seed, uint64_t k);
 // Case k of a run with `seed`: op fuzz_ops()[k % n], its plausible case, mutated in 60 % of cases.
 // The variable ops name variables "v0".."v3" and never wait for other replicas. SaveV2 and
 // RestoreV2 write and read only "ck0".."ck3" in fuzz_checkpoint_dir() (their prefix input, when it
-// is a uint8 vector, is set to one of those after the mutations).
+// is a uint8 vector, is set to one of those after the mutations); MergeV2Checkpoints merges and
+// deletes only those (every uint8 input not naming only them is replaced by "ck0").
 FuzzCase make_fuzz_case(uint64_t seed, uint64_t k);
 // A directory of this process for the checkpoint ops' files, made on first use
 // ("<tmp>/af_op_fuzz_<pid>"); the caller removes it when done. Not thread-safe on first use.

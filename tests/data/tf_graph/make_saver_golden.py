@@ -11,6 +11,9 @@ Run with TensorFlow's python (bench/tf_venv.sh makes one):
                               Adam's slots and beta powers included)
   saver_ckpt/tf.ckpt.*        the checkpoint TensorFlow wrote after two "train" runs, running the
                               SaverDef's save tensor with its filename tensor fed
+  mlp_train_saver_sharded.pb  the same over two ps tasks with tf.compat.v1.train.Saver(sharded=True)
+                              (ShardedFilename, SaveV2 per device, MergeV2Checkpoints)
+  saver_ckpt/tf_sharded.ckpt.* its checkpoint after the same two steps (two data files)
   saver_expected.json         the feeds; every saved tensor after the two steps ("saved") and after
                               a third ("third"), as TensorFlow computed them (device strings cleared)
 All values are fixed (no randomness): a rerun writes the same.
@@ -67,6 +70,38 @@ def main():
         saved = {n: s.run(n + ":0").tolist() for n in names}
         s.run("train", feeds)
         third = {n: s.run(n + ":0").tolist() for n in names}
+    # The same model with its variables on two ps tasks and a sharded Saver (Saver(sharded=True),
+    # as MonitoredTrainingSession's Scaffold makes it): one SaveV2 per device writing
+    # "<prefix>_temp/part-0000k-of-00002", a MergeV2Checkpoints, a restore per device. TensorFlow
+    # saves it after the same two steps (the values equal the unsharded run's).
+    g = tf.Graph()
+    with g.as_default():
+        with v1.device(v1.train.replica_device_setter(ps_tasks=2)):
+            x = v1.placeholder(tf.float32, [4, 6], name="x")
+            y = v1.placeholder(tf.float32, [4, 3], name="y")
+            w1, b1, w2, b2 = [v1.Variable(v, name=n, use_resource=False) for v, n in zip(init, ["w1", "b1", "w2", "b2"])]
+            h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1), name="h")
+            logits = tf.add(tf.matmul(h, w2), b2, name="logits")
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+            v1.train.AdamOptimizer(0.01).minimize(loss, name="train")
+            v1.global_variables_initializer()
+        sharded = v1.train.Saver(sharded=True)
+    gd = g.as_graph_def()
+    tf.io.write_graph(gd, OUT, "mlp_train_saver_sharded.pb", as_text=False)
+    sd = sharded.as_saver_def()
+    assert sd.save_tensor_name == "save/Identity:0" and sd.restore_op_name == "save/restore_all", sd
+    for n in gd.node:
+        n.device = ""
+    run = tf.Graph()
+    with run.as_default():
+        v1.import_graph_def(gd, name="")
+    with v1.Session(graph=run) as s:
+        s.run("init")
+        for _ in range(2):
+            s.run("train", feeds)
+        s.run(sd.save_tensor_name, {sd.filename_tensor_name: os.path.join(OUT, "saver_ckpt", "tf_sharded.ckpt")})
+        sharded_saved = {n: s.run(n + ":0").tolist() for n in names}
+    assert sharded_saved == saved
     with open(os.path.join(OUT, "saver_expected.json"), "w") as f:
         json.dump({"feeds": {"x": xv.tolist(), "y": yv.tolist()}, "saved": saved, "third": third}, f, sort_keys=True)
         f.write("\n")
