@@ -261,6 +261,44 @@ Result<CheckpointData> decode_body(const std::string& path, const msgpack::objec
     if (want) std::memcpy(t.raw_data(), bytes->via.bin.ptr, static_cast<size_t>(want));
     if (!data.variables.emplace(vname, std::move(t)).second) return bad("duplicate " + vwhere);
   }
+  // Optional: where each saved variable lived ({name: {place, parts: [{variable, offset, rows,
+  // place}]}); files without it read with none.
+  if (const msgpack::object* pl = map_get(root, "placement")) {
+    if (pl->type != msgpack::type::MAP) return bad("placement is not a map");
+    if (pl->via.map.size > vars->via.array.size) return bad("placement lists more variables than the file holds");
+    auto str = [](const msgpack::object* o, std::string* out) {
+      if (!o || o->type != msgpack::type::STR || o->via.str.size > 4096) return false;
+      *out = as_string(*o);
+      return true;
+    };
+    for (uint32_t i = 0; i < pl->via.map.size; ++i) {
+      const msgpack::object_kv& kv = pl->via.map.ptr[i];
+      std::string name;
+      if (kv.key.type != msgpack::type::STR || kv.key.via.str.size > 65536)
+        return bad("placement entry #" + std::to_string(i) + " has no name");
+      name = as_string(kv.key);
+      const std::string where = "the placement of '" + name.substr(0, 200) + "'";
+      if (kv.val.type != msgpack::type::MAP) return bad(where + " is not a map");
+      SavedPlacement sp;
+      if (!str(map_get(kv.val, "place"), &sp.place)) return bad(where + " has no place");
+      const msgpack::object* parts = map_get(kv.val, "parts");
+      if (!parts || parts->type != msgpack::type::ARRAY) return bad(where + " has no parts array");
+      if (parts->via.array.size > (1u << 20)) return bad(where + " lists more than 2^20 parts");
+      int64_t next = 0;
+      for (uint32_t k = 0; k < parts->via.array.size; ++k) {
+        const msgpack::object& po = parts->via.array.ptr[k];
+        SavedPart part;
+        if (po.type != msgpack::type::MAP || !str(map_get(po, "variable"), &part.variable) ||
+            !str(map_get(po, "place"), &part.place) || !map_get(po, "offset") || !map_get(po, "rows") ||
+            !as_int64(*map_get(po, "offset"), &part.offset) || !as_int64(*map_get(po, "rows"), &part.rows) ||
+            part.offset != next || part.rows < 0 || part.rows > (int64_t{1} << 40))
+          return bad(where + ": part #" + std::to_string(k) + " is malformed or does not follow the one before");
+        next = part.offset + part.rows;
+        sp.parts.push_back(std::move(part));
+      }
+      if (!data.placement.emplace(std::move(name), std::move(sp)).second) return bad("duplicate " + where);
+    }
+  }
   return data;
 }
 
@@ -307,7 +345,7 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data, con
 
   CrcFileStream out(fd.get(), tmp);
   msgpack::packer<CrcFileStream> pk(out);
-  pk.pack_map(4);
+  pk.pack_map(data.placement.empty() ? 4 : 5);
   pack_string(pk, "format");
   pack_string(pk, kCheckpointFormat);
   pack_string(pk, "version");
@@ -334,6 +372,29 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data, con
       out.flush();
       if (!out.status().ok()) return fail(out.status());
       run_hook(hook, SavePoint::kPartiallyWritten);
+    }
+  }
+  if (!data.placement.empty()) {
+    pack_string(pk, "placement");
+    pk.pack_map(static_cast<uint32_t>(data.placement.size()));
+    for (const auto& [name, sp] : data.placement) {
+      pack_string(pk, name);
+      pk.pack_map(2);
+      pack_string(pk, "place");
+      pack_string(pk, sp.place);
+      pack_string(pk, "parts");
+      pk.pack_array(static_cast<uint32_t>(sp.parts.size()));
+      for (const SavedPart& part : sp.parts) {
+        pk.pack_map(4);
+        pack_string(pk, "variable");
+        pack_string(pk, part.variable);
+        pack_string(pk, "offset");
+        pk.pack_int64(part.offset);
+        pack_string(pk, "rows");
+        pk.pack_int64(part.rows);
+        pack_string(pk, "place");
+        pack_string(pk, part.place);
+      }
     }
   }
   out.flush();

@@ -36,8 +36,9 @@ struct SavedPart {
 
 // Where a saved variable lived when it was read (VariableCheckpointOps::read fills it). Formats
 // that record placement use it: TensorFlow's writes one data file per place and a partitioned
-// variable as slices (data/tf/tf_checkpoint_data.h). actorflow's own file does not store it, so a
-// read gives none. A value type.
+// variable as slices (data/tf/tf_checkpoint_data.h); actorflow's own file keeps it (an optional
+// "placement" map, which files written before it lack: read with none), so `actorflow ckpt
+// convert` writes the same data files as a TensorFlow-format save would. A value type.
 struct SavedPlacement {
   std::string place;             // an unpartitioned variable's place; "" when not known
   std::vector<SavedPart> parts;  // a partitioned variable's parts, by offset; empty otherwise

@@ -12,6 +12,8 @@
 
 #include "data/checkpoint.h"
 #include "data/crc32c.h"
+#include "data/tf/tf_checkpoint.h"
+#include "data/tf/tf_checkpoint_data.h"
 #include "tests/util/process.h"
 
 namespace actorflow {
@@ -193,6 +195,87 @@ TEST(CheckpointFileTest, InvalidValuesAreRefusedEvenWithAValidChecksum) {
     auto r = read_checkpoint(dir.file("negative"));
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("negative global_step -3"), std::string::npos) << r.status();
+  }
+}
+
+// Where each variable lived (a plain variable's place; a partitioned one's parts) survives
+// actorflow's file, so converting it gives the data files a TensorFlow-format save would: one per
+// place (here 2, the 3-part variable as slices across both). Files without placement read with
+// none; a placement that lies (a part not following the one before, a wrong type) is DataLoss.
+TEST(CheckpointFileTest, PlacementRoundTripsAndShardsTheConversion) {
+  TempDir dir;
+  CheckpointData d;
+  d.global_step = 7;
+  d.variables["w"] = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  d.variables["global_step"] = Tensor::scalar<int64_t>(7);
+  d.variables["emb"] = Tensor::from_vector<float>({0, 0.5f, 1, 1.5f, 2, 2.5f}, {3, 2});  // a partitioned one: whole
+  d.placement["w"].place = "/job:ps/replica:0/task:1";
+  d.placement["global_step"].place = "/job:ps/replica:0/task:0";
+  for (int k = 0; k < 3; ++k)
+    d.placement["emb"].parts.push_back(SavedPart{"emb/part_" + std::to_string(k), k, 1,
+                                                 k == 1 ? "/job:ps/replica:0/task:1" : "/job:ps/replica:0/task:0"});
+  ASSERT_TRUE(write_checkpoint(dir.file("ck"), d).ok());
+  auto r = read_checkpoint(dir.file("ck"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->placement.size(), 3u);
+  EXPECT_EQ(r->placement.at("w").place, "/job:ps/replica:0/task:1");
+  ASSERT_EQ(r->placement.at("emb").parts.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    const SavedPart& p = r->placement.at("emb").parts[static_cast<size_t>(k)];
+    EXPECT_EQ(p.variable, "emb/part_" + std::to_string(k));
+    EXPECT_EQ(p.offset, k);
+    EXPECT_EQ(p.rows, 1);
+    EXPECT_EQ(p.place, d.placement.at("emb").parts[static_cast<size_t>(k)].place);
+  }
+  ASSERT_TRUE(write_checkpoint_data_as_tf(dir.file("tf"), *r).ok());
+  EXPECT_TRUE(fs::exists(dir.file("tf.data-00000-of-00002")));
+  EXPECT_TRUE(fs::exists(dir.file("tf.data-00001-of-00002")));
+  auto tf = TfCheckpointReader::open(dir.file("tf"));
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  EXPECT_EQ(tf->num_shards(), 2);
+  bool emb = false;
+  for (const TfEntryInfo& e : tf->entries())
+    if (e.name == "emb") {
+      emb = true;
+      EXPECT_EQ(e.slices.size(), 3u);
+      EXPECT_EQ(e.shape, (Shape{3, 2}));
+    }
+  EXPECT_TRUE(emb);
+  // Without placement: the map is absent and reads as none.
+  CheckpointData plain = d;
+  plain.placement.clear();
+  ASSERT_TRUE(write_checkpoint(dir.file("plain"), plain).ok());
+  EXPECT_EQ(slurp(dir.file("plain")).find("placement"), std::string::npos);
+  auto rp = read_checkpoint(dir.file("plain"));
+  ASSERT_TRUE(rp.ok()) << rp.status();
+  EXPECT_TRUE(rp->placement.empty());
+  // A part whose offset does not follow the one before, and a place that is not a string.
+  const std::string good = slurp(dir.file("ck"));
+  {
+    std::string bytes = good;
+    const std::string off = std::string("offset", 6) + '\x01';  // part 1's offset 1 -> 2
+    const size_t at = bytes.find(off);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 6] = 2;
+    reseal(bytes);
+    std::ofstream(dir.file("gap"), std::ios::binary) << bytes;
+    auto bad = read_checkpoint(dir.file("gap"));
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::kDataLoss) << bad.status();
+    EXPECT_NE(bad.status().message().find("placement of 'emb'"), std::string::npos) << bad.status();
+  }
+  {
+    std::string bytes = good;
+    const std::string key("\xa5place", 6);  // the key "place" (fixstr 5): renamed "plact"
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 5] = 't';
+    reseal(bytes);
+    std::ofstream(dir.file("type"), std::ios::binary) << bytes;
+    auto bad = read_checkpoint(dir.file("type"));
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), Code::kDataLoss) << bad.status();
+    EXPECT_NE(bad.status().message().find("placement"), std::string::npos) << bad.status();
   }
 }
 

@@ -100,6 +100,8 @@ TEST(FuzzReadersTest, Checkpoints) {
     d.variables["w"] = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
     d.variables["b"] = Tensor::from_vector<bool>({true, false}, {2});
     d.variables["step"] = Tensor::scalar<int64_t>(42);
+    d.placement["w"].parts = {{"w/part_0", 0, 1, "/job:ps/replica:0/task:0"}, {"w/part_1", 1, 1, "/job:ps/replica:0/task:1"}};
+    d.placement["b"].place = "/job:ps/replica:0/task:1";
     ASSERT_TRUE(write_checkpoint(dir.path() + "/a", d).ok());
     corpus.push_back(file_bytes(dir.path() + "/a"));
     CheckpointData e;
@@ -128,6 +130,7 @@ TEST(FuzzReadersTest, Checkpoints) {
     ++ok;
     ASSERT_GE(r->global_step, 0) << "case " << i;
     for (const auto& [name, t] : r->variables) ASSERT_LE(t.bytes(), in.size()) << "case " << i << " " << name;
+    for (const auto& [name, pl] : r->placement) ASSERT_LE(pl.parts.size(), in.size()) << "case " << i << " " << name;
   }
   std::printf("checkpoints: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));
   EXPECT_GT(ok, 0);
