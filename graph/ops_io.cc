@@ -17,7 +17,7 @@ namespace {
 
 // The checked attributes of both ops: tensor_names (N), slot_of and slot_id (N each, or absent =
 // no slots). slot_of[i] is -1 for a plain entry, else the index j != i of the entry of the
-// variable whose slot entry i is (itself a plain entry); slot_id[i] is its SlotId (1..6,
+// variable whose slot entry i is (itself a plain entry); slot_id[i] is its SlotId (1..8,
 // data/variable_slots.h). *owners gets the distinct owners in order of first use.
 Status checked_entries(InferenceContext& c, std::vector<std::string>* names, std::vector<int64_t>* owners) {
   AF_ASSIGN_OR_RETURN(*names, c.attrs().get<std::vector<std::string>>("tensor_names"));
@@ -41,8 +41,8 @@ Status checked_entries(InferenceContext& c, std::vector<std::string>* names, std
     if (j < 0 || static_cast<size_t>(j) >= n || static_cast<size_t>(j) == i || slot_of[static_cast<size_t>(j)] != -1)
       return InvalidArgument("slot_of[" + std::to_string(i) + "] = " + std::to_string(j) +
                              " is not the index of another, plain entry");
-    if (slot_id[i] < 1 || slot_id[i] > 6)
-      return InvalidArgument("slot_id[" + std::to_string(i) + "] = " + std::to_string(slot_id[i]) + " (1..6)");
+    if (slot_id[i] < 1 || slot_id[i] > 8)  // device/slot_ids.h's kNumSlotIds (graph/ is below device/)
+      return InvalidArgument("slot_id[" + std::to_string(i) + "] = " + std::to_string(slot_id[i]) + " (1..8)");
     if (owner_set.insert(j).second) owners->push_back(j);
   }
   return Status::OK();

@@ -488,10 +488,10 @@ TEST(TfExportTest, TensorBoardsReaderFindsTheSupervisorsGraph) {
   EXPECT_TRUE(nodes.contains("cross_entropy"));
 }
 
-// Whole training graphs: actorflow's Momentum, Adam, RMSProp and Adagrad updates keep their slots in
+// Whole training graphs: actorflow's Momentum, Adam, RMSProp, Adagrad and FTRL updates keep their slots in
 // the variable actor; exported, they become TensorFlow's slot variables (w1/Momentum; w1/Adam and
 // w1/Adam_1 with the shared beta1_power/beta2_power and their updates; w1/RMSProp and w1/RMSProp_1;
-// w1/Adagrad), initialised by the graph's own init, and TensorFlow's ApplyX ops on them. TensorFlow
+// w1/Adagrad; w1/Ftrl and w1/Ftrl_1, as ApplyFtrlV2 with an l2 shrinkage), initialised by the graph's own init, and TensorFlow's ApplyX ops on them. TensorFlow
 // runs init and three steps of the exported train op: every variable equals actorflow's after its
 // three steps (1e-5). Then a checkpoint actorflow's Saver wrote in TensorFlow's format after those
 // steps restores into the exported graph in TensorFlow by the slot names (every variable and slot
@@ -508,6 +508,10 @@ TEST(TfExportTest, TensorFlowTrainsTheExportedTrainingGraphAsActorflowDoes) {
       {"adam", [] { return std::make_unique<train::AdamOptimizer>(0.01f); }, {"w1/Adam", "w1/Adam_1", "beta1_power"}},
       {"rmsprop", [] { return std::make_unique<train::RMSPropOptimizer>(0.01f, 0.9f, 0.5f); }, {"w1/RMSProp", "w1/RMSProp_1"}},
       {"adagrad", [] { return std::make_unique<train::AdagradOptimizer>(0.1f, 0.2f); }, {"w1/Adagrad"}},
+      {"ftrl", [] { return std::make_unique<train::FtrlOptimizer>(0.05f, -0.5f, 0.2f, 0.001f, 0.01f); },
+       {"w1/Ftrl", "w1/Ftrl_1"}},
+      {"ftrl_v2", [] { return std::make_unique<train::FtrlOptimizer>(0.05f, -0.7f, 0.1f, 0.002f, 0.0f, 0.03f); },
+       {"w1/Ftrl", "w1/Ftrl_1"}},
   };
   const std::vector<std::string> vars = {"w1", "b1", "w2", "b2"};
   for (const Case& tc : cases) {
@@ -523,6 +527,9 @@ TEST(TfExportTest, TensorFlowTrainsTheExportedTrainingGraphAsActorflowDoes) {
     ASSERT_TRUE(gd.ok()) << gd.status();
     for (const std::string& slot : tc.slots)
       EXPECT_NE(gd->find("name: \"" + slot + "\"\n  op: \"VariableV2\""), std::string::npos) << slot;
+    if (tc.name.rfind("ftrl", 0) == 0) {
+      EXPECT_NE(gd->find(tc.name == "ftrl_v2" ? "op: \"ApplyFtrlV2\"" : "op: \"ApplyFtrl\"\n"), std::string::npos);
+    }
     const std::string file = dir.write("train.pbtxt", *gd);
     Session sess(m.root);
     ASSERT_TRUE(sess.run({}, {}, {m.init}).ok());

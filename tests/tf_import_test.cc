@@ -19,6 +19,7 @@
 #include "actorflow/server.h"
 #include "actorflow/session.h"
 #include "data/tf/tf_checkpoint.h"
+#include "proto/tf/graph.pb.h"
 #include "runtime/placer.h"
 #include "tests/util/process.h"
 
@@ -1043,6 +1044,97 @@ TEST(TfImportTest, TrainingGraphsWithARunTimeBatchTrainAsTensorFlowDoes) {
           ASSERT_NEAR((*after)[i].data<float>()[k], w[k], 1e-5) << vars[i] << " element " << k;
       }
     }
+  }
+}
+
+// TensorFlow's FtrlOptimizer (ApplyFtrl with l1, l2 and lr_power -0.5; ApplyFtrlV2 with an l2
+// shrinkage, lr_power -0.7 and a zero initial accumulator), reference and resource variables:
+// three steps give TensorFlow's variables to 1e-5, and the graph's own Saver writes the
+// accumulator and linear slots ("w/Ftrl", "w/Ftrl_1") that actorflow's variable actor holds, equal
+// to TensorFlow's. An FTRL update whose l2_shrinkage is not a constant, or with
+// multiply_linear_by_lr, is refused naming the node.
+TEST(TfImportTest, FtrlTrainingGraphsTrainAsTensorFlowDoesAndSaveTheirSlots) {
+  for (const char* name : {"ftrl_v1_ref", "ftrl_v1_resource", "ftrl_v2_ref", "ftrl_v2_resource"}) {
+    SCOPED_TRACE(name);
+    const auto& want = dynamic_expected()[name];
+    ASSERT_FALSE(want.is_null());
+    Scope root = Scope::root();
+    ImportGraphDefOptions opts;
+    opts.clear_devices = true;
+    auto imported = import_graph_def_file(root, kGolden + "/" + name + ".pb", opts);
+    ASSERT_TRUE(imported.ok()) << imported.status();
+    int ftrl = 0;
+    for (int i = 0; i < root.graph()->num_nodes(); ++i) ftrl += root.graph()->node(i)->op == "ApplyFtrl";
+    EXPECT_EQ(ftrl, 8);
+    Session sess(root);
+    ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
+    const std::vector<float> xs = flat(want["x"]);
+    const std::vector<std::pair<std::string, Tensor>> feeds = {{"x", Tensor::from_vector<float>(xs, Shape{3, 4, 4, 1})},
+                                                               {"y", float_matrix(want["y"])}};
+    for (int step = 0; step < 3; ++step) {
+      auto r = sess.run_by_name(feeds, {}, {"train"});
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    std::vector<std::string> vars;
+    for (const auto& [v, _] : want["after"].items())
+      if (v.find("/Ftrl") == std::string::npos) vars.push_back(v);
+    ASSERT_EQ(vars.size(), 8u);
+    auto after = sess.run_by_name({}, vars);
+    ASSERT_TRUE(after.ok()) << after.status();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const std::vector<float> w = flat(want["after"][vars[i]]);
+      ASSERT_EQ(static_cast<int64_t>(w.size()), (*after)[i].num_elements()) << vars[i];
+      bool moved = false;
+      for (size_t k = 0; k < w.size(); ++k) {
+        ASSERT_NEAR((*after)[i].data<float>()[k], w[k], 1e-5) << vars[i] << " element " << k;
+        moved = moved || w[k] != 0;
+      }
+      EXPECT_TRUE(moved) << vars[i];
+    }
+    testing::TempDir dir;
+    const std::string prefix = dir.path() + "/ftrl.ckpt";
+    auto saved = sess.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {"save/control_dependency"});
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    auto reader = TfCheckpointReader::open(prefix);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    int slots = 0;
+    for (const auto& [v, values] : want["after"].items()) {
+      if (v.find("/Ftrl") == std::string::npos) continue;
+      auto t = reader->read(v);
+      ASSERT_TRUE(t.ok()) << v << ": " << t.status();
+      const std::vector<float> w = flat(values);
+      ASSERT_EQ(t->bytes.size(), w.size() * 4) << v;
+      for (size_t k = 0; k < w.size(); ++k) {
+        float f;
+        std::memcpy(&f, t->bytes.data() + 4 * k, 4);
+        ASSERT_NEAR(f, w[k], 1e-5 * std::max(1.f, std::fabs(w[k]))) << v << " element " << k;
+      }
+      ++slots;
+    }
+    EXPECT_EQ(slots, 16);  // accumulator and linear of each of the 8 variables
+  }
+  const std::string graph = slurp(kGolden + "/ftrl_v2_ref.pb");
+  for (int bad = 0; bad < 2; ++bad) {
+    actorflow::tf::GraphDef d;
+    ASSERT_TRUE(d.ParseFromString(graph));
+    bool changed = false;
+    for (auto& n : *d.mutable_node()) {
+      if (n.op() != "ApplyFtrlV2" || changed) continue;
+      if (bad == 0) (*n.mutable_input())[7] = "x";  // l2_shrinkage: a run-time tensor
+      else
+        for (auto& a : *n.mutable_attr())
+          if (a.key() == "multiply_linear_by_lr") a.mutable_value()->set_b(true);
+      changed = true;
+    }
+    ASSERT_TRUE(changed);
+    std::string bytes;
+    ASSERT_TRUE(d.SerializeToString(&bytes));
+    Scope root = Scope::root();
+    auto r = import_graph_def(root, bytes, {}, "ftrl_bad.pb");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status();
+    for (const char* part : {"ApplyFtrlV2", "ftrl_bad.pb", bad == 0 ? "l2_shrinkage" : "multiply_linear_by_lr"})
+      EXPECT_NE(r.status().message().find(part), std::string::npos) << part << ": " << r.status();
   }
 }
 

@@ -554,9 +554,44 @@ class Exporter {
         if (grad != own) nd->add_input("^" + grad);
       return Status::OK();
     }
+    if (op == "ApplyFtrl") {
+      // actorflow's (lr, l1, l2, lr_power, grad), l2_shrinkage an attribute -> TensorFlow's
+      // ApplyFtrl(var, accum, linear, grad, lr, l1, l2, lr_power), or ApplyFtrlV2 with the
+      // shrinkage as a Const "<n>/l2_shrinkage" before lr_power.
+      AF_ASSIGN_OR_RETURN(const Node* v, variable_of(n));
+      auto planned = slots_.find(v->name);
+      if (planned == slots_.end()) return InvalidArgument("slot variables are written only in an export for TensorFlow");
+      if (n.inputs.size() != 5) return InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs");
+      AF_RETURN_IF_ERROR(write_slots(*v));
+      const double shrink = n.attrs.get_or<double>("l2_shrinkage", 0.0);
+      std::string shrink_const;
+      if (shrink != 0) {
+        Tensor t(v->output_types.at(0), Shape{});
+        if (t.dtype() == DType::kFloat32) t.data<float>()[0] = static_cast<float>(shrink);
+        else if (t.dtype() == DType::kFloat64) t.data<double>()[0] = shrink;
+        else return InvalidArgument(std::string("FTRL of a ") + dtype_name(t.dtype()) + " variable");
+        AF_ASSIGN_OR_RETURN(shrink_const, helper_const(n, "l2_shrinkage", t));
+      }
+      pb::NodeDef* nd = begin(n, shrink != 0 ? "ApplyFtrlV2" : "ApplyFtrl");
+      set_type(nd, "T", v->output_types.at(0));
+      set_bool(nd, "use_locking", true);
+      set_bool(nd, "multiply_linear_by_lr", false);
+      nd->add_input(v->name);
+      for (const SlotPlan& sp : planned->second) nd->add_input(sp.name);
+      auto in = [&](size_t i) { return tensor_name(g_.node(n.inputs.at(i).node)->name, n.inputs.at(i).index); };
+      nd->add_input(in(4));  // grad
+      for (size_t i = 0; i < 3; ++i) nd->add_input(in(i));  // lr, l1, l2
+      if (shrink != 0) nd->add_input(shrink_const);
+      nd->add_input(in(3));  // lr_power
+      inputs(n, nd, {});
+      const std::string own = g_.node(n.inputs.at(4).node)->name;
+      for (const std::string& grad : update_grads_)
+        if (grad != own) nd->add_input("^" + grad);
+      return Status::OK();
+    }
     if (op.rfind("Apply", 0) == 0 || op.rfind("SparseApply", 0) == 0)
       return InvalidArgument("TensorFlow's " + op + " is not exported (the dense ApplyMomentum, ApplyAdam, "
-                             "ApplyRMSProp and ApplyAdagrad are)");
+                             "ApplyRMSProp, ApplyAdagrad and ApplyFtrl are)");
     return InvalidArgument("TensorFlow has no op for actorflow's " + op +
                            " (ExportGraphDefOptions::for_tensorboard keeps it for drawing)");
   }
@@ -621,6 +656,7 @@ class Exporter {
       else if (n.op == "ApplyAdam") want = {{"Adam", 0.0}, {"Adam_1", 0.0}};
       else if (n.op == "ApplyRMSProp") want = {{"RMSProp", 1.0}, {"RMSProp_1", 0.0}};
       else if (n.op == "ApplyAdagrad") want = {{"Adagrad", n.attrs.get_or<double>("initial_accumulator_value", 0.1)}};
+      else if (n.op == "ApplyFtrl") want = {{"Ftrl", n.attrs.get_or<double>("initial_accumulator_value", 0.1)}, {"Ftrl_1", 0.0}};
       else continue;
       auto where = [&n](const Status& s) { return InvalidArgument("node '" + n.name + "' (op " + n.op + "): " + s.message()); };
       const size_t arity = n.op == "ApplyAdagrad" ? 2 : n.op == "ApplyMomentum" ? 3 : 5;
@@ -639,7 +675,7 @@ class Exporter {
         }
         plan.push_back(sp);
       }
-      update_grads_.insert(g_.node(n.inputs.at(n.op == "ApplyAdagrad" || n.op == "ApplyMomentum" ? 1 : 4).node)->name);
+      update_grads_.insert(g_.node(n.inputs.at(n.op == "ApplyAdagrad" || n.op == "ApplyMomentum" ? 1 : 4).node)->name);  // FTRL: 4
       auto [it, fresh] = slots_.emplace((*v)->name, plan);
       if (!fresh && it->second.front().name != plan.front().name)
         return where(InvalidArgument("variable '" + (*v)->name + "' is updated by two different optimizers"));

@@ -744,22 +744,38 @@ Status Importer::check_slots() {
     bool found = false;
     double value = 0;
     bool uniform = true;
+    // The initial value: a Fill, a float32 Const, or (FTRL's accumulator, TensorFlow's
+    // `ones * initial_accumulator_value`) a Mul of two of them, computed in float32 as TensorFlow
+    // does. *ok false when the node is none of these; *same false when its elements differ.
+    std::function<void(const Node*, int, float*, bool*, bool*)> start_of = [&](const Node* v, int depth, float* out,
+                                                                               bool* ok, bool* same) {
+      *ok = false;
+      if (v->op == "Fill") {
+        *out = static_cast<float>(v->attrs.get_or<double>("value", 0));
+        *ok = true;
+      } else if (v->op == "Const") {
+        auto t = v->attrs.get<Tensor>("value");
+        if (!t.ok() || t->dtype() != DType::kFloat32 || t->num_elements() < 1) return;
+        const float* p = t->data<float>();
+        *out = p[0];
+        for (int64_t k = 1; k < t->num_elements(); ++k) *same = *same && p[k] == p[0];
+        *ok = true;
+      } else if (v->op == "Mul" && v->inputs.size() == 2 && depth < 2) {
+        float a = 0, b = 0;
+        bool oka = false, okb = false;
+        start_of(g_.node(v->inputs[0].node), depth + 1, &a, &oka, same);
+        start_of(g_.node(v->inputs[1].node), depth + 1, &b, &okb, same);
+        *out = a * b;
+        *ok = oka && okb;
+      }
+    };
     auto range = assigns.equal_range(var);
     for (auto it = range.first; it != range.second && !found; ++it) {
       const Node* n = g_.node(it->second);
       if (n->inputs.size() != 1) continue;
-      const Node* v = g_.node(n->inputs[0].node);
-      if (v->op == "Fill") {
-        value = v->attrs.get_or<double>("value", 0);
-        found = true;
-      } else if (v->op == "Const") {
-        auto t = v->attrs.get<Tensor>("value");
-        if (!t.ok() || t->dtype() != DType::kFloat32 || t->num_elements() < 1) continue;
-        const float* p = t->data<float>();
-        value = p[0];
-        for (int64_t k = 1; k < t->num_elements(); ++k) uniform = uniform && p[k] == p[0];
-        found = true;
-      }
+      float f = 0;
+      start_of(g_.node(n->inputs[0].node), 0, &f, &found, &uniform);
+      value = f;
     }
     const std::string where = "node '" + printable(sc.tf_name) + "' (op " + printable(sc.op) + ") in " + source_ + ": ";
     if (!found)
@@ -768,9 +784,11 @@ Status Importer::check_slots() {
                              "and must know its initial value");
     if (!uniform) return InvalidArgument(where + "its " + sc.role + " slot '" + printable(slot->name) + "' starts at differing values");
     if (sc.adagrad) {
-      if (!(value > 0))
+      // Adagrad's accumulator must start above 0, FTRL's at 0 or above (as TensorFlow's checks).
+      const bool ftrl = sc.op.find("Ftrl") != std::string::npos;
+      if (ftrl ? !(value >= 0) : !(value > 0))
         return InvalidArgument(where + "its accumulator slot '" + printable(slot->name) + "' starts at " +
-                               std::to_string(value) + " (must be > 0)");
+                               std::to_string(value) + (ftrl ? " (must be >= 0)" : " (must be > 0)"));
       Node* up = g_.node(sc.update);
       up->attrs.set("initial_accumulator_value", value);
       Status s = infer_node_shapes(g_, *up);
@@ -1436,6 +1454,10 @@ Status Importer::translate(Ctx& c) {
       {"ApplyAdam", {"ApplyAdam", 10, {{1, "m", 0}, {2, "v", 0}}, {5, 6, 7, 8, 9}}},
       {"ApplyRMSProp", {"ApplyRMSProp", 8, {{1, "ms", 1}, {2, "mom", 0}}, {3, 4, 5, 6, 7}}},
       {"ApplyAdagrad", {"ApplyAdagrad", 4, {{1, "accumulator", -1}}, {2, 3}}},
+      // FTRL: (var, accum, linear, grad, lr, l1, l2[, l2_shrinkage], lr_power) -> (lr, l1, l2,
+      // lr_power, grad); V2's l2_shrinkage (a constant) becomes the update's attribute.
+      {"ApplyFtrl", {"ApplyFtrl", 8, {{1, "accumulator", -1}, {2, "linear", 0}}, {4, 5, 6, 7, 3}}},
+      {"ApplyFtrlV2", {"ApplyFtrl", 9, {{1, "accumulator", -1}, {2, "linear", 0}}, {4, 5, 6, 8, 3}}},
   };
   std::string base = op;
   const bool resource = op.rfind("ResourceApply", 0) == 0;
@@ -1457,10 +1479,22 @@ Status Importer::translate(Ctx& c) {
     (void)locking;  // the variable actor applies one update at a time: always "locked"
     AF_ASSIGN_OR_RETURN(bool nesterov, attr_bool(c, "use_nesterov", false));
     if (nesterov) return err_attr(c, "use_nesterov", "is true: Nesterov momentum is not supported");
+    AF_ASSIGN_OR_RETURN(bool by_lr, attr_bool(c, "multiply_linear_by_lr", false));
+    if (by_lr) return err_attr(c, "multiply_linear_by_lr", "is true: FTRL's linear term scaled by lr is not supported");
     std::vector<Endpoint> ins;
     for (size_t i : d.keep) ins.push_back(c.in[i]);
     AttrMap extra;
-    if (d.af_op == "ApplyAdagrad") extra.set("initial_accumulator_value", 0.1);  // set from the slot in check_slots
+    if (d.af_op == "ApplyAdagrad" || d.af_op == "ApplyFtrl")
+      extra.set("initial_accumulator_value", 0.1);  // set from the slot in check_slots
+    if (base == "ApplyFtrlV2") {
+      const Tensor* shrink = const_in(c, 7);
+      if (!shrink || shrink->num_elements() != 1 || shrink->dtype() != DType::kFloat32)
+        return err(c, "l2_shrinkage (input 7, '" + printable(c.in_names[7]) +
+                          "') must be a float32 scalar constant at import (actorflow's FTRL takes it as an attribute)");
+      const float l2s = shrink->data<float>()[0];
+      if (!(l2s >= 0)) return err(c, "l2_shrinkage is " + std::to_string(l2s) + " (must be >= 0)");
+      extra.set("l2_shrinkage", static_cast<double>(l2s));
+    }
     AF_ASSIGN_OR_RETURN(Node* up, emit_var_op(c, v, d.af_op, std::move(ins), std::move(extra)));
     for (SlotCheck& sc : checks) {
       sc.update = up->id;
@@ -2087,11 +2121,12 @@ Status Importer::link_slots() {
       const Node* v = g_.node(i);
       if (v->op == "VariableV2" && v->attrs.get_or<std::string>("shared_name", v->name) == owner_var) owner = i;
     }
-    int64_t id = 0;  // SlotId: 1 Momentum, 2 Adam m, 3 Adam v, 4 Adagrad, 5 RMSProp ms, 6 RMSProp mom
+    int64_t id = 0;  // SlotId (device/slot_ids.h): 1 Momentum, 2 Adam m, 3 Adam v, 4 Adagrad, 5 RMSProp ms, 6 RMSProp mom, 7 FTRL accum, 8 FTRL linear
     if (up->op == "ApplyMomentum") id = 1;
     else if (up->op == "ApplyAdam") id = sc.role == "m" ? 2 : 3;
     else if (up->op == "ApplyAdagrad") id = 4;
     else if (up->op == "ApplyRMSProp") id = sc.role == "ms" ? 5 : 6;
+    else if (up->op == "ApplyFtrl") id = sc.role == "accumulator" ? 7 : 8;
     if (owner >= 0 && id > 0) slot_owner[sc.slot] = {owner, id};
   }
   // The variable node an entry's tensor reads (through Identity: resource variables' reads).

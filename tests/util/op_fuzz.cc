@@ -665,7 +665,7 @@ const std::map<std::string, OpSpec>& specs() {
          attr(c, "tensor_names", names);
          if (slots) {
            attr(c, "slot_of", std::vector<int64_t>{-1, 0});
-           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 6)});
+           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 8)});
            add(c, make_tensor(r, DType::kUInt8, Shape{chance(r, 50) ? 0 : uni(r, 1, 64)}));
          }
        }}},
@@ -680,7 +680,7 @@ const std::map<std::string, OpSpec>& specs() {
          attr(c, "dtypes", dtypes);
          if (slots) {
            attr(c, "slot_of", std::vector<int64_t>{-1, 0});
-           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 6)});
+           attr(c, "slot_id", std::vector<int64_t>{0, uni(r, 1, 8)});
          }
        }}},
       // ---- a sharded Saver's string ops (uint8 vectors of bytes; graph/string_ops.h)

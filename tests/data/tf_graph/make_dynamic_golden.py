@@ -11,9 +11,13 @@ Run with TensorFlow's python (bench/tf_venv.sh makes one):
   dynamic_train_{ref,resource}_adam.pb
                         make_golden.py's small CNN with x [None,4,4,1], y [None,3], Adam: its
                         gradients compute shapes at run time
+  ftrl_{v1,v2}_{ref,resource}.pb
+                        the same CNN at batch None trained by tf.compat.v1.train.FtrlOptimizer
+                        (v1: ApplyFtrl; v2: ApplyFtrlV2 with an l2 shrinkage), with a Saver
   dynamic_expected.json TensorFlow's outputs: half_consts' y; dynamic_batch's s, b, r, f, flat, y
                         at batch 3 and batch 5; the training graphs' loss and variables after
-                        a step at batch 3, then one at batch 5
+                        a step at batch 3, then one at batch 5; the FTRL graphs' variables
+                        and slots after three steps at batch 3
 All values are fixed (no randomness): a rerun writes the same.
 """
 import json
@@ -101,6 +105,54 @@ def main():
                 steps.append({"batch": b, "x": xv[b].tolist(), "y": yv[b].tolist(), "loss": float(l0),
                               "after": {k: np.asarray(v).ravel().tolist() for k, v in after.items()}})
         expected[name] = steps
+
+    # FTRL (the wide-and-deep optimizer), both variable forms: ApplyFtrl with l1/l2 and lr_power
+    # -0.5, and ApplyFtrlV2 (an l2 shrinkage) with lr_power -0.7;
+    # three steps at batch 3.
+    ftrl = {
+        "v1": lambda: v1.train.FtrlOptimizer(0.05, learning_rate_power=-0.5, initial_accumulator_value=0.2,
+                                             l1_regularization_strength=0.001, l2_regularization_strength=0.01),
+        "v2": lambda: v1.train.FtrlOptimizer(0.05, learning_rate_power=-0.7, initial_accumulator_value=0.1,
+                                             l1_regularization_strength=0.002, l2_regularization_strength=0.0,
+                                             l2_shrinkage_regularization_strength=0.03),
+    }
+    for form in ("ref", "resource"):
+        for version, make_opt in ftrl.items():
+            resource = form == "resource"
+            g = tf.Graph()
+            with g.as_default():
+                with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+                    x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
+                    y = v1.placeholder(tf.float32, [None, 3], name="y")
+                    logits = small_cnn(x, resource)
+                    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits),
+                                          name="loss")
+                    make_opt().minimize(loss, name="train")
+                    v1.global_variables_initializer()
+                v1.train.Saver()
+            name = "ftrl_%s_%s" % (version, form)
+            tf.io.write_graph(g.as_graph_def(), OUT, name + ".pb", as_text=False)
+            gd = g.as_graph_def()
+            ops = {n.op for n in gd.node}
+            assert ("ResourceApplyFtrl" if resource else "ApplyFtrl") + ("V2" if version == "v2" else "") in ops, ops
+            variables = [n.name for n in gd.node if n.op in ("VariableV2", "VarHandleOp")]
+            for n in gd.node:
+                n.device = ""
+            run = tf.Graph()
+            with run.as_default():
+                v1.import_graph_def(gd, name="")
+                reads = {}
+                for n in variables:
+                    t = run.get_tensor_by_name(n + ":0")
+                    reads[n] = tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32) if resource else tf.identity(t)
+            feeds = {"x:0": xv[3], "y:0": yv[3]}
+            with v1.Session(graph=run) as sess:
+                sess.run("init")
+                for _ in range(3):
+                    sess.run("train", feeds)
+                after = sess.run(reads)
+            expected[name] = {"x": xv[3].tolist(), "y": yv[3].tolist(),
+                              "after": {k: np.asarray(v).ravel().tolist() for k, v in after.items()}}
     with open(os.path.join(OUT, "dynamic_expected.json"), "w") as fh:
         json.dump(expected, fh, sort_keys=True)
         fh.write("\n")
