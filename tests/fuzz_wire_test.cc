@@ -11,10 +11,14 @@
 #include <caf/binary_serializer.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "actors/messages.h"
+#include "actors/ps_replication.h"
+#include "core/status.h"
+#include "core/step_trace.h"
 #include "net/handshake.h"
 #include "net/wire.h"
 #include "tests/util/fuzz.h"
@@ -168,6 +172,114 @@ TEST(FuzzWireTest, TensorInspectorAllocatesNoMoreThanItReceived) {
   }
   std::printf("tensor inspector: %d cases (%d decoded) in %.2f s\n", kCases, decoded, seconds_since(t0));
   EXPECT_GT(decoded, 0);
+}
+
+// The small decoders of typed control data, each under mutation of real encodings (half of the
+// cases behind a valid prefix, as a peer would send them): a Status's typed detail (in CAF errors
+// and the data plane's done frame), a step trace's events (a task's reply to the collector) and a
+// replicated call's attributes (ReplicaCall::attrs). Never a crash; nothing decoded is larger than
+// the bytes that arrived; what decodes re-encodes to bytes that decode to the same.
+TEST(FuzzWireTest, StatusDetailsTraceEventsAndCallAttrsNeverCrashOrGrow) {
+  std::mt19937_64 rng(36);
+  constexpr int kCases = 30000;
+  {
+    std::vector<std::string> corpus = {encode_status_detail(ServedBy{"/job:ps/replica:0/task:1", "/job:ps/replica:0/task:0"}),
+                                       encode_status_detail(Uninitialized{"conv1/weights"})};
+    int ok = 0;
+    for (int i = 0; i < kCases; ++i) {
+      const std::string in = mutate(corpus[rng() % corpus.size()], corpus, rng);
+      auto d = decode_status_detail(in);
+      if (!d.ok()) continue;
+      ++ok;
+      const std::string again = encode_status_detail(*d);
+      ASSERT_LE(again.size(), in.size()) << "case " << i;
+      auto d2 = decode_status_detail(again);
+      ASSERT_TRUE(d2.ok()) << "case " << i << ": " << d2.status();
+      ASSERT_TRUE(*d2 == *d) << "case " << i;
+    }
+    EXPECT_GT(ok, 0);
+  }
+  {
+    TraceEvent e;
+    e.task = "/job:worker/replica:0/task:0";
+    e.track = "/job:worker/replica:0/task:0/device:CPU:0";
+    e.name = "MatMul";
+    e.kind = "op";
+    e.op = "MatMul";
+    e.start_ns = 1000;
+    e.end_ns = 2500;
+    e.nums = {{"bytes", 16}, {"seq", 3}};
+    e.texts = {{"to", "/job:ps/replica:0/task:0/device:CPU:0"}};
+    TraceEvent f = e;
+    f.kind = "transfer";
+    f.nums.clear();
+    std::vector<std::string> corpus = {encode_trace_events({e, f}, 2), encode_trace_events({}, 0),
+                                       encode_trace_events({f}, 0)};
+    int ok = 0;
+    for (int i = 0; i < kCases; ++i) {
+      const std::string in = mutate(corpus[rng() % corpus.size()], corpus, rng);
+      auto r = decode_trace_events(in, 8);
+      if (!r.ok()) {
+        ASSERT_TRUE(r.status().code() == Code::kDataLoss || r.status().code() == Code::kResourceExhausted)
+            << "case " << i << ": " << r.status();
+        continue;
+      }
+      ++ok;
+      ASSERT_LE(r->first.size(), 8u) << "case " << i;
+      size_t bytes = 0;
+      for (const TraceEvent& t : r->first) {
+        bytes += t.task.size() + t.track.size() + t.name.size() + t.kind.size() + t.op.size();
+        for (const auto& [k, v] : t.texts) bytes += k.size() + v.size();
+        for (const auto& [k, v] : t.nums) bytes += k.size();
+      }
+      ASSERT_LE(bytes, in.size()) << "case " << i;
+      const std::string again = encode_trace_events(r->first, r->second);
+      auto r2 = decode_trace_events(again, 8);
+      ASSERT_TRUE(r2.ok()) << "case " << i << ": " << r2.status();
+      ASSERT_EQ(r2->first.size(), r->first.size()) << "case " << i;
+      ASSERT_EQ(r2->second, r->second) << "case " << i;
+    }
+    EXPECT_GT(ok, 0);
+  }
+  {
+    AttrMap a;
+    a.set("var_name", std::string("conv1/weights"));
+    a.set("shape", Shape{5, 5, 1, 32});
+    a.set("axes", std::vector<int64_t>{0, 2});
+    a.set("lr", 0.001);
+    a.set("use_locking", true);
+    a.set("dtype", DType::kFloat32);
+    a.set("names", std::vector<std::string>{"a", "b"});
+    AttrMap b;
+    b.set("initial_accumulator_value", 0.1);
+    std::vector<std::string> corpus = {encode_call_attrs(a), encode_call_attrs(b), encode_call_attrs(AttrMap{})};
+    int ok = 0;
+    for (int i = 0; i < kCases; ++i) {
+      const std::string in = mutate(corpus[rng() % corpus.size()], corpus, rng);
+      auto m = decode_call_attrs(in);
+      if (!m.ok()) {
+        ASSERT_EQ(m.status().code(), Code::kInvalidArgument) << "case " << i << ": " << m.status();
+        continue;
+      }
+      ++ok;
+      ASSERT_LE(m->all().size(), in.size()) << "case " << i;
+      auto m2 = decode_call_attrs(encode_call_attrs(*m));
+      ASSERT_TRUE(m2.ok()) << "case " << i << ": " << m2.status();
+      if (!(*m2 == *m)) {
+        for (const auto& [k, v] : m->all()) {
+          auto it = m2->all().find(k);
+          ASSERT_NE(it, m2->all().end()) << "case " << i << ": attribute lost";
+          if (it->second == v) continue;
+          // NaN is the one value unequal to itself: the same bits are all that can be asked.
+          const double* x = std::get_if<double>(&v);
+          const double* y = std::get_if<double>(&it->second);
+          ASSERT_TRUE(x && y && std::isnan(*x) && std::memcmp(x, y, sizeof *x) == 0) << "case " << i << ": attribute changed";
+        }
+        ASSERT_EQ(m->all().size(), m2->all().size()) << "case " << i;
+      }
+    }
+    EXPECT_GT(ok, 0);
+  }
 }
 
 }  // namespace
