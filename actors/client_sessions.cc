@@ -1,10 +1,12 @@
 // The task's side of remote client sessions (actors/client_sessions.h).
 #include "actors/client_sessions.h"
 
+#include <cstring>
 #include <optional>
 #include <tuple>
 
 #include "actors/session.h"
+#include "core/step_stats.h"
 #include "graph/graph_def.h"
 #include "graph/op_kinds.h"
 #include "graph/op_registry.h"
@@ -155,7 +157,17 @@ Result<std::vector<Tensor>> ClientSessions::run(const std::string& peer, const C
   std::vector<std::pair<std::string, Tensor>> feeds;
   feeds.reserve(req.feeds.size());
   for (size_t i = 0; i < req.feeds.size(); ++i) feeds.emplace_back(req.feed_names[i], req.feeds[i]);
-  return session->run_by_name(feeds, req.fetches, req.targets);
+  if (req.trace_max_events == 0) return session->run_by_name(feeds, req.fetches, req.targets);
+  RunOptions traced;
+  traced.trace_level = RunOptions::TraceLevel::kFullTrace;
+  traced.trace_max_events = req.trace_max_events;  // clamped by the run
+  RunMetadata md;
+  AF_ASSIGN_OR_RETURN(std::vector<Tensor> out, session->run_by_name(traced, feeds, req.fetches, req.targets, &md));
+  const std::string bytes = encode_step_stats(md.step_stats);
+  Tensor t(DType::kUInt8, Shape{static_cast<int64_t>(bytes.size())});
+  if (!bytes.empty()) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
+  out.push_back(std::move(t));
+  return out;
 }
 
 }  // namespace actorflow

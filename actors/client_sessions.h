@@ -54,6 +54,10 @@ struct ClientRunRequest {
   std::vector<std::string> fetches, targets;
   PlacementOptions placement;  // SessionOptions::placement() of the client
   int64_t timeout_ms = 0;      // SessionOptions::timeout; 0 = none
+  // RunOptions::trace_max_events of a traced run (kFullTrace), 0 for an untraced one. A traced
+  // run's reply holds one more tensor after the fetches: a uint8 vector, encode_step_stats() of
+  // the step as this task traced it (core/step_stats.h).
+  uint32_t trace_max_events = 0;
 };
 
 template <class Inspector>
@@ -61,7 +65,7 @@ typename Inspector::result_type inspect(Inspector& f, ClientRunRequest& x) {
   return f(caf::meta::type_name("actorflow::ClientRunRequest"), x.session, x.graph_version, x.graph_def,
            x.feed_names, x.feeds, x.fetches, x.targets, x.placement.log_device_placement,
            x.placement.allow_soft_placement, x.placement.default_device, x.placement.mixed_bfloat16,
-           x.placement.fuse_kernels, x.timeout_ms);
+           x.placement.fuse_kernels, x.timeout_ms, x.trace_max_events);
 }
 
 // Registers ClientRunRequest with an actor system config (register_actorflow_types calls it).

@@ -111,9 +111,12 @@ struct Session::Impl {
     return Status::OK();
   }
 
+  // `traced` (may be null): the task traces the step and its reply carries the StepStats as one
+  // more uint8 tensor (actors/client_sessions.h), which goes to `metadata` on this clock.
   Result<std::vector<Tensor>> run_remote(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                          const std::vector<std::string>& fetches,
-                                         const std::vector<std::string>& targets) {
+                                         const std::vector<std::string>& targets, const RunOptions* traced = nullptr,
+                                         RunMetadata* metadata = nullptr) {
     if (!status_.ok()) return status_;
     if (!scope_.ok()) return scope_.status();
     {
@@ -137,8 +140,24 @@ struct Session::Impl {
     req.targets = targets;
     req.placement = opts_.placement();
     req.timeout_ms = opts_.timeout().count();
+    const size_t max_events = traced ? std::clamp<size_t>(traced->trace_max_events, 1, StepTraces::kMaxEventsLimit) : 0;
+    req.trace_max_events = static_cast<uint32_t>(max_events);
     bool sent = false;
+    const int64_t sent_ns = trace_clock_ns();
     auto out = remote_->run(std::move(req), *g, send_graph, &sent);
+    const int64_t received_ns = trace_clock_ns();
+    if (traced && out.ok()) {
+      // The last tensor is the task's trace (client_sessions.h), bounded like a collected one.
+      if (out->size() != fetches.size() + 1 || out->back().dtype() != DType::kUInt8 || out->back().shape().rank() != 1)
+        return DataLoss("traced run on " + target_ + ": the reply carries no trace");
+      const Tensor t = out->back();
+      out->pop_back();
+      auto stats = decode_step_stats(
+          std::string(reinterpret_cast<const char*>(t.data<uint8_t>()), static_cast<size_t>(t.num_elements())),
+          max_events * 64 + 4096);
+      if (!stats.ok()) return stats.status().with_prefix("traced run on " + target_);
+      if (metadata) metadata->step_stats = align_remote_step_stats(std::move(*stats), sent_ns, received_ns, target_);
+    }
     if (sent) {
       std::lock_guard<std::mutex> l(mu_);
       sent_graph_ = g;
@@ -320,6 +339,14 @@ Result<std::vector<Tensor>> Session::run_by_name(const std::vector<std::pair<std
   return run_named(nullptr, nullptr, feeds, fetches, targets);
 }
 
+Result<std::vector<Tensor>> Session::run_by_name(const RunOptions& options,
+                                                 const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                 const std::vector<std::string>& fetches,
+                                                 const std::vector<std::string>& targets, RunMetadata* metadata) {
+  if (metadata) *metadata = RunMetadata{};
+  return run_named(&options, metadata, feeds, fetches, targets);
+}
+
 Result<std::vector<Tensor>> Session::run_named(const RunOptions* options, RunMetadata* metadata,
                                                const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                const std::vector<std::string>& fetches,
@@ -351,10 +378,7 @@ Result<std::vector<Tensor>> Session::run_named(const RunOptions* options, RunMet
     for (size_t i = 0; i < fetches.size(); ++i) out[i] = once[slot[i]];
     return out;
   }
-  if (impl_->remote_ && traced)
-    return Unimplemented("tracing a step of a remote client session (" + impl_->target_ +
-                         "): trace it from a Session on a server of the cluster");
-  if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets);
+  if (impl_->remote_) return impl_->run_remote(feeds, fetches, targets, traced ? options : nullptr, metadata);
   if (!impl_->status_.ok()) return impl_->status_;
   if (traced) return run_traced(*options, metadata, feeds, fetches, targets);
   ServerGate::Entry in(impl_->gate_);

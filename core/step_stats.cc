@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -228,6 +229,78 @@ Status write_chrome_trace(const StepStats& stats, const std::string& path) {
   f.close();
   if (!f) return Unavailable("writing the trace to " + path + " failed: " + std::strerror(errno));
   return Status::OK();
+}
+
+std::string encode_step_stats(const StepStats& stats) {
+  std::vector<TraceEvent> all;
+  all.reserve(1 + stats.tasks.size() + stats.events.size());
+  TraceEvent head;
+  head.kind = "step_stats";
+  head.start_ns = stats.start_ns;
+  head.end_ns = stats.end_ns;
+  head.nums = {{"step_id", stats.step_id}, {"tasks", static_cast<int64_t>(stats.tasks.size())}};
+  all.push_back(std::move(head));
+  for (const TaskTraceInfo& t : stats.tasks) {
+    TraceEvent e;
+    e.kind = "task_info";
+    e.task = t.task;
+    e.name = t.clock.method;
+    e.nums = {{"offset_ns", t.clock.offset_ns}, {"round_trip_ns", t.clock.round_trip_ns},
+              {"uncertainty_ns", t.clock.uncertainty_ns}, {"events", t.events}, {"dropped", t.dropped}};
+    e.texts = {{"error", t.error}};
+    all.push_back(std::move(e));
+  }
+  all.insert(all.end(), stats.events.begin(), stats.events.end());
+  return encode_trace_events(all, 0);
+}
+
+Result<StepStats> decode_step_stats(const std::string& bytes, size_t max_events) {
+  AF_ASSIGN_OR_RETURN(auto decoded, decode_trace_events(bytes, max_events));
+  std::vector<TraceEvent>& all = decoded.first;
+  if (all.empty() || all[0].kind != "step_stats") return DataLoss("step stats: no leading step_stats record");
+  StepStats s;
+  const TraceEvent& head = all[0];
+  s.step_id = head.num("step_id", 0);
+  s.start_ns = head.start_ns;
+  s.end_ns = head.end_ns;
+  const int64_t tasks = head.num("tasks", -1);
+  if (tasks < 0 || static_cast<uint64_t>(tasks) > all.size() - 1) return DataLoss("step stats: a bad task count");
+  for (int64_t i = 1; i <= tasks; ++i) {
+    const TraceEvent& e = all[static_cast<size_t>(i)];
+    if (e.kind != "task_info") return DataLoss("step stats: record " + std::to_string(i) + " is not a task's");
+    TaskTraceInfo t;
+    t.task = e.task;
+    t.clock.method = e.name;
+    t.clock.offset_ns = e.num("offset_ns", 0);
+    t.clock.round_trip_ns = e.num("round_trip_ns", 0);
+    t.clock.uncertainty_ns = e.num("uncertainty_ns", 0);
+    t.events = e.num("events", 0);
+    t.dropped = e.num("dropped", 0);
+    t.error = e.text("error");
+    s.tasks.push_back(std::move(t));
+  }
+  s.events.assign(std::make_move_iterator(all.begin() + 1 + tasks), std::make_move_iterator(all.end()));
+  return s;
+}
+
+StepStats align_remote_step_stats(StepStats stats, int64_t sent_ns, int64_t received_ns, const std::string& via) {
+  // Halves first: no overflow for any clock readings.
+  const int64_t offset = (stats.start_ns / 2 + stats.end_ns / 2) - (sent_ns / 2 + received_ns / 2);
+  const int64_t outside = std::max<int64_t>(0, (received_ns - sent_ns) - (stats.end_ns - stats.start_ns));
+  const int64_t uncertainty = outside / 2 + 1;
+  stats.start_ns -= offset;
+  stats.end_ns -= offset;
+  for (TraceEvent& e : stats.events) {
+    e.start_ns -= offset;
+    e.end_ns -= offset;
+  }
+  for (TaskTraceInfo& t : stats.tasks) {
+    t.clock.method += " via " + via + " (round-trip midpoint)";
+    t.clock.offset_ns += offset;
+    t.clock.round_trip_ns += received_ns - sent_ns;
+    t.clock.uncertainty_ns += uncertainty;
+  }
+  return stats;
 }
 
 }  // namespace actorflow

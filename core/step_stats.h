@@ -91,4 +91,19 @@ std::string chrome_trace_json(const StepStats& stats);
 // Writes chrome_trace_json(stats) to `path` (replacing it). Errors name the path.
 Status write_chrome_trace(const StepStats& stats, const std::string& path);
 
+// A whole StepStats as bytes, for a task that traced a remote client's step (the reply carries
+// them): encode_trace_events' format, the header and each TaskTraceInfo as leading events of
+// kinds "step_stats" and "task_info". Pure.
+std::string encode_step_stats(const StepStats& stats);
+// The inverse; decode_trace_events' errors (DataLoss naming the offset; ResourceExhausted past
+// `max_events` events in all), and DataLoss when the leading events are missing or malformed.
+// Pure.
+Result<StepStats> decode_step_stats(const std::string& bytes, size_t max_events);
+// `stats` as a remote task recorded it, moved onto the client's clock: the client sent the run at
+// `sent_ns` and had the answer at `received_ns`; the task's run spanned [stats.start_ns,
+// stats.end_ns] of its clock. Offset = the run's midpoint minus the exchange's, uncertainty half
+// the time outside the run; every event, the step and each task's alignment (offset added,
+// uncertainty added, method "<method> via <via> (round-trip midpoint)") move by it. Pure.
+StepStats align_remote_step_stats(StepStats stats, int64_t sent_ns, int64_t received_ns, const std::string& via);
+
 }  // namespace actorflow

@@ -18,6 +18,7 @@
 #include "actors/messages.h"
 #include "actors/ps_replication.h"
 #include "core/status.h"
+#include "core/step_stats.h"
 #include "core/step_trace.h"
 #include "net/handshake.h"
 #include "net/wire.h"
@@ -240,6 +241,35 @@ TEST(FuzzWireTest, StatusDetailsTraceEventsAndCallAttrsNeverCrashOrGrow) {
       ASSERT_EQ(r2->second, r->second) << "case " << i;
     }
     EXPECT_GT(ok, 0);
+    // A whole StepStats (a remote client's traced reply) is those events behind its header records.
+    StepStats st;
+    st.step_id = 9;
+    st.start_ns = 100;
+    st.end_ns = 900;
+    TaskTraceInfo ti;
+    ti.task = e.task;
+    ti.clock.method = "same process";
+    ti.events = 2;
+    st.tasks = {ti, ti};
+    st.events = {e, f};
+    const std::vector<std::string> stats = {encode_step_stats(st), encode_step_stats(StepStats{})};
+    int stats_ok = 0;
+    for (int i = 0; i < kCases; ++i) {
+      const std::string in = mutate(stats[rng() % stats.size()], stats, rng);
+      auto r = decode_step_stats(in, 8);
+      if (!r.ok()) {
+        ASSERT_TRUE(r.status().code() == Code::kDataLoss || r.status().code() == Code::kResourceExhausted)
+            << "case " << i << ": " << r.status();
+        continue;
+      }
+      ++stats_ok;
+      ASSERT_LE(r->events.size() + r->tasks.size(), 7u) << "case " << i;
+      auto again = decode_step_stats(encode_step_stats(*r), 8);
+      ASSERT_TRUE(again.ok()) << "case " << i << ": " << again.status();
+      ASSERT_EQ(again->events.size(), r->events.size()) << "case " << i;
+      ASSERT_EQ(again->tasks.size(), r->tasks.size()) << "case " << i;
+    }
+    EXPECT_GT(stats_ok, 0);
   }
   {
     AttrMap a;

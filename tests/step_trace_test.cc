@@ -410,6 +410,90 @@ TEST(StepTraceTest, ATracedStepAcrossAWorkerAndAPsProcess) {
   EXPECT_EQ(ps->wait(20s), 0) << ps->output();
 }
 
+// A remote client session (tf.Session("grpc://...")): the worker and the ps are `actorflow node`
+// processes; this process is only a client of the worker. The traced run comes back with the
+// worker's trace of both tasks, moved onto this process's clock: the MatMul on the worker, the
+// update and its variable call on the ps, two data-plane transfers; each task's alignment says it
+// went through the target; the step lies inside this client's send and answer, within the
+// uncertainty; an untraced run afterwards has no trace and no extra tensor.
+TEST(StepTraceTest, ARemoteClientSessionsTracedStepComesBackOnItsClock) {
+  PsCluster c;
+  auto ps = ChildProcess::start({binary("actorflow"), "node", "--cluster", c.file, "--job", "ps", "--task", "0"});
+  ASSERT_TRUE(ps);
+  auto worker = ChildProcess::start({binary("actorflow"), "node", "--cluster", c.file, "--job", "worker", "--task", "0"});
+  ASSERT_TRUE(worker);
+  ASSERT_TRUE(ps->wait_for_output("serving", 20s)) << ps->output();
+  ASSERT_TRUE(worker->wait_for_output("serving", 20s)) << worker->output();
+  const std::string kWorker = "/job:worker/replica:0/task:0", kPs = "/job:ps/replica:0/task:0";
+  const std::string target = "actorflow://localhost:" + std::to_string(c.worker_port);
+
+  Scope root = Scope::root();
+  auto on_ps = root.with_device("/job:ps/task:0");
+  auto on_worker = root.with_device("/job:worker/task:0");
+  auto w = ops::variable(on_ps.with_op_name("w"), Shape{2, 2}, DType::kFloat32);
+  auto init = ops::assign(on_ps, w, Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}));
+  auto x = ops::placeholder(on_worker, DType::kFloat32, Shape{2, 2}, "x");
+  auto y = ops::matmul(on_worker.with_op_name("y"), x, w);
+  auto upd = ops::apply_gradient_descent(on_ps.with_op_name("upd"), w, 0.5f, y);
+  Session sess(root, target, SessionOptions().cluster_file(c.file));
+  ASSERT_TRUE(sess.status().ok()) << sess.status();
+  ASSERT_TRUE(sess.run({init}).ok());
+  const Tensor eye = Tensor::from_vector<float>({1, 0, 0, 1}, {2, 2});
+  ASSERT_TRUE(sess.run({{x, eye}}, {y}, {}).ok());
+
+  RunOptions traced;
+  traced.trace_level = RunOptions::TraceLevel::kFullTrace;
+  RunMetadata md;
+  const int64_t sent = trace_clock_ns();
+  auto r = sess.run(traced, {{x, eye}}, {y}, {upd}, &md);
+  const int64_t answered = trace_clock_ns();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].to_string(), "[[1. 2.]\n [3. 4.]]");
+  const StepStats& s = md.step_stats;
+  ASSERT_FALSE(s.empty());
+  std::map<std::string, TaskTraceInfo> info;
+  for (const auto& t : s.tasks) info[t.task] = t;
+  ASSERT_TRUE(info.count(kWorker) && info.count(kPs)) << "tasks: " << s.tasks.size();
+  for (const auto& [task, ti] : info) {
+    EXPECT_NE(ti.clock.method.find("via " + target + " (round-trip midpoint)"), std::string::npos) << ti.clock.method;
+    EXPECT_GT(ti.clock.uncertainty_ns, 0) << task;
+    EXPECT_EQ(ti.error, "") << task;
+    EXPECT_GT(ti.events, 0) << task;
+    // One machine: every process reads the same steady clock, so the true offset is 0.
+    EXPECT_LE(std::llabs(ti.clock.offset_ns), ti.clock.uncertainty_ns) << task;
+  }
+  const int64_t slack = info[kWorker].clock.uncertainty_ns;
+  EXPECT_GE(s.start_ns, sent - slack);
+  EXPECT_LE(s.end_ns, answered + slack);
+  int matmul = 0, apply = 0, variable = 0, transfers = 0;
+  for (const TraceEvent& e : s.events) {
+    EXPECT_GE(e.end_ns, e.start_ns) << e.kind << " " << e.name;
+    EXPECT_GE(e.start_ns, sent - 2 * slack - info[kPs].clock.uncertainty_ns) << e.kind << " " << e.name;
+    EXPECT_LE(e.end_ns, answered + 2 * slack + info[kPs].clock.uncertainty_ns) << e.kind << " " << e.name;
+    if (e.kind == "op" && e.name == "y" && e.task == kWorker) matmul += e.op == "MatMul";
+    if (e.kind == "op" && e.name == "upd" && e.task == kPs) ++apply;
+    if (e.kind == "variable" && e.name == "w" && e.task == kPs) ++variable;
+    if (e.kind == "transfer") ++transfers;
+  }
+  EXPECT_EQ(matmul, 1);
+  EXPECT_EQ(apply, 1);
+  EXPECT_GE(variable, 1);
+  EXPECT_EQ(transfers, 2);
+  TempDir dir;
+  ASSERT_TRUE(md.write_chrome_trace(dir.path() + "/remote.json").ok());
+
+  RunMetadata none;
+  auto plain = sess.run(RunOptions{}, {{x, eye}}, {y}, {}, &none);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->size(), 1u);
+  EXPECT_TRUE(none.step_stats.empty());
+  for (auto* p : {&worker, &ps}) {
+    (*p)->signal(SIGTERM);
+    EXPECT_EQ((*p)->wait(20s), 0) << (*p)->output();
+  }
+}
+
 // ---- MonitoredTrainingSession: ProfilerHook and [supervisor] trace_every_steps ------------------
 
 // w on the "ps" (/cpu:1), the loss and its gradient on the worker (/cpu:0), the global step.

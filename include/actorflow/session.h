@@ -147,7 +147,10 @@ class Session {
   // direct step), is armed on every task of the session's devices before it runs and its events
   // are collected from them after it ran, one control-plane round trip per task each way.
   // `metadata` (may be null) gets the trace; on an error it is left empty. Untraced runs leave
-  // it empty. Unimplemented for a traced run of a remote client session.
+  // it empty. A remote client session's traced run is traced by the task that runs it (armed on
+  // every task its step touches, as above) and comes back with the answer; its clocks are moved
+  // onto this process's by the round trip's midpoint (TaskTraceInfo::clock says "... via
+  // <target> (round-trip midpoint)", with the added uncertainty).
   Result<std::vector<Tensor>> run(const RunOptions& options, const FeedDict& feeds,
                                   const std::vector<Output>& fetches, const std::vector<Output>& targets,
                                   RunMetadata* metadata);
@@ -156,6 +159,12 @@ class Session {
   Result<std::vector<Tensor>> run_by_name(const std::vector<std::pair<std::string, Tensor>>& feeds,
                                           const std::vector<std::string>& fetches,
                                           const std::vector<std::string>& targets = {});
+  // The same by names with run options and metadata, as TensorFlow's C++ Session::Run(RunOptions,
+  // inputs, output names, target names, outputs, RunMetadata).
+  Result<std::vector<Tensor>> run_by_name(const RunOptions& options,
+                                          const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                          const std::vector<std::string>& fetches,
+                                          const std::vector<std::string>& targets, RunMetadata* metadata);
   // Releases the session; later run() calls fail with Cancelled. Idempotent; always OK.
   Status close();
 
