@@ -1,9 +1,9 @@
 // Seeded mutation fuzzing of the readers of files users and peers hand us: TOML cluster files,
 // fault plans, checkpoints, IDX files (plain and gzip), GraphDefs, rendezvous keys, TensorFlow
 // checkpoints and TensorFlow GraphDefs (import_graph_def). 100 000 cases each (TensorFlow
-// GraphDefs: 20 000), from valid inputs; never a crash, an abort or an escaping exception, and decoded tensors never
-// larger than the input that declared and carried them (IDX gzip: than what DEFLATE can expand
-// the input to). Fixed seeds: a failure names its case and reproduces.
+// GraphDefs: 20 000), from valid inputs; never a crash, an abort or an escaping exception, and
+// decoded tensors never larger than the input that declared and carried them (IDX gzip: than
+// what DEFLATE can expand the input to). Fixed seeds: a failure names its case and reproduces.
 #include <gtest/gtest.h>
 #include <leveldb/env.h>
 #include <leveldb/iterator.h>
