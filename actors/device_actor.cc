@@ -28,14 +28,6 @@ std::string make_rendezvous_key(const std::string& src, const std::string& dst, 
   return src + ";" + dst + ";" + edge;
 }
 
-std::string rendezvous_key_destination(const std::string& key) {
-  auto a = key.find(';');
-  if (a == std::string::npos) return "";
-  auto b = key.find(';', a + 1);
-  if (b == std::string::npos) return "";
-  return key.substr(a + 1, b - a - 1);
-}
-
 void InlinePartitions::publish(const std::string& device, const std::string& handle, Entry e) {
   std::lock_guard<std::mutex> l(mu_);
   entries_[{device, handle}] = std::move(e);
@@ -70,8 +62,8 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
   std::unique_lock<std::mutex> lock(e.gate->mu, std::try_to_lock);
   if (!lock.owns_lock() || !e.gate->open) return std::nullopt;
   // Self-contained: no _Send, so the send function is never called.
-  StepExecution step(e.exec, step_id, {}, [](const std::string& key, const Tensor&) {
-    return Internal("a self-contained partition sent '" + key + "'");
+  StepExecution step(e.exec, step_id, {}, [](const RendezvousKey& key, const Tensor&) {
+    return Internal("a self-contained partition sent '" + key.wire() + "'");
   });
   // Nothing may escape onto the reader thread: a kernel's exception already fails the step
   // (naming the node); anything else thrown here fails it naming the device.
@@ -222,7 +214,9 @@ class EarlyTensors {
       return;
     }
     last = now;
-    const std::string from = key.substr(0, key.find(';'));
+    // A log line only (not a step's path): parse the key for its sender.
+    auto parsed = RendezvousKey::parse(key);
+    const std::string from = parsed.ok() ? parsed->src_device() : std::string();
     AF_LOG(WARNING) << device_ << ": dropped " << n << " tensor(s) (" << bytes << " bytes) of step " << step
                     << " from " << (from.empty() ? std::string("an unknown device") : from)
                     << " that arrived before the step started: "
@@ -377,6 +371,13 @@ Status register_partition(DeviceState& st, const std::string& handle, GraphPtr g
   return Status::OK();
 }
 
+// The task that sends the tensor of _Recv key `key` of `step` (from the key its executor parsed
+// once), or "" for a key that is not a RendezvousKey.
+std::string sending_task(const StepExecution& step, const std::string& key) {
+  const RendezvousKey* k = step.executor().parsed_recv_key(key);
+  return k ? k->src_task() : std::string();
+}
+
 // The step stays parked: registers what it waits for (core/waits.h), the first _Recv key still
 // missing (on the sending task) or else an asynchronous kernel (a variable call: on this task),
 // and publishes the hang report's figures. A wait changes only when what it waits for does.
@@ -391,7 +392,7 @@ void note_parked(DeviceActor* self, DeviceState::Step& s, int64_t step_id) {
     s.wait = keys.empty() ? WaitHandle("device", step + ": an asynchronous kernel (a variable call) has not answered", "")
                           : WaitHandle("tensor", step + ": waits for tensor " + on +
                                                      (keys.size() > 1 ? " (and " + std::to_string(keys.size() - 1) + " more)" : ""),
-                                       task_of_device(on.substr(0, on.find(';'))));
+                                       sending_task(*s.exec, on));
   }
   st.published->steps.store(st.steps.size(), std::memory_order_relaxed);
   st.published->early_steps.store(st.early.steps(), std::memory_order_relaxed);
@@ -508,10 +509,10 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   if (st.steps.count(step_id))
     return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
   std::weak_ptr<Router> weak_router = st.router;
-  auto send = [weak_router, step_id](const std::string& key, const Tensor& t) -> Status {
+  auto send = [weak_router, step_id](const RendezvousKey& key, const Tensor& t) -> Status {
     auto r = weak_router.lock();
     if (!r) return Cancelled("device shutting down");
-    return r->route(step_id, key, t);  // where link faults act (the router's sending hook)
+    return r->route_key(step_id, key, t);  // where link faults act (the router's sending hook)
   };
   DeviceState::Step step;
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());

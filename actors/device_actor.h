@@ -77,13 +77,20 @@ std::optional<std::pair<Status, std::vector<Tensor>>> try_run_inline(const Inlin
                                                                      std::vector<std::string>& keys,
                                                                      std::vector<Tensor>& tensors);
 
-// Routes a _Send's tensor to the device actor that owns the matching _Recv. The key's
-// second ';'-separated field is the destination device (see master's partitioning).
+// Routes a _Send's tensor to the device actor that owns the matching _Recv: the key's
+// destination device (device/rendezvous_key.h; the master's partitioning builds the keys).
 // Thread-safe; shared by the device actors of one process.
 class Router {
  public:
   virtual ~Router() = default;
-  // Delivers (step_id, key, t) to the destination; errors name the destination device.
+  // Delivers (step_id, key, t) to key.dst_device(): what a _Send calls, with the key its
+  // executor parsed once (`key` is borrowed for the call). Errors name the destination device.
+  // The default hands the wire form to route() (routers that match keys only as strings).
+  virtual Status route_key(int64_t step_id, const RendezvousKey& key, const Tensor& t) {
+    return route(step_id, key.wire(), t);
+  }
+  // Delivers (step_id, key, t) given the key's wire form (a router that needs its fields parses
+  // it, once); errors name the destination device, or say why the key is malformed.
   virtual Status route(int64_t step_id, const std::string& key, const Tensor& t) = 0;
 
   // Step dispatch over the data plane (optional: the defaults say "not available", and callers
@@ -172,11 +179,10 @@ class Router {
 };
 
 
-// Builds the rendezvous key of a cross-device edge: "src;dst;edge". Pure.
+// Builds the wire form of the rendezvous key of a cross-device edge without an incarnation,
+// "src;dst;edge" (RendezvousKey::make's; tools and tests). Pure.
 std::string make_rendezvous_key(const std::string& src_device, const std::string& dst_device,
                                 const std::string& edge);
-// The destination device of a rendezvous key ("" if malformed). Pure.
-std::string rendezvous_key_destination(const std::string& key);
 
 // Optional per-node kernel override (the runtime's variable ops); may be null.
 using KernelOverrideFn = Executor::KernelOverride;

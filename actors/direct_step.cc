@@ -194,7 +194,7 @@ std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, cons
   std::vector<std::pair<std::string, Tensor>> carried;
   auto carry = [&](const DirectPlan::Dispatch& d) {
     carried.clear();
-    for (const auto& f : d.forwards) carried.emplace_back(f.key, feeds[static_cast<size_t>(f.arg)]);
+    for (const auto& f : d.forwards) carried.emplace_back(f.key.wire(), feeds[static_cast<size_t>(f.arg)]);
   };
   // One partition: its outcome comes back on the request's own connection and this thread
   // reads it (no reader thread to wake in between). A null connection: the request went with a

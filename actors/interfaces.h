@@ -171,12 +171,15 @@ struct DeviceInfo {
   // The node actor of the device's task, set on the devices a node actor advertises: how a
   // device of another process is reached.
   node_actor_t node;
+  // The incarnation of the device's task (a random number its process drew when it started,
+  // device/rendezvous_key.h); 0: not known. The rendezvous keys of a plan carry the sender's.
+  uint64_t incarnation = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DeviceInfo& x) {
   return f(caf::meta::type_name("actorflow::DeviceInfo"), x.name, x.type, x.memory_limit, x.description, x.actor,
-           x.node);
+           x.node, x.incarnation);
 }
 
 // What a task tells an authenticated peer about itself.

@@ -119,7 +119,14 @@ Status build_plan(MasterState& st, const RunRequest& req, Plan& plan, std::vecto
   if (popts.default_device.empty()) popts.default_device = st.default_device;
   popts.has_kernel = [](const std::string& op, const std::string& type) { return KernelRegistry::global().has(op, type); };
   PartitionOptions part;
-  part.key_fn = make_rendezvous_key;
+  // Each key carries its sender's incarnation, as the device list says it now (a plan is rebuilt
+  // when the membership changes).
+  std::map<std::string, uint64_t> incarnations;
+  for (const auto& d : devices) incarnations[d.name] = d.incarnation;
+  part.incarnation_of = [&incarnations](const std::string& device) {
+    auto it = incarnations.find(device);
+    return it == incarnations.end() ? uint64_t{0} : it->second;
+  };
   AF_ASSIGN_OR_RETURN(StepPlan sp, plan_step(*req.graph, req.sig, avail, popts, part));
   if (popts.log_device_placement) {
     std::string out = "Device mapping:\n";
@@ -170,14 +177,14 @@ std::shared_ptr<const DirectPlan> make_direct_plan(MasterActor* self, const Plan
     } else {
       if (!part.forwarder) return nullptr;
       for (const auto& f : part.forwards) {
-        if (f.key.empty() || f.arg < 0 || static_cast<size_t>(f.arg) >= plan.arg_types.size()) return nullptr;
+        if (!f.key.valid() || f.arg < 0 || static_cast<size_t>(f.arg) >= plan.arg_types.size()) return nullptr;
         forwards.push_back(f);
       }
     }
   }
   // Each forwarded feed travels with the run request of the partition that receives it.
   for (const auto& f : forwards) {
-    const std::string dst = rendezvous_key_destination(f.key);
+    const std::string& dst = f.key.dst_device();
     bool placed = false;
     for (auto& d : dp->dispatches)
       if (d.device.name == dst) {

@@ -524,7 +524,14 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
       },
       [=](tensor_atom, int64_t step_id, const std::string& key, Tensor& t) {
         if (!permitted(self, "tensor", PeerRole::kMember).ok()) return;
-        const std::string dst = rendezvous_key_destination(key);
+        // The key is parsed once here, where it enters the process over the control plane.
+        auto parsed = RendezvousKey::parse(key);
+        if (!parsed.ok()) {
+          AF_LOG(WARNING) << "dropped a tensor of step " << step_id << " from node "
+                          << caf::to_string(self->current_sender()->node()) << " (control plane): " << parsed.status().message();
+          return;
+        }
+        const std::string& dst = parsed->dst_device();
         device_actor_t a = device(dst);
         if (!a) {
           AF_LOG(WARNING) << "dropped tensor " << key << ": no device " << dst << " on this task";
@@ -534,7 +541,7 @@ node_impl_t::behavior_type node_actor(NodeActor* self, NodeActorConfig cfg,
         // it would on the data plane (the router's receiving hook).
         auto& inj = FaultInjector::global();
         if (inj.armed()) {
-          LinkDecision d = inj.on_receive(task_of_device(key.substr(0, key.find(';'))), self->state.cfg.task);
+          LinkDecision d = inj.on_receive(parsed->src_task(), self->state.cfg.task);
           if (d.drop) return;
           for (int i = 0; i < (d.duplicate ? 2 : 1); ++i) {
             if (d.delay_ms > 0) self->delayed_send(a, std::chrono::milliseconds(d.delay_ms), tensor_atom::value, step_id, key, t);

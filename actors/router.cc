@@ -6,11 +6,13 @@
 
 #include "actors/direct_step.h"
 #include "core/logging.h"
+#include "core/metrics.h"
 #include "core/step_trace.h"
 
 namespace actorflow {
 
-ProcessRouter::ProcessRouter(std::string own_task) : own_task_(std::move(own_task)) {}
+ProcessRouter::ProcessRouter(std::string own_task, uint64_t own_incarnation)
+    : own_task_(std::move(own_task)), own_incarnation_(own_incarnation) {}
 
 void ProcessRouter::add(const std::string& device, device_actor_t a) {
   std::lock_guard<std::mutex> l(mu_);
@@ -22,9 +24,19 @@ void ProcessRouter::set_self_node(node_actor_t node) {
   self_node_ = std::move(node);
 }
 
-void ProcessRouter::set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr) {
+void ProcessRouter::set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr,
+                               uint64_t incarnation) {
   std::lock_guard<std::mutex> l(mu_);
   remote_[task_prefix] = std::move(node);
+  if (incarnation != 0) {
+    Incarnations& inc = incarnations_[task_prefix];
+    if (inc.current != 0 && inc.current != incarnation) {
+      // The task restarted: what its previous incarnation sent is stale from now on.
+      inc.retired.push_back(inc.current);
+      if (inc.retired.size() > kMaxRetiredIncarnations) inc.retired.erase(inc.retired.begin());
+    }
+    inc.current = incarnation;
+  }
   if (!data_addr.empty()) {
     data_[task_prefix] = data_addr;
     // Under TLS the data plane's server there must present this task's certificate.
@@ -65,12 +77,24 @@ std::shared_ptr<net::TensorClient> ProcessRouter::client() {
 // ---- tensor routing -------------------------------------------------------------------------
 
 Status ProcessRouter::route(int64_t step_id, const std::string& key, const Tensor& t) {
+  auto parsed = RendezvousKey::parse(key);
+  if (!parsed.ok()) return parsed.status().with_prefix("cannot route a tensor of step " + std::to_string(step_id));
+  return route_key(step_id, *parsed, t);
+}
+
+Status ProcessRouter::route_key(int64_t step_id, const RendezvousKey& key, const Tensor& t) {
+  // A partition planned for another incarnation of this task (the master had not yet learnt
+  // that it restarted) must not send: its peers expect the current incarnation's keys.
+  if (key.src_incarnation() != own_incarnation_ && key.src_task() == own_task_) {
+    Status s = key.check_incarnation(own_incarnation_);
+    if (!s.ok()) return s;
+  }
   // The sending hook: a tensor for another task passes this process's sending-side link faults
   // (faults add()ed here; a plan's act where they are received).
   FaultInjector& inj = FaultInjector::global();
   if (inj.armed()) {
-    const std::string src = task_of_device(key.substr(0, key.find(';')));
-    const std::string dst = task_of_device(rendezvous_key_destination(key));
+    const std::string& src = key.src_task();
+    const std::string& dst = key.dst_task();
     if (src != dst) {
       std::weak_ptr<ProcessRouter> weak = weak_from_this();
       return inj.apply(inj.on_send(src, dst), [weak, step_id, key, t] {
@@ -82,7 +106,7 @@ Status ProcessRouter::route(int64_t step_id, const std::string& key, const Tenso
   return route_now(step_id, key, t);
 }
 
-Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const Tensor& t) {
+Status ProcessRouter::route_now(int64_t step_id, const RendezvousKey& key, const Tensor& t) {
   auto trace = step_trace(step_id);
   if (!trace) return route_send(step_id, key, t, nullptr);
   // A traced step: one "send" event on the sending device, from the call to the tensor's
@@ -91,22 +115,22 @@ Status ProcessRouter::route_now(int64_t step_id, const std::string& key, const T
   const char* via = "";
   Status s = route_send(step_id, key, t, &via);
   TraceEvent e;
-  e.track = key.substr(0, key.find(';'));
-  e.task = task_of_device(e.track);
-  e.name = key;
+  e.track = key.src_device();
+  e.task = key.src_task();
+  e.name = key.wire();
   e.kind = "send";
   e.op = via;
   e.start_ns = start;
   e.end_ns = trace_clock_ns();
   e.nums = {{"bytes", static_cast<int64_t>(t.bytes())}};
-  e.texts = {{"to", rendezvous_key_destination(key)}};
+  e.texts = {{"to", key.dst_device()}};
   if (!s.ok()) e.texts.emplace_back("error", s.message());
   trace->add(std::move(e));
   return s;
 }
 
-Status ProcessRouter::route_send(int64_t step_id, const std::string& key, const Tensor& t, const char** via_out) {
-  const std::string dst = rendezvous_key_destination(key);
+Status ProcessRouter::route_send(int64_t step_id, const RendezvousKey& key, const Tensor& t, const char** via_out) {
+  const std::string& dst = key.dst_device();
   device_actor_t a;           // a device of this process, or
   node_actor_t remote, via;   // the node actor of the device's task, and ours to send as
   std::string data_addr;
@@ -117,9 +141,10 @@ Status ProcessRouter::route_send(int64_t step_id, const std::string& key, const 
     if (it != local_.end()) {
       a = it->second;
     } else {
-      const std::string task = task_of_device(dst);
+      const std::string& task = key.dst_task();
       auto r = remote_.find(task);
-      if (r == remote_.end() || !self_node_) return Unavailable("no route to device '" + dst + "' for tensor " + key);
+      if (r == remote_.end() || !self_node_)
+        return Unavailable("no route to device '" + dst + "' for tensor " + key.wire());
       remote = r->second;
       via = self_node_;
       auto da = data_.find(task);
@@ -133,7 +158,7 @@ Status ProcessRouter::route_send(int64_t step_id, const std::string& key, const 
     // The data plane: a header and one raw block per tensor, no per-element work.
     net::TensorMessage m;
     m.step_id = step_id;
-    m.key = key;
+    m.key = key.wire();
     m.tensor = t;
     if (via_out) *via_out = "data plane";
     Status s = client->send(data_addr, m);
@@ -144,19 +169,19 @@ Status ProcessRouter::route_send(int64_t step_id, const std::string& key, const 
     // No data-plane route (a peer that advertised none): CAF carries it as one byte block.
     static std::atomic<int> warned{0};
     if (warned.fetch_add(1) == 0) {
-      AF_LOG(WARNING) << "tensor " << key << " to " << dst << " goes through CAF: no data-plane route";
+      AF_LOG(WARNING) << "tensor " << key.wire() << " to " << dst << " goes through CAF: no data-plane route";
     }
     if (via_out) *via_out = "control plane";
-    caf::send_as(via, remote, tensor_atom::value, step_id, key, t);
+    caf::send_as(via, remote, tensor_atom::value, step_id, key.wire(), t);
   } else {
     if (via_out) *via_out = "in process";
-    caf::anon_send(a, tensor_atom::value, step_id, key, t);
+    caf::anon_send(a, tensor_atom::value, step_id, key.wire(), t);
   }
   return Status::OK();
 }
 
-void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const Tensor& t) {
-  const std::string dst = rendezvous_key_destination(key);
+void ProcessRouter::deliver_local(int64_t step_id, const RendezvousKey& key, const Tensor& t) {
+  const std::string& dst = key.dst_device();
   device_actor_t a;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -164,7 +189,7 @@ void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const
     if (it == local_.end()) {
       int64_t held = 0;
       if (unknown_device_log_.allow(&held))
-        AF_LOG(WARNING) << "dropped tensor " << key << " from the data plane: no device " << dst << " here"
+        AF_LOG(WARNING) << "dropped tensor " << key.wire() << " from the data plane: no device " << dst << " here"
                         << net::suppressed_note(held);
       return;
     }
@@ -174,15 +199,15 @@ void ProcessRouter::deliver_local(int64_t step_id, const std::string& key, const
     // A traced step: the tensor is in this process (read whole by the data plane's reader).
     TraceEvent e;
     e.track = "data plane";
-    e.task = task_of_device(dst);
-    e.name = key;
+    e.task = key.dst_task();
+    e.name = key.wire();
     e.kind = "arrive";
     e.op = "data plane";
     e.start_ns = e.end_ns = trace_clock_ns();
     e.nums = {{"bytes", static_cast<int64_t>(t.bytes())}};
     trace->add(std::move(e));
   }
-  caf::anon_send(a, tensor_atom::value, step_id, key, t);
+  caf::anon_send(a, tensor_atom::value, step_id, key.wire(), t);
 }
 
 // ---- the data plane's receiving hook ------------------------------------------------------------
@@ -209,15 +234,22 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
     }
     live_runs_.emplace(m.step_id, m.step.device);
   };
+  // The frame's rendezvous key, parsed once for the whole way in (tensor, error, feed frames).
+  RendezvousKey key;
+  if (m.kind == net::FrameKind::kTensor || m.kind == net::FrameKind::kError || m.kind == net::FrameKind::kFeed) {
+    auto k = frame_key(m);
+    if (!k) return;
+    key = std::move(*k);
+  }
   if (!inj.armed() || m.kind == net::FrameKind::kFeed) {
     note_run();
-    deliver_now(m);
+    deliver_now(m, key);
     return;
   }
   std::string src;
   switch (m.kind) {
     case net::FrameKind::kTensor:
-    case net::FrameKind::kError: src = task_of_device(m.key.substr(0, m.key.find(';'))); break;
+    case net::FrameKind::kError: src = key.src_task(); break;
     case net::FrameKind::kRun: src = m.step.from_task; break;
     default: src = task_of_device(m.step.device); break;  // an outcome comes from the device's task
   }
@@ -232,20 +264,55 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
   if (d.delay_ms > 0) {
     std::weak_ptr<ProcessRouter> weak = weak_from_this();
     const int copies = d.duplicate && repeatable ? 2 : 1;
-    inj.run_after(std::chrono::milliseconds(d.delay_ms), [weak, m, copies] {
+    inj.run_after(std::chrono::milliseconds(d.delay_ms), [weak, m, key, copies] {
       if (auto r = weak.lock())
-        for (int i = 0; i < copies; ++i) r->deliver_now(m);
+        for (int i = 0; i < copies; ++i) r->deliver_now(m, key);
     });
     return;
   }
-  if (d.duplicate && repeatable) deliver_now(m);
-  deliver_now(m);
+  if (d.duplicate && repeatable) deliver_now(m, key);
+  deliver_now(m, key);
 }
 
-void ProcessRouter::deliver_now(const net::TensorMessage& m) {
+std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& m) {
+  static Counter& malformed = Metrics::global().counter(
+      "actorflow_bad_rendezvous_keys_total",
+      "Data-plane frames dropped for their rendezvous key: malformed, or of a stale incarnation of the sender",
+      {{"reason", "malformed"}});
+  static Counter& stale = Metrics::global().counter(
+      "actorflow_bad_rendezvous_keys_total",
+      "Data-plane frames dropped for their rendezvous key: malformed, or of a stale incarnation of the sender",
+      {{"reason", "stale"}});
+  const std::string& wire = m.kind == net::FrameKind::kFeed ? m.step.key : m.key;
+  auto k = RendezvousKey::parse(wire);
+  Status why = k.ok() ? Status::OK() : k.status();
+  if (k.ok() && k->src_incarnation() != 0) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = incarnations_.find(k->src_task());
+    if (it != incarnations_.end())
+      for (uint64_t old : it->second.retired)
+        if (old == k->src_incarnation()) why = k->check_incarnation(it->second.current);
+  }
+  if (why.ok()) return std::move(*k);
+  (k.ok() ? stale : malformed).inc();
+  const char* kind = m.kind == net::FrameKind::kFeed ? "feed" : m.kind == net::FrameKind::kError ? "error" : "tensor";
+  int64_t held = 0;
+  bool log = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    log = bad_key_log_.allow(&held);
+  }
+  if (log)
+    AF_LOG(WARNING) << "data plane: dropped a " << kind << " frame of step " << m.step_id << " from "
+                    << (m.reply ? m.reply->peer() : std::string("a peer")) << ": " << why.message()
+                    << net::suppressed_note(held);
+  return std::nullopt;
+}
+
+void ProcessRouter::deliver_now(const net::TensorMessage& m, const RendezvousKey& key) {
   switch (m.kind) {
     case net::FrameKind::kTensor:
-      if (m.status_error.empty()) deliver_local(m.step_id, m.key, m.tensor);  // else it could not be received
+      if (m.status_error.empty()) deliver_local(m.step_id, key, m.tensor);  // else it could not be received
       return;
     case net::FrameKind::kError:
       return;  // the sender could not send the tensor; the step fails by its own error or timeout

@@ -47,8 +47,9 @@ class DirectSteps;
 class ProcessRouter final : public Router, public std::enable_shared_from_this<ProcessRouter> {
  public:
   // `own_task`: the task prefix of this process ("/job:worker/replica:0/task:1"), the receiving
-  // end of its link faults.
-  explicit ProcessRouter(std::string own_task);
+  // end of its link faults. `own_incarnation`: this process's incarnation (0: not known): a
+  // _Send whose key was planned for another incarnation of this task fails its step (Aborted).
+  explicit ProcessRouter(std::string own_task, uint64_t own_incarnation = 0);
 
   // ---- set-up (the Server) ----
   // Device `device` of this process is served by actor `a`.
@@ -56,8 +57,11 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // This task's node actor: what cross-process CAF messages are sent as.
   void set_self_node(node_actor_t node);
   // Task `task_prefix` is reached through its node actor `node`, and over the data plane at
-  // `data_addr` ("host:port"; "" = it advertised none).
-  void set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr = "");
+  // `data_addr` ("host:port"; "" = it advertised none); it runs as `incarnation` (0: not known).
+  // An incarnation it ran as before (the task restarted) is remembered as stale: tensors keyed
+  // with it that arrive over the data plane are dropped (see deliver()).
+  void set_remote(const std::string& task_prefix, node_actor_t node, const std::string& data_addr = "",
+                  uint64_t incarnation = 0);
   // The data plane's client (shared: delayed deliveries may outlive the Server's reference) and
   // this process's own data-plane address (where outcomes of steps it dispatches come back).
   void set_data_client(std::shared_ptr<net::TensorClient> client, const std::string& own_data_addr = "");
@@ -67,10 +71,17 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   void clear();
 
   // ---- tensor routing (router.cc) ----
-  // Router: delivers (step_id, key, t) to the key's destination device (the sending hook).
+  // Router: delivers (step_id, key, t) to the key's destination device (the sending hook). No
+  // string is parsed: the fields and task names come from `key`.
+  Status route_key(int64_t step_id, const RendezvousKey& key, const Tensor& t) override;
+  // Router: parses `key` once (InvalidArgument saying why it is malformed), then route_key().
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override;
   // A frame from the data plane (the TensorServer's callback): the receiving hook, then a
   // tensor for a local device or step control. Never throws; bad frames are logged and dropped.
+  // The rendezvous key of a tensor, error or feed frame is parsed here, once, for the whole way
+  // in: a malformed one, or one of a stale incarnation of its sender (see set_remote), drops the
+  // frame, with a WARNING naming the peer and the frame (at most one line a second) and a count
+  // in actorflow_bad_rendezvous_keys_total{reason="malformed"|"stale"}.
   void deliver(const net::TensorMessage& m);
   // The data-plane connection whose ReplyChannel has id `channel_id` ended (the TensorServer's
   // closed callback, on that connection's reader thread, after its last frame): feeds carried for
@@ -101,15 +112,18 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   uint64_t inline_steps_run() const override { return inline_steps_.load(std::memory_order_relaxed); }
 
  private:
-  // deliver() past the fault hook.
-  void deliver_now(const net::TensorMessage& m);
-  // route() past the fault hook (records a "send" event for a traced step, core/step_trace.h).
-  Status route_now(int64_t step_id, const std::string& key, const Tensor& t);
+  // deliver() past the fault hook; `key` is the frame's parsed key (tensor and error frames).
+  void deliver_now(const net::TensorMessage& m, const RendezvousKey& key);
+  // The parsed key of frame `m` (a tensor, error or feed frame), or nullopt when it is malformed
+  // or stale (the frame is dropped: logged and counted as deliver() says).
+  std::optional<RendezvousKey> frame_key(const net::TensorMessage& m);
+  // route_key() past the fault hook (records a "send" event for a traced step, core/step_trace.h).
+  Status route_now(int64_t step_id, const RendezvousKey& key, const Tensor& t);
   // route_now's sending; sets *via_out (when given) to how the tensor went: "in process",
   // "data plane" or "control plane".
-  Status route_send(int64_t step_id, const std::string& key, const Tensor& t, const char** via_out);
+  Status route_send(int64_t step_id, const RendezvousKey& key, const Tensor& t, const char** via_out);
   // A tensor that arrived over the data plane: to the local device actor its key names.
-  void deliver_local(int64_t step_id, const std::string& key, const Tensor& t);
+  void deliver_local(int64_t step_id, const RendezvousKey& key, const Tensor& t);
   // Step control frames (step_dispatch.cc).
   void on_feed(const net::TensorMessage& m);
   void on_run(const net::TensorMessage& m);
@@ -157,7 +171,18 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   static constexpr size_t kMaxLiveRuns = 1 << 16;
 
   const std::string own_task_;
+  const uint64_t own_incarnation_;
   mutable std::mutex mu_;
+  // Per peer task: the incarnations it ran as before its current one (set_remote; the last
+  // kMaxRetiredIncarnations). A key of one of them is stale. Guarded by mu_.
+  struct Incarnations {
+    uint64_t current = 0;
+    std::vector<uint64_t> retired;
+  };
+  static constexpr size_t kMaxRetiredIncarnations = 8;
+  std::map<std::string, Incarnations> incarnations_;
+  // "bad rendezvous key" lines: at most one a second. Guarded by mu_.
+  net::LogLimiter bad_key_log_;
   // Tensor routing.
   std::map<std::string, device_actor_t> local_;
   // "dropped tensor ... no device here": at most one line a second (a peer decides how many

@@ -52,6 +52,8 @@ std::map<std::string, Server*>& registry() {
   return *m;
 }
 
+// The incarnation peer `p` runs as (its devices carry it), or 0 when it advertised none.
+uint64_t incarnation_of(const PeerInfo& p) { return p.devices.empty() ? 0 : p.devices.front().incarnation; }
 
 }  // namespace
 
@@ -234,7 +236,10 @@ Status ServerRuntime::init(const std::string& task_prefix, const DeviceOptions& 
   impl_->task_prefix_ = task_prefix;
   WaitRegistry::global().set_task(task_prefix);
   AF_ASSIGN_OR_RETURN(impl_->devices_, create_devices(task_prefix, dopts));
-  auto router = std::make_shared<ProcessRouter>(task_prefix);
+  // This process's incarnation: every device it advertises carries it, and so does every
+  // rendezvous key a plan builds for a tensor these devices send (device/rendezvous_key.h).
+  const uint64_t incarnation = new_incarnation();
+  auto router = std::make_shared<ProcessRouter>(task_prefix, incarnation);
   impl_->router_ = router;
   impl_->resources_ = std::make_shared<ResourceManager>(*impl_->sys_, variable_actor_factory(impl_->restarts_, impl_->replicator_));
   for (auto& d : impl_->devices_) {
@@ -247,6 +252,7 @@ Status ServerRuntime::init(const std::string& task_prefix, const DeviceOptions& 
     info.memory_limit = d->attributes().memory_limit;
     info.description = d->attributes().description;
     info.actor = a;
+    info.incarnation = incarnation;
     impl_->device_infos_.push_back(info);
   }
   impl_->direct_ = std::make_shared<DirectSteps>();
@@ -641,7 +647,7 @@ Status ServerRuntime::connect_tasks(const std::vector<std::string>& tasks) {
     TaskId t{*spec->job, *spec->task};
     AF_ASSIGN_OR_RETURN(std::string addr, impl_->cluster_.task_address(t));
     AF_ASSIGN_OR_RETURN(PeerInfo p, impl_->membership_->ensure(prefix, addr));
-    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr);
+    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
   }
   return Status::OK();
 }
@@ -698,7 +704,7 @@ Result<std::vector<DeviceInfo>> ServerRuntime::cluster_devices_for(const Graph& 
     }
     AF_RETURN_IF_ERROR(got.status());
     PeerInfo p = std::move(*got);
-    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr);
+    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
     peers.push_back(p);
   }
   // Every involved task must be able to send to every other: tell them who is involved.

@@ -46,13 +46,19 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
       if (info.retval_index < 0) return InvalidArgument("_Retval '" + n->name + "' has no index");
       ex->num_retvals_ = std::max(ex->num_retvals_, info.retval_index + 1);
     } else if (n->op == "_Send") {
-      info.send_key = n->attrs.get_or<std::string>("tensor_name", "");
-      if (info.send_key.empty()) return InvalidArgument("_Send '" + n->name + "' has no tensor_name");
+      const std::string key = n->attrs.get_or<std::string>("tensor_name", "");
+      if (key.empty()) return InvalidArgument("_Send '" + n->name + "' has no tensor_name");
+      // Parsed once here: every step's send reads the fields.
+      auto parsed = RendezvousKey::parse(key);
+      if (!parsed.ok()) return parsed.status().with_prefix("_Send '" + n->name + "'");
+      info.send_key = std::move(*parsed);
       ex->self_contained_ = false;
     } else if (n->op == "_Recv") {
       info.recv_key = n->attrs.get_or<std::string>("tensor_name", "");
       if (info.recv_key.empty()) return InvalidArgument("_Recv '" + n->name + "' has no tensor_name");
       ex->recv_keys_.push_back(info.recv_key);
+      if (auto parsed = RendezvousKey::parse(info.recv_key); parsed.ok())
+        ex->parsed_recv_keys_.emplace(info.recv_key, std::move(*parsed));
     } else {
       std::unique_ptr<OpKernel> k;
       if (override_fn) {
@@ -91,6 +97,11 @@ Result<std::shared_ptr<const Executor>> Executor::create(std::shared_ptr<const G
     ex->arg_names_[static_cast<size_t>(i)] = n->attrs.get_or<std::string>("feed_name", n->name);
   }
   return std::shared_ptr<const Executor>(ex);
+}
+
+const RendezvousKey* Executor::parsed_recv_key(const std::string& wire) const {
+  auto it = parsed_recv_keys_.find(wire);
+  return it == parsed_recv_keys_.end() ? nullptr : &it->second;
 }
 
 StepExecution::StepExecution(std::shared_ptr<const Executor> ex, int64_t step_id, std::vector<Tensor> args,
@@ -232,7 +243,7 @@ void StepExecution::process(int id) {
     finish_node(id, {});
     return;
   }
-  if (!info.send_key.empty()) {
+  if (info.send_key.valid()) {
     const int64_t start = trace_ ? trace_clock_ns() : 0;
     auto t = dev->copy_to_host(in[0]);
     if (!t.ok()) { abort(t.status()); return; }

@@ -22,6 +22,7 @@
 #include "core/step_trace.h"
 #include "device/device.h"
 #include "device/kernel.h"
+#include "device/rendezvous_key.h"
 #include "graph/graph.h"
 
 namespace actorflow {
@@ -62,6 +63,10 @@ class Executor {
   bool self_contained() const { return self_contained_; }
   // The rendezvous keys of the _Recv nodes, in node order.
   const std::vector<std::string>& recv_keys() const { return recv_keys_; }
+  // The parsed form of _Recv key `wire` (parsed once, by create()), or null when `wire` is no
+  // _Recv's key or does not parse as a RendezvousKey (a test's free-form key). The pointer lives
+  // as long as this executor.
+  const RendezvousKey* parsed_recv_key(const std::string& wire) const;
 
  private:
   friend class StepExecution;
@@ -76,7 +81,8 @@ class Executor {
     std::vector<std::vector<OutEdge>> out_edges;  // per output
     std::vector<int> control_out;
     int arg_index = -1, retval_index = -1;
-    std::string send_key, recv_key;  // for _Send / _Recv
+    RendezvousKey send_key;  // _Send: its key, parsed once (valid() only for a _Send)
+    std::string recv_key;    // _Recv: its key (tensors are matched by the wire form)
   };
   Executor() = default;
   std::shared_ptr<const Graph> graph_;
@@ -89,13 +95,15 @@ class Executor {
   std::vector<std::string> arg_names_;
   bool self_contained_ = true;
   std::vector<std::string> recv_keys_;
+  std::unordered_map<std::string, RendezvousKey> parsed_recv_keys_;
 };
 
 class StepExecution {
  public:
-  // Called when a _Send node runs with its tensor and the edge key (attr tensor_name).
-  // Must not block; an error fails the step.
-  using SendFn = std::function<Status(const std::string& key, const Tensor& t)>;
+  // Called when a _Send node runs with its tensor and its key (attr tensor_name, parsed once
+  // when the executor was created; valid for the call only). Must not block; an error fails the
+  // step.
+  using SendFn = std::function<Status(const RendezvousKey& key, const Tensor& t)>;
 
   // `args` must hold num_args() tensors (already validated by the caller).
   // `resources` (may be null) is handed to kernels; it must outlive the step.
@@ -109,6 +117,8 @@ class StepExecution {
   // Fails the step with `s` (e.g. a peer task died). Pending work is dropped.
   void abort(const Status& s);
 
+  // The executor this step runs (borrowed; shared by the step).
+  const Executor& executor() const { return *ex_; }
   bool done() const { return finished_ || !status_.ok(); }
   const Status& status() const { return status_; }
   int64_t step_id() const { return step_id_; }

@@ -54,8 +54,9 @@ class Stream;
 
 // The handshake protocol version this build speaks (2: fingerprint checked after the proof,
 // plane byte; 3: the data plane's step query and state frames, net/wire.h; 4: a step outcome
-// (done frame) carries its status's typed detail).
-constexpr uint16_t kProtocolVersion = 4;
+// (done frame) carries its status's typed detail; 5: rendezvous keys carry the sender's
+// incarnation, device/rendezvous_key.h).
+constexpr uint16_t kProtocolVersion = 5;
 
 // Which listener a connection is meant for.
 enum class Plane : uint8_t { kData = 0, kControl = 1 };

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <set>
 
+#include "device/rendezvous_key.h"
+
 namespace actorflow {
 
 std::string default_rendezvous_key(const std::string& src_dev, const std::string& dst_dev, const std::string& edge) {
@@ -91,8 +93,13 @@ class Partitioner {
   }
 
  private:
-  std::string key(const std::string& src, const std::string& dst, const std::string& edge) {
-    return opts_.key_fn ? opts_.key_fn(src, dst, edge) : default_rendezvous_key(src, dst, edge);
+  Result<std::string> key(const std::string& src, const std::string& dst, const std::string& edge) {
+    if (opts_.key_fn) return opts_.key_fn(src, dst, edge);
+    // The key is built (and checked) once, here; every hop reads its parsed form.
+    const uint64_t inc = opts_.incarnation_of ? opts_.incarnation_of(src) : 0;
+    auto k = RendezvousKey::make(src, inc, dst, edge);
+    if (!k.ok()) return k.status().with_prefix("partition: edge '" + edge + "' from " + src + " to " + dst);
+    return k->wire();
   }
 
   static std::string fresh_name(const Graph& part, const std::string& base) {
@@ -108,7 +115,7 @@ class Partitioner {
   Result<int> add_pair(const std::string& src_dev, Endpoint src_ep, const std::string& dst_dev,
                        const std::string& edge, const std::string& send_base, const std::string& recv_base,
                        DType dtype, const Shape& shape) {
-    const std::string k = key(src_dev, dst_dev, edge);
+    AF_ASSIGN_OR_RETURN(const std::string k, key(src_dev, dst_dev, edge));
     if (k.empty()) return InvalidArgument("partition: key_fn returned an empty key for edge '" + edge + "'");
     if (!keys_.insert(k).second)
       return InvalidArgument("partition: key_fn returned the key '" + k + "' for two different edges (the second is '" +

@@ -16,12 +16,17 @@ namespace actorflow {
 struct PartitionOptions {
   // The rendezvous key (attr "tensor_name" of both halves of a pair) for the tensor `edge`
   // sent from src_dev to dst_dev. `edge` is "node:index" for a data edge and "^node" for a
-  // control edge. Empty: the default key "src_dev;dst_dev;edge". Keys must be unique per
-  // (src_dev, dst_dev, edge); the runtime adds the step id.
+  // control edge. Empty: the default, RendezvousKey::make(src_dev, incarnation_of(src_dev),
+  // dst_dev, edge)'s wire form (device/rendezvous_key.h), built once here. Keys must be unique
+  // per (src_dev, dst_dev, edge); the runtime adds the step id. A custom key that is no
+  // RendezvousKey's wire form cannot be sent by the runtime (its _Send's executor refuses it).
   std::function<std::string(const std::string& src_dev, const std::string& dst_dev, const std::string& edge)> key_fn;
+  // The incarnation of the task of device `device` (what its keys carry as the sender's); null
+  // or 0: not known (keys without an incarnation). Used by the default keys only.
+  std::function<uint64_t(const std::string& device)> incarnation_of;
 };
 
-// The default key: src_dev + ";" + dst_dev + ";" + edge.
+// The default key without an incarnation: src_dev + ";" + dst_dev + ";" + edge.
 std::string default_rendezvous_key(const std::string& src_dev, const std::string& dst_dev, const std::string& edge);
 
 // Splits `placed` (every node has a non-empty assigned_device) into one graph per device
@@ -41,7 +46,9 @@ std::string default_rendezvous_key(const std::string& src_dev, const std::string
 // it that is a control input of every consumer of n on D. Edge key of that pair: "^n".
 //
 // Errors: InvalidArgument naming the node when a node has no assigned_device or an input
-// refers to a missing node or output.
+// refers to a missing node or output; InvalidArgument naming the edge when its default key
+// cannot be built (a device or node name holding ';' or a control character, a key over
+// RendezvousKey::kMaxWireBytes).
 Result<std::map<std::string, Graph>> partition_graph(const Graph& placed, const PartitionOptions& opts = {});
 
 }  // namespace actorflow

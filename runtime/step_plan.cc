@@ -18,10 +18,17 @@ void describe(const Graph& pg, PartitionPlan* p) {
   for (int i = 0; i < pg.num_nodes() && p->forwarder; ++i) {
     const Node* n = pg.node(i);
     if (!n->control_inputs.empty()) p->forwarder = false;
-    else if (n->op == "_Send" && n->inputs.size() == 1 && pg.node(n->inputs[0].node)->op == "_Arg")
-      p->forwards.push_back(FeedForward{static_cast<int>(pg.node(n->inputs[0].node)->attrs.get_or<int64_t>("index", 0)),
-                                        n->attrs.get_or<std::string>("tensor_name", "")});
-    else if (n->op != "_Arg") p->forwarder = false;
+    else if (n->op == "_Send" && n->inputs.size() == 1 && pg.node(n->inputs[0].node)->op == "_Arg") {
+      // The key as the partitioner built it, parsed once per plan; a custom key that is no
+      // RendezvousKey leaves the feed to the partition itself (not a forwarder).
+      auto key = RendezvousKey::parse(n->attrs.get_or<std::string>("tensor_name", ""));
+      if (!key.ok()) p->forwarder = false;
+      else
+        p->forwards.push_back(
+            FeedForward{static_cast<int>(pg.node(n->inputs[0].node)->attrs.get_or<int64_t>("index", 0)), std::move(*key)});
+    } else if (n->op != "_Arg") {
+      p->forwarder = false;
+    }
   }
   if (!p->forwarder) p->forwards.clear();
 }

@@ -14,16 +14,18 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "device/rendezvous_key.h"
 #include "graph/subgraph.h"
 #include "runtime/partition.h"
 #include "runtime/placer.h"
 
 namespace actorflow {
 
-// Feed `arg` goes to the _Recv whose rendezvous key is `key` (another device's).
+// Feed `arg` goes to the _Recv whose rendezvous key is `key` (another device's; parsed once,
+// when the step is planned).
 struct FeedForward {
   int arg = 0;
-  std::string key;
+  RendezvousKey key;
 };
 
 struct PartitionPlan {

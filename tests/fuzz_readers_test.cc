@@ -1,9 +1,9 @@
 // Seeded mutation fuzzing of the readers of files users and peers hand us: TOML cluster files,
-// fault plans, checkpoints, IDX files (plain and gzip), GraphDefs, TensorFlow checkpoints and
-// TensorFlow GraphDefs (import_graph_def). 100 000 cases each (TensorFlow GraphDefs: 20 000), from
-// valid inputs; never a crash, an abort or an escaping exception, and decoded tensors never
-// larger than the input that declared and carried them (IDX gzip: than what DEFLATE can expand
-// the input to). Fixed seeds: a failure names its case and reproduces.
+// fault plans, checkpoints, IDX files (plain and gzip), GraphDefs, rendezvous keys, TensorFlow
+// checkpoints and TensorFlow GraphDefs (import_graph_def). 100 000 cases each (TensorFlow
+// GraphDefs: 20 000), from valid inputs; never a crash, an abort or an escaping exception, and
+// decoded tensors never larger than the input that declared and carried them (IDX gzip: than
+// what DEFLATE can expand the input to). Fixed seeds: a failure names its case and reproduces.
 #include <gtest/gtest.h>
 #include <leveldb/env.h>
 #include <leveldb/iterator.h>
@@ -24,6 +24,7 @@
 #include "data/crc32c.h"
 #include "data/idx.h"
 #include "data/tf/tf_checkpoint.h"
+#include "device/rendezvous_key.h"
 #include "graph/graph_def.h"
 #include "graph/ops.h"
 #include "graph/tf/tf_import.h"
@@ -289,6 +290,37 @@ TEST(FuzzReadersTest, GraphDefs) {
     if (r.ok()) ++ok;
   }
   std::printf("GraphDefs: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));
+  EXPECT_GT(ok, 0);
+}
+
+// Rendezvous keys as a peer's frames carry them (device/rendezvous_key.h): a key that parses
+// holds non-empty fields, writes back to the same bytes, and is within the length bound; a
+// refused one says why, in a bounded message.
+TEST(FuzzReadersTest, RendezvousKeys) {
+  const std::string src = "/job:worker/replica:0/task:1/device:CPU:0", dst = "/job:ps/replica:0/task:0/device:CPU:0";
+  const std::vector<std::string> corpus = {src + ";" + dst + ";gradients/MatMul_grad/MatMul:0",
+                                           src + ";00f00dfeedbeef01;" + dst + ";^init",
+                                           "/job:a/task:0/cpu:0;/job:b/task:3/gpu:1;x:0"};
+  std::mt19937_64 rng(8);
+  const auto t0 = std::chrono::steady_clock::now();
+  int ok = 0;
+  for (int i = 0; i < kCases; ++i) {
+    const std::string in = mutate(corpus[rng() % corpus.size()], corpus, rng);
+    auto r = RendezvousKey::parse(in);
+    if (r.ok()) {
+      ++ok;
+      ASSERT_EQ(r->wire(), in) << "case " << i;
+      ASSERT_LE(in.size(), RendezvousKey::kMaxWireBytes) << "case " << i;
+      ASSERT_FALSE(r->src_device().empty() || r->dst_device().empty() || r->edge().empty()) << "case " << i;
+      auto again = RendezvousKey::make(r->src_device(), r->src_incarnation(), r->dst_device(), r->edge());
+      ASSERT_TRUE(again.ok()) << "case " << i << ": " << again.status();
+      ASSERT_EQ(*again, *r) << "case " << i;
+    } else {
+      ASSERT_FALSE(r.status().message().empty()) << "case " << i;
+      ASSERT_LT(r.status().message().size(), 1024u) << "case " << i;
+    }
+  }
+  std::printf("rendezvous keys: %d cases (%d valid) in %.2f s\n", kCases, ok, seconds_since(t0));
   EXPECT_GT(ok, 0);
 }
 

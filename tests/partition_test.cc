@@ -181,9 +181,9 @@ Result<std::map<int, Tensor>> run_partitions(const std::map<std::string, Graph>&
       const Node* n = graph.node(id);
       if (n->op == "_Recv") recv_owner[n->attrs.get_or<std::string>("tensor_name", "")] = name;
     }
-    p.step = std::make_unique<StepExecution>(p.ex, 42, std::vector<Tensor>{}, [&wire](const std::string& key,
+    p.step = std::make_unique<StepExecution>(p.ex, 42, std::vector<Tensor>{}, [&wire](const RendezvousKey& key,
                                                                                      const Tensor& t) {
-      wire.emplace_back(key, t);
+      wire.emplace_back(key.wire(), t);
       return Status::OK();
     });
   }
@@ -302,7 +302,7 @@ TEST(StepPlanTest, PartitionsKnowTheirFeedsFetchesAndForwarders) {
   EXPECT_TRUE(by[kCpu0]->forwarder);
   ASSERT_EQ(by[kCpu0]->forwards.size(), 1u);
   EXPECT_EQ(by[kCpu0]->forwards[0].arg, 0);
-  EXPECT_NE(by[kCpu0]->forwards[0].key.find(kCpu1), std::string::npos) << by[kCpu0]->forwards[0].key;
+  EXPECT_EQ(by[kCpu0]->forwards[0].key.dst_device(), kCpu1) << by[kCpu0]->forwards[0].key.wire();
   // cpu:1 computes s (fetch 1); cpu:2 takes feed 1 and computes t (fetch 0).
   EXPECT_TRUE(by[kCpu1]->arg_indices.empty());
   EXPECT_EQ(by[kCpu1]->retval_indices, std::vector<int>{1});
