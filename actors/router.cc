@@ -33,6 +33,7 @@ void ProcessRouter::set_remote(const std::string& task_prefix, node_actor_t node
     if (inc.current != 0 && inc.current != incarnation) {
       // The task restarted: what its previous incarnation sent is stale from now on.
       inc.retired.push_back(inc.current);
+      any_retired_.store(true, std::memory_order_release);
       if (inc.retired.size() > kMaxRetiredIncarnations) inc.retired.erase(inc.retired.begin());
     }
     inc.current = incarnation;
@@ -286,7 +287,7 @@ std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& 
   const std::string& wire = m.kind == net::FrameKind::kFeed ? m.step.key : m.key;
   auto k = RendezvousKey::parse(wire);
   Status why = k.ok() ? Status::OK() : k.status();
-  if (k.ok() && k->src_incarnation() != 0) {
+  if (k.ok() && k->src_incarnation() != 0 && any_retired_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = incarnations_.find(k->src_task());
     if (it != incarnations_.end())

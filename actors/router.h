@@ -181,6 +181,9 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   };
   static constexpr size_t kMaxRetiredIncarnations = 8;
   std::map<std::string, Incarnations> incarnations_;
+  // Whether any task has a retired incarnation: until one restarts, frame_key() checks no
+  // staleness and takes no lock (set under mu_, read without it).
+  std::atomic<bool> any_retired_{false};
   // "bad rendezvous key" lines: at most one a second. Guarded by mu_.
   net::LogLimiter bad_key_log_;
   // Tensor routing.
