@@ -1051,7 +1051,7 @@ TEST(TfImportTest, TrainingGraphsWithARunTimeBatchTrainAsTensorFlowDoes) {
 // shrinkage, lr_power -0.7 and a zero initial accumulator), reference and resource variables:
 // three steps give TensorFlow's variables to 1e-5, and the graph's own Saver writes the
 // accumulator and linear slots ("w/Ftrl", "w/Ftrl_1") that actorflow's variable actor holds, equal
-// to TensorFlow's. An FTRL update whose l2_shrinkage is not a constant, or with
+// to TensorFlow's, and restores them into a fresh server's variable actors. An FTRL update whose l2_shrinkage is not a constant, or with
 // multiply_linear_by_lr, is refused naming the node.
 TEST(TfImportTest, FtrlTrainingGraphsTrainAsTensorFlowDoesAndSaveTheirSlots) {
   for (const char* name : {"ftrl_v1_ref", "ftrl_v1_resource", "ftrl_v2_ref", "ftrl_v2_resource"}) {
@@ -1112,6 +1112,21 @@ TEST(TfImportTest, FtrlTrainingGraphsTrainAsTensorFlowDoesAndSaveTheirSlots) {
       ++slots;
     }
     EXPECT_EQ(slots, 16);  // accumulator and linear of each of the 8 variables
+    // A fresh process's view: a new Session (its own server, so new variable actors) restores the
+    // checkpoint with the graph's restore_all; one more step there and one in the first session
+    // give the same variables only if the FTRL slots came back into the variable actor (resource
+    // variables restore through RestoreV2 -> Identity -> AssignVariableOp).
+    Session fresh(root);
+    auto restored = fresh.run_by_name({{"save/Const:0", tf_string_tensor(prefix)}}, {}, {"save/restore_all"});
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    ASSERT_TRUE(fresh.run_by_name(feeds, {}, {"train"}).ok());
+    ASSERT_TRUE(sess.run_by_name(feeds, {}, {"train"}).ok());
+    auto cont = sess.run_by_name({}, vars);
+    auto again = fresh.run_by_name({}, vars);
+    ASSERT_TRUE(cont.ok() && again.ok());
+    for (size_t i = 0; i < vars.size(); ++i)
+      for (int64_t k = 0; k < (*cont)[i].num_elements(); ++k)
+        ASSERT_NEAR((*again)[i].data<float>()[k], (*cont)[i].data<float>()[k], 1e-6) << vars[i] << " element " << k;
   }
   const std::string graph = slurp(kGolden + "/ftrl_v2_ref.pb");
   for (int bad = 0; bad < 2; ++bad) {

@@ -2195,13 +2195,28 @@ Status Importer::link_slots() {
   for (int id : restore_nodes_) {
     Node* n = g_.node(id);
     const size_t m = n->output_types.size();
+    // The RestoreV2 output an Assign restores: its input (reference variables), or that through
+    // Identity nodes (resource variables: RestoreV2 -> Identity -> AssignVariableOp); -1 when it
+    // restores none of this node's.
+    auto restored_entry = [this, id](const Node* a) -> int {
+      if (a->op != "Assign" || a->inputs.size() != 1) return -1;
+      Endpoint e = a->inputs[0];
+      for (int hops = 0; hops < 8; ++hops) {
+        if (e.node == id) return e.index;
+        const Node* x = g_.node(e.node);
+        if (x->op != "Identity" || x->inputs.size() != 1) return -1;
+        e = x->inputs[0];
+      }
+      return -1;
+    };
     // Each entry's variable: the one its output is assigned to.
     std::vector<int> vars(m, -1);
     std::vector<int> assign_of(m, -1);
     for (int i = 0; i < g_.num_nodes(); ++i) {
       const Node* a = g_.node(i);
-      if (a->op != "Assign" || a->inputs.size() != 1 || a->inputs[0].node != id) continue;
-      const size_t k = static_cast<size_t>(a->inputs[0].index);
+      const int entry = restored_entry(a);
+      if (entry < 0 || static_cast<size_t>(entry) >= m) continue;
+      const size_t k = static_cast<size_t>(entry);
       const std::string var = a->attrs.get_or<std::string>("var_name", "");
       for (int j = 0; j < g_.num_nodes(); ++j) {
         const Node* v = g_.node(j);
@@ -2230,10 +2245,7 @@ Status Importer::link_slots() {
         Node* x = g_.node(i);
         if (i == rid) continue;
         bool runs_restore = false;
-        for (int ci : x->control_inputs) {
-          const Node* a = g_.node(ci);
-          runs_restore = runs_restore || (a->op == "Assign" && a->inputs.size() == 1 && a->inputs[0].node == id);
-        }
+        for (int ci : x->control_inputs) runs_restore = runs_restore || restored_entry(g_.node(ci)) >= 0;
         if (runs_restore && std::find(x->control_inputs.begin(), x->control_inputs.end(), rid) == x->control_inputs.end())
           x->control_inputs.push_back(rid);
       }
