@@ -32,6 +32,40 @@ v1 = tf.compat.v1
 v1.disable_eager_execution()
 
 
+def training_graph(name, resource, make_optimizer, saver, model_only):
+    """Writes <name>.pb: make_golden.py's small CNN at batch None (x [None,4,4,1], y [None,3]) under
+    replica_device_setter, its mean softmax cross-entropy "loss" minimised by make_optimizer() as
+    "train", "init", and with `saver` a tf.compat.v1.train.Saver. Returns the same graph with its
+    devices cleared (as TensorFlow runs it in one process) and a read of each variable (the model's
+    only with `model_only`, else the slots too)."""
+    from make_golden import small_cnn
+    g = tf.Graph()
+    with g.as_default():
+        with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+            x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
+            y = v1.placeholder(tf.float32, [None, 3], name="y")
+            logits = small_cnn(x, resource)
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
+            make_optimizer().minimize(loss, name="train")
+            v1.global_variables_initializer()
+        if saver:
+            v1.train.Saver()
+    gd = g.as_graph_def()
+    tf.io.write_graph(gd, OUT, name + ".pb", as_text=False)
+    variables = [n.name for n in gd.node
+                 if n.op in ("VariableV2", "VarHandleOp") and (not model_only or "/" not in n.name)]
+    for n in gd.node:
+        n.device = ""
+    run = tf.Graph()
+    with run.as_default():
+        v1.import_graph_def(gd, name="")
+        reads = {}
+        for n in variables:
+            t = run.get_tensor_by_name(n + ":0")
+            reads[n] = tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32) if resource else tf.identity(t)
+    return run, reads
+
+
 def main():
     expected = {}
     xs = np.random.RandomState(3).standard_normal((2, 3)).astype(np.float32)
@@ -67,33 +101,12 @@ def main():
     # (x [None, 4, 4, 1], y [None, 3]): their gradients compute shapes at run time (Shape, ShapeN,
     # BroadcastGradientArgs, Sum over run-time axes, Tile, Prod, GatherV2, ...). small_cnn is
     # make_golden.py's (conv, maxpool, matmul + bias through AddV2); two steps, batch 3 then 5.
-    from make_golden import small_cnn
     yv = {b: np.eye(3, dtype=np.float32)[np.arange(b) % 3] for b in (3, 5)}
     xv = {b: np.random.RandomState(20 + b).standard_normal((b, 4, 4, 1)).astype(np.float32) for b in (3, 5)}
     for form in ("ref", "resource"):
-        resource = form == "resource"
-        g = tf.Graph()
-        with g.as_default():
-            with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
-                x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
-                y = v1.placeholder(tf.float32, [None, 3], name="y")
-                logits = small_cnn(x, resource)
-                loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
-                v1.train.AdamOptimizer(0.01).minimize(loss, name="train")
-                v1.global_variables_initializer()
         name = "dynamic_train_%s_adam" % form
-        tf.io.write_graph(g.as_graph_def(), OUT, name + ".pb", as_text=False)
-        gd = g.as_graph_def()
-        variables = [n.name for n in gd.node if n.op in ("VariableV2", "VarHandleOp") and "/" not in n.name]
-        for n in gd.node:
-            n.device = ""
-        run = tf.Graph()
-        with run.as_default():
-            v1.import_graph_def(gd, name="")
-            reads = {}
-            for n in variables:
-                t = run.get_tensor_by_name(n + ":0")
-                reads[n] = tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32) if resource else tf.identity(t)
+        run, reads = training_graph(name, form == "resource", lambda: v1.train.AdamOptimizer(0.01), saver=False,
+                                    model_only=True)
         steps = []
         with v1.Session(graph=run) as sess:
             sess.run("init")
@@ -107,8 +120,7 @@ def main():
         expected[name] = steps
 
     # FTRL (the wide-and-deep optimizer), both variable forms: ApplyFtrl with l1/l2 and lr_power
-    # -0.5, and ApplyFtrlV2 (an l2 shrinkage) with lr_power -0.7;
-    # three steps at batch 3.
+    # -0.5, and ApplyFtrlV2 (an l2 shrinkage) with lr_power -0.7; three steps at batch 3.
     ftrl = {
         "v1": lambda: v1.train.FtrlOptimizer(0.05, learning_rate_power=-0.5, initial_accumulator_value=0.2,
                                              l1_regularization_strength=0.001, l2_regularization_strength=0.01),
@@ -119,32 +131,10 @@ def main():
     for form in ("ref", "resource"):
         for version, make_opt in ftrl.items():
             resource = form == "resource"
-            g = tf.Graph()
-            with g.as_default():
-                with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
-                    x = v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
-                    y = v1.placeholder(tf.float32, [None, 3], name="y")
-                    logits = small_cnn(x, resource)
-                    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits),
-                                          name="loss")
-                    make_opt().minimize(loss, name="train")
-                    v1.global_variables_initializer()
-                v1.train.Saver()
             name = "ftrl_%s_%s" % (version, form)
-            tf.io.write_graph(g.as_graph_def(), OUT, name + ".pb", as_text=False)
-            gd = g.as_graph_def()
-            ops = {n.op for n in gd.node}
+            run, reads = training_graph(name, resource, make_opt, saver=True, model_only=False)
+            ops = {n.op for n in run.as_graph_def().node}
             assert ("ResourceApplyFtrl" if resource else "ApplyFtrl") + ("V2" if version == "v2" else "") in ops, ops
-            variables = [n.name for n in gd.node if n.op in ("VariableV2", "VarHandleOp")]
-            for n in gd.node:
-                n.device = ""
-            run = tf.Graph()
-            with run.as_default():
-                v1.import_graph_def(gd, name="")
-                reads = {}
-                for n in variables:
-                    t = run.get_tensor_by_name(n + ":0")
-                    reads[n] = tf.raw_ops.ReadVariableOp(resource=t, dtype=tf.float32) if resource else tf.identity(t)
             feeds = {"x:0": xv[3], "y:0": yv[3]}
             with v1.Session(graph=run) as sess:
                 sess.run("init")

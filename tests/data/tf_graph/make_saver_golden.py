@@ -30,15 +30,14 @@ v1 = tf.compat.v1
 v1.disable_eager_execution()
 
 
-def main():
-    rng = np.random.RandomState(1)
-    shapes = [(6, 5), (5,), (5, 3), (3,)]
-    init = [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in shapes]
-    xv = np.random.RandomState(9).standard_normal((4, 6)).astype(np.float32)
-    yv = np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]
+def mlp_graph(init, ps_tasks, sharded):
+    """make_golden.py's MLP (reference variables from `init`) with a mean softmax cross-entropy
+    "loss", AdamOptimizer(0.01) as "train" and "init", under replica_device_setter(ps_tasks), and a
+    tf.compat.v1.train.Saver (sharded=True: made outside the device scope, one shard per device).
+    Returns the graph and the Saver."""
     g = tf.Graph()
     with g.as_default():
-        with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+        with v1.device(v1.train.replica_device_setter(ps_tasks=ps_tasks)):
             x = v1.placeholder(tf.float32, [4, 6], name="x")
             y = v1.placeholder(tf.float32, [4, 3], name="y")
             w1, b1, w2, b2 = [v1.Variable(v, name=n, use_resource=False) for v, n in zip(init, ["w1", "b1", "w2", "b2"])]
@@ -47,7 +46,19 @@ def main():
             loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
             v1.train.AdamOptimizer(0.01).minimize(loss, name="train")
             v1.global_variables_initializer()
-            saver = v1.train.Saver()
+            saver = None if sharded else v1.train.Saver()
+        if sharded:
+            saver = v1.train.Saver(sharded=True)
+    return g, saver
+
+
+def main():
+    rng = np.random.RandomState(1)
+    shapes = [(6, 5), (5,), (5, 3), (3,)]
+    init = [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in shapes]
+    xv = np.random.RandomState(9).standard_normal((4, 6)).astype(np.float32)
+    yv = np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]
+    g, saver = mlp_graph(init, ps_tasks=1, sharded=False)
     gd = g.as_graph_def()
     tf.io.write_graph(gd, OUT, "mlp_train_saver_adam.pb", as_text=False)
     names = sorted(v.op.name for v in g.get_collection(v1.GraphKeys.GLOBAL_VARIABLES))
@@ -74,18 +85,7 @@ def main():
     # as MonitoredTrainingSession's Scaffold makes it): one SaveV2 per device writing
     # "<prefix>_temp/part-0000k-of-00002", a MergeV2Checkpoints, a restore per device. TensorFlow
     # saves it after the same two steps (the values equal the unsharded run's).
-    g = tf.Graph()
-    with g.as_default():
-        with v1.device(v1.train.replica_device_setter(ps_tasks=2)):
-            x = v1.placeholder(tf.float32, [4, 6], name="x")
-            y = v1.placeholder(tf.float32, [4, 3], name="y")
-            w1, b1, w2, b2 = [v1.Variable(v, name=n, use_resource=False) for v, n in zip(init, ["w1", "b1", "w2", "b2"])]
-            h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1), name="h")
-            logits = tf.add(tf.matmul(h, w2), b2, name="logits")
-            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits), name="loss")
-            v1.train.AdamOptimizer(0.01).minimize(loss, name="train")
-            v1.global_variables_initializer()
-        sharded = v1.train.Saver(sharded=True)
+    g, sharded = mlp_graph(init, ps_tasks=2, sharded=True)
     gd = g.as_graph_def()
     tf.io.write_graph(gd, OUT, "mlp_train_saver_sharded.pb", as_text=False)
     sd = sharded.as_saver_def()
