@@ -44,7 +44,8 @@ nlohmann::json tensor_json(const Tensor& t) {
   j["dtype"] = dtype_name(t.dtype());
   j["shape"] = t.shape().dims();
   std::vector<double> v;
-  for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(t.data<float>()[i]);
+  for (int64_t i = 0; i < t.num_elements(); ++i)
+    v.push_back(t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<float>()[i]);
   j["values"] = v;
   return j;
 }
@@ -504,6 +505,7 @@ TEST(TfExportTest, TensorFlowTrainsTheExportedTrainingGraphAsActorflowDoes) {
     std::vector<std::string> slots;
   };
   const std::vector<Case> cases = {
+      {"sgd", [] { return std::make_unique<train::GradientDescentOptimizer>(0.1f); }, {}},
       {"momentum", [] { return std::make_unique<train::MomentumOptimizer>(0.1f, 0.9f); }, {"w1/Momentum"}},
       {"adam", [] { return std::make_unique<train::AdamOptimizer>(0.01f); }, {"w1/Adam", "w1/Adam_1", "beta1_power"}},
       {"rmsprop", [] { return std::make_unique<train::RMSPropOptimizer>(0.01f, 0.9f, 0.5f); }, {"w1/RMSProp", "w1/RMSProp_1"}},
@@ -567,6 +569,85 @@ TEST(TfExportTest, TensorFlowTrainsTheExportedTrainingGraphAsActorflowDoes) {
       }
     for (size_t i = 0; i < vars.size(); ++i)
       expect_near((*four)[i], (*resumed)["fetches"][vars[i]], vars[i] + " after TensorFlow's fourth step");
+  }
+}
+
+// Sparse updates: an embedding [6, 3] looked up by ids with a repeated index ([1, 4, 1, 0]), then
+// a dense layer; actorflow's SGD, Momentum, Adagrad, RMSProp and FTRL (with and without an l2
+// shrinkage) update only the rows looked up, duplicates summed first. Exported, they are
+// TensorFlow's ScatterSub, and Unique + UnsortedSegmentSum + SparseApplyX on the slot variables,
+// as TensorFlow's own optimizers write them; TensorFlow runs init and three steps and every
+// variable equals actorflow's (1e-5). Lazy Adam (rows only) has no TensorFlow op: refused, naming it.
+TEST(TfExportTest, TensorFlowTrainsTheExportedSparseUpdatesAsActorflowDoes) {
+  if (tf_python().empty()) GTEST_SKIP() << "no .venv-tf (bench/tf_venv.sh makes it)";
+  struct Case {
+    std::string name;
+    std::function<std::unique_ptr<train::Optimizer>()> make;
+    std::string tf_op;
+  };
+  const std::vector<Case> cases = {
+      {"sgd", [] { return std::make_unique<train::GradientDescentOptimizer>(0.1f); }, "ScatterSub"},
+      {"momentum", [] { return std::make_unique<train::MomentumOptimizer>(0.1f, 0.9f); }, "SparseApplyMomentum"},
+      {"adagrad", [] { return std::make_unique<train::AdagradOptimizer>(0.1f, 0.2f); }, "SparseApplyAdagrad"},
+      {"rmsprop", [] { return std::make_unique<train::RMSPropOptimizer>(0.01f, 0.9f, 0.5f); }, "SparseApplyRMSProp"},
+      {"ftrl", [] { return std::make_unique<train::FtrlOptimizer>(0.05f, -0.5f, 0.2f, 0.001f, 0.01f); }, "SparseApplyFtrl"},
+      {"ftrl_v2", [] { return std::make_unique<train::FtrlOptimizer>(0.05f, -0.7f, 0.1f, 0.002f, 0.0f, 0.03f); },
+       "SparseApplyFtrlV2"},
+      {"adam", [] { return std::make_unique<train::AdamOptimizer>(0.01f); }, ""},
+  };
+  const std::vector<std::string> vars = {"emb", "w"};
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    TempDir dir;
+    Scope root = Scope::root();
+    std::vector<Output> assigns;
+    auto var = [&](const std::string& name, const Shape& shape, uint32_t seed) {
+      Output v = ops::variable(root.with_op_name(name), shape, DType::kFloat32);
+      assigns.push_back(ops::assign(root.with_op_name(name + "/Assign"), v,
+                                    ops::constant(root.with_op_name(name + "/initial_value"), testing::random_tensor(shape, seed))));
+      return v;
+    };
+    Output emb = var("emb", Shape{6, 3}, 21), w = var("w", Shape{3, 2}, 22);
+    Output ids = ops::placeholder(root, DType::kInt32, Shape{4}, "ids");
+    Output target = ops::placeholder(root, DType::kFloat32, Shape{4, 2}, "target");
+    Output pred = ops::matmul(root, ops::gather(root, emb, ids), w);
+    Output loss = ops::reduce_mean(root.with_op_name("loss"), ops::square(root, ops::sub(root, pred, target)));
+    Output init = ops::no_op(root, assigns, "init");
+    auto opt = tc.make();
+    auto train_op = opt->minimize(root, loss);
+    ASSERT_TRUE(train_op.ok()) << train_op.status();
+    ExportGraphDefOptions o;
+    o.format = GraphDefFormat::kText;
+    auto gd = export_graph_def(*root.graph(), o);
+    if (tc.tf_op.empty()) {
+      ASSERT_FALSE(gd.ok());
+      EXPECT_NE(gd.status().message().find("SparseApplyAdam"), std::string::npos) << gd.status();
+      continue;
+    }
+    ASSERT_TRUE(gd.ok()) << gd.status();
+    EXPECT_NE(gd->find("op: \"" + tc.tf_op + "\""), std::string::npos) << tc.tf_op;
+    if (tc.name != "sgd") {
+      EXPECT_NE(gd->find("op: \"Unique\""), std::string::npos);
+    }
+    const std::string file = dir.write("train.pbtxt", *gd);
+    const std::vector<std::pair<std::string, Tensor>> feeds = {
+        {"ids", Tensor::from_vector<int32_t>({1, 4, 1, 0}, Shape{4})}, {"target", testing::random_tensor(Shape{4, 2}, 23)}};
+    Session sess(root);
+    ASSERT_TRUE(sess.run({}, {}, {init}).ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(sess.run_by_name(feeds, {}, {train_op->node()->name}).ok());
+    auto three = sess.run_by_name({}, vars);
+    ASSERT_TRUE(three.ok()) << three.status();
+    // The rows not looked up (2, 3, 5) did not move; row 1 (looked up twice) did.
+    const Tensor start = testing::random_tensor(Shape{6, 3}, 21);
+    for (int row : {2, 3, 5})
+      for (int c = 0; c < 3; ++c) EXPECT_EQ((*three)[0].data<float>()[row * 3 + c], start.data<float>()[row * 3 + c]);
+    EXPECT_NE((*three)[0].data<float>()[3], start.data<float>()[3]);
+    nlohmann::json spec = spec_of(feeds, vars, "init");
+    spec["train"] = train_op->node()->name;
+    spec["steps"] = 3;
+    auto tf = run_python(dir, "tf_run_export.py", file + " " + dir.write("spec.json", spec.dump()));
+    ASSERT_TRUE(tf.ok()) << tf.status();
+    for (size_t i = 0; i < vars.size(); ++i) expect_near((*three)[i], (*tf)["fetches"][vars[i]], vars[i] + " after three steps");
   }
 }
 

@@ -117,7 +117,19 @@ class Exporter {
   // Which nodes are written: all, or those the requested outputs need.
   Result<std::vector<bool>> selected() {
     std::vector<bool> keep(static_cast<size_t>(g_.num_nodes()), o_.outputs.empty());
-    if (o_.outputs.empty()) return keep;
+    if (o_.outputs.empty()) {
+      // A sparse gradient's IndexedSlices marker that nothing reads (the optimizer takes its
+      // indices and rows) is no TensorFlow op and no computation: left out.
+      std::vector<bool> read(static_cast<size_t>(g_.num_nodes()), false);
+      for (int i = 0; i < g_.num_nodes(); ++i) {
+        for (const Endpoint& e : g_.node(i)->inputs) read[static_cast<size_t>(e.node)] = true;
+        for (int c : g_.node(i)->control_inputs) read[static_cast<size_t>(c)] = true;
+      }
+      for (int i = 0; i < g_.num_nodes(); ++i)
+        if (g_.node(i)->op == "IndexedSlices" && !read[static_cast<size_t>(i)] && !o_.for_tensorboard)
+          keep[static_cast<size_t>(i)] = false;
+      return keep;
+    }
     std::deque<int> todo;
     for (const std::string& out : o_.outputs) {
       std::string name = out;
@@ -191,6 +203,18 @@ class Exporter {
     AF_RETURN_IF_ERROR(tensor_proto(t, attr(nd, "value").mutable_tensor()));
     if (o_.for_tensorboard) shape_proto(t.shape(), attr(nd, "_output_shapes").mutable_list()->add_shape());
     return name;
+  }
+
+  // A NodeDef named "<n>/<what>" (unique) of TensorFlow op `op`, on n's device; its name in *name.
+  pb::NodeDef* helper_node(const Node& n, const std::string& what, const std::string& op, std::string* name) {
+    *name = n.name + "/" + what;
+    for (int i = 1; used_.count(*name); ++i) *name = n.name + "/" + what + "_" + std::to_string(i);
+    used_.insert(*name);
+    pb::NodeDef* nd = gd_.add_node();
+    nd->set_name(*name);
+    nd->set_op(op);
+    if (!o_.clear_devices && !n.requested_device.empty()) nd->set_device(n.requested_device);
+    return nd;
   }
 
   // Integers as an int32 tensor (int64 when one does not fit) of shape {v.size()}, or a scalar.
@@ -390,6 +414,48 @@ class Exporter {
         set_type(nd, "output_type", n.output_types.at(0));
       });
     }
+    if (op == "SumToShape") {
+      // The sum of a broadcast's gradient back to its input's shape (both known at export): an
+      // Identity when nothing was broadcast, else Sum over the broadcast axes then Reshape to the
+      // input's shape, as TensorFlow's gradients of broadcasting ops compute it.
+      if (n.inputs.size() != 2) return InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs");
+      const Shape& x = in_shape(n, 0);
+      const Shape& like = in_shape(n, 1);
+      if (!x.fully_defined() || !like.fully_defined())
+        return InvalidArgument("the shapes " + x.to_string() + " and " + like.to_string() +
+                               " are not both known: TensorFlow's export of SumToShape needs them");
+      const int rx = x.rank(), rl = like.rank();
+      std::vector<int64_t> axes;
+      for (int ix = 0; ix < rx; ++ix) {
+        const int il = ix - (rx - rl);
+        if (il < 0 || (like.dim(il) == 1 && x.dim(ix) != 1)) axes.push_back(ix);
+        else if (like.dim(il) != x.dim(ix)) return InvalidArgument("cannot sum " + x.to_string() + " down to " + like.to_string());
+      }
+      const std::string xin = tensor_name(g_.node(n.inputs[0].node)->name, n.inputs[0].index);
+      if (axes.empty() && x == like) {
+        pb::NodeDef* nd = begin(n, "Identity");
+        set_type(nd, "T", t0());
+        nd->add_input(xin);
+        inputs(n, nd, {});
+        return Status::OK();
+      }
+      AF_ASSIGN_OR_RETURN(std::string ax, helper_const(n, "axes", ints(axes)));
+      std::string summed;
+      pb::NodeDef* sum = helper_node(n, "sum", "Sum", &summed);
+      set_type(sum, "T", t0());
+      set_type(sum, "Tidx", ints(axes).dtype());
+      set_bool(sum, "keep_dims", false);
+      sum->add_input(xin);
+      sum->add_input(ax);
+      AF_ASSIGN_OR_RETURN(std::string shape, helper_const(n, "shape", ints(like.dims())));
+      pb::NodeDef* nd = begin(n, "Reshape");
+      set_type(nd, "T", t0());
+      set_type(nd, "Tshape", ints(like.dims()).dtype());
+      nd->add_input(summed);
+      nd->add_input(shape);
+      inputs(n, nd, {});
+      return Status::OK();
+    }
     if (op == "Reshape") {
       AF_ASSIGN_OR_RETURN(auto shape, get<std::vector<int64_t>>(n, "shape"));
       return with_const_input(n, "Reshape", "shape", shape, false, "Tshape",
@@ -518,6 +584,11 @@ class Exporter {
       }
       nd->add_input(v->name);  // TensorFlow's variable ops take the (reference) variable first
       inputs(n, nd, n.inputs);
+      if (op == "ApplyGradientDescent" && n.inputs.size() == 2) {  // after every update's gradient
+        const std::string own = g_.node(n.inputs[1].node)->name;
+        for (const std::string& grad : update_grads_)
+          if (grad != own) nd->add_input("^" + grad);
+      }
       return Status::OK();
     }
     if (op == "ApplyMomentum" || op == "ApplyAdam" || op == "ApplyRMSProp" || op == "ApplyAdagrad") {
@@ -589,11 +660,118 @@ class Exporter {
         if (grad != own) nd->add_input("^" + grad);
       return Status::OK();
     }
+    if (op == "SparseApplyGradientDescent" || op == "SparseApplyMomentum" || op == "SparseApplyAdagrad" ||
+        op == "SparseApplyRMSProp" || op == "SparseApplyFtrl")
+      return sparse_apply(n);
     if (op.rfind("Apply", 0) == 0 || op.rfind("SparseApply", 0) == 0)
       return InvalidArgument("TensorFlow's " + op + " is not exported (the dense ApplyMomentum, ApplyAdam, "
-                             "ApplyRMSProp, ApplyAdagrad and ApplyFtrl are)");
+                             "ApplyRMSProp, ApplyAdagrad and ApplyFtrl are, and the sparse updates but Adam's: "
+                             "actorflow's updates only the rows present, which no TensorFlow op does)");
     return InvalidArgument("TensorFlow has no op for actorflow's " + op +
                            " (ExportGraphDefOptions::for_tensorboard keeps it for drawing)");
+  }
+
+  // actorflow's sparse updates (hyper-parameters, indices, values; duplicate indices summed first)
+  // as TensorFlow's optimizers write them: SGD as ScatterSub(var, indices, values * lr) (duplicates
+  // add up there); the others after TensorFlow's _deduplicate_indexed_slices (Unique, then
+  // UnsortedSegmentSum of the rows into the unique indices) as SparseApplyMomentum, -Adagrad,
+  // -RMSProp and -Ftrl(V2) on the variable's slot variables. actorflow's output (the count of rows
+  // updated) has no TensorFlow equivalent: an update whose output is read is refused.
+  Status sparse_apply(const Node& n) {
+    const std::string& op = n.op;
+    AF_ASSIGN_OR_RETURN(const Node* v, variable_of(n));
+    for (int i = 0; i < g_.num_nodes(); ++i)
+      for (const Endpoint& e : g_.node(i)->inputs)
+        if (e.node == n.id)
+          return InvalidArgument("its output (the count of rows updated) is read by '" + g_.node(i)->name +
+                                 "'; TensorFlow's sparse updates output the variable");
+    // Where the indices and the rows are among n's inputs.
+    const size_t ids = op == "SparseApplyGradientDescent" || op == "SparseApplyMomentum" || op == "SparseApplyAdagrad" ? 1 : 4;
+    const size_t arity = op == "SparseApplyMomentum" ? 4 : ids + 2;
+    if (n.inputs.size() != arity) return InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs");
+    auto in = [&](size_t i) { return tensor_name(g_.node(n.inputs.at(i).node)->name, n.inputs.at(i).index); };
+    const DType dt = v->output_types.at(0), it = in_type(n, ids);
+    if (op == "SparseApplyGradientDescent") {
+      std::string scaled;
+      pb::NodeDef* mul = helper_node(n, "scaled", "Mul", &scaled);
+      set_type(mul, "T", dt);
+      mul->add_input(in(ids + 1));
+      mul->add_input(in(0));
+      pb::NodeDef* nd = begin(n, "ScatterSub");
+      set_type(nd, "T", dt);
+      set_type(nd, "Tindices", it);
+      set_bool(nd, "use_locking", true);
+      nd->add_input(v->name);
+      nd->add_input(in(ids));
+      nd->add_input(scaled);
+      inputs(n, nd, {});
+      const std::string own = g_.node(n.inputs.at(ids + 1).node)->name;
+      for (const std::string& grad : update_grads_)
+        if (grad != own) nd->add_input("^" + grad);
+      return Status::OK();
+    }
+    auto planned = slots_.find(v->name);
+    if (planned == slots_.end()) return InvalidArgument("slot variables are written only in an export for TensorFlow");
+    AF_RETURN_IF_ERROR(write_slots(*v));
+    std::string unique, size, summed;
+    pb::NodeDef* u = helper_node(n, "unique", "Unique", &unique);
+    set_type(u, "T", it);
+    set_type(u, "out_idx", DType::kInt32);
+    u->add_input(in(ids));
+    pb::NodeDef* sz = helper_node(n, "unique_count", "Size", &size);
+    set_type(sz, "T", it);
+    set_type(sz, "out_type", DType::kInt32);
+    sz->add_input(unique);
+    pb::NodeDef* sum = helper_node(n, "summed", "UnsortedSegmentSum", &summed);
+    set_type(sum, "T", dt);
+    set_type(sum, "Tindices", DType::kInt32);
+    set_type(sum, "Tnumsegments", DType::kInt32);
+    sum->add_input(in(ids + 1));
+    sum->add_input(unique + ":1");
+    sum->add_input(size);
+    const double shrink = op == "SparseApplyFtrl" ? n.attrs.get_or<double>("l2_shrinkage", 0.0) : 0.0;
+    std::string shrink_const;
+    if (shrink != 0) {
+      Tensor t(dt, Shape{});
+      if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(shrink);
+      else if (dt == DType::kFloat64) t.data<double>()[0] = shrink;
+      else return InvalidArgument(std::string("FTRL of a ") + dtype_name(dt) + " variable");
+      AF_ASSIGN_OR_RETURN(shrink_const, helper_const(n, "l2_shrinkage", t));
+    }
+    pb::NodeDef* nd = begin(n, shrink != 0 ? "SparseApplyFtrlV2" : op);
+    set_type(nd, "T", dt);
+    set_type(nd, "Tindices", it);
+    set_bool(nd, "use_locking", true);
+    if (op == "SparseApplyMomentum") set_bool(nd, "use_nesterov", false);
+    if (op == "SparseApplyAdagrad") set_bool(nd, "update_slots", true);
+    if (op == "SparseApplyFtrl") set_bool(nd, "multiply_linear_by_lr", false);
+    nd->add_input(v->name);
+    for (const SlotPlan& sp : planned->second) nd->add_input(sp.name);
+    if (op == "SparseApplyMomentum") {  // (var, accum, lr, grad, indices, momentum)
+      nd->add_input(in(0));
+      nd->add_input(summed);
+      nd->add_input(unique);
+      nd->add_input(in(3));
+    } else if (op == "SparseApplyAdagrad") {  // (var, accum, lr, grad, indices)
+      nd->add_input(in(0));
+      nd->add_input(summed);
+      nd->add_input(unique);
+    } else if (op == "SparseApplyRMSProp") {  // (var, ms, mom, lr, rho, momentum, epsilon, grad, indices)
+      for (size_t i = 0; i < 4; ++i) nd->add_input(in(i));
+      nd->add_input(summed);
+      nd->add_input(unique);
+    } else {  // (var, accum, linear, grad, indices, lr, l1, l2[, l2_shrinkage], lr_power)
+      nd->add_input(summed);
+      nd->add_input(unique);
+      for (size_t i = 0; i < 3; ++i) nd->add_input(in(i));
+      if (shrink != 0) nd->add_input(shrink_const);
+      nd->add_input(in(3));
+    }
+    inputs(n, nd, {});
+    const std::string own = g_.node(n.inputs.at(ids + 1).node)->name;
+    for (const std::string& grad : update_grads_)
+      if (grad != own) nd->add_input("^" + grad);
+    return Status::OK();
   }
 
   // `tf_op` of n's inputs plus a Const "<n>/<what>" of `values` (a scalar when `scalar`) last,
@@ -652,6 +830,44 @@ class Exporter {
       if (!keep[static_cast<size_t>(id)]) continue;
       const Node& n = *g_.node(id);
       std::vector<std::pair<std::string, double>> want;
+      // SGD keeps no slots, but its gradient is ordered before every other update as theirs are.
+      if ((n.op == "ApplyGradientDescent" && n.inputs.size() == 2) ||
+          (n.op == "SparseApplyGradientDescent" && n.inputs.size() == 3)) {
+        update_grads_.insert(g_.node(n.inputs.back().node)->name);
+        continue;
+      }
+      // A sparse update keeps the dense one's slots (its inputs: hyper-parameters, indices, rows).
+      const bool sparse = n.op.rfind("SparseApply", 0) == 0 && n.op != "SparseApplyGradientDescent" &&
+                          n.op != "SparseApplyAdam" && n.op != "SparseApplyGradientSync";
+      const std::string dense = sparse ? n.op.substr(6) : n.op;
+      if (sparse) {
+        std::vector<std::pair<std::string, double>> sw;
+        if (dense == "ApplyMomentum") sw = {{"Momentum", 0.0}};
+        else if (dense == "ApplyRMSProp") sw = {{"RMSProp", 1.0}, {"RMSProp_1", 0.0}};
+        else if (dense == "ApplyAdagrad") sw = {{"Adagrad", n.attrs.get_or<double>("initial_accumulator_value", 0.1)}};
+        else if (dense == "ApplyFtrl") sw = {{"Ftrl", n.attrs.get_or<double>("initial_accumulator_value", 0.1)}, {"Ftrl_1", 0.0}};
+        else continue;
+        auto where = [&n](const Status& s) { return InvalidArgument("node '" + n.name + "' (op " + n.op + "): " + s.message()); };
+        auto v = variable_of(n);
+        if (!v.ok()) return where(v.status());
+        std::vector<SlotPlan> plan;
+        for (const auto& [suffix, init] : sw) {
+          SlotPlan sp{(*v)->name + "/" + suffix, init, false};
+          if (const Node* e = g_.find(sp.name)) {
+            if (e->op != "VariableV2" || e->output_types.at(0) != (*v)->output_types.at(0))
+              return where(InvalidArgument("its slot's name '" + sp.name + "' is taken by a node that is not a variable like '" +
+                                           (*v)->name + "'"));
+            sp.exists = true;
+          }
+          plan.push_back(sp);
+        }
+        const size_t ids = dense == "ApplyMomentum" || dense == "ApplyAdagrad" ? 1 : 4;
+        if (n.inputs.size() > ids + 1) update_grads_.insert(g_.node(n.inputs.at(ids + 1).node)->name);
+        auto [it, fresh] = slots_.emplace((*v)->name, plan);
+        if (!fresh && it->second.front().name != plan.front().name)
+          return where(InvalidArgument("variable '" + (*v)->name + "' is updated by two different optimizers"));
+        continue;
+      }
       if (n.op == "ApplyMomentum") want = {{"Momentum", 0.0}};
       else if (n.op == "ApplyAdam") want = {{"Adam", 0.0}, {"Adam_1", 0.0}};
       else if (n.op == "ApplyRMSProp") want = {{"RMSProp", 1.0}, {"RMSProp_1", 0.0}};
