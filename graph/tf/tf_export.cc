@@ -585,9 +585,7 @@ class Exporter {
       nd->add_input(v->name);  // TensorFlow's variable ops take the (reference) variable first
       inputs(n, nd, n.inputs);
       if (op == "ApplyGradientDescent" && n.inputs.size() == 2) {  // after every update's gradient
-        const std::string own = g_.node(n.inputs[1].node)->name;
-        for (const std::string& grad : update_grads_)
-          if (grad != own) nd->add_input("^" + grad);
+        after_every_gradient(nd, n.inputs[1]);
       }
       return Status::OK();
     }
@@ -620,9 +618,7 @@ class Exporter {
       // TensorFlow's reference variables are read when a consumer runs, so an update could change a
       // variable another gradient still reads; actorflow reads before updating. Every update runs
       // after every update's gradient (no gradient reads a variable after an update).
-      const std::string own = g_.node(n.inputs.at(op == "ApplyAdagrad" || op == "ApplyMomentum" ? 1 : 4).node)->name;
-      for (const std::string& grad : update_grads_)
-        if (grad != own) nd->add_input("^" + grad);
+      after_every_gradient(nd, n.inputs.at(op == "ApplyAdagrad" || op == "ApplyMomentum" ? 1 : 4));
       return Status::OK();
     }
     if (op == "ApplyFtrl") {
@@ -635,14 +631,7 @@ class Exporter {
       if (n.inputs.size() != 5) return InvalidArgument("has " + std::to_string(n.inputs.size()) + " inputs");
       AF_RETURN_IF_ERROR(write_slots(*v));
       const double shrink = n.attrs.get_or<double>("l2_shrinkage", 0.0);
-      std::string shrink_const;
-      if (shrink != 0) {
-        Tensor t(v->output_types.at(0), Shape{});
-        if (t.dtype() == DType::kFloat32) t.data<float>()[0] = static_cast<float>(shrink);
-        else if (t.dtype() == DType::kFloat64) t.data<double>()[0] = shrink;
-        else return InvalidArgument(std::string("FTRL of a ") + dtype_name(t.dtype()) + " variable");
-        AF_ASSIGN_OR_RETURN(shrink_const, helper_const(n, "l2_shrinkage", t));
-      }
+      AF_ASSIGN_OR_RETURN(std::string shrink_const, l2_shrinkage_const(n, v->output_types.at(0), shrink));
       pb::NodeDef* nd = begin(n, shrink != 0 ? "ApplyFtrlV2" : "ApplyFtrl");
       set_type(nd, "T", v->output_types.at(0));
       set_bool(nd, "use_locking", true);
@@ -655,9 +644,7 @@ class Exporter {
       if (shrink != 0) nd->add_input(shrink_const);
       nd->add_input(in(3));  // lr_power
       inputs(n, nd, {});
-      const std::string own = g_.node(n.inputs.at(4).node)->name;
-      for (const std::string& grad : update_grads_)
-        if (grad != own) nd->add_input("^" + grad);
+      after_every_gradient(nd, n.inputs.at(4));
       return Status::OK();
     }
     if (op == "SparseApplyGradientDescent" || op == "SparseApplyMomentum" || op == "SparseApplyAdagrad" ||
@@ -669,6 +656,26 @@ class Exporter {
                              "actorflow's updates only the rows present, which no TensorFlow op does)");
     return InvalidArgument("TensorFlow has no op for actorflow's " + op +
                            " (ExportGraphDefOptions::for_tensorboard keeps it for drawing)");
+  }
+
+  // Control inputs on every update's gradient but `own` (the update's own, `grad`'s node):
+  // TensorFlow reads a reference variable when its consumer runs, so no update may run before a
+  // gradient that still reads the variable it changes.
+  void after_every_gradient(pb::NodeDef* nd, const Endpoint& grad) {
+    const std::string& own = g_.node(grad.node)->name;
+    for (const std::string& g : update_grads_)
+      if (g != own) nd->add_input("^" + g);
+  }
+
+  // FTRL's l2 shrinkage as a scalar Const "<n>/l2_shrinkage" of the variable's dtype (TensorFlow's
+  // ApplyFtrlV2 takes it as an input); "" when `shrink` is 0 (ApplyFtrl has none).
+  Result<std::string> l2_shrinkage_const(const Node& n, DType dt, double shrink) {
+    if (shrink == 0) return std::string();
+    Tensor t(dt, Shape{});
+    if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(shrink);
+    else if (dt == DType::kFloat64) t.data<double>()[0] = shrink;
+    else return InvalidArgument(std::string("FTRL of a ") + dtype_name(dt) + " variable");
+    return helper_const(n, "l2_shrinkage", t);
   }
 
   // actorflow's sparse updates (hyper-parameters, indices, values; duplicate indices summed first)
@@ -705,9 +712,7 @@ class Exporter {
       nd->add_input(in(ids));
       nd->add_input(scaled);
       inputs(n, nd, {});
-      const std::string own = g_.node(n.inputs.at(ids + 1).node)->name;
-      for (const std::string& grad : update_grads_)
-        if (grad != own) nd->add_input("^" + grad);
+      after_every_gradient(nd, n.inputs.at(ids + 1));
       return Status::OK();
     }
     auto planned = slots_.find(v->name);
@@ -730,14 +735,7 @@ class Exporter {
     sum->add_input(unique + ":1");
     sum->add_input(size);
     const double shrink = op == "SparseApplyFtrl" ? n.attrs.get_or<double>("l2_shrinkage", 0.0) : 0.0;
-    std::string shrink_const;
-    if (shrink != 0) {
-      Tensor t(dt, Shape{});
-      if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(shrink);
-      else if (dt == DType::kFloat64) t.data<double>()[0] = shrink;
-      else return InvalidArgument(std::string("FTRL of a ") + dtype_name(dt) + " variable");
-      AF_ASSIGN_OR_RETURN(shrink_const, helper_const(n, "l2_shrinkage", t));
-    }
+    AF_ASSIGN_OR_RETURN(std::string shrink_const, l2_shrinkage_const(n, dt, shrink));
     pb::NodeDef* nd = begin(n, shrink != 0 ? "SparseApplyFtrlV2" : op);
     set_type(nd, "T", dt);
     set_type(nd, "Tindices", it);
@@ -768,9 +766,7 @@ class Exporter {
       nd->add_input(in(3));
     }
     inputs(n, nd, {});
-    const std::string own = g_.node(n.inputs.at(ids + 1).node)->name;
-    for (const std::string& grad : update_grads_)
-      if (grad != own) nd->add_input("^" + grad);
+    after_every_gradient(nd, n.inputs.at(ids + 1));
     return Status::OK();
   }
 
