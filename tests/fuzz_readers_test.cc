@@ -340,7 +340,7 @@ TEST(FuzzReadersTest, TensorFlowGraphDefs) {
   std::vector<std::string> corpus, binary;
   for (const char* f : {"mlp_forward.pb", "mlp_train_ref_adagrad.pb", "cnn_train_ref_momentum.pb", "mlp_train_saver_adam.pb",
                         "dynamic_batch.pb", "dynamic_train_resource_adam.pb", "mlp_train_saver_sharded.pb",
-                        "ftrl_v2_resource.pb"})
+                        "ftrl_v2_resource.pb", "tf1_15/dynamic_train_ref_adam.pb"})
     binary.push_back(slurp(dir + f));
   corpus = binary;
   corpus.push_back(slurp(dir + "mlp_forward.pbtxt"));

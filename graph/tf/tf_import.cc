@@ -472,6 +472,7 @@ class Importer {
   Status broadcast_gradient_args(Ctx& c);
   Status gather_sym(Ctx& c, const std::vector<SymDim>& params, bool* done);
   Status prod_sym(Ctx& c, const std::vector<SymDim>& x);
+  Status scalar_op_sym(Ctx& c, bool* done);
   Status slice_or_concat_sym(Ctx& c, bool* done);
   // float16/bfloat16 constants, widened to float32 Consts: only a Cast may read them.
   std::set<std::pair<int, int>> widened_eps_;  // SaveV2 / RestoreV2, wired to slots in link_slots
@@ -874,6 +875,10 @@ Status Importer::fold_or_fail(Ctx& c, bool* folded) {
       *folded = true;
       return Status::OK();
     }
+  }
+  if ((op == "Mul" || op == "FloorDiv" || op == "Maximum") && c.in.size() == 2) {
+    AF_RETURN_IF_ERROR(scalar_op_sym(c, folded));
+    if (*folded) return Status::OK();
   }
   // The rest need every data input constant and integer.
   static const std::set<std::string> kIntOps = {"Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "FloorDiv",
@@ -1897,6 +1902,45 @@ Status Importer::prod_sym(Ctx& c, const std::vector<SymDim>& x) {
   r.scale = known;
   AF_ASSIGN_OR_RETURN(Node* made, sym_scalar(c, r, dt, ""));
   sym_[{made->id, 0}] = {r};
+  return Status::OK();
+}
+
+// Mul, FloorDiv or Maximum of a scalar size known only at run time (scale * a dimension) and an
+// integer constant scalar, as TensorFlow 1.x's gradients of Mean write them (`Prod(shape) //
+// Maximum(Prod(...), 1)`): kept symbolic where that is exact for every run-time size >= 0 (a Mul;
+// a FloorDiv by a positive divisor of the scale; a Maximum with a constant <= 0), else an error
+// naming the node. *done is false when the inputs are not one such scalar and one constant.
+Status Importer::scalar_op_sym(Ctx& c, bool* done) {
+  *done = false;
+  std::vector<SymDim> a, b;
+  if (!sym_in(c, 0, &a) || !sym_in(c, 1, &b) || a.size() != 1 || b.size() != 1) return Status::OK();
+  const bool run_a = a[0].node >= 0, run_b = b[0].node >= 0;
+  if (run_a == run_b) return Status::OK();  // both constant (folded below) or both run-time (refused)
+  for (size_t i = 0; i < 2; ++i)
+    if (node_of(c.in[i])->output_shapes[static_cast<size_t>(c.in[i].index)].rank() != 0) return Status::OK();
+  const DType dt = node_of(c.in[0])->output_types[static_cast<size_t>(c.in[0].index)];
+  if (node_of(c.in[1])->output_types[static_cast<size_t>(c.in[1].index)] != dt)
+    return err(c, "its inputs have different dtypes");
+  attr(c, "T");
+  SymDim r = run_a ? a[0] : b[0];
+  const int64_t k = run_a ? b[0].value : a[0].value;
+  const std::string what = "a size known only at run time (" + std::to_string(r.scale) + " x a dimension)";
+  if (c.op == "Mul") {
+    if (!checked_mul(r.scale, k, &r.scale)) return err(c, "integer Mul overflows");
+  } else if (c.op == "FloorDiv") {
+    if (!run_a) return err(c, "divides by " + what + "; actorflow needs the divisor at import");
+    if (k <= 0 || r.scale % k != 0)
+      return err(c, "divides " + what + " by " + std::to_string(k) +
+                        ", which is not exact for every size; actorflow keeps only exact quotients");
+    r.scale /= k;
+  } else if (k > 0 || r.scale < 0) {  // Maximum
+    return err(c, "takes the maximum of " + what + " and " + std::to_string(k) +
+                      ", which depends on the size at run time");
+  }
+  if (r.scale == 0) r = SymDim{0, -1, 0, 0};
+  AF_ASSIGN_OR_RETURN(Node* made, sym_scalar(c, r, dt, ""));
+  if (r.node >= 0) sym_[{made->id, 0}] = {r};
+  *done = true;
   return Status::OK();
 }
 
