@@ -12,6 +12,9 @@ scripts/build.sh
 # compare with it; where PyPI cannot be reached they are skipped, saying so. AF_WITH_TF=0 skips it.
 if [ "${AF_WITH_TF:-1}" != 0 ]; then
   bench/tf_venv.sh > /dev/null || echo "test.sh: no TensorFlow venv (.venv-tf): the tests that run TensorFlow itself are skipped" >&2
+  # TensorFlow 1.15 (.venv-tf1, Python 3.7 from pyenv) for the same tests on 1.15's files.
+  tests/data/tf_graph/make_tf1_15.sh --venv-only > /dev/null ||
+    echo "test.sh: no TensorFlow 1.15 venv (.venv-tf1): the tests that run TensorFlow 1.15 itself are skipped" >&2
 fi
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ "${AF_SANITIZERS:-}" = 1 ] || { [ "${CI:-}" = true ] && [ "${AF_SANITIZERS:-}" != 0 ]; }; then

@@ -70,6 +70,14 @@ INSTANTIATE_TEST_SUITE_P(TensorFlow, TfGoldenTest, ::testing::Values("", "/tf1_1
                            return std::string(info.param).empty() ? std::string("v2_21") : std::string("v1_15");
                          });
 
+// The python of the TensorFlow version whose files golden_dir() holds: .venv-tf (2.21,
+// bench/tf_venv.sh) or .venv-tf1 (1.15, tests/data/tf_graph/make_tf1_15.sh).
+bool golden_is_tf1() { return golden_dir() != kGoldenBase; }
+std::string golden_python() {
+  return std::string(AF_SOURCE_DIR) + (golden_is_tf1() ? "/.venv-tf1/bin/python" : "/.venv-tf/bin/python");
+}
+const char* golden_python_maker() { return golden_is_tf1() ? "tests/data/tf_graph/make_tf1_15.sh" : "bench/tf_venv.sh"; }
+
 const nlohmann::json& expected() {
   return golden_json("expected.json");
 }
@@ -364,9 +372,9 @@ TEST(TfImportTest, TwoWorkersTrainOneImportedGraphOnAParameterServerProcess) {
 // state, not the imported slot variables' initial zeros) and takes a fourth step: its loss and
 // every variable after it equal actorflow's own fourth step to 1e-5. Runs
 // tests/data/tf_graph/tf_resume.py with the project's .venv-tf; skipped without it.
-TEST(TfImportTest, TensorFlowResumesAGraphActorflowTrained) {
-  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
-  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+TEST_P(TfGoldenTest, TensorFlowResumesAGraphActorflowTrained) {
+  const std::string python = golden_python();
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (" << golden_python_maker() << " makes it)";
   const auto& g = expected()["mlp_train_ref_adam"];
   const std::string graph = golden_dir() + "/mlp_train_ref_adam.pbtxt";
   testing::TempDir dir;
@@ -992,9 +1000,9 @@ TEST_P(TfGoldenTest, AShardedSaverSavesMergesAndRestoresAsTensorFlowsDoes) {
 // TensorFlow's own reader (tf.train.load_checkpoint, .venv-tf) reads what the imported graph's
 // save op wrote after two actorflow steps: every entry, bit-identical to the session's variables,
 // and the Adam slots equal to TensorFlow's after two steps (from TensorFlow's checkpoint) to 1e-5.
-TEST(TfImportTest, TensorFlowReadsTheCheckpointTheImportedSaverWrote) {
-  const std::string python = std::string(AF_SOURCE_DIR) + "/.venv-tf/bin/python";
-  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (bench/tf_venv.sh makes it)";
+TEST_P(TfGoldenTest, TensorFlowReadsTheCheckpointTheImportedSaverWrote) {
+  const std::string python = golden_python();
+  if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (" << golden_python_maker() << " makes it)";
   const auto& want = saver_expected();
   Scope root = Scope::root();
   ImportGraphDefOptions opts;

@@ -8,7 +8,7 @@ and runs one more training step with the golden feeds.
 
 KEY names the graph's entry of expected.json (its feeds). Output (JSON):
 {"restored": {variable: [values]}, "loss": loss before the step, "after": {variable: [values]}}.
-TfImportTest.TensorFlowResumesAGraphActorflowTrained runs it when the project's .venv-tf exists.
+TfGoldenTest.TensorFlowResumesAGraphActorflowTrained runs it when the project's .venv-tf (and .venv-tf1) exist.
 """
 import json
 import os
