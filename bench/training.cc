@@ -11,10 +11,11 @@
 // its cluster file's [server] mixed_precision = "bfloat16", TensorFlow by casting those ops'
 // operands to bfloat16 and their results back (what Keras' mixed_bfloat16 policy does per layer,
 // variables float32).
-// With --imported, the job runs twice on actorflow instead, without TensorFlow: the model built
-// with actorflow's API (fc 1024) and TensorFlow's own GraphDef of it imported by every worker
-// (tests/data/tf_graph/seed_cnn_train_ref.pb, `samples/distributed_cnn --graph-def`), and prints
-// the ratio of their wall times.
+// With --imported, the job runs three times on actorflow instead, without TensorFlow: the model
+// built with actorflow's API (fc 1024), then TensorFlow's own GraphDef of it imported by every
+// worker (`samples/distributed_cnn --graph-def`), as TensorFlow 2.21 wrote it
+// (tests/data/tf_graph/seed_cnn_train_ref.pb) and as TensorFlow 1.15 did (tf1_15/ there), each
+// with the ratio of its wall time to the API job's.
 //   build/bench/training [steps_per_worker=60] [--job-steps 5000] [--no-tf] [--bf16] [--imported]
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -209,13 +210,17 @@ int main(int argc, char** argv) {
     }
     std::printf("actorflow's API:        %7.1f s wall, test accuracy %.4f\n", api_wall, api_acc);
     std::fflush(stdout);
-    const std::string graph = std::string(AF_SOURCE_DIR) + "/tests/data/tf_graph/seed_cnn_train_ref.pb";
-    if (!actorflow_job(job_steps, false, &gd_wall, &gd_acc, &why, " --graph-def '" + graph + "'")) {
-      std::printf("imported GraphDef job FAILED: %s\n", why.c_str());
-      return 1;
+    for (const char* version : {"2.21", "1.15"}) {
+      const std::string graph = std::string(AF_SOURCE_DIR) + "/tests/data/tf_graph/" +
+                                (version[0] == '1' ? "tf1_15/" : "") + "seed_cnn_train_ref.pb";
+      if (!actorflow_job(job_steps, false, &gd_wall, &gd_acc, &why, " --graph-def '" + graph + "'")) {
+        std::printf("imported GraphDef (TensorFlow %s) job FAILED: %s\n", version, why.c_str());
+        return 1;
+      }
+      std::printf("TensorFlow %s's GraphDef: %7.1f s wall, test accuracy %.4f; imported / API wall time = %.2f\n",
+                  version, gd_wall, gd_acc, gd_wall / api_wall);
+      std::fflush(stdout);
     }
-    std::printf("TensorFlow's GraphDef: %7.1f s wall, test accuracy %.4f\n", gd_wall, gd_acc);
-    std::printf("imported / API wall time = %.2f\n", gd_wall / api_wall);
     return 0;
   }
   std::printf("seed CNN, batch 50, Adam; %lld steps per worker; oneDNN one thread per kernel\n",

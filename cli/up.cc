@@ -142,6 +142,22 @@ int run_up(const UpOptions& o) {
   }
   int exit_code = 0;
   bool stopping = false;
+  // SIGTERM to every live task, then SIGKILL to those still there after 10 s: no stop waits
+  // without a bound.
+  auto stop_all = [&] {
+    stopping = true;
+    std::vector<pid_t> pids;
+    for (auto& c : children)
+      if (c.pid > 0) {
+        kill(c.pid, SIGTERM);
+        pids.push_back(c.pid);
+      }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    std::thread([deadline, pids] {
+      std::this_thread::sleep_until(deadline);
+      for (pid_t p : pids) kill(p, SIGKILL);
+    }).detach();
+  };
   while (true) {
     // Reap.
     int st = 0;
@@ -179,22 +195,25 @@ int run_up(const UpOptions& o) {
       }
     }
     // A training program's parameter servers serve forever (server.join()); once every other
-    // task finished successfully there is nobody left to serve: stop them, like Ctrl-C would.
+    // task finished successfully, or was given up on past max_restarts, there is nobody left to
+    // serve: stop them, like Ctrl-C would (exit 1 when a task was given up on).
     bool workers_done = !stopping && !o.program.empty();
-    bool any_ps = false, any_worker = false;
+    bool any_ps = false, any_worker = false, any_given_up = false;
     for (auto& c : children) {
       if (c.task.job == "ps") {
         any_ps |= c.pid > 0;
         continue;
       }
       any_worker = true;
-      if (!c.finished) workers_done = false;
+      any_given_up |= c.given_up;
+      if (!c.finished && !c.given_up) workers_done = false;
     }
     if (workers_done && any_worker && any_ps) {
-      stopping = true;
-      AF_LOG(INFO) << "every worker finished; stopping the parameter servers";
-      for (auto& c : children)
-        if (c.pid > 0) kill(c.pid, SIGTERM);
+      if (any_given_up)
+        AF_LOG(ERROR) << "no worker is left running (given up on past max_restarts); stopping the parameter servers";
+      else
+        AF_LOG(INFO) << "every worker finished; stopping the parameter servers";
+      stop_all();
     }
     if (stopping) {
       bool any = false;
@@ -216,20 +235,8 @@ int run_up(const UpOptions& o) {
     siginfo_t info;
     int sig = sigtimedwait(&set, &info, &ts);
     if ((sig == SIGINT || sig == SIGTERM) && !stopping) {
-      stopping = true;
       AF_LOG(INFO) << "stopping " << children.size() << " task(s)";
-      for (auto& c : children)
-        if (c.pid > 0) kill(c.pid, SIGTERM);
-      // Escalate after a bound.
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
-      std::thread([deadline, pids = [&] {
-        std::vector<pid_t> p;
-        for (auto& c : children) if (c.pid > 0) p.push_back(c.pid);
-        return p;
-      }()] {
-        std::this_thread::sleep_until(deadline);
-        for (pid_t p : pids) kill(p, SIGKILL);
-      }).detach();
+      stop_all();
     }
   }
   return exit_code;

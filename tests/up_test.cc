@@ -106,6 +106,23 @@ TEST(UpTest, ProgramPerTaskGetsItsFlagsAndParameterServersStopWhenWorkersFinish)
       << up->output();
 }
 
+// Every worker of a training program fails past max_restarts (a model it cannot load) while the
+// ps serves forever: `up` gives up on the workers, stops the ps and exits 1 instead of waiting
+// for a job nobody is left to run (it once waited forever beside the lone ps).
+TEST(UpTest, WhenEveryWorkerIsGivenUpOnTheParameterServersStopAndUpFails) {
+  TempDir dir;
+  const std::string file = dir.write("c.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\nworker = [\"localhost:" + std::to_string(free_port()) +
+                                                   "\", \"localhost:" + std::to_string(free_port()) +
+                                                   "\"]\n[supervisor]\nmax_restarts = 1\nrestart_window_secs = 60\n");
+  const std::string script = "case \"$*\" in *'--job ps'*) exec sleep 120;; esac; echo cannot load the model >&2; exit 1";
+  auto up = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", "/bin/sh", "-c", script, "sh"});
+  EXPECT_EQ(up->wait(60s), 1) << up->output();
+  for (const char* part : {"worker/0 failed (exit code 1) 2 times", "worker/1 failed (exit code 1) 2 times",
+                           "no worker is left running (given up on past max_restarts); stopping the parameter servers"})
+    EXPECT_NE(up->output().find(part), std::string::npos) << part << "\n" << up->output();
+}
+
 // `up --plan P -- PROGRAM` fault-tests a user's own training program the way it runs: the plan
 // reaches each task's first start (ACTORFLOW_FAULT_PLAN, loaded by Server::create), worker/1 is
 // killed at global step 100, `up` restarts it clean, and training finishes.
