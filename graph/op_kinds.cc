@@ -24,4 +24,12 @@ bool is_runtime_op(const std::string& op) {
   return op == "_Arg" || op == "_Retval" || op == "_Send" || op == "_Recv";
 }
 
+bool is_pure_compute_op(const std::string& op) {
+  static const std::set<std::string> kOps = {
+      "MatMul",   "Conv2D",      "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
+      "AvgPool",  "AvgPoolGrad", "BiasAdd",             "BiasAddGrad",          "Relu",    "ReluGrad",
+      "Add",      "Sub",         "Mul",                 "Div",                  "Neg",     "Square"};
+  return kOps.count(op) > 0;
+}
+
 }  // namespace actorflow

@@ -18,5 +18,11 @@ bool is_ref_consumer_op(const std::string& op);
 // _Retval, _Send, _Recv. A client's graph may not hold them (a _Send or _Recv of its own would
 // speak into the rendezvous of the task's steps).
 bool is_runtime_op(const std::string& op);
+// True for ops whose only effect is their outputs, computed from their inputs alone (no state,
+// randomness, files or communication) and costly enough that skipping an unread one matters:
+// the forward and backward ops of MatMul, convolutions, pooling, BiasAdd and Relu, and
+// elementwise arithmetic. rewrite_for_run (graph/subgraph.h) turns such a node into a NoOp when
+// nothing reads its outputs.
+bool is_pure_compute_op(const std::string& op);
 
 }  // namespace actorflow

@@ -1,5 +1,9 @@
 #include "graph/subgraph.h"
 
+#include <algorithm>
+
+#include "graph/op_kinds.h"
+
 #include <map>
 #include <set>
 
@@ -46,6 +50,26 @@ Result<Graph> rewrite_for_run(const Graph& g, const RunSignature& sig) {
     for (int c : n->control_inputs) visit(c);
   }
 
+  // Needed nodes whose outputs nobody reads, run as NoOps (the header's contract). In reverse
+  // topological order every consumer of a node is decided before the node itself, so a
+  // producer read only by nodes turned into NoOps is turned into one too.
+  auto order = g.topological_order();
+  if (!order.ok()) return order.status();
+  std::vector<char> read(static_cast<size_t>(g.num_nodes()), 0), as_noop(static_cast<size_t>(g.num_nodes()), 0);
+  for (const auto& e : fetch_eps) read[static_cast<size_t>(e.node)] = 1;
+  for (int t : target_ids) read[static_cast<size_t>(t)] = 1;
+  for (auto it = order->rbegin(); it != order->rend(); ++it) {
+    const int id = *it;
+    if (!needed[static_cast<size_t>(id)]) continue;
+    const Node* n = g.node(id);
+    if (!read[static_cast<size_t>(id)] && is_pure_compute_op(n->op)) {
+      as_noop[static_cast<size_t>(id)] = 1;
+      continue;
+    }
+    for (const auto& in : n->inputs)
+      if (!fed.count(in)) read[static_cast<size_t>(in.node)] = 1;
+  }
+
   Graph out;
   std::vector<int> new_id(static_cast<size_t>(g.num_nodes()), -1);
   std::map<Endpoint, int> arg_node;  // fed endpoint -> new _Arg node id
@@ -67,11 +91,20 @@ Result<Graph> rewrite_for_run(const Graph& g, const RunSignature& sig) {
     AF_ASSIGN_OR_RETURN(Node * a, out.add_node(std::move(arg)));
     arg_node[ep] = a->id;
   }
-  auto order = g.topological_order();
-  if (!order.ok()) return order.status();
   for (int id : *order) {
     if (!needed[static_cast<size_t>(id)]) continue;
     Node n = *g.node(id);
+    if (as_noop[static_cast<size_t>(id)]) {
+      for (const auto& in : n.inputs)
+        if (!fed.count(in) &&
+            std::find(n.control_inputs.begin(), n.control_inputs.end(), in.node) == n.control_inputs.end())
+          n.control_inputs.push_back(in.node);
+      n.inputs.clear();
+      n.op = "NoOp";
+      n.attrs = AttrMap();
+      n.output_types.clear();
+      n.output_shapes.clear();
+    }
     // A fed node that is still needed (e.g. as a target) keeps running; consumers read the feed.
     for (auto& in : n.inputs) {
       auto it = arg_node.find(in);

@@ -264,6 +264,57 @@ TEST(PartitionTest, SeedMatMulAcrossTwoCpuDevices) {
   EXPECT_EQ(out->at(0).to_string(), "[[22. 28.]\n [49. 64.]]");
 }
 
+// TensorFlow's gradient `tuple`: `gate` (a NoOp) waits for both gradients of an op; `used` reads
+// one of them after the gate, the other (`unread`, a MatMul nobody reads or fetches, on the other
+// device) is only waited for. The rewrite runs `unread` as a NoOp waiting for its inputs'
+// producers (the order kept, the kernel skipped); the step still gives `used`'s value. Fetched,
+// or read by a fetched node, or as a target, it stays a MatMul; an op that is not pure compute
+// (an Identity here) is never turned into a NoOp.
+TEST(PartitionTest, AComputationOnlyWaitedForRunsAsANoOpWaitingForItsInputs) {
+  Scope root = Scope::root();
+  auto a = ops::constant(root.with_device("/cpu:0"), {1, 2, 3, 4, 5, 6}, {2, 3}, "a");
+  auto b = ops::constant(root.with_device("/cpu:1"), {1, 2, 3, 4, 5, 6}, {3, 2}, "b");
+  auto mm = [&](const Scope& s, Output x, Output y, const std::string& name) {
+    NodeBuilder nb(s.with_op_name(name), "MatMul");
+    return nb.input(x).input(y).attr("transpose_a", false).attr("transpose_b", false).finalize();
+  };
+  auto grad = mm(root.with_device("/cpu:0"), a, b, "grad");
+  auto unread = mm(root.with_device("/cpu:1"), a, b, "unread");
+  auto copy = ops::identity(root.with_device("/cpu:1").with_op_name("copy"), a);
+  auto gate = ops::no_op(root.with_device("/cpu:0"), {grad, unread, copy}, "gate");
+  ops::identity(root.with_device("/cpu:0").with_control_dependencies({gate}).with_op_name("used"), grad);
+  ASSERT_TRUE(root.ok()) << root.status();
+  {
+    RunSignature sig;
+    sig.fetches = {"used"};
+    auto g = rewrite_for_run(*root.graph(), sig);
+    ASSERT_TRUE(g.ok()) << g.status();
+    const Node* n = g->find("unread");
+    ASSERT_NE(n, nullptr);
+    EXPECT_EQ(n->op, "NoOp");
+    EXPECT_TRUE(n->inputs.empty());
+    EXPECT_EQ(n->num_outputs(), 0);
+    EXPECT_EQ(n->control_inputs, (std::vector<int>{g->find("a")->id, g->find("b")->id}));
+    EXPECT_EQ(g->find("grad")->op, "MatMul");
+    EXPECT_EQ(g->find("copy")->op, "Identity");
+    ASSERT_TRUE(place(*g).ok());
+    auto parts = partition_graph(*g);
+    ASSERT_TRUE(parts.ok()) << parts.status();
+    auto out = run_partitions(*parts);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->at(0).to_string(), "[[22. 28.]\n [49. 64.]]");
+  }
+  for (const auto& [fetches, targets] : std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>>{
+           {{"used", "unread"}, {}}, {{"used"}, {"unread"}}}) {
+    RunSignature sig;
+    sig.fetches = fetches;
+    sig.targets = targets;
+    auto g = rewrite_for_run(*root.graph(), sig);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->find("unread")->op, "MatMul");
+  }
+}
+
 }  // namespace
 }  // namespace actorflow
 
