@@ -257,7 +257,7 @@ class DeviceResourceEnv final : public ResourceEnv {
 
 struct DeviceState {
   Device* device = nullptr;
-  std::shared_ptr<Router> router;
+  std::shared_ptr<DeviceRouter> router;
   // Held while this actor runs kernels; shared with inline runs (InlinePartitions).
   std::shared_ptr<DeviceGate> gate = std::make_shared<DeviceGate>();
   std::shared_ptr<ResourceManager> resources;
@@ -267,7 +267,7 @@ struct DeviceState {
   struct Step {
     std::unique_ptr<StepExecution> exec;
     caf::response_promise rp;
-    // Set for a step dispatched over the data plane: where its outcome goes (Router::reply_step).
+    // Set for a step dispatched over the data plane: where its outcome goes (DeviceRouter::reply_step).
     std::string reply_to;
     // The task whose master started it (from the partition's handle), and what the parked step
     // waits for (core/waits.h): its first missing _Recv key, or "" for an asynchronous kernel.
@@ -508,7 +508,7 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   }
   if (st.steps.count(step_id))
     return to_caf_error(AlreadyExists("step " + std::to_string(step_id) + " already runs on " + st.device->name()));
-  std::weak_ptr<Router> weak_router = st.router;
+  std::weak_ptr<DeviceRouter> weak_router = st.router;
   auto send = [weak_router, step_id](const RendezvousKey& key, const Tensor& t) -> Status {
     auto r = weak_router.lock();
     if (!r) return Cancelled("device shutting down");
@@ -528,7 +528,7 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
 }
 
 
-device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, std::shared_ptr<Router> router,
+device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, std::shared_ptr<DeviceRouter> router,
                            std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
                            RestartPolicy restarts) {
   self->state.device = device;
@@ -547,7 +547,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
   // CAF 0.17 always stops the actor then; the pending request gets this error naming the device.
   {
     // When the actor ends: no more inline runs of its partitions (the device may go next).
-    std::weak_ptr<Router> weak_router = self->state.router;
+    std::weak_ptr<DeviceRouter> weak_router = self->state.router;
     std::shared_ptr<DeviceGate> gate = self->state.gate;
     const std::string name = device->name();
     self->attach_functor([weak_router, gate, name](const caf::error&) {
@@ -603,7 +603,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
       },
       [=](steprun_atom, const std::string& handle, int64_t step_id, const std::string& reply_to,
           std::vector<std::string>& keys, std::vector<Tensor>& tensors) {
-        // A run request that came over the data plane (Router::dispatch_step): same as run_atom
+        // A run request that came over the data plane (StepDispatcher::dispatch_step): same as run_atom
         // without arguments, but the outcome goes back over the data plane to `reply_to`; the
         // tensors for its _Recvs that came with it (keys[i] -> tensors[i]) are delivered first.
         auto& st = self->state;
@@ -660,7 +660,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
 
 }  // namespace
 
-device_actor_t spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<Router> router,
+device_actor_t spawn_device_actor(caf::actor_system& sys, Device* device, std::shared_ptr<DeviceRouter> router,
                               std::shared_ptr<ResourceManager> resources, KernelOverrideFn kernel_override,
                               RestartPolicy restarts) {
   return sys.spawn<caf::detached>(device_actor, device, std::move(router), std::move(resources),

@@ -128,7 +128,7 @@ void DirectSteps::cancel_all(const Status& why) {
   }
 }
 
-void DirectSteps::abort_others(Router& router, const DirectPlan& plan, int64_t step_id,
+void DirectSteps::abort_others(StepDispatcher& router, const DirectPlan& plan, int64_t step_id,
                                const std::set<std::string>& pending, const std::string& why) {
   // Partitions that reported already ended on their device: only the others need the abort.
   for (const auto& d : plan.dispatches)
@@ -136,7 +136,7 @@ void DirectSteps::abort_others(Router& router, const DirectPlan& plan, int64_t s
       router.abort_remote_step(d.device.node, d.device.name, step_id, why);
 }
 
-std::optional<Result<std::vector<Tensor>>> DirectSteps::run(Router& router, const DirectPlan& plan,
+std::optional<Result<std::vector<Tensor>>> DirectSteps::run(StepDispatcher& router, const DirectPlan& plan,
                                                             const std::vector<Tensor>& feeds,
                                                             std::chrono::milliseconds timeout) {
   if (plan.dispatches.empty()) return std::nullopt;

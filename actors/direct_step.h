@@ -32,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/device_actor.h"
+#include "actors/routing.h"
 #include "actors/messages.h"
 #include "core/status.h"
 #include "tensor/tensor.h"
@@ -99,7 +99,7 @@ class DirectSteps {
   // limit other than the liveness checks above). Returns nullopt without doing anything when
   // the step cannot go direct now (a connection cannot be opened): the caller then runs it
   // through the master. Fault injection changes nothing here: link faults act in the router. Otherwise the fetches or the step's error.
-  std::optional<Result<std::vector<Tensor>>> run(Router& router, const DirectPlan& plan,
+  std::optional<Result<std::vector<Tensor>>> run(StepDispatcher& router, const DirectPlan& plan,
                                                  const std::vector<Tensor>& feeds,
                                                  std::chrono::milliseconds timeout);
 
@@ -109,7 +109,7 @@ class DirectSteps {
   bool on_ret(int64_t step_id, const std::string& device, int32_t index, Tensor t);
   bool on_done(int64_t step_id, const std::string& device, const Status& outcome);
   // From the data plane's reader: the answer of `device`'s task to a query about step
-  // `step_id` (Router::query_step). Not running while the step still waits for `device` fails
+  // `step_id` (StepDispatcher::query_step). Not running while the step still waits for `device` fails
   // the step at once with Aborted naming the task (the answer comes behind any outcome). Returns
   // false when no direct step waits for it.
   bool on_state(int64_t step_id, const std::string& device, bool running);
@@ -125,7 +125,7 @@ class DirectSteps {
   std::shared_ptr<Waiter> waiter(int64_t step_id) const;
   // Tells the devices of `plan` in `pending` (those that have not reported) to abort the step,
   // through `router` (as this process's node actor: the peers ignore anonymous aborts).
-  void abort_others(Router& router, const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
+  void abort_others(StepDispatcher& router, const DirectPlan& plan, int64_t step_id, const std::set<std::string>& pending,
                     const std::string& why);
 
   mutable std::mutex mu_;

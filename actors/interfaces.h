@@ -79,7 +79,7 @@ using device_actor_t = caf::typed_actor<
     // Runs step `step_id` of partition `handle` with its _Arg values; answers its _Retvals.
     caf::replies_to<run_atom, std::string, int64_t, TensorList>::with<TensorList>,
     // (handle, step_id, reply_to, keys, tensors): a step dispatched over the data plane; its
-    // outcome goes back to `reply_to` over the data plane (Router::reply_step), not as a reply;
+    // outcome goes back to `reply_to` over the data plane (DeviceRouter::reply_step), not as a reply;
     // keys[i] -> tensors[i] are _Recv inputs that came with it.
     caf::reacts_to<steprun_atom, std::string, int64_t, std::string, std::vector<std::string>, TensorList>,
     // (step_id, rendezvous key, tensor): an input of one of the step's _Recv ops.

@@ -60,7 +60,7 @@ struct MasterState {
   // tensors to worker/1.)
   std::string handle_prefix;
   uint64_t handle_seq = 0;
-  std::shared_ptr<Router> router;  // may dispatch steps over the data plane (may be null)
+  std::shared_ptr<StepDispatcher> router;  // may dispatch steps over the data plane (may be null)
   std::string task;                // this master's task prefix
   std::shared_ptr<DirectSteps> direct;  // where direct-step plans are published (may be null)
   Status stopping;                 // set when the master exits: every run is answered with it
@@ -325,7 +325,7 @@ void run_plan(MasterActor* self, std::shared_ptr<Plan> plan, RunRequestPtr req, 
 }
 
 master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceInfo> devices, std::string default_device,
-                           std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
+                           std::shared_ptr<StepDispatcher> router, std::shared_ptr<DirectSteps> direct) {
   self->state.router = std::move(router);
   self->state.direct = std::move(direct);
   // Stopping (Server::stop sends the exit): every run still waiting for its plan or its
@@ -464,7 +464,7 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
 }  // namespace
 
 master_actor_t spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices, std::string default_device,
-                              std::shared_ptr<Router> router, std::shared_ptr<DirectSteps> direct) {
+                              std::shared_ptr<StepDispatcher> router, std::shared_ptr<DirectSteps> direct) {
   return sys.spawn(master_actor, std::move(devices), std::move(default_device), std::move(router), std::move(direct));
 }
 

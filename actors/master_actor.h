@@ -46,7 +46,7 @@ struct RunRequest {
 };
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
 
-class Router;
+class StepDispatcher;
 class DirectSteps;
 
 // The key under which the master caches the plan of `r` (graph, signature, devices, membership
@@ -60,7 +60,7 @@ std::string plan_key(const RunRequest& r);
 std::string partition_handle_prefix(const std::string& task);
 
 // Spawns a master that places on `devices` and puts unconstrained ops on `default_device`.
-// With a `router` that can dispatch steps over the data plane (Router::can_dispatch), runs of
+// With a `router` that can dispatch steps over the data plane (StepDispatcher::can_dispatch), runs of
 // remote partitions without arguments are sent that way instead of as CAF requests (fewer
 // thread hand-offs per step); the router must then deliver stepret/stepdone messages to this
 // master. Otherwise CAF requests. Armed fault injection changes neither (faults act in the
@@ -68,7 +68,7 @@ std::string partition_handle_prefix(const std::string& task);
 // With `direct` (may be null), plans whose work all runs on other processes are published
 // there once registered, for sessions to run without the master (actors/direct_step.h).
 master_actor_t spawn_master_actor(caf::actor_system& sys, std::vector<DeviceInfo> devices,
-                              std::string default_device, std::shared_ptr<Router> router = nullptr,
+                              std::string default_device, std::shared_ptr<StepDispatcher> router = nullptr,
                               std::shared_ptr<DirectSteps> direct = nullptr);
 
 }  // namespace actorflow

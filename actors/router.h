@@ -44,7 +44,9 @@ namespace actorflow {
 
 class DirectSteps;
 
-class ProcessRouter final : public Router, public std::enable_shared_from_this<ProcessRouter> {
+class ProcessRouter final : public DeviceRouter,
+                            public StepDispatcher,
+                            public std::enable_shared_from_this<ProcessRouter> {
  public:
   // `own_task`: the task prefix of this process ("/job:worker/replica:0/task:1"), the receiving
   // end of its link faults. `own_incarnation`: this process's incarnation (0: not known): a
@@ -71,10 +73,10 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   void clear();
 
   // ---- tensor routing (router.cc) ----
-  // Router: delivers (step_id, key, t) to the key's destination device (the sending hook). No
+  // DeviceRouter: delivers (step_id, key, t) to the key's destination device (the sending hook). No
   // string is parsed: the fields and task names come from `key`.
   Status route_key(int64_t step_id, const RendezvousKey& key, const Tensor& t) override;
-  // Router: parses `key` once (InvalidArgument saying why it is malformed), then route_key().
+  // DeviceRouter: parses `key` once (InvalidArgument saying why it is malformed), then route_key().
   Status route(int64_t step_id, const std::string& key, const Tensor& t) override;
   // A frame from the data plane (the TensorServer's callback): the receiving hook, then a
   // tensor for a local device or step control. Never throws; bad frames are logged and dropped.
@@ -91,7 +93,7 @@ class ProcessRouter final : public Router, public std::enable_shared_from_this<P
   // forgotten. Thread-safe; never throws.
   void connection_closed(uint64_t channel_id);
 
-  // ---- step dispatch (step_dispatch.cc); contracts in Router ----
+  // ---- step dispatch (step_dispatch.cc); contracts in StepDispatcher and DeviceRouter (actors/routing.h) ----
   bool can_dispatch(const std::string& device) override;
   bool dispatch_connection_open(const std::string& device) override;
   Status open_dispatch(const std::string& device) override;

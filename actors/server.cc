@@ -69,7 +69,7 @@ struct Server::Impl {
   std::string task_prefix_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<DeviceInfo> device_infos_;
-  std::shared_ptr<Router> router_;
+  std::shared_ptr<ProcessRouter> router_;
   std::shared_ptr<DirectSteps> direct_;
   std::shared_ptr<ResourceManager> resources_;
   std::shared_ptr<PsReplicator> replicator_;  // a ps task with [supervisor] ps_replicas = 2
@@ -118,7 +118,7 @@ Membership* ServerRuntime::membership() { return impl_->membership_.get(); }
 const std::shared_ptr<ResourceManager>& ServerRuntime::resources() const { return impl_->resources_; }
 const std::vector<DeviceInfo>& ServerRuntime::devices() const { return impl_->device_infos_; }
 std::shared_ptr<DirectSteps> ServerRuntime::direct_steps() const { return impl_->direct_; }
-std::shared_ptr<Router> ServerRuntime::router() const { return impl_->router_; }
+std::shared_ptr<ProcessRouter> ServerRuntime::router() const { return impl_->router_; }
 
 std::shared_ptr<PsServing> ServerRuntime::ps_serving() const { return impl_->ps_serving_; }
 
@@ -297,7 +297,7 @@ void Server::stop() {
   const Status stopping = Cancelled("the server " + impl_->target_ + " stopped");
   if (impl_->membership_) impl_->membership_->cancel(stopping);
   if (impl_->direct_) impl_->direct_->cancel_all(stopping);
-  if (auto* lr = dynamic_cast<ProcessRouter*>(impl_->router_.get())) lr->clear();
+  if (impl_->router_) impl_->router_->clear();
   if (impl_->replicator_) impl_->replicator_->stop();
   if (impl_->node_) {
     impl_->stopping_flag_->store(true);
@@ -537,7 +537,7 @@ Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& tas
     if (bind_ip.size() > 2 && bind_ip.front() == '[') bind_ip = bind_ip.substr(1, bind_ip.size() - 2);
     const std::string advertised = bind_ip;
     if (!opts.bind.empty()) bind_ip = opts.bind;
-    auto* router = static_cast<ProcessRouter*>(impl_->router_.get());
+    ProcessRouter* router = impl_->router_.get();
     // A replicated ps task takes its primaries' tensors over the data plane too (they wait in
     // the inbox for their calls, which come over the control plane: actors/ps_replication.h).
     std::shared_ptr<ReplicaInbox> inbox;
@@ -581,7 +581,7 @@ Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& tas
       }
     });
   }
-  static_cast<ProcessRouter*>(impl_->router_.get())->set_self_node(impl_->node_);
+  impl_->router_->set_self_node(impl_->node_);
   // The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h),
   // on the task's configured address, never on every interface.
   {
@@ -647,7 +647,7 @@ Status ServerRuntime::connect_tasks(const std::vector<std::string>& tasks) {
     TaskId t{*spec->job, *spec->task};
     AF_ASSIGN_OR_RETURN(std::string addr, impl_->cluster_.task_address(t));
     AF_ASSIGN_OR_RETURN(PeerInfo p, impl_->membership_->ensure(prefix, addr));
-    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
+    impl_->router_->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
   }
   return Status::OK();
 }
@@ -704,7 +704,7 @@ Result<std::vector<DeviceInfo>> ServerRuntime::cluster_devices_for(const Graph& 
     }
     AF_RETURN_IF_ERROR(got.status());
     PeerInfo p = std::move(*got);
-    static_cast<ProcessRouter*>(impl_->router_.get())->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
+    impl_->router_->set_remote(prefix, p.node, p.data_addr, incarnation_of(p));
     peers.push_back(p);
   }
   // Every involved task must be able to send to every other: tell them who is involved.

@@ -29,7 +29,7 @@ class Graph;
 class Membership;
 class PsServing;
 class ResourceManager;
-class Router;
+class ProcessRouter;
 class ServerGate;
 struct DeviceInfo;
 struct ServerOptions;
@@ -82,7 +82,7 @@ class ServerRuntime {
   std::shared_ptr<DirectSteps> direct_steps() const;
   // Routes tensors and step dispatches of the server's devices (data plane included), shared
   // with the caller; after the server stops it routes nothing.
-  std::shared_ptr<Router> router() const;
+  std::shared_ptr<ProcessRouter> router() const;
   // With [supervisor] ps_replicas = 2, which ps task serves each ps task's variables as this
   // process sees it (actors/ps_replication.h; updated when a ps task goes down), else null.
   // Shared with the caller.

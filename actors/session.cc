@@ -15,6 +15,7 @@
 #include "actors/direct_step.h"
 #include "actors/master_actor.h"
 #include "actors/remote_client.h"
+#include "actors/router.h"
 #include "actors/ps_replication.h"
 #include "actors/server.h"
 #include "actors/server_gate.h"
@@ -396,7 +397,7 @@ Result<std::vector<Tensor>> Session::run_named(const RunOptions* options, RunMet
   std::shared_ptr<DirectSteps> direct = ServerRuntime(*impl_->server_).membership() ? ServerRuntime(*impl_->server_).direct_steps() : nullptr;
   if (direct && direct->has_plans()) {
     auto plan = direct->find(plan_key(*req));
-    std::shared_ptr<Router> router = plan ? ServerRuntime(*impl_->server_).router() : nullptr;
+    std::shared_ptr<ProcessRouter> router = plan ? ServerRuntime(*impl_->server_).router() : nullptr;
     if (plan && router) {
       auto r = direct->run(*router, *plan, req->feeds, req->timeout);
       if (r) return std::move(*r);

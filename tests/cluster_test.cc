@@ -27,6 +27,7 @@
 #include "actors/server.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
+#include "actors/router.h"
 #include "actors/server_runtime.h"
 #include "config/cluster_spec.h"  // the cluster file's options
 

@@ -367,7 +367,7 @@ TEST(TryRunInlineTest, KernelExceptionIsAnInternalStepError) {
 
 // ---- the device actor's side ------------------------------------------------------------------
 
-class InlineRouter : public Router {
+class InlineRouter : public DeviceRouter {
  public:
   Status route(int64_t, const std::string& key, const Tensor&) override {
     return Unavailable("test router routes nothing ('" + key + "')");
@@ -376,14 +376,14 @@ class InlineRouter : public Router {
   InlinePartitions inl;
 };
 
-class NoInlineRouter : public Router {
+class NoInlineRouter : public DeviceRouter {
  public:
   Status route(int64_t, const std::string&, const Tensor&) override { return Unavailable("no"); }
 };
 
 // One CPU device actor in its own actor system. The device outlives the system (declared first).
 struct DeviceActorFixture {
-  explicit DeviceActorFixture(std::shared_ptr<Router> r, KernelOverrideFn override_fn = nullptr,
+  explicit DeviceActorFixture(std::shared_ptr<DeviceRouter> r, KernelOverrideFn override_fn = nullptr,
                               RestartPolicy restarts = RestartPolicy{})
       : device(make_cpu_device(kCpu0, 0)), sys(configured(cfg)), router(std::move(r)) {
     actor = spawn_device_actor(sys, device.get(), router, nullptr, std::move(override_fn), restarts);
@@ -433,7 +433,7 @@ struct DeviceActorFixture {
   std::unique_ptr<Device> device;
   caf::actor_system_config cfg;
   caf::actor_system sys;
-  std::shared_ptr<Router> router;
+  std::shared_ptr<DeviceRouter> router;
   device_actor_t actor;
 };
 
