@@ -430,211 +430,252 @@ Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const 
   return s;
 }
 
+// What the steps of ServerRuntime::init_cluster share: the task, its address and security,
+// and what one step builds for the next.
+struct ClusterTask {
+  const ClusterSpec& cluster;
+  TaskId task;
+  std::string address;                   // "host:port" from the cluster file
+  std::pair<std::string, int> hp;        // its host and port
+  std::string where;                     // "task T at ADDRESS", the prefix of every error
+  std::string bind;                      // the IP this task listens on ([server] bind, else its own)
+  std::string advertised;                // the IP peers are told for the data plane
+  std::shared_ptr<const net::TlsContext> tls;
+  ServerOptions opts;
+  MembershipConfig mc;
+  NodeActorConfig nc;
+  // A replicated ps task's peers (task prefix, address), its backup first, then on around the ring.
+  std::vector<std::pair<std::string, std::string>> ps_peers;
+};
+
 Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
+  AF_ASSIGN_OR_RETURN(ClusterTask c, cluster_task(cluster, task));
+  // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
+  impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
+  AF_RETURN_IF_ERROR(init_ps_replication(c));
+  const DeviceEnumerationOptions d = c.opts;  // the DeviceOptions base
+  AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
+  init_membership(c);
+  if (impl_->replicator_ && impl_->ps_serving_) learn_own_failover(c.ps_peers);
+  init_node_config(c);
+  AF_RETURN_IF_ERROR(init_data_plane(c));
+  init_node_actor(c);
+  AF_RETURN_IF_ERROR(init_control_plane(c));
+  AF_RETURN_IF_ERROR(init_metrics(c));
+  {
+    std::lock_guard<std::mutex> l(g_registry_mu);
+    registry().erase(impl_->target_);
+    impl_->target_ = "actorflow://" + c.address;
+    registry()[impl_->target_] = server_;
+  }
+  AF_LOG(INFO) << "Started server for " << impl_->task_prefix_ << " at " << c.address;
+  return Status::OK();
+}
+
+Result<ClusterTask> ServerRuntime::cluster_task(const ClusterSpec& cluster, const TaskId& task) {
   impl_->cluster_ = cluster;
   impl_->task_ = task;
   impl_->server_options_ = cluster.server_options(task);
-  AF_ASSIGN_OR_RETURN(std::string address, cluster.task_address(task));
-  AF_ASSIGN_OR_RETURN(auto hp, parse_address(address));
-  const std::string where = "task " + task.to_string() + " at " + address;
-  if (!is_local_host(hp.first))
-    return InvalidArgument(where + ": '" + hp.first + "' is not an address of this machine");
+  ClusterTask c{cluster, task, {}, {}, {}, {}, {}, nullptr, cluster.server_options(task), {}, {}, {}};
+  AF_ASSIGN_OR_RETURN(c.address, cluster.task_address(task));
+  AF_ASSIGN_OR_RETURN(c.hp, parse_address(c.address));
+  c.where = "task " + task.to_string() + " at " + c.address;
+  if (!is_local_host(c.hp.first))
+    return InvalidArgument(c.where + ": '" + c.hp.first + "' is not an address of this machine");
   if (!cluster.all_loopback() && cluster.secret().empty() && !cluster.tls())
     return FailedPrecondition("cluster file " + cluster.source() +
                               " has non-loopback addresses: a cluster secret is required (secret_file or "
                               "ACTORFLOW_SECRET), or TLS ([cluster] tls_dir)");
   auto tls_or = cluster_tls(cluster, task.to_string());
-  if (!tls_or.ok()) return tls_or.status().with_prefix(where);
-  const std::shared_ptr<const net::TlsContext> tls = *tls_or;
-  const ServerOptions opts = cluster.server_options(task);
-  // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
-  impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
-  // Replicated parameter servers: ps task p's variables have their backup on the next ps task
-  // (in index order, cyclically); actors/ps_replication.h.
-  // A replicated ps task's peers (task prefix, address), its backup first, then on around the ring.
-  std::vector<std::pair<std::string, std::string>> ps_peers;
-  if (task.job == "ps" && cluster.supervisor().ps_replicas == 2) {
-    const std::vector<int> ps = cluster.task_indices("ps");
-    auto at = std::find(ps.begin(), ps.end(), task.index);
-    const TaskId backup{"ps", (at + 1 == ps.end()) ? ps.front() : *(at + 1)};
-    AF_ASSIGN_OR_RETURN(std::string backup_addr, cluster.task_address(backup));
-    const size_t me = static_cast<size_t>(at - ps.begin());
-    for (size_t k = 1; k < ps.size(); ++k) {
-      const TaskId peer{"ps", ps[(me + k) % ps.size()]};
-      AF_ASSIGN_OR_RETURN(std::string addr, cluster.task_address(peer));
-      ps_peers.emplace_back(peer.device_prefix(), addr);
-    }
-    impl_->replicator_ = std::make_shared<PsReplicator>(task.device_prefix(), backup.device_prefix(), backup_addr,
-                                                        std::chrono::milliseconds(opts.peer_timeout_ms));
+  if (!tls_or.ok()) return tls_or.status().with_prefix(c.where);
+  c.tls = *tls_or;
+  // The task's configured address (never all interfaces unless [server] bind says so); peers
+  // are told the configured address.
+  c.advertised = c.hp.first == "localhost" ? "127.0.0.1" : c.hp.first;
+  if (c.advertised.size() > 2 && c.advertised.front() == '[') c.advertised = c.advertised.substr(1, c.advertised.size() - 2);
+  c.bind = c.opts.bind.empty() ? c.advertised : c.opts.bind;
+  return c;
+}
+
+// Replicated parameter servers: ps task p's variables have their backup on the next ps task
+// (in index order, cyclically); actors/ps_replication.h.
+Status ServerRuntime::init_ps_replication(ClusterTask& c) {
+  if (c.task.job != "ps" || c.cluster.supervisor().ps_replicas != 2) return Status::OK();
+  const std::vector<int> ps = c.cluster.task_indices("ps");
+  auto at = std::find(ps.begin(), ps.end(), c.task.index);
+  const TaskId backup{"ps", (at + 1 == ps.end()) ? ps.front() : *(at + 1)};
+  AF_ASSIGN_OR_RETURN(std::string backup_addr, c.cluster.task_address(backup));
+  const size_t me = static_cast<size_t>(at - ps.begin());
+  for (size_t k = 1; k < ps.size(); ++k) {
+    const TaskId peer{"ps", ps[(me + k) % ps.size()]};
+    AF_ASSIGN_OR_RETURN(std::string addr, c.cluster.task_address(peer));
+    c.ps_peers.emplace_back(peer.device_prefix(), addr);
   }
-  const DeviceEnumerationOptions d = opts;  // the DeviceOptions base
-  AF_RETURN_IF_ERROR(init(task.device_prefix(), d));
+  impl_->replicator_ = std::make_shared<PsReplicator>(c.task.device_prefix(), backup.device_prefix(), backup_addr,
+                                                      std::chrono::milliseconds(c.opts.peer_timeout_ms));
+  return Status::OK();
+}
+
+void ServerRuntime::init_membership(ClusterTask& c) {
   impl_->auth_peers_ = std::make_shared<AuthenticatedPeers>();
-  MembershipConfig mc;
+  MembershipConfig& mc = c.mc;
   mc.self_task = impl_->task_prefix_;
-  mc.fingerprint = cluster.fingerprint();
-  mc.secret = cluster.secret();
-  mc.tls = tls;
-  mc.connect_timeout = std::chrono::milliseconds(opts.connect_timeout_ms);
-  mc.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_interval_ms);
-  mc.peer_timeout = std::chrono::milliseconds(opts.peer_timeout_ms);
+  mc.fingerprint = c.cluster.fingerprint();
+  mc.secret = c.cluster.secret();
+  mc.tls = c.tls;
+  mc.connect_timeout = std::chrono::milliseconds(c.opts.connect_timeout_ms);
+  mc.heartbeat_interval = std::chrono::milliseconds(c.opts.heartbeat_interval_ms);
+  mc.peer_timeout = std::chrono::milliseconds(c.opts.peer_timeout_ms);
   impl_->membership_ = std::make_unique<Membership>(*impl_->sys_, mc);
   impl_->membership_->add_listener(caf::actor_cast<caf::actor>(impl_->master_));
-  if (cluster.supervisor().ps_replicas == 2) {
-    // Which ps task serves each ps task's variables: a ps task that goes down hands them to its
-    // backup, before the master fails the steps that involved it (actors/ps_replication.h).
-    std::vector<std::string> ps;
-    for (int i : cluster.task_indices("ps")) ps.push_back(TaskId{"ps", i}.device_prefix());
-    impl_->ps_serving_ = std::make_shared<PsServing>(std::move(ps));
-    std::weak_ptr<PsServing> serving = impl_->ps_serving_;
-    const std::string me = impl_->task_prefix_;
-    impl_->membership_->add_down_callback([serving, me](const std::string& task) {
-      auto s = serving.lock();
-      if (!s || !s->task_down(task)) return;
-      std::string moved;
-      for (const auto& [from, to] : s->aliases()) moved += " " + from + "->" + to;
-      AF_LOG(WARNING) << me << ": ps failover: " << task << " is down; served now:" << moved;
-    });
-  }
-  if (impl_->replicator_ && impl_->ps_serving_) learn_own_failover(ps_peers);
-  NodeActorConfig nc;
+  if (c.cluster.supervisor().ps_replicas != 2) return;
+  // Which ps task serves each ps task's variables: a ps task that goes down hands them to its
+  // backup, before the master fails the steps that involved it (actors/ps_replication.h).
+  std::vector<std::string> ps;
+  for (int i : c.cluster.task_indices("ps")) ps.push_back(TaskId{"ps", i}.device_prefix());
+  impl_->ps_serving_ = std::make_shared<PsServing>(std::move(ps));
+  std::weak_ptr<PsServing> serving = impl_->ps_serving_;
+  const std::string me = impl_->task_prefix_;
+  impl_->membership_->add_down_callback([serving, me](const std::string& task) {
+    auto s = serving.lock();
+    if (!s || !s->task_down(task)) return;
+    std::string moved;
+    for (const auto& [from, to] : s->aliases()) moved += " " + from + "->" + to;
+    AF_LOG(WARNING) << me << ": ps failover: " << task << " is down; served now:" << moved;
+  });
+}
+
+void ServerRuntime::init_node_config(ClusterTask& c) {
+  NodeActorConfig& nc = c.nc;
   nc.detached = impl_->detached_;
   nc.resources = impl_->resources_;
   nc.replicator = impl_->replicator_;
   nc.serving = impl_->ps_serving_;
   nc.task = impl_->task_prefix_;
-  nc.fingerprint = mc.fingerprint;
-  nc.secret = mc.secret;
+  nc.fingerprint = c.mc.fingerprint;
+  nc.secret = c.mc.secret;
   nc.devices = impl_->device_infos_;
   nc.peers = impl_->auth_peers_;
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
-  nc.auth_timeout = std::max<std::chrono::milliseconds>(mc.peer_timeout, std::chrono::milliseconds(1000));
+  nc.auth_timeout = std::max<std::chrono::milliseconds>(c.mc.peer_timeout, std::chrono::milliseconds(1000));
   nc.connect_peers = [srv = server_](const std::vector<std::string>& tasks) { return ServerRuntime(*srv).connect_tasks(tasks); };
   // Remote client sessions (actors/client_sessions.h) run on this server, under its final target.
-  nc.clients = std::make_shared<ClientSessions>("actorflow://" + address);
+  nc.clients = std::make_shared<ClientSessions>("actorflow://" + c.address);
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
   // So are nodes that connect to it and never authenticate with the node actor.
   std::weak_ptr<AuthenticatedPeers> weak_peers = impl_->auth_peers_;
   nc.sweeper = std::make_shared<SilentConnectionSweeper>(
-      *impl_->sys_, nc.auth_timeout, static_cast<uint16_t>(hp.second), [weak_peers](const caf::node_id& n) {
+      *impl_->sys_, nc.auth_timeout, static_cast<uint16_t>(c.hp.second), [weak_peers](const caf::node_id& n) {
         auto peers = weak_peers.lock();
         return !peers || peers->contains(n);
       });
-  // The tensor data plane: its own listener on the task's host (ephemeral port, advertised
-  // to authenticated peers in NodeInfo), with its own challenge-response handshake.
-  {
-    net::TransportOptions topts;
-    topts.cluster_fingerprint = mc.fingerprint;
-    topts.secret = mc.secret;
-    topts.task_name = task.to_string();
-    topts.tls = tls;
-    // The same bound on the handshake as the control plane's (max(peer_timeout_ms, 1 s)), not
-    // the transport's default.
-    topts.handshake_timeout = nc.auth_timeout;
-    // The task's configured address (never all interfaces unless [server] bind says so); peers
-    // are told the configured address.
-    std::string bind_ip = hp.first == "localhost" ? "127.0.0.1" : hp.first;
-    if (bind_ip.size() > 2 && bind_ip.front() == '[') bind_ip = bind_ip.substr(1, bind_ip.size() - 2);
-    const std::string advertised = bind_ip;
-    if (!opts.bind.empty()) bind_ip = opts.bind;
-    ProcessRouter* router = impl_->router_.get();
-    // A replicated ps task takes its primaries' tensors over the data plane too (they wait in
-    // the inbox for their calls, which come over the control plane: actors/ps_replication.h).
-    std::shared_ptr<ReplicaInbox> inbox;
-    if (impl_->replicator_) {
-      inbox = std::make_shared<ReplicaInbox>(size_t{2} << 30, std::max(4 * impl_->replicator_->timeout(),
-                                                                        std::chrono::milliseconds(10000)));
-      nc.replica_inbox = inbox;
-    }
-    auto ds = net::TensorServer::start(topts, bind_ip, 0, [router, inbox](const net::TensorMessage& m) {
-      if (inbox && ReplicaInbox::is_replica_frame(m)) {
-        inbox->put(m);
-        return;
-      }
-      router->deliver(m);
-    }, [router](uint64_t channel_id) { router->connection_closed(channel_id); });
-    if (!ds.ok()) return ds.status().with_prefix(where + ": tensor data plane");
-    impl_->data_server_ = std::move(*ds);
-    impl_->data_client_ = std::make_shared<net::TensorClient>(topts);
-    nc.data_addr = (advertised.find(':') != std::string::npos ? "[" + advertised + "]" : advertised) + ":" +
-                   std::to_string(impl_->data_server_->port());
-    router->set_data_client(impl_->data_client_, nc.data_addr);
-    if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get(), topts);
+}
+
+// The tensor data plane: its own listener on the task's host (ephemeral port, advertised to
+// authenticated peers in NodeInfo), with its own challenge-response handshake.
+Status ServerRuntime::init_data_plane(ClusterTask& c) {
+  net::TransportOptions topts;
+  topts.cluster_fingerprint = c.mc.fingerprint;
+  topts.secret = c.mc.secret;
+  topts.task_name = c.task.to_string();
+  topts.tls = c.tls;
+  // The same bound on the handshake as the control plane's (max(peer_timeout_ms, 1 s)), not
+  // the transport's default.
+  topts.handshake_timeout = c.nc.auth_timeout;
+  ProcessRouter* router = impl_->router_.get();
+  // A replicated ps task takes its primaries' tensors over the data plane too (they wait in
+  // the inbox for their calls, which come over the control plane: actors/ps_replication.h).
+  std::shared_ptr<ReplicaInbox> inbox;
+  if (impl_->replicator_) {
+    inbox = std::make_shared<ReplicaInbox>(size_t{2} << 30, std::max(4 * impl_->replicator_->timeout(),
+                                                                      std::chrono::milliseconds(10000)));
+    c.nc.replica_inbox = inbox;
   }
+  auto ds = net::TensorServer::start(topts, c.bind, 0, [router, inbox](const net::TensorMessage& m) {
+    if (inbox && ReplicaInbox::is_replica_frame(m)) {
+      inbox->put(m);
+      return;
+    }
+    router->deliver(m);
+  }, [router](uint64_t channel_id) { router->connection_closed(channel_id); });
+  if (!ds.ok()) return ds.status().with_prefix(c.where + ": tensor data plane");
+  impl_->data_server_ = std::move(*ds);
+  impl_->data_client_ = std::make_shared<net::TensorClient>(topts);
+  c.nc.data_addr = (c.advertised.find(':') != std::string::npos ? "[" + c.advertised + "]" : c.advertised) + ":" +
+                   std::to_string(impl_->data_server_->port());
+  router->set_data_client(impl_->data_client_, c.nc.data_addr);
+  if (impl_->replicator_) impl_->replicator_->start(impl_->membership_.get(), topts);
+  return Status::OK();
+}
+
+void ServerRuntime::init_node_actor(ClusterTask& c) {
   impl_->shutdown_token_ = random_nonce();
-  nc.shutdown_token = impl_->shutdown_token_;
-  impl_->node_ = spawn_node_actor(*impl_->sys_, nc);
+  c.nc.shutdown_token = impl_->shutdown_token_;
+  impl_->node_ = spawn_node_actor(*impl_->sys_, c.nc);
   // A node actor that ends while the server runs (no message from outside can end it, but an
   // exception escaping one of its handlers, or an embedder's actor system, can) would leave a
   // process that serves nothing and that no supervisor restarts: end the process instead.
-  {
-    std::weak_ptr<std::atomic<bool>> stopping = impl_->stopping_flag_;
-    const std::string t = impl_->task_prefix_;
-    impl_->node_->attach_functor([stopping, t](const caf::error& reason) {
-      auto s = stopping.lock();
-      if (s && !s->load()) {
-        AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
-                      << "): this task no longer serves its peers; ending the process with exit status "
-                      << kNodeActorLostExitCode << " so that its supervisor restarts it";
-        std::fflush(nullptr);
-        std::_Exit(kNodeActorLostExitCode);
-      }
-    });
-  }
-  impl_->router_->set_self_node(impl_->node_);
-  // The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h),
-  // on the task's configured address, never on every interface.
-  {
-    std::string bind = hp.first == "localhost" ? "127.0.0.1" : hp.first;
-    if (bind.size() > 2 && bind.front() == '[') bind = bind.substr(1, bind.size() - 2);
-    if (!opts.bind.empty()) bind = opts.bind;
-    ControlPlaneListener::Options co;
-    co.handshake.fingerprint = mc.fingerprint;
-    co.handshake.secret = mc.secret;
-    co.handshake.task_name = task.to_string();
-    co.handshake.tls = tls;
-    co.handshake_timeout = nc.auth_timeout;
-    auto cl = ControlPlaneListener::start(*impl_->sys_, caf::actor_cast<caf::actor>(impl_->node_), bind, static_cast<uint16_t>(hp.second), std::move(co));
-    if (!cl.ok()) return Unavailable(where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
-    impl_->control_ = std::move(*cl);
-    impl_->port_ = impl_->control_->port();
-    // The metrics endpoint, on the same address, behind TLS when the cluster has it; with a secret
-    // it proves itself to tools before they prove themselves (net/metrics_http.h).
-    if (opts.metrics_port > 0) {
-      net::MetricsHttpOptions mo;
-      mo.host = bind;
-      mo.port = static_cast<uint16_t>(opts.metrics_port);
-      mo.secret = mc.secret;  // keys the tools' challenge (GET /auth); never a credential itself
-      mo.task = task.to_string();
-      mo.fingerprint = mc.fingerprint;
-      mo.scrape_token = cluster.metrics_token();
-      mo.tls = tls;
-      const Labels labels{{"job", task.job}, {"task", std::to_string(task.index)}};
-      mo.render = [labels] { return Metrics::global().render(labels); };
-      // What this task waits for, and the hang report (core/waits.h, core/hang_report.h;
-      // docs/architecture/diagnosis.md): behind the same proof as /metrics.
-      const std::string task_name = task.device_prefix();
-      net::HttpRoute waits;
-      waits.content_type = "application/json";
-      waits.body = [task_name] { return waits_json(task_name, WaitRegistry::global().snapshot()); };
-      mo.routes["/waits"] = std::move(waits);
-      net::HttpRoute dump;
-      dump.body = [task_name] { return hang_report(task_name); };
-      mo.routes["/dump"] = std::move(dump);
-      auto ms = net::MetricsHttpServer::start(std::move(mo));
-      if (!ms.ok()) return Unavailable(where + ": metrics_port " + std::to_string(opts.metrics_port) + ": " + ms.status().message());
-      impl_->metrics_ = std::move(*ms);
-      AF_LOG(INFO) << impl_->task_prefix_ << ": metrics at " << (tls ? "https://" : "http://") << bind << ":"
-                   << impl_->metrics_->port() << "/metrics";
+  std::weak_ptr<std::atomic<bool>> stopping = impl_->stopping_flag_;
+  const std::string t = impl_->task_prefix_;
+  impl_->node_->attach_functor([stopping, t](const caf::error& reason) {
+    auto s = stopping.lock();
+    if (s && !s->load()) {
+      AF_LOG(ERROR) << "the node actor of " << t << " ended unexpectedly (" << caf::to_string(reason)
+                    << "): this task no longer serves its peers; ending the process with exit status "
+                    << kNodeActorLostExitCode << " so that its supervisor restarts it";
+      std::fflush(nullptr);
+      std::_Exit(kNodeActorLostExitCode);
     }
-  }
-  {
-    std::lock_guard<std::mutex> l(g_registry_mu);
-    registry().erase(impl_->target_);
-    impl_->target_ = "actorflow://" + address;
-    registry()[impl_->target_] = server_;
-  }
-  AF_LOG(INFO) << "Started server for " << impl_->task_prefix_ << " at " << address;
+  });
+  impl_->router_->set_self_node(impl_->node_);
+}
+
+// The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h), on
+// the task's configured address, never on every interface.
+Status ServerRuntime::init_control_plane(ClusterTask& c) {
+  ControlPlaneListener::Options co;
+  co.handshake.fingerprint = c.mc.fingerprint;
+  co.handshake.secret = c.mc.secret;
+  co.handshake.task_name = c.task.to_string();
+  co.handshake.tls = c.tls;
+  co.handshake_timeout = c.nc.auth_timeout;
+  auto cl = ControlPlaneListener::start(*impl_->sys_, caf::actor_cast<caf::actor>(impl_->node_), c.bind,
+                                        static_cast<uint16_t>(c.hp.second), std::move(co));
+  if (!cl.ok()) return Unavailable(c.where + ": cannot listen (" + cl.status().message() + "); is the address already in use?");
+  impl_->control_ = std::move(*cl);
+  impl_->port_ = impl_->control_->port();
+  return Status::OK();
+}
+
+// The metrics endpoint, on the task's address, behind TLS when the cluster has it; with a secret
+// it proves itself to tools before they prove themselves (net/metrics_http.h).
+Status ServerRuntime::init_metrics(const ClusterTask& c) {
+  if (c.opts.metrics_port <= 0) return Status::OK();
+  net::MetricsHttpOptions mo;
+  mo.host = c.bind;
+  mo.port = static_cast<uint16_t>(c.opts.metrics_port);
+  mo.secret = c.mc.secret;  // keys the tools' challenge (GET /auth); never a credential itself
+  mo.task = c.task.to_string();
+  mo.fingerprint = c.mc.fingerprint;
+  mo.scrape_token = c.cluster.metrics_token();
+  mo.tls = c.tls;
+  const Labels labels{{"job", c.task.job}, {"task", std::to_string(c.task.index)}};
+  mo.render = [labels] { return Metrics::global().render(labels); };
+  // What this task waits for, and the hang report (core/waits.h, core/hang_report.h;
+  // docs/architecture/diagnosis.md): behind the same proof as /metrics.
+  const std::string task_name = c.task.device_prefix();
+  net::HttpRoute waits;
+  waits.content_type = "application/json";
+  waits.body = [task_name] { return waits_json(task_name, WaitRegistry::global().snapshot()); };
+  mo.routes["/waits"] = std::move(waits);
+  net::HttpRoute dump;
+  dump.body = [task_name] { return hang_report(task_name); };
+  mo.routes["/dump"] = std::move(dump);
+  auto ms = net::MetricsHttpServer::start(std::move(mo));
+  if (!ms.ok()) return Unavailable(c.where + ": metrics_port " + std::to_string(c.opts.metrics_port) + ": " + ms.status().message());
+  impl_->metrics_ = std::move(*ms);
+  AF_LOG(INFO) << impl_->task_prefix_ << ": metrics at " << (c.tls ? "https://" : "http://") << c.bind << ":"
+               << impl_->metrics_->port() << "/metrics";
   return Status::OK();
 }
 
