@@ -189,7 +189,17 @@ Session::Session(const Scope& scope, const std::string& target, SessionOptions o
     if (!impl_->server_ && target.rfind("actorflow://", 0) == 0) {
       impl_->status_ = impl_->open_remote(target);
     } else if (!impl_->server_) {
-      impl_->status_ = NotFound("no server with target '" + target + "' in this process");
+      // TensorFlow's targets ("grpc://host:port") and bare addresses are what a ported program
+      // passes first: say what actorflow takes instead.
+      std::string hint;
+      if (target.rfind("grpc://", 0) == 0)
+        hint = "; actorflow's targets are 'actorflow://host:port' (TensorFlow's grpc:// protocol is not spoken): "
+               "the address of a task of the cluster file, as Server::target() gives it, with "
+               "SessionOptions().cluster_file(FILE) to reach the cluster's other tasks";
+      else
+        hint = "; a target is a Server's target() in this process, or 'actorflow://host:port' of a task of the "
+               "cluster file (SessionOptions().cluster_file(FILE))";
+      impl_->status_ = NotFound("no server with target '" + target + "' in this process" + hint);
     }
   }
 }
@@ -282,6 +292,18 @@ Result<std::shared_ptr<const RunRequest>> Session::prepare(const std::vector<std
   auto req = std::make_shared<RunRequest>();
   req->graph = snapshot();
   req->graph_id = impl_->graph_id_;
+  // Every name must exist now, not when the step is first planned (TensorFlow's Session::Run
+  // fails on an unknown name before it runs anything too).
+  for (const auto& [name, t] : feeds) {
+    auto e = req->graph->parse_endpoint(name);
+    if (!e.ok()) return e.status().with_prefix("feed '" + name + "'");
+  }
+  for (const auto& name : fetches) {
+    auto e = req->graph->parse_endpoint(name);
+    if (!e.ok()) return e.status().with_prefix("fetch '" + name + "'");
+  }
+  for (const auto& name : targets)
+    if (!req->graph->find(name)) return NotFound("target '" + name + "': no node named '" + name + "' in the graph");
   for (const auto& [name, t] : feeds) {
     req->sig.feeds.push_back(name);
     req->feeds.push_back(t);

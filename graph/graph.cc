@@ -79,6 +79,8 @@ Result<Endpoint> Graph::parse_endpoint(const std::string& s) const {
     const std::string idx = s.substr(colon + 1);
     if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos)
       return InvalidArgument("malformed tensor name '" + s + "': expected 'node' or 'node:index'");
+    // At most 9 digits: std::stoi would throw past INT_MAX (a name from a remote client).
+    if (idx.size() > 9) return InvalidArgument("tensor name '" + s + "': output index " + idx + " is out of range");
     index = std::stoi(idx);
   }
   const Node* n = find(name);

@@ -1045,6 +1045,30 @@ TEST_F(SecurityFuzzTest, HostileGraphsOfAnAuthenticatedClientAreRefusedNamingThe
   EXPECT_GT(ran, 0);
   EXPECT_GT(refused, 0);
 
+  // Hostile names: an output index past INT_MAX (std::stoi threw on it), an index the node does
+  // not have, a fed name of no node, a target nobody defined. Each is refused naming it.
+  {
+    Scope root = Scope::root();
+    auto a = ops::placeholder(root, DType::kFloat32, Shape{2}, "a");
+    ops::add(root.with_op_name("c"), a, 2.f);
+    ASSERT_TRUE(root.ok()) << root.status();
+    const Tensor two = Tensor::from_vector<float>({1, 2}, {2});
+    struct Case {
+      std::vector<std::pair<std::string, Tensor>> feeds;
+      std::vector<std::string> fetches, targets;
+      const char* named;
+    };
+    for (const Case& c : std::vector<Case>{{{{"a", two}}, {"c:99999999999"}, {}, "c:99999999999"},
+                                           {{{"a", two}}, {"c:7"}, {}, "c:7"},
+                                           {{{"a:4294967296", two}}, {"c"}, {}, "a:4294967296"},
+                                           {{{"a", two}}, {"c"}, {"no_such_op"}, "no_such_op"}}) {
+      auto r = run(*root.graph(), c.feeds, c.fetches, c.targets);
+      ASSERT_FALSE(r.ok()) << c.named;
+      EXPECT_NE(r.status().message().find(c.named), std::string::npos) << r.status();
+      ASSERT_TRUE(node.proc->running()) << c.named << "\n" << node.proc->output();
+    }
+  }
+
   // An honest client's step still returns the right values.
   EXPECT_TRUE(honest_step());
   expect_unharmed(100000);  // refusals may be logged; the node must still serve and not have grown

@@ -114,6 +114,20 @@ TEST(SessionTest, BadInputsAreNamedAndServerKeepsServing) {
   auto r4 = sess.run({y});
   ASSERT_FALSE(r4.ok());
   EXPECT_NE(r4.status().message().find("'x'"), std::string::npos) << r4.status();
+  // Names are checked when the step is prepared: an output index past INT_MAX (it threw from
+  // std::stoi), an output the node does not have, a target nobody defined.
+  auto r5 = sess.run_by_name({}, {"y:99999999999"});
+  ASSERT_FALSE(r5.ok());
+  EXPECT_EQ(r5.status().code(), Code::kInvalidArgument) << r5.status();
+  EXPECT_NE(r5.status().message().find("fetch 'y:99999999999'"), std::string::npos) << r5.status();
+  auto r6 = sess.prepare({}, {"y:1"}, {});
+  ASSERT_FALSE(r6.ok());
+  EXPECT_NE(r6.status().message().find("fetch 'y:1': node 'y' (Identity) has 1 outputs"), std::string::npos)
+      << r6.status();
+  auto r7 = sess.prepare({}, {"y"}, {"train"});
+  ASSERT_FALSE(r7.ok());
+  EXPECT_EQ(r7.status().code(), Code::kNotFound) << r7.status();
+  EXPECT_NE(r7.status().message().find("target 'train'"), std::string::npos) << r7.status();
   auto ok = sess.run({{x, Tensor::from_vector<float>({1, 2}, {2})}}, {y});
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)[0].to_string(), "[1. 2.]");
@@ -161,6 +175,11 @@ TEST(SessionTest, UnknownTarget) {
   Scope root = Scope::root();
   Session sess(root, "local://does-not-exist");
   EXPECT_EQ(sess.status().code(), Code::kNotFound);
+  // A ported TensorFlow program's target is told what actorflow takes instead.
+  Session grpc(root, "grpc://localhost:2222");
+  EXPECT_EQ(grpc.status().code(), Code::kNotFound);
+  for (const char* part : {"grpc://localhost:2222", "actorflow://host:port", "cluster_file"})
+    EXPECT_NE(grpc.status().message().find(part), std::string::npos) << part << ": " << grpc.status();
 }
 
 // Partition handles name partitions on devices several processes' masters share (every
