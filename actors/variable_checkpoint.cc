@@ -1,5 +1,6 @@
 #include "actors/variable_checkpoint.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -69,9 +70,18 @@ std::string checkpoint_place(const std::string& device) {
 }
 
 Result<int64_t> global_step_value(const Tensor& t) {
-  if (t.num_elements() != 1 || (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32))
-    return InvalidArgument("the global step must be an int64 or int32 scalar, not " + t.debug_string());
-  return t.dtype() == DType::kInt64 ? t.data<int64_t>()[0] : static_cast<int64_t>(t.data<int32_t>()[0]);
+  const DType d = t.dtype();
+  if (t.num_elements() != 1 ||
+      (d != DType::kInt64 && d != DType::kInt32 && d != DType::kFloat32 && d != DType::kFloat64))
+    return InvalidArgument("the global step must be an int64, int32, float32 or float64 scalar, not " + t.debug_string());
+  if (d == DType::kInt64) return t.data<int64_t>()[0];
+  if (d == DType::kInt32) return static_cast<int64_t>(t.data<int32_t>()[0]);
+  // A float global step (TensorFlow 1.x's get_variable('global_step', [], trainable=False)):
+  // counted by adding 1.0, so a whole number within +-2^53.
+  const double v = d == DType::kFloat32 ? static_cast<double>(t.data<float>()[0]) : t.data<double>()[0];
+  if (!(std::fabs(v) <= 9007199254740992.0) || v != std::floor(v))
+    return InvalidArgument("the global step " + t.debug_string() + " is not a whole number within +-2^53");
+  return static_cast<int64_t>(v);
 }
 
 namespace {

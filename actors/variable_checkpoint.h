@@ -79,8 +79,8 @@ class VariableCheckpointOps {
 // as itself. Pure; thread-safe.
 std::string checkpoint_place(const std::string& device);
 
-// The value of an integer scalar tensor (a global step): int64 or int32, one element.
-// InvalidArgument otherwise.
+// The value of a global step: a scalar int64 or int32, or a float32/float64 holding a whole
+// number within +-2^53 (TensorFlow 1.x's float global steps). InvalidArgument otherwise.
 Result<int64_t> global_step_value(const Tensor& t);
 
 }  // namespace actorflow

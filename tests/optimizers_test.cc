@@ -12,6 +12,7 @@
 #include "actorflow/actorflow.h"
 #include "tests/util/eval.h"
 #include "tests/util/local_server.h"
+#include "tests/util/process.h"
 #include "actorflow/train.h"
 #include "graph/ops_variables.h"
 #include "runtime/placer.h"
@@ -198,6 +199,34 @@ TEST(OptimizersTest, MinimizeDecreasesAQuadraticAndMatchesStepOne) {
   // RMSProp (momentum 0): ms = 0.9 + 1.6 = 2.5, w = 1 + 0.4 / 1.5811388 = 1.2529822;
   //                       ms = 0.9 + 3.6 = 4.5, w = 2 - 0.6 / 2.1213203 = 1.7171573.
   expect_minimize(train::RMSPropOptimizer(0.1f), 1.2529822, 1.7171573);
+}
+
+// TensorFlow 1.x programs often make the global step a float (the seed's
+// get_variable('global_step', [], initializer=constant_initializer(0), trainable=False)): it is
+// counted by adding 1.0, and a Saver names the checkpoint by it.
+TEST(OptimizersTest, AFloatGlobalStepCountsAndNamesCheckpoints) {
+  auto server = server2();
+  Scope root = Scope::root();
+  Output w = train::get_variable(root, "w", Shape{}, DType::kFloat32, train::zeros_initializer());
+  Output gs = train::get_variable(root, "global_step", Shape{}, DType::kFloat32, train::zeros_initializer(),
+                                  /*trainable=*/false);
+  auto op = train::GradientDescentOptimizer(1.f).apply_gradients(root, {{ops::constant(root, Tensor::scalar<float>(1.f)), w}}, gs);
+  ASSERT_TRUE(op.ok()) << op.status();
+  auto init = train::global_variables_initializer(root);
+  ASSERT_TRUE(init.ok()) << init.status();
+  train::Saver saver(root);
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {*init}).ok());
+  for (int step = 1; step <= 3; ++step) {
+    auto r = sess.run({*op});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)[0].dtype(), DType::kFloat32);
+    EXPECT_EQ((*r)[0].data<float>()[0], static_cast<float>(step));
+  }
+  testing::TempDir dir;
+  auto path = saver.save(sess, dir.path() + "/model", gs);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_NE(path->find("model-3"), std::string::npos) << *path;
 }
 
 TEST(OptimizersTest, GlobalStepAdvancesExactlyOncePerRun) {
@@ -438,10 +467,11 @@ TEST(OptimizersTest, ErrorsAreStatusesNamingTheCause) {
     EXPECT_TRUE(has(none.status(), "no gradients provided for any variable [w]")) << none.status();
     // An invalid loss, an int global step.
     EXPECT_FALSE(sgd.minimize(root, Output()).ok());
-    Output counter = ops::variable(root.with_op_name("counter"), Shape{}, DType::kFloat32, false);
+    Output counter = ops::variable(root.with_op_name("counter"), Shape{2}, DType::kFloat32, false);
     auto bad_gs = sgd.minimize(root, loss, counter);
     ASSERT_FALSE(bad_gs.ok());
-    EXPECT_TRUE(has(bad_gs.status(), "global_step 'counter' must be an int64 or int32 scalar variable")) << bad_gs.status();
+    EXPECT_TRUE(has(bad_gs.status(), "global_step 'counter' must be an int64, int32, float32 or float64 scalar variable"))
+        << bad_gs.status();
     EXPECT_TRUE(root.ok()) << root.status();  // none of these broke the graph
   }
   {  // An integer variable cannot be trained; a bad Adagrad hyper-parameter.

@@ -103,13 +103,17 @@ Result<std::vector<GradAndVar>> pairs_to_apply(const std::vector<GradAndVar>& gr
   return todo;
 }
 
-// The global step's node: an int64 or int32 scalar variable; errors start with `what`.
+// The global step's node: an int64, int32, float32 or float64 scalar variable (TensorFlow 1.x
+// programs often make it a float: get_variable('global_step', [], trainable=False)); errors
+// start with `what`.
 Result<Node*> global_step_node(const Output& global_step, const std::string& what) {
   AF_ASSIGN_OR_RETURN(Node * gs, variable_node(global_step, what));
   const DType t = gs->output_types[0];
-  if ((t != DType::kInt64 && t != DType::kInt32) || gs->output_shapes[0].rank() != 0)
-    return InvalidArgument(what + ": global_step '" + gs->name + "' must be an int64 or int32 scalar variable, is " +
-                           dtype_name(t) + " " + gs->output_shapes[0].to_string());
+  if ((t != DType::kInt64 && t != DType::kInt32 && t != DType::kFloat32 && t != DType::kFloat64) ||
+      gs->output_shapes[0].rank() != 0)
+    return InvalidArgument(what + ": global_step '" + gs->name +
+                           "' must be an int64, int32, float32 or float64 scalar variable, is " + dtype_name(t) + " " +
+                           gs->output_shapes[0].to_string());
   return gs;
 }
 
@@ -151,7 +155,11 @@ Result<Output> Optimizer::apply_gradients(const Scope& s, const std::vector<Grad
     return op;
   }
   Scope gs_dev = on_device(os, gs->requested_device);
-  Tensor one = gs->output_types[0] == DType::kInt64 ? Tensor::scalar<int64_t>(1) : Tensor::scalar<int32_t>(1);
+  const DType gt = gs->output_types[0];
+  Tensor one = gt == DType::kInt64   ? Tensor::scalar<int64_t>(1)
+               : gt == DType::kInt32 ? Tensor::scalar<int32_t>(1)
+               : gt == DType::kFloat32 ? Tensor::scalar<float>(1.f)
+                                       : Tensor::scalar<double>(1.0);
   Output delta = ops::constant(gs_dev, one, "one");
   Output inc = ops::assign_add(os.with_control_dependencies(updates).with_op_name("increment_global_step"),
                                Output(gs, 0), delta);

@@ -74,8 +74,9 @@ class Saver {
   // path written. Errors: the run's (an uninitialised variable), the file system's (naming the
   // file), InvalidArgument for a negative step or a save_path without a file name prefix.
   Result<std::string> save(Session& sess, const std::string& save_path, int64_t global_step);
-  // As above with the step read from `global_step` (an int64 or int32 scalar variable or tensor)
-  // in the same run as the variables, so the file's step and values belong together.
+  // As above with the step read from `global_step` (an int64, int32, float32 or float64 scalar
+  // variable or tensor; a float one must hold a whole number) in the same run as the variables,
+  // so the file's step and values belong together.
   Result<std::string> save(Session& sess, const std::string& save_path, const Output& global_step);
 
   // Reads checkpoint `path` (actorflow's file, or TensorFlow's checkpoint prefix: "<path>.index"

@@ -179,12 +179,13 @@ class Optimizer {
   // requested on its variable's device. A sparse gradient (ops::indexed_slices, e.g. of an
   // embedding lookup) is applied row by row where the optimizer has a sparse form (gradient
   // descent, momentum, Adagrad, RMSProp, FTRL, and Adam lazily: the slots of absent rows stay as
-  // they are), so only the rows travel; with `global_step` (an integer scalar variable) the op
+  // they are), so only the rows travel; with `global_step` (a scalar variable: int64, int32, or
+  // float32/float64 as TensorFlow 1.x programs often make it, counted by adding 1.0) the op
   // returned is global_step += 1 with control dependencies on all the updates (so the step
   // advances exactly once per run, after the updates, as TF does) and outputs the new step;
   // without, a NoOp grouping the updates. Ops live under the sub-scope name() of s. Errors:
   // an entry that is not a variable or not float32, a variable twice, no gradient at all,
-  // a global_step that is not an integer scalar variable, invalid hyper-parameters.
+  // a global_step that is not such a scalar variable, invalid hyper-parameters.
   Result<Output> apply_gradients(const Scope& s, const std::vector<GradAndVar>& grads_and_vars,
                                  const Output& global_step = Output()) const;
 
