@@ -205,21 +205,26 @@ class Supervisor::Impl {
     while (true) {
       auto r = sess.run(checks);
       if (r.ok()) {
-        size_t ready = 0;
+        size_t ready = 0, unnamed = 0;
         std::string missing;
         for (size_t i = 0; i < r->size(); ++i) {
           if ((*r)[i].data<bool>()[0]) {
             ++ready;
           } else if (i < io_.variables().size() && missing.size() < 256) {
             missing += (missing.empty() ? "" : ", ") + io_.variables()[i].node()->name;
+          } else {
+            ++unnamed;
           }
         }
         if (ready == checks.size()) {
           AF_LOG(INFO) << cfg_.task_name << ": model is ready";
           return Status::OK();
         }
-        why = std::to_string(ready) + " of " + std::to_string(checks.size()) + " variables initialized";
-        wait.update(waiting + " (" + why + "; not yet: " + missing + ")", chief);
+        if (unnamed > 0) missing += " and " + std::to_string(unnamed) + " more";
+        // As TensorFlow's "Variables not initialized: ...": the log line and the timeout name them.
+        why = std::to_string(ready) + " of " + std::to_string(checks.size()) +
+              " variables initialized; not initialized: " + missing;
+        wait.update(waiting + " (" + why + ")", chief);
       } else {
         why = r.status().message();
         if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kDeadlineExceeded &&

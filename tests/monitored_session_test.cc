@@ -49,6 +49,23 @@ int64_t read_step(train::MonitoredTrainingSession& s, const Output& gs) {
   return r.ok() ? (*r)[0].data<int64_t>()[0] : -1;
 }
 
+// A worker whose chief never initializes the model gives up after ready_timeout_secs, and the
+// error names the variables that are not initialized (as TensorFlow's "Variables not
+// initialized: ..."), not only how many.
+TEST(MonitoredSessionTest, AWorkerWaitingForTheChiefNamesTheUninitializedVariables) {
+  auto server = testing::two_device_server();
+  Model m;
+  train::MonitoredTrainingSession::Options o;
+  o.master = server->target();
+  o.is_chief = false;
+  o.ready_timeout_secs = 0.5;
+  auto sess = train::MonitoredTrainingSession::create(m.root, o);
+  ASSERT_FALSE(sess.ok());
+  EXPECT_EQ(sess.status().code(), Code::kDeadlineExceeded) << sess.status();
+  for (const char* part : {"0 of 2 variables initialized", "not initialized: w, global_step"})
+    EXPECT_NE(sess.status().message().find(part), std::string::npos) << part << ": " << sess.status();
+}
+
 TEST(MonitoredSessionTest, StopsAtTheLastStepSavesEveryNStepsAndANewChiefRestores) {
   auto server = testing::two_device_server();
   TempDir dir;
