@@ -14,6 +14,8 @@
 #include "actorflow/monitored_session.h"
 #include "actorflow/train.h"
 #include "data/tf/tf_checkpoint.h"
+#include "actorflow/cluster.h"
+#include "actorflow/cluster_options.h"
 #include "tests/util/event_reader.h"
 #include "tests/util/local_server.h"
 #include "tests/util/process.h"
@@ -47,6 +49,36 @@ struct Model {
 int64_t read_step(train::MonitoredTrainingSession& s, const Output& gs) {
   auto r = s.raw_session().run({gs});
   return r.ok() ? (*r)[0].data<int64_t>()[0] : -1;
+}
+
+// Options::for_task reads the cluster file's [supervisor] for one task, as a seed program passes
+// them to tf.train.MonitoredTrainingSession by hand.
+TEST(MonitoredSessionTest, OptionsForATaskComeFromItsClusterFile) {
+  TempDir dir;
+  const std::string file = dir.write(
+      "c.toml",
+      "[jobs]\nps = [\"localhost:7001\"]\nworker = [\"localhost:7002\", \"127.0.0.1:7003\"]\n"
+      "[supervisor]\nchief = \"worker/1\"\nlogdir = \"/tmp/runs/a\"\nsave_checkpoint_secs = 7\n"
+      "keep_checkpoints = 3\ncheckpoint_format = \"tensorflow\"\nready_timeout_secs = 9\n");
+  auto cluster = ClusterSpec::from_file(file);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto chief = train::MonitoredTrainingSession::Options::for_task(*cluster, TaskId{"worker", 1});
+  ASSERT_TRUE(chief.ok()) << chief.status();
+  EXPECT_EQ(chief->master, "actorflow://127.0.0.1:7003");
+  EXPECT_TRUE(chief->is_chief);
+  EXPECT_EQ(chief->checkpoint_dir, "/tmp/runs/a");
+  EXPECT_EQ(chief->save_checkpoint_secs, 7);
+  EXPECT_EQ(chief->keep_checkpoints, 3);
+  EXPECT_TRUE(chief->tensorflow_checkpoints);
+  EXPECT_EQ(chief->ready_timeout_secs, 9);
+  EXPECT_EQ(chief->task_name, "worker/1");
+  auto other = train::MonitoredTrainingSession::Options::for_task(*cluster, TaskId{"worker", 0});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->is_chief);
+  EXPECT_EQ(other->master, "actorflow://localhost:7002");
+  auto missing = train::MonitoredTrainingSession::Options::for_task(*cluster, TaskId{"worker", 5});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("worker"), std::string::npos) << missing.status();
 }
 
 // A worker whose chief never initializes the model gives up after ready_timeout_secs, and the

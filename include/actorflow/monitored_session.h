@@ -9,6 +9,8 @@
 //   o.hooks = {std::make_shared<train::StopAtStepHook>(0, 5000),
 //              std::make_shared<train::NanTensorHook>(loss)};
 //   auto sess = train::MonitoredTrainingSession::create(root, o);   // Result<unique_ptr<...>>
+// or, from the cluster file the task runs with (its [supervisor] section):
+//   auto o = train::MonitoredTrainingSession::Options::for_task(*cluster, af::TaskId{"worker", i});
 //   while (!(*sess)->should_stop()) (*sess)->run({{x, batch}}, {}, {train_op});
 //   (*sess)->close();
 //
@@ -33,6 +35,11 @@
 #include "actorflow/train.h"
 #include "actorflow/session.h"
 #include "actorflow/supervisor.h"
+
+namespace actorflow {
+class ClusterSpec;  // <actorflow/cluster.h>
+struct TaskId;      // <actorflow/cluster.h>
+}  // namespace actorflow
 
 namespace actorflow {
 class EventFileWriter;  // data/event_file.h (actorflow's runtime only)
@@ -242,6 +249,16 @@ class MonitoredTrainingSession {
     Output init_op;                     // default: global_variables_initializer of the graph
     SessionOptions session;
     int max_recoveries_per_run = 3;
+
+    // The options of task `task` of `cluster` as its cluster file says (TensorFlow's
+    // MonitoredTrainingSession(master=server.target, is_chief=..., checkpoint_dir=...) in one
+    // call): master is the task's target ("actorflow://" + its address, what
+    // Server::target() gives it), is_chief whether it is [supervisor] chief, checkpoint_dir the
+    // logdir, and save_checkpoint_secs, keep_checkpoints, the checkpoint format and
+    // ready_timeout_secs from [supervisor]; task_name "job/N". Hooks, init_op and session stay
+    // as defaulted ([supervisor] save_summaries_secs is the period to give a SummarySaverHook;
+    // trace_every_steps applies by itself). NotFound when `task` is not in the cluster. Pure.
+    static Result<Options> for_task(const ClusterSpec& cluster, const TaskId& task);
   };
 
   // Builds the Supervisor over `scope`'s graph (build the model first), opens a session whose

@@ -59,6 +59,22 @@ bool SessionRunContext::is_chief() const { return owner_->is_chief(); }
 
 Session& SessionRunContext::session() { return owner_->raw_session(); }
 
+Result<MonitoredTrainingSession::Options> MonitoredTrainingSession::Options::for_task(const ClusterSpec& cluster,
+                                                                                       const TaskId& task) {
+  AF_ASSIGN_OR_RETURN(std::string address, cluster.task_address(task));
+  const SupervisorOptions& sv = cluster.supervisor();
+  Options o;
+  o.master = "actorflow://" + address;
+  o.is_chief = sv.chief == task;
+  o.checkpoint_dir = sv.logdir;
+  o.save_checkpoint_secs = sv.save_checkpoint_secs;
+  o.keep_checkpoints = sv.keep_checkpoints;
+  o.tensorflow_checkpoints = sv.tensorflow_checkpoints;
+  o.ready_timeout_secs = sv.ready_timeout_secs;
+  o.task_name = task.job + "/" + std::to_string(task.index);
+  return o;
+}
+
 const Output& SessionRunContext::global_step() const { return owner_->global_step_; }
 
 // ---- hooks -------------------------------------------------------------------------------------
