@@ -432,7 +432,7 @@ Result<std::unique_ptr<Server>> Server::create_in(caf::actor_system& sys, const 
 
 // What the steps of ServerRuntime::init_cluster share: the task, its address and security,
 // and what one step builds for the next.
-struct ClusterTask {
+struct ClusterInit {
   const ClusterSpec& cluster;
   TaskId task;
   std::string address;                   // "host:port" from the cluster file
@@ -449,7 +449,7 @@ struct ClusterTask {
 };
 
 Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& task) {
-  AF_ASSIGN_OR_RETURN(ClusterTask c, cluster_task(cluster, task));
+  AF_ASSIGN_OR_RETURN(ClusterInit c, cluster_task(cluster, task));
   // Actors restarted in place after an exception follow the cluster's [supervisor] budget.
   impl_->restarts_ = RestartPolicy{cluster.supervisor().max_restarts, cluster.supervisor().restart_window_secs};
   AF_RETURN_IF_ERROR(init_ps_replication(c));
@@ -472,11 +472,11 @@ Status ServerRuntime::init_cluster(const ClusterSpec& cluster, const TaskId& tas
   return Status::OK();
 }
 
-Result<ClusterTask> ServerRuntime::cluster_task(const ClusterSpec& cluster, const TaskId& task) {
+Result<ClusterInit> ServerRuntime::cluster_task(const ClusterSpec& cluster, const TaskId& task) {
   impl_->cluster_ = cluster;
   impl_->task_ = task;
   impl_->server_options_ = cluster.server_options(task);
-  ClusterTask c{cluster, task, {}, {}, {}, {}, {}, nullptr, cluster.server_options(task), {}, {}, {}};
+  ClusterInit c{cluster, task, {}, {}, {}, {}, {}, nullptr, cluster.server_options(task), {}, {}, {}};
   AF_ASSIGN_OR_RETURN(c.address, cluster.task_address(task));
   AF_ASSIGN_OR_RETURN(c.hp, parse_address(c.address));
   c.where = "task " + task.to_string() + " at " + c.address;
@@ -499,7 +499,7 @@ Result<ClusterTask> ServerRuntime::cluster_task(const ClusterSpec& cluster, cons
 
 // Replicated parameter servers: ps task p's variables have their backup on the next ps task
 // (in index order, cyclically); actors/ps_replication.h.
-Status ServerRuntime::init_ps_replication(ClusterTask& c) {
+Status ServerRuntime::init_ps_replication(ClusterInit& c) {
   if (c.task.job != "ps" || c.cluster.supervisor().ps_replicas != 2) return Status::OK();
   const std::vector<int> ps = c.cluster.task_indices("ps");
   auto at = std::find(ps.begin(), ps.end(), c.task.index);
@@ -516,7 +516,7 @@ Status ServerRuntime::init_ps_replication(ClusterTask& c) {
   return Status::OK();
 }
 
-void ServerRuntime::init_membership(ClusterTask& c) {
+void ServerRuntime::init_membership(ClusterInit& c) {
   impl_->auth_peers_ = std::make_shared<AuthenticatedPeers>();
   MembershipConfig& mc = c.mc;
   mc.self_task = impl_->task_prefix_;
@@ -545,7 +545,7 @@ void ServerRuntime::init_membership(ClusterTask& c) {
   });
 }
 
-void ServerRuntime::init_node_config(ClusterTask& c) {
+void ServerRuntime::init_node_config(ClusterInit& c) {
   NodeActorConfig& nc = c.nc;
   nc.detached = impl_->detached_;
   nc.resources = impl_->resources_;
@@ -573,7 +573,7 @@ void ServerRuntime::init_node_config(ClusterTask& c) {
 
 // The tensor data plane: its own listener on the task's host (ephemeral port, advertised to
 // authenticated peers in NodeInfo), with its own challenge-response handshake.
-Status ServerRuntime::init_data_plane(ClusterTask& c) {
+Status ServerRuntime::init_data_plane(ClusterInit& c) {
   net::TransportOptions topts;
   topts.cluster_fingerprint = c.mc.fingerprint;
   topts.secret = c.mc.secret;
@@ -608,7 +608,7 @@ Status ServerRuntime::init_data_plane(ClusterTask& c) {
   return Status::OK();
 }
 
-void ServerRuntime::init_node_actor(ClusterTask& c) {
+void ServerRuntime::init_node_actor(ClusterInit& c) {
   impl_->shutdown_token_ = random_nonce();
   c.nc.shutdown_token = impl_->shutdown_token_;
   impl_->node_ = spawn_node_actor(*impl_->sys_, c.nc);
@@ -632,7 +632,7 @@ void ServerRuntime::init_node_actor(ClusterTask& c) {
 
 // The control plane: CAF's BASP only behind actorflow's handshake (actors/control_plane.h), on
 // the task's configured address, never on every interface.
-Status ServerRuntime::init_control_plane(ClusterTask& c) {
+Status ServerRuntime::init_control_plane(ClusterInit& c) {
   ControlPlaneListener::Options co;
   co.handshake.fingerprint = c.mc.fingerprint;
   co.handshake.secret = c.mc.secret;
@@ -649,7 +649,7 @@ Status ServerRuntime::init_control_plane(ClusterTask& c) {
 
 // The metrics endpoint, on the task's address, behind TLS when the cluster has it; with a secret
 // it proves itself to tools before they prove themselves (net/metrics_http.h).
-Status ServerRuntime::init_metrics(const ClusterTask& c) {
+Status ServerRuntime::init_metrics(const ClusterInit& c) {
   if (c.opts.metrics_port <= 0) return Status::OK();
   net::MetricsHttpOptions mo;
   mo.host = c.bind;

@@ -24,7 +24,7 @@
 namespace actorflow {
 
 class ClusterSpec;
-struct ClusterTask;
+struct ClusterInit;
 class DirectSteps;
 class Graph;
 class Membership;
@@ -114,21 +114,21 @@ class ServerRuntime {
   Status init(const std::string& task_prefix, const DeviceOptions& dopts);
   // Cluster mode: each step below builds one part, in this order (init_cluster calls them).
   Status init_cluster(const ClusterSpec& cluster, const TaskId& task);
-  // The task's address, the cluster's security and this task's options (ClusterTask, server.cc).
-  Result<ClusterTask> cluster_task(const ClusterSpec& cluster, const TaskId& task);
+  // The task's address, the cluster's security and this task's options (ClusterInit, server.cc).
+  Result<ClusterInit> cluster_task(const ClusterSpec& cluster, const TaskId& task);
   // ps_replicas = 2 on a ps task: its replicator (backup = the next ps task); fills `c.ps_peers`.
-  Status init_ps_replication(ClusterTask& c);
+  Status init_ps_replication(ClusterInit& c);
   // Membership (heartbeats to every peer) and, with ps_replicas = 2, the ps serving map it updates.
-  void init_membership(ClusterTask& c);
+  void init_membership(ClusterInit& c);
   // The node actor's configuration: who it serves, which peers it trusts, its sweeper.
-  void init_node_config(ClusterTask& c);
+  void init_node_config(ClusterInit& c);
   // The tensor data plane (listener, client, replica inbox), wired to the router.
-  Status init_data_plane(ClusterTask& c);
+  Status init_data_plane(ClusterInit& c);
   // Spawns the node actor; its unexpected end ends the process.
-  void init_node_actor(ClusterTask& c);
+  void init_node_actor(ClusterInit& c);
   // The control plane on the task's port, and the metrics endpoint when configured.
-  Status init_control_plane(ClusterTask& c);
-  Status init_metrics(const ClusterTask& c);
+  Status init_control_plane(ClusterInit& c);
+  Status init_metrics(const ClusterInit& c);
   Status connect_tasks(const std::vector<std::string>& task_prefixes);
   // A replicated ps task (ps_replicas = 2) at start: asks the other ps tasks (`ps_peers`: task
   // prefix and address, its backup first; one attempt each) whether one took this task's

@@ -1,5 +1,7 @@
 #include "config/tf_cluster.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -95,6 +97,74 @@ Result<TfClusterConfig> cluster_from_any_file(const std::string& path) {
   TfClusterConfig out;
   out.cluster = std::move(spec);
   return out;
+}
+
+Result<ClusterTask> cluster_task_from_args(const std::vector<std::string>& args, const std::string& tf_config) {
+  static const std::vector<std::string> kFlags = {"--cluster", "--job",      "--task",       "--job_name",
+                                                  "--task_index", "--ps_hosts", "--worker_hosts"};
+  std::map<std::string, std::string> given;
+  ClusterTask out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string flag = a, value;
+    bool inline_value = false;
+    const size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      inline_value = true;
+    }
+    if (std::find(kFlags.begin(), kFlags.end(), flag) == kFlags.end()) {
+      out.rest.push_back(a);
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
+      value = args[++i];
+    }
+    std::string key = flag == "--job_name" ? "--job" : flag == "--task_index" ? "--task" : flag;
+    if (given.count(key) && given[key] != value)
+      return InvalidArgument(flag + " given twice with different values ('" + given[key] + "', '" + value + "')");
+    given[key] = value;
+  }
+  const bool host_flags = given.count("--ps_hosts") || given.count("--worker_hosts");
+  if (host_flags && given.count("--cluster"))
+    return InvalidArgument("give either --cluster or --ps_hosts/--worker_hosts, not both");
+  std::optional<TaskId> from_file;
+  if (host_flags) {
+    AF_ASSIGN_OR_RETURN(out.cluster, cluster_from_host_flags(given["--ps_hosts"], given["--worker_hosts"]));
+  } else if (given.count("--cluster")) {
+    AF_ASSIGN_OR_RETURN(TfClusterConfig c, cluster_from_any_file(given["--cluster"]));
+    out.cluster = std::move(c.cluster);
+    from_file = c.task;
+  } else if (!tf_config.empty()) {
+    AF_ASSIGN_OR_RETURN(TfClusterConfig c, cluster_from_tf_config(tf_config, "TF_CONFIG"));
+    out.cluster = std::move(c.cluster);
+    from_file = c.task;
+  } else {
+    return InvalidArgument("no cluster: give --cluster FILE, --ps_hosts/--worker_hosts, or TF_CONFIG");
+  }
+  if (given.count("--job") != given.count("--task"))
+    return InvalidArgument(given.count("--job") ? "--job needs --task (or --task_index)" : "--task needs --job (or --job_name)");
+  if (given.count("--job")) {
+    const std::string& t = given["--task"];
+    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument("--task '" + t + "' is not a task index (0, 1, ...)");
+    out.task = TaskId{given["--job"], std::atoi(t.c_str())};
+  } else if (from_file) {
+    out.task = *from_file;
+  } else {
+    return InvalidArgument("which task is this? give --job and --task (or --job_name and --task_index)");
+  }
+  AF_RETURN_IF_ERROR(out.cluster.validate_task(out.task));
+  return out;
+}
+
+Result<ClusterTask> cluster_task_from_args(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  const char* tf = std::getenv("TF_CONFIG");
+  return cluster_task_from_args(args, tf ? tf : "");
 }
 
 }  // namespace actorflow

@@ -1,5 +1,6 @@
 // Tests of config/: cluster files, ClusterSpec queries, validation messages, fingerprint, secret.
 #include "config/cluster_spec.h"
+#include "config/tf_cluster.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -1009,6 +1010,55 @@ TEST_F(ClusterSpecTest, FingerprintIsStable) {
       "supervisor save_summaries_secs 10\n";
   EXPECT_EQ(r->canonical_form(), expected);
   EXPECT_EQ(r->fingerprint(), "a78ad6bc1452f2f66e2e72cddd378b5c9d6f5353480184c7fb95738990c8b49c");
+}
+
+}  // namespace
+}  // namespace actorflow
+
+namespace actorflow {
+namespace {
+
+// cluster_task_from_args: the three ways a program is told its cluster and task, the flags taken
+// out and the rest kept in order, and errors naming the flag.
+TEST_F(ClusterSpecTest, ClusterAndTaskFromSeedStyleArguments) {
+  const std::string toml = write("c.toml", "[jobs]\nps = [\"localhost:7001\"]\nworker = [\"localhost:7002\", \"localhost:7003\"]\n");
+  auto a = cluster_task_from_args({"--steps", "10", "--cluster", toml, "--job=worker", "--task", "1", "--sync"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->task, (TaskId{"worker", 1}));
+  EXPECT_EQ(a->cluster.num_tasks("worker"), 2);
+  EXPECT_EQ(a->rest, (std::vector<std::string>{"--steps", "10", "--sync"}));
+  // Seed 002's flags.
+  auto b = cluster_task_from_args({"--ps_hosts=localhost:7001", "--worker_hosts=localhost:7002,localhost:7003",
+                                   "--job_name=ps", "--task_index=0"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->task, (TaskId{"ps", 0}));
+  EXPECT_EQ(b->cluster.num_tasks("worker"), 2);
+  EXPECT_TRUE(b->rest.empty());
+  // TF_CONFIG: its task stands for --job/--task; flags still override it.
+  const std::string tf = R"({"cluster": {"worker": ["localhost:7002", "localhost:7003"], "ps": ["localhost:7001"]},
+                             "task": {"type": "worker", "index": 1}})";
+  auto c = cluster_task_from_args({"--steps", "5"}, tf);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->task, (TaskId{"worker", 1}));
+  auto d = cluster_task_from_args({"--job", "worker", "--task", "0"}, tf);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->task, (TaskId{"worker", 0}));
+  // Errors name what is wrong.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--cluster"}, "--cluster needs a value"},
+      {{"--cluster", toml, "--ps_hosts=localhost:1"}, "either --cluster or --ps_hosts/--worker_hosts"},
+      {{"--job", "worker"}, "no cluster"},
+      {{"--cluster", toml}, "which task is this?"},
+      {{"--cluster", toml, "--job", "worker"}, "--job needs --task"},
+      {{"--cluster", toml, "--job", "worker", "--task", "x1"}, "--task 'x1' is not a task index"},
+      {{"--cluster", toml, "--job", "worker", "--task", "9"}, "worker"},
+      {{"--cluster", toml, "--job", "worker", "--task", "0", "--task_index", "1"}, "given twice"},
+  };
+  for (const auto& [args, want] : bad) {
+    auto r = cluster_task_from_args(args);
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << want << ": " << r.status();
+  }
 }
 
 }  // namespace
