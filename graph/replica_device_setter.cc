@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/op_kinds.h"
+
 namespace actorflow {
 
 ReplicaDeviceSetter::ReplicaDeviceSetter(int num_ps, std::string worker_device, Strategy strategy, std::string ps_job)
@@ -10,6 +12,10 @@ ReplicaDeviceSetter::ReplicaDeviceSetter(int num_ps, std::string worker_device, 
 
 Scope ReplicaDeviceSetter::for_variable(const Scope& root, const Shape& shape, DType dtype) {
   if (num_ps_ <= 0) return for_ops(root);  // no ps: variables live with the worker
+  return root.with_device(next_ps_device(shape, dtype));
+}
+
+std::string ReplicaDeviceSetter::next_ps_device(const Shape& shape, DType dtype) {
   int task;
   if (strategy_ == Strategy::kGreedyByBytes) {
     task = static_cast<int>(std::min_element(bytes_.begin(), bytes_.end()) - bytes_.begin());
@@ -18,7 +24,28 @@ Scope ReplicaDeviceSetter::for_variable(const Scope& root, const Shape& shape, D
   }
   const int64_t n = shape.num_elements();
   bytes_[static_cast<size_t>(task)] += (n > 0 ? n : 0) * static_cast<int64_t>(dtype_size(dtype));
-  return root.with_device("/job:" + ps_job_ + "/task:" + std::to_string(task));
+  return "/job:" + ps_job_ + "/task:" + std::to_string(task);
+}
+
+DeviceFunction ReplicaDeviceSetter::device_function() {
+  return [this](const Graph& g, const Node& n) -> std::string {
+    if (is_variable_op(n.op) && num_ps_ > 0) {
+      const Shape shape = n.attrs.get_or<Shape>("shape", Shape());
+      const DType dtype = n.attrs.get_or<DType>("dtype", DType::kFloat32);
+      return next_ps_device(shape, dtype);
+    }
+    // An op that reads or updates a variable in place runs where the variable is: its first
+    // input, or the variable its `var_name` attribute names (actorflow's variable ops).
+    if (is_ref_consumer_op(n.op)) {
+      const Node* v = nullptr;
+      if (!n.inputs.empty() && n.inputs[0].node < g.num_nodes() && is_variable_op(g.node(n.inputs[0].node)->op))
+        v = g.node(n.inputs[0].node);
+      else if (const Node* named = g.find(n.attrs.get_or<std::string>("var_name", "")); named && is_variable_op(named->op))
+        v = named;
+      if (v) return v->requested_device;
+    }
+    return worker_device_;
+  };
 }
 
 Scope ReplicaDeviceSetter::for_ops(const Scope& root) const {

@@ -2,6 +2,10 @@
 // worker's device.
 //
 //   ReplicaDeviceSetter setter(cluster.num_tasks("ps"), "/job:worker/task:1");
+//   Scope s = root.with_device_function(setter.device_function());   // with tf.device(setter):
+//   auto w = train::get_variable(s, "w", shape);                      //   on /job:ps/task:k
+//   auto y = ops::matmul(s, x, w);                                    //   on the worker
+// or, per variable:
 //   auto w = ops::variable(setter.for_variable(root, shape, dtype).with_op_name("w"), shape, dtype);
 //   auto y = ops::matmul(setter.for_ops(root), x, w);
 //
@@ -36,10 +40,19 @@ class ReplicaDeviceSetter {
   }
   // The scope for the model's other ops: root on the worker device.
   Scope for_ops(const Scope& root) const;
+  // As TensorFlow's `with tf.device(replica_device_setter(...))`, for Scope::with_device_function:
+  // each variable op (VariableV2, VarHandleOp, ...) created under it goes to the next ps task (as
+  // for_variable chooses, its shape and dtype from its attributes), an op that reads or updates
+  // a variable in place (Assign, Apply*, ...) to its variable's device, every other op to the
+  // worker device. The function refers to this setter, which must outlive it.
+  DeviceFunction device_function();
   // Bytes placed on each ps task so far.
   const std::vector<int64_t>& bytes_per_task() const { return bytes_; }
 
  private:
+  // The ps task device the next variable of `shape`/`dtype` goes to (the strategy's choice).
+  std::string next_ps_device(const Shape& shape, DType dtype);
+
   int num_ps_;
   std::string worker_device_;
   Strategy strategy_;

@@ -81,7 +81,15 @@ Scope Scope::colocate_with(const Output& o) const {
   if (o.valid()) {
     s.colocate_.push_back(o.node()->name);
     s.device_.clear();
+    s.device_fn_.reset();
   }
+  return s;
+}
+
+Scope Scope::with_device_function(DeviceFunction fn) const {
+  Scope s = *this;
+  s.device_.clear();
+  s.device_fn_ = fn ? std::make_shared<const DeviceFunction>(std::move(fn)) : nullptr;
   return s;
 }
 
@@ -214,6 +222,23 @@ Node* NodeBuilder::finalize() {
   node.requested_device = device_set_ ? device_ : scope_.device();
   node.colocate_with = scope_.colocation();
   node.attrs = attrs_;
+  if (!device_set_ && scope_.device_function()) {
+    // The function's answer, with the fields a with_device inside it set merged over it.
+    std::string chosen = (*scope_.device_function())(*g, node);
+    if (!node.requested_device.empty() && !chosen.empty()) {
+      auto outer = DeviceSpec::parse(chosen);
+      auto inner = DeviceSpec::parse(node.requested_device);
+      if (outer.ok() && inner.ok()) {
+        outer->merge_from(*inner);
+        chosen = outer->to_string();
+      } else {
+        chosen = node.requested_device;  // the placer reports the malformed spec with the op name
+      }
+    } else if (chosen.empty()) {
+      chosen = node.requested_device;
+    }
+    node.requested_device = chosen;
+  }
   Status s = infer_node_shapes(*g, node);
   if (!s.ok()) {
     scope_.update_status(s);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ class Input {
   bool is_output_ = false;
 };
 
+// Chooses the device a new node requests, as TensorFlow's `with tf.device(function)`: called
+// with the graph and the node about to be added (its op, name, inputs and attributes set),
+// returns a device spec ("" = none).
+using DeviceFunction = std::function<std::string(const Graph& graph, const Node& node)>;
+
 class Scope {
  public:
   // A root scope on a new, empty graph.
@@ -77,6 +83,12 @@ class Scope {
   // "/gpu:0"). Replaces the enclosing device, as tf.device does for a full spec; a partial
   // spec is merged over the enclosing one (TensorFlow's nesting rule).
   Scope with_device(const std::string& device) const;
+  // A copy whose new ops request what `fn` returns for them (e.g.
+  // ReplicaDeviceSetter::device_function(): variables on the ps tasks, the rest on the worker).
+  // It replaces the enclosing device and device function; a with_device inside it merges its
+  // set fields over fn's answer; colocate_with sets both aside. A null fn removes the function.
+  Scope with_device_function(DeviceFunction fn) const;
+  const DeviceFunction* device_function() const { return device_fn_.get(); }
   // A copy whose next op gets exactly `name` under the current prefix (made unique with
   // "_1", "_2" if taken).
   Scope with_op_name(const std::string& name) const;
@@ -113,6 +125,7 @@ class Scope {
   std::shared_ptr<Graph> graph_;
   std::shared_ptr<Status> status_;
   std::string device_;
+  std::shared_ptr<const DeviceFunction> device_fn_;  // null: none
   std::string prefix_;
   std::string op_name_;
   std::vector<int> control_deps_;

@@ -543,7 +543,9 @@ TEST(VariablesTest, SyncBuilderRejectsBadOptions) {
 }  // namespace
 }  // namespace actorflow
 
+#include "graph/op_kinds.h"
 #include "graph/replica_device_setter.h"
+#include "runtime/placer.h"
 
 namespace actorflow {
 namespace {
@@ -561,6 +563,60 @@ TEST(ReplicaDeviceSetterTest, RoundRobinAndGreedyByBytes) {
   EXPECT_EQ(greedy.bytes_per_task(), (std::vector<int64_t>{4000, 80}));
   ReplicaDeviceSetter none(0, "/job:worker/task:0");
   EXPECT_EQ(none.for_variable(root, Shape{1}, DType::kFloat32).device(), "/job:worker/task:0");
+}
+
+// `with tf.device(tf.train.replica_device_setter(ps_tasks=2, worker_device=...))` in one scope:
+// every variable (the model's and the global step) goes round robin to the ps tasks, its
+// initializer's Assign and its optimizer update to its variable's task, every other op to the
+// worker; a with_device inside merges over the function's answer; colocate_with sets it aside.
+// Placed on a cluster's devices, nothing needs a per-variable scope.
+TEST(ReplicaDeviceSetterTest, AsADeviceFunctionOnAScopeItPlacesVariablesOnThePsAndTheRestOnTheWorker) {
+  Scope root = Scope::root();
+  ReplicaDeviceSetter setter(2, "/job:worker/task:1");
+  Scope s = root.with_device("/job:chief").with_device_function(setter.device_function());
+  Output w1 = train::get_variable(s, "w1", Shape{3, 2});
+  Output w2 = train::get_variable(s, "w2", Shape{2});
+  Output gs = train::get_or_create_global_step(s);
+  Output x = ops::placeholder(s, DType::kFloat32, Shape{4, 3}, "x");
+  Output y = ops::add(s.with_op_name("y"), ops::matmul(s.with_op_name("mm"), x, w1), w2);
+  ops::identity(s.with_device("/task:0").with_op_name("on_task0"), y);
+  Output loss = ops::reduce_sum(s.with_op_name("loss"), y);
+  auto train_op = train::GradientDescentOptimizer(0.1f).minimize(s, loss, gs);
+  ASSERT_TRUE(train_op.ok()) << train_op.status();
+  auto init = train::global_variables_initializer(s);
+  ASSERT_TRUE(init.ok()) << init.status();
+  ASSERT_TRUE(root.ok()) << root.status();
+  const Graph& g = *root.graph();
+  EXPECT_EQ(g.find("w1")->requested_device, "/job:ps/task:0");
+  EXPECT_EQ(g.find("w2")->requested_device, "/job:ps/task:1");
+  EXPECT_EQ(gs.node()->requested_device, "/job:ps/task:0");
+  EXPECT_EQ(g.find("mm")->requested_device, "/job:worker/task:1");
+  EXPECT_EQ(g.find("y")->requested_device, "/job:worker/task:1");
+  EXPECT_EQ(g.find("on_task0")->requested_device, "/job:worker/task:0");
+  int in_place = 0;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    const Node* n = g.node(i);
+    if (!is_ref_consumer_op(n->op)) continue;
+    const Node* v = g.find(n->attrs.get_or<std::string>("var_name", ""));
+    if (!v && !n->inputs.empty()) v = g.node(n->inputs[0].node);
+    if (!v || !is_variable_op(v->op)) continue;
+    EXPECT_EQ(n->requested_device, v->requested_device) << n->name << " (" << n->op << ") of " << v->name;
+    ++in_place;
+  }
+  EXPECT_GE(in_place, 3 + 3);  // each variable's initializer and update (the step's AssignAdd)
+  EXPECT_EQ(ops::identity(s.colocate_with(w2).with_op_name("near_w2"), w2).node()->requested_device, "");
+  EXPECT_EQ(setter.bytes_per_task(), (std::vector<int64_t>{6 * 4 + 8, 2 * 4}));
+  Graph placed = g;
+  PlacerOptions po;
+  auto st = place_graph(placed,
+                        {{"/job:ps/replica:0/task:0/device:CPU:0", "CPU"},
+                         {"/job:ps/replica:0/task:1/device:CPU:0", "CPU"},
+                         {"/job:worker/replica:0/task:0/device:CPU:0", "CPU"},
+                         {"/job:worker/replica:0/task:1/device:CPU:0", "CPU"}},
+                        po);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(placed.find("w2")->assigned_device, "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(placed.find("mm")->assigned_device, "/job:worker/replica:0/task:1/device:CPU:0");
 }
 }  // namespace
 }  // namespace actorflow
