@@ -54,7 +54,9 @@ double log_stamp_now() {
 
 std::string check_monotonic(const std::string& out) {
   static const std::regex step_re("Worker : ([0-9]+), Step: ([0-9]+)");
-  static const std::regex restore_re("restored from global step ([0-9]+)");
+  // A running chief's recovery ("parameter server restored from global step N") or a fresh
+  // chief's start ("restored the model from global step N", after its process was restarted).
+  static const std::regex restore_re("restored (?:the model )?from global step ([0-9]+)");
   std::map<int, int64_t> last;
   std::smatch m;
   for (const auto& l : lines_of(out)) {
