@@ -51,6 +51,41 @@ int64_t read_step(train::MonitoredTrainingSession& s, const Output& gs) {
   return r.ok() ? (*r)[0].data<int64_t>()[0] : -1;
 }
 
+// A hook's after_run that fails with Unavailable once (its own run met a task that died) is
+// recovered from as a failed step is, and training goes on: the step counts, the next runs too.
+// A hook's other error still ends the run.
+TEST(MonitoredSessionTest, AHookThatMeetsADeadTaskIsRecoveredFromAndTrainingGoesOn) {
+  struct FlakyHook : train::SessionRunHook {
+    int calls = 0;
+    Code code = Code::kUnavailable;
+    Status after_run(train::SessionRunContext&, const train::SessionRunValues&) override {
+      return ++calls == 2 ? Status(code, "task /job:ps/replica:0/task:0 failed during the hook's run") : Status::OK();
+    }
+  };
+  for (Code code : {Code::kUnavailable, Code::kInvalidArgument}) {
+    auto server = testing::two_device_server();
+    Model m;
+    auto hook = std::make_shared<FlakyHook>();
+    hook->code = code;
+    train::MonitoredTrainingSession::Options o;
+    o.master = server->target();
+    o.hooks = {hook};
+    o.ready_timeout_secs = 10;
+    auto sess = train::MonitoredTrainingSession::create(m.root, o);
+    ASSERT_TRUE(sess.ok()) << sess.status();
+    int ok = 0;
+    for (int i = 0; i < 4; ++i) ok += (*sess)->run({{m.x, vec({1})}}, {}, {m.train_op}).ok();
+    if (code == Code::kUnavailable) {
+      EXPECT_EQ(ok, 4);
+      EXPECT_EQ(read_step(**sess, m.gs), 4);
+    } else {
+      EXPECT_EQ(ok, 3);  // the second run returns the hook's error
+      EXPECT_EQ(read_step(**sess, m.gs), 4);
+    }
+    EXPECT_EQ(hook->calls, 4);
+  }
+}
+
 // Options::for_task reads the cluster file's [supervisor] for one task, as a seed program passes
 // them to tf.train.MonitoredTrainingSession by hand.
 TEST(MonitoredSessionTest, OptionsForATaskComeFromItsClusterFile) {

@@ -17,7 +17,9 @@
 // A run that fails because a task died (Unavailable, Aborted, DeadlineExceeded, or a variable
 // that is no longer initialised: FailedPrecondition) is recovered (the chief restores the newest
 // checkpoint when the model is gone, other workers wait until it is ready again) and the step is
-// run again, at most `max_recoveries_per_run` times. OutOfRange (the end of the input, or a
+// run again, at most `max_recoveries_per_run` times. A hook whose after_run fails with one of
+// those codes after a successful step (its own run met the dead task) is recovered from the same
+// way, the hook's work for that step lost. OutOfRange (the end of the input, or a
 // closed synchronous group: SyncReplicasOptimizer) ends training: should_stop() turns true and
 // the run returns the OutOfRange status.
 //

@@ -355,7 +355,15 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
                      values.begin() + static_cast<std::ptrdiff_t>(ranges[i].second));
     v.global_step = with_gs ? last_global_step_ : -1;
     v.run_metadata = &metadata;
-    AF_RETURN_IF_ERROR(hooks_[i]->after_run(ctx, v));
+    Status hs = hooks_[i]->after_run(ctx, v);
+    if (!hs.ok()) {
+      // A hook's own run (a checkpoint, an extra read) met a task that died after the step: the
+      // step stands; recover as for a failed step (bounded by ready_timeout_secs) and go on,
+      // the hook's work for this step lost. Anything else ends the run.
+      if (!recoverable(hs.code())) return hs;
+      AF_LOG(WARNING) << options_.task_name << ": a hook failed after the step (" << hs << "); recovering";
+      AF_RETURN_IF_ERROR(supervisor_->recover(hs, last_global_step_));
+    }
   }
   if (ctx.stop_requested()) stopped_ = true;
   values.resize(fetches.size());
