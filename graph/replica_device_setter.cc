@@ -28,21 +28,11 @@ std::string ReplicaDeviceSetter::next_ps_device(const Shape& shape, DType dtype)
 }
 
 DeviceFunction ReplicaDeviceSetter::device_function() {
-  return [this](const Graph& g, const Node& n) -> std::string {
+  return [this](const Graph&, const Node& n) -> std::string {
     if (is_variable_op(n.op) && num_ps_ > 0) {
       const Shape shape = n.attrs.get_or<Shape>("shape", Shape());
       const DType dtype = n.attrs.get_or<DType>("dtype", DType::kFloat32);
       return next_ps_device(shape, dtype);
-    }
-    // An op that reads or updates a variable in place runs where the variable is: its first
-    // input, or the variable its `var_name` attribute names (actorflow's variable ops).
-    if (is_ref_consumer_op(n.op)) {
-      const Node* v = nullptr;
-      if (!n.inputs.empty() && n.inputs[0].node < g.num_nodes() && is_variable_op(g.node(n.inputs[0].node)->op))
-        v = g.node(n.inputs[0].node);
-      else if (const Node* named = g.find(n.attrs.get_or<std::string>("var_name", "")); named && is_variable_op(named->op))
-        v = named;
-      if (v) return v->requested_device;
     }
     return worker_device_;
   };

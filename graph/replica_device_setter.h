@@ -42,9 +42,10 @@ class ReplicaDeviceSetter {
   Scope for_ops(const Scope& root) const;
   // As TensorFlow's `with tf.device(replica_device_setter(...))`, for Scope::with_device_function:
   // each variable op (VariableV2, VarHandleOp, ...) created under it goes to the next ps task (as
-  // for_variable chooses, its shape and dtype from its attributes), an op that reads or updates
-  // a variable in place (Assign, Apply*, ...) to its variable's device, every other op to the
-  // worker device. The function refers to this setter, which must outlive it.
+  // for_variable chooses, its shape and dtype from its attributes), every other op to the
+  // worker device. The ops that read or update a variable in place (Assign, Apply*, ...) are not
+  // asked: their builders request the variable's device themselves (graph/ops_variables.h). The
+  // function refers to this setter, which must outlive it.
   DeviceFunction device_function();
   // Bytes placed on each ps task so far.
   const std::vector<int64_t>& bytes_per_task() const { return bytes_; }
