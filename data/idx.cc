@@ -339,11 +339,11 @@ Result<Tensor> images_to_float(const Tensor& images) {
   return out;
 }
 
-Result<Tensor> one_hot(const Tensor& labels, int depth) {
+Result<Tensor> to_categorical(const Tensor& labels, int depth) {
   if (labels.shape().rank() != 1 ||
       (labels.dtype() != DType::kUInt8 && labels.dtype() != DType::kInt32 && labels.dtype() != DType::kInt64))
-    return InvalidArgument(std::string("one_hot expects integer labels [N], got ") + labels.debug_string());
-  if (depth <= 0) return InvalidArgument("one_hot depth must be positive, got " + std::to_string(depth));
+    return InvalidArgument(std::string("to_categorical expects integer labels [N], got ") + labels.debug_string());
+  if (depth <= 0) return InvalidArgument("to_categorical: num_classes must be positive, got " + std::to_string(depth));
   const int64_t n = labels.shape().dim(0);
   Tensor out(DType::kFloat32, Shape{n, depth});  // zero-filled
   float* dst = out.data<float>();
@@ -352,7 +352,7 @@ Result<Tensor> one_hot(const Tensor& labels, int depth) {
                 : labels.dtype() == DType::kInt32 ? labels.data<int32_t>()[i]
                                                   : labels.data<int64_t>()[i];
     if (v < 0 || v >= depth)
-      return InvalidArgument("one_hot: label " + std::to_string(v) + " at index " + std::to_string(i) +
+      return InvalidArgument("to_categorical: label " + std::to_string(v) + " at index " + std::to_string(i) +
                              " is outside [0, " + std::to_string(depth) + ")");
     dst[i * depth + v] = 1.f;
   }

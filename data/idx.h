@@ -47,8 +47,14 @@ Result<MnistData> load_mnist(const std::string& dir);
 // float(x) / 255.f, as NumPy's astype('float32') / 255). InvalidArgument for other dtypes or rank 0.
 Result<Tensor> images_to_float(const Tensor& images_u8);
 
-// Converts integer labels (uint8, int32 or int64) of shape [N] to float32 one-hot [N, depth].
-// InvalidArgument (naming the index and value) if a label is outside [0, depth).
-Result<Tensor> one_hot(const Tensor& labels, int depth);
+// Keras' to_categorical (the seed's tf.keras.utils.to_categorical): integer labels (uint8, int32
+// or int64) of shape [N] as float32 one-hot rows [N, num_classes], a host tensor (ops::one_hot is
+// the graph op). InvalidArgument (naming the index and value) if a label is outside
+// [0, num_classes). Pure.
+Result<Tensor> to_categorical(const Tensor& labels, int num_classes);
+[[deprecated("named to_categorical now (ops::one_hot is the graph op)")]] inline Result<Tensor> one_hot(
+    const Tensor& labels, int depth) {
+  return to_categorical(labels, depth);
+}
 
 }  // namespace actorflow

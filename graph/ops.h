@@ -22,6 +22,11 @@ Output constant(const Scope& s, const Tensor& value, const std::string& name = "
 // A value fed at run time. `shape` may have -1 dims or be Shape::unknown().
 Output placeholder(const Scope& s, DType dtype, const Shape& shape = Shape::unknown(), const std::string& name = "");
 Output identity(const Scope& s, Input x);
+// tf.placeholder_with_default: `value` unless a value is fed for it (e.g. a training flag,
+// placeholder_with_default(s, false, "training"), fed true for the training steps). An Identity
+// node named `name` (default "PlaceholderWithDefault"): every tensor may be fed, so feeding it
+// replaces `value` for that run, checked as any fed tensor is.
+Output placeholder_with_default(const Scope& s, Input value, const std::string& name = "");
 Output stop_gradient(const Scope& s, Input x);
 // A node that does nothing; with control dependencies it groups ops (tf.group).
 Output no_op(const Scope& s, const std::vector<Output>& control_deps = {}, const std::string& name = "");
@@ -49,8 +54,11 @@ Output select(const Scope& s, Input cond, Input x, Input y);
 Output reduce_sum(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
 Output reduce_mean(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
 Output reduce_max(const Scope& s, Input x, const std::vector<int64_t>& axes = {}, bool keep_dims = false);
-// Index of the largest value along `axis` (int64 result).
-Output arg_max(const Scope& s, Input x, int64_t axis);
+// tf.argmax: the index of the largest value along `axis` (int64 result; the first on ties).
+Output argmax(const Scope& s, Input x, int64_t axis);
+[[deprecated("named argmax now, as tf.argmax")]] inline Output arg_max(const Scope& s, Input x, int64_t axis) {
+  return argmax(s, x, axis);
+}
 
 // ---- array ops (graph/ops_array.cc) -----------------------------------------------------
 // `shape` may contain one -1.
@@ -168,4 +176,16 @@ Output dropout(const Scope& s, Input x, double rate, int64_t seed);
 std::vector<Output> sparse_softmax_cross_entropy_with_logits(const Scope& s, Input logits, Input labels);
 
 }  // namespace ops
+
+// tf.nn's Python functions whose result differs from the raw op's that ops:: builds: arguments in
+// TensorFlow's Python order (labels, then logits), one result.
+namespace nn {
+// tf.nn.softmax_cross_entropy_with_logits(labels=, logits=): the loss [batch] only (the raw op,
+// ops::softmax_cross_entropy_with_logits(s, logits, labels), also gives the backprop). labels
+// [batch, classes] (one-hot or probabilities), logits [batch, classes], float32.
+Output softmax_cross_entropy_with_logits(const Scope& s, Input labels, Input logits);
+// tf.nn.sparse_softmax_cross_entropy_with_logits(labels=, logits=): the loss [batch] only; labels
+// [batch] int32/int64 class indices (one outside [0, classes) fails the step naming the op).
+Output sparse_softmax_cross_entropy_with_logits(const Scope& s, Input labels, Input logits);
+}  // namespace nn
 }  // namespace actorflow

@@ -33,6 +33,11 @@ Output placeholder(const Scope& s, DType dtype, const Shape& shape, const std::s
 
 Output identity(const Scope& s, Input x) { return NodeBuilder(s, "Identity").input(x).output(); }
 
+Output placeholder_with_default(const Scope& s, Input value, const std::string& name) {
+  Scope sc = name.empty() ? s : s.with_op_name(name);
+  return NodeBuilder(sc, "Identity", "PlaceholderWithDefault").input(value).output();
+}
+
 Output stop_gradient(const Scope& s, Input x) { return NodeBuilder(s, "StopGradient").input(x).output(); }
 
 Output no_op(const Scope& s, const std::vector<Output>& control_deps, const std::string& name) {

@@ -223,7 +223,7 @@ Output reduce_max(const Scope& s, Input x, const std::vector<int64_t>& axes, boo
   return reduction(s, "Max", x, axes, keep_dims);
 }
 
-Output arg_max(const Scope& s, Input x, int64_t axis) {
+Output argmax(const Scope& s, Input x, int64_t axis) {
   return NodeBuilder(s, "ArgMax").input(x).attr("axis", axis).output();
 }
 

@@ -422,6 +422,20 @@ std::vector<Output> softmax_cross_entropy_with_logits(const Scope& s, Input logi
   return {Output(n, 0), Output(n, 1)};
 }
 
+}  // namespace ops
+
+namespace nn {
+Output softmax_cross_entropy_with_logits(const Scope& s, Input labels, Input logits) {
+  return ops::softmax_cross_entropy_with_logits(s, logits, labels)[0];
+}
+
+Output sparse_softmax_cross_entropy_with_logits(const Scope& s, Input labels, Input logits) {
+  std::vector<Output> r = ops::sparse_softmax_cross_entropy_with_logits(s, logits, labels);
+  return r.empty() ? Output() : r[0];
+}
+}  // namespace nn
+
+namespace ops {
 Output relu_grad(const Scope& s, Input gradients, Input features) {
   return NodeBuilder(s, "ReluGrad").input(gradients).input(features).output();
 }

@@ -78,7 +78,7 @@ Result<CnnModel> build_mnist_cnn(const Scope& root, const CnnOptions& o) {
   auto xent = ops::softmax_cross_entropy_with_logits(w, m.logits, m.labels);
   if (!root.ok()) return root.status();
   m.loss = ops::reduce_mean(w.with_op_name("cross_entropy"), xent[0]);
-  auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
+  auto correct = ops::equal(w, ops::argmax(w, m.logits, 1), ops::argmax(w, m.labels, 1));
   m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
   // As the seed: tf.train.AdamOptimizer(lr), wrapped in SyncReplicasOptimizer for --sync.
   const train::AdamOptimizer adam(o.learning_rate);
@@ -115,7 +115,7 @@ Result<CnnModel> import_mnist_cnn(const Scope& root, const CnnOptions& o) {
   AF_ASSIGN_OR_RETURN(m.global_step, g.output("global_step"));
   AF_ASSIGN_OR_RETURN(m.train_op, target("train"));
   AF_ASSIGN_OR_RETURN(m.init_op, target("init"));
-  auto correct = ops::equal(w, ops::arg_max(w, m.logits, 1), ops::arg_max(w, m.labels, 1));
+  auto correct = ops::equal(w, ops::argmax(w, m.logits, 1), ops::argmax(w, m.labels, 1));
   m.accuracy = ops::reduce_mean(w.with_op_name("accuracy"), ops::cast(w, correct, DType::kFloat32));
   if (!root.ok()) return root.status();
   return m;
@@ -124,8 +124,8 @@ Result<CnnModel> import_mnist_cnn(const Scope& root, const CnnOptions& o) {
 Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& mo, const CnnTrainOptions& o) {
   auto out = o.out ? o.out : [](const std::string& s) { std::printf("%s\n", s.c_str()); std::fflush(stdout); };
   AF_ASSIGN_OR_RETURN(MnistData data, load_mnist(o.data_dir));
-  AF_ASSIGN_OR_RETURN(Tensor train_y, one_hot(data.train_labels, 10));
-  AF_ASSIGN_OR_RETURN(Tensor test_y, one_hot(data.test_labels, 10));
+  AF_ASSIGN_OR_RETURN(Tensor train_y, to_categorical(data.train_labels, 10));
+  AF_ASSIGN_OR_RETURN(Tensor test_y, to_categorical(data.test_labels, 10));
   Scope root = Scope::root();
   AF_ASSIGN_OR_RETURN(CnnModel m, mo.graph_def.empty() ? build_mnist_cnn(root, mo) : import_mnist_cnn(root, mo));
   // An imported graph's placeholders have a fixed batch: training and evaluation feed that.

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     const std::vector<af::Output> vars{w1, b1, w2, b2};
     for (size_t i = 0; i < vars.size(); ++i) ups.push_back(af::ops::apply_gradient_descent(s, vars[i], lr, (*grads)[i]));
     trains.push_back(af::ops::no_op(s, ups, "train"));
-    auto correct = af::ops::equal(s, af::ops::arg_max(s, logits, 1), af::ops::arg_max(s, y, 1));
+    auto correct = af::ops::equal(s, af::ops::argmax(s, logits, 1), af::ops::argmax(s, y, 1));
     accs.push_back(af::ops::reduce_mean(s, af::ops::cast(s, correct, af::DType::kFloat32)));
   }
   if (!root.ok()) {
@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
     std::cerr << "hparam_search: " << r.status() << "\n";
     return 1;
   }
-  auto train_y = af::one_hot(mnist->train_labels, 10);
-  auto test_y = af::one_hot(mnist->test_labels, 10);
+  auto train_y = af::to_categorical(mnist->train_labels, 10);
+  auto test_y = af::to_categorical(mnist->test_labels, 10);
   auto ds = af::Dataset::from_tensors({mnist->train_images, *train_y}).shuffle(af::Dataset::kFullBuffer, 3).repeat().batch(50);
   auto it = ds.make_iterator();
   for (int step = 0; step < steps; ++step) {

@@ -39,7 +39,7 @@ Mlp make_vars(const af::Scope& s, std::vector<af::Output>* inits) {
 }
 
 af::Output accuracy(const af::Scope& s, af::Output logits, af::Output y) {
-  auto correct = af::ops::equal(s, af::ops::arg_max(s, logits, 1), af::ops::arg_max(s, y, 1));
+  auto correct = af::ops::equal(s, af::ops::argmax(s, logits, 1), af::ops::argmax(s, y, 1));
   return af::ops::reduce_mean(s, af::ops::cast(s, correct, af::DType::kFloat32));
 }
 
@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
   so.cpu_devices = std::max(2, towers);
   auto server = af::Server::local(so);
   if (!server.ok()) return 1;
-  auto train_y = af::one_hot(mnist->train_labels, 10);
-  auto test_y = af::one_hot(mnist->test_labels, 10);
+  auto train_y = af::to_categorical(mnist->train_labels, 10);
+  auto test_y = af::to_categorical(mnist->test_labels, 10);
   const int per_tower = 50;
 
   af::Scope root = af::Scope::root();

@@ -43,4 +43,16 @@ echo "run: the embedder (<actorflow/embedding.h>)"
 out="$("$tmp/consumer/embedder")" || { echo "$out"; echo "FAILED: the embedder"; exit 1; }
 echo "$out"
 [[ "$out" == "y = [3, 6]" ]] || { echo "FAILED: unexpected embedder output"; exit 1; }
+echo "run: mnist_port (seed 002's port) as 1 ps + 1 worker from seed 002's host flags, 20 steps"
+ports=($(python3 -c 'import socket
+s=[socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1", 0)) for x in s]
+print(*[x.getsockname()[1] for x in s])'))
+flags=(--ps_hosts=127.0.0.1:${ports[0]} --worker_hosts=127.0.0.1:${ports[1]})
+"$tmp/consumer/mnist_port" "${flags[@]}" --job_name=ps --task_index=0 >"$tmp/ps.log" 2>&1 &
+ps_pid=$!
+out="$(timeout 300 "$tmp/consumer/mnist_port" "${flags[@]}" --job_name=worker --task_index=0 --steps 20 2>&1)" \
+  || { echo "$out"; kill "$ps_pid"; echo "FAILED: mnist_port's worker"; exit 1; }
+kill -TERM "$ps_pid"; wait "$ps_pid" || { cat "$tmp/ps.log"; echo "FAILED: mnist_port's ps did not stop cleanly"; exit 1; }
+grep -E '^Test-Accuracy: 0\.[0-9]+' <<<"$out" || { echo "$out"; echo "FAILED: no test accuracy from mnist_port"; exit 1; }
 echo "OK: an outside project built and ran against the installed actorflow"

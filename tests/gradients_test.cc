@@ -541,11 +541,11 @@ TEST(GradientsTest, PathHandling) {
   EXPECT_EQ(value((*gc)[1]), "[ 6. 12. 18.]");
   // Integer paths end quietly: ArgMax -> OneHot is a mask with no gradient, x's other path has one.
   auto x2 = ops::reshape(root, x, {1, 3});
-  auto mask = ops::one_hot(root, ops::arg_max(root, x2, 1), 3);
+  auto mask = ops::one_hot(root, ops::argmax(root, x2, 1), 3);
   auto gi = gradients(root, {ops::reduce_sum(root, ops::mul(root, mask, x2))}, {x});
   ASSERT_TRUE(gi.ok()) << gi.status();
   EXPECT_EQ(value((*gi)[0]), "[0. 0. 1.]");
-  auto am = ops::cast(root, ops::arg_max(root, x2, 1), DType::kFloat32);
+  auto am = ops::cast(root, ops::argmax(root, x2, 1), DType::kFloat32);
   auto gn = gradients(root, {ops::reduce_sum(root, am)}, {x});
   ASSERT_TRUE(gn.ok()) << gn.status();
   EXPECT_FALSE((*gn)[0].valid());

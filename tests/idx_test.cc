@@ -201,10 +201,10 @@ TEST(MnistTest, CountMismatchAndMissingFilesAreNamed) {
 }
 
 TEST(MnistTest, OneHot) {
-  auto oh = one_hot(Tensor::from_vector<int32_t>({2, 0}, {2}), 3);
+  auto oh = to_categorical(Tensor::from_vector<int32_t>({2, 0}, {2}), 3);
   ASSERT_TRUE(oh.ok()) << oh.status();
   EXPECT_TRUE(oh->equals(Tensor::from_vector<float>({0, 0, 1, 1, 0, 0}, {2, 3})));
-  auto bad = one_hot(Tensor::from_vector<int32_t>({1, 3}, {2}), 3);
+  auto bad = to_categorical(Tensor::from_vector<int32_t>({1, 3}, {2}), 3);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("label 3 at index 1"), std::string::npos) << bad.status();
 }
@@ -235,7 +235,7 @@ TEST(MnistTest, FashionMnistFromDebianPackage) {
   }
   EXPECT_EQ(lo, 0.f);
   EXPECT_EQ(hi, 1.f);
-  auto oh = one_hot(m->test_labels, 10);
+  auto oh = to_categorical(m->test_labels, 10);
   ASSERT_TRUE(oh.ok());
   EXPECT_EQ(oh->shape(), (Shape{10000, 10}));
 }

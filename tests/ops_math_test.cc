@@ -694,26 +694,26 @@ TEST(MathOps, ReductionErrors) {
 TEST(MathOps, ArgMax) {
   Scope root = Scope::root();
   auto x = ops::constant(root, {1, 3, 3, 5, 2, 5}, {2, 3}, "x");
-  auto a1 = ops::arg_max(root, x, 1);
+  auto a1 = ops::argmax(root, x, 1);
   EXPECT_EQ(a1.dtype(), DType::kInt64);
   EXPECT_EQ(a1.shape(), (Shape{2}));
   EXPECT_EQ(run<int64_t>(root, a1), (std::vector<int64_t>{1, 0}));  // ties -> first index
-  auto a0 = ops::arg_max(root, x, 0);
+  auto a0 = ops::argmax(root, x, 0);
   EXPECT_EQ(a0.shape(), (Shape{3}));
   EXPECT_EQ(run<int64_t>(root, a0), (std::vector<int64_t>{1, 0, 1}));
-  EXPECT_EQ(run<int64_t>(root, ops::arg_max(root, x, -1)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run<int64_t>(root, ops::argmax(root, x, -1)), (std::vector<int64_t>{1, 0}));
   auto ties = ops::constant(root, {7, 7, 7, 7, 7, 7}, {3, 2}, "ties");
-  EXPECT_EQ(run<int64_t>(root, ops::arg_max(root, ties, 0)), (std::vector<int64_t>{0, 0}));
-  EXPECT_EQ(run<int64_t>(root, ops::arg_max(root, ties, 1)), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(run<int64_t>(root, ops::argmax(root, ties, 0)), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(run<int64_t>(root, ops::argmax(root, ties, 1)), (std::vector<int64_t>{0, 0, 0}));
   // [2,3,2] over the middle axis.
   auto m = ops::constant(root, {0, 9, 4, 1, 4, 9, 5, 5, 6, 5, 6, 5}, {2, 3, 2}, "m");
-  auto am = ops::arg_max(root, m, 1);
+  auto am = ops::argmax(root, m, 1);
   EXPECT_EQ(am.shape(), (Shape{2, 2}));
   EXPECT_EQ(run<int64_t>(root, am), (std::vector<int64_t>{1, 0, 1, 0}));
   auto i = ops::constant(root, i32({-1, -7, 4}, {3}), "i");
-  EXPECT_EQ(run<int64_t>(root, ops::arg_max(root, i, 0)), (std::vector<int64_t>{2}));
+  EXPECT_EQ(run<int64_t>(root, ops::argmax(root, i, 0)), (std::vector<int64_t>{2}));
   auto p = ops::placeholder(root, DType::kFloat32, Shape{-1, 10}, "p");
-  EXPECT_EQ(ops::arg_max(root, p, 1).shape(), (Shape{-1}));
+  EXPECT_EQ(ops::argmax(root, p, 1).shape(), (Shape{-1}));
   ASSERT_TRUE(root.ok()) << root.status();
 }
 
@@ -721,18 +721,18 @@ TEST(MathOps, ArgMaxErrors) {
   {
     Scope root = Scope::root();
     auto x = ops::constant(root, iota(6), {2, 3}, "x");
-    ops::arg_max(root.with_op_name("am"), x, 2);
+    ops::argmax(root.with_op_name("am"), x, 2);
     expect_error(root, {"ArgMax 'am': axis 2 is out of range for an input of rank 2"});
   }
   {
     Scope root = Scope::root();
-    ops::arg_max(root.with_op_name("am"), 3.f, 0);
+    ops::argmax(root.with_op_name("am"), 3.f, 0);
     expect_error(root, {"ArgMax 'am': ArgMax needs an input of rank >= 1"});
   }
   {
     Scope root = Scope::root();
     auto p = ops::placeholder(root, DType::kFloat32, Shape{2, -1}, "p");
-    auto am = ops::arg_max(root.with_op_name("am"), p, 1);
+    auto am = ops::argmax(root.with_op_name("am"), p, 1);
     auto r = eval(root, am, {{"p", f32({}, {2, 0})}});
     expect_error(r.status(), {"ArgMax 'am': cannot take the argmax of an empty dimension (axis 1 of [2,0])"});
   }

@@ -385,6 +385,23 @@ TEST(SoftmaxTest, HandValues) {
               "backprop");
 }
 
+// tf.nn's Python form: labels first, the loss only. Swapped logits and labels would give other
+// numbers (the labels row {0, 0, 1} read as logits).
+TEST(SoftmaxTest, NnFormsTakeTensorFlowsArgumentOrderAndGiveTheLossOnly) {
+  Scope root = Scope::root();
+  auto logits = ops::constant(root, {1, 2, 3, 1000, 1000, 1000}, {2, 3}, "logits");
+  auto labels = ops::constant(root, {0, 0, 1, 0.5f, 0.5f, 0}, {2, 3}, "labels");
+  auto ids = ops::constant(root, Tensor::from_vector<int32_t>({2, 0}, Shape{2}), "ids");
+  Output loss = nn::softmax_cross_entropy_with_logits(root.with_op_name("loss"), labels, logits);
+  Output sparse = nn::sparse_softmax_cross_entropy_with_logits(root.with_op_name("sparse"), ids, logits);
+  EXPECT_EQ(loss.shape(), (Shape{2}));
+  EXPECT_EQ(sparse.shape(), (Shape{2}));
+  auto out = run(root, {"loss", "sparse"});
+  ASSERT_EQ(out.size(), 2u);
+  expect_near(values(out[0]), {0.40760596f, 1.09861229f}, 1e-6f, "loss");
+  expect_near(values(out[1]), {0.40760596f, 1.09861229f}, 1e-6f, "sparse loss");  // row 1: log(3) again
+}
+
 TEST(SoftmaxTest, Rank3AndBackpropIsLossGradient) {
   Tensor x = random_tensor(Shape{2, 3, 5}, 5, -3, 3);
   auto out = eval([](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::softmax(s, in[0])}; }, {x});

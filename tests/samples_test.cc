@@ -122,6 +122,57 @@ TEST(SamplesTest, DistributedCnnRejectsBadClusterJsonAndMixedFlags) {
       << empty_entry->output();
 }
 
+// Seed 002 as a TensorFlow 1.x user ports it (samples/mnist_port.cc: layers, a device function,
+// the cluster file's [supervisor]): the seed's model (conv 32/64, fc 500, Adam 1e-4) on 1 ps + 2
+// workers under `actorflow up`, checkpointing every second; each worker reports a test accuracy
+// well above chance. Run again for more steps, the chief restores the newest checkpoint and the
+// job goes on from its global step.
+TEST(SamplesTest, TheSeed002PortTrainsUnderUpWithCheckpointsAndResumesFromThem) {
+  testing::TempDir dir;
+  const std::string file = dir.write(
+      "cluster.toml", "[jobs]\nps = [\"localhost:" + std::to_string(testing::free_port()) + "\"]\nworker = [\"localhost:" +
+                          std::to_string(testing::free_port()) + "\", \"localhost:" +
+                          std::to_string(testing::free_port()) + "\"]\n[supervisor]\nlogdir = \"" + dir.path() +
+                          "/logs\"\nsave_checkpoint_secs = 1\n");
+  static const std::regex acc_re("Test-Accuracy: ([0-9.]+)");
+  auto accuracies = [](const std::string& out) {
+    std::vector<double> a;
+    for (std::sregex_iterator it(out.begin(), out.end(), acc_re), end; it != end; ++it) a.push_back(std::stod((*it)[1]));
+    return a;
+  };
+  auto first = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/mnist_port"),
+                                    "--steps", "300"});
+  ASSERT_EQ(first->wait(240s), 0) << first->output();
+  const auto a = accuracies(first->output());
+  ASSERT_EQ(a.size(), 2u) << first->output();
+  for (double v : a) EXPECT_GT(v, 0.5) << first->output();  // chance is 0.1; about 0.7 after 300 steps
+  EXPECT_NE(first->output().find("Worker : 1, Step: "), std::string::npos) << first->output();
+
+  auto second = ChildProcess::start({binary("actorflow"), "up", "--cluster", file, "--", binary("samples/mnist_port"),
+                                     "--steps", "400"});
+  ASSERT_EQ(second->wait(240s), 0) << second->output();
+  static const std::regex restored_re("restored the model from global step ([0-9]+)");
+  std::smatch m;
+  const std::string out = second->output();
+  ASSERT_TRUE(std::regex_search(out, m, restored_re)) << out;
+  EXPECT_GE(std::stol(m[1]), 250) << out;  // the last checkpoint, at the end of the first run
+  EXPECT_EQ(accuracies(out).size(), 2u) << out;
+}
+
+TEST(SamplesTest, TheSeed002PortRejectsBadFlagsNamingThem) {
+  const std::string hosts = "--worker_hosts=127.0.0.1:" + std::to_string(testing::free_port());
+  auto steps = ChildProcess::start({binary("samples/mnist_port"), hosts, "--job_name=worker", "--task_index=0",
+                                    "--steps", "12x"});
+  EXPECT_EQ(steps->wait(30s), 2) << steps->output();
+  EXPECT_NE(steps->output().find("unknown flag or bad value: --steps"), std::string::npos) << steps->output();
+  auto task = ChildProcess::start({binary("samples/mnist_port"), hosts, "--job_name=worker", "--task_index=3"});
+  EXPECT_EQ(task->wait(30s), 2) << task->output();
+  EXPECT_NE(task->output().find("mnist_port: arguments: "), std::string::npos) << task->output();
+  auto data = ChildProcess::start({binary("samples/mnist_port"), hosts, "--job_name=worker", "--task_index=0",
+                                   "--data", "/nonexistent"});
+  EXPECT_EQ(data->wait(30s), 2) << data->output();
+  EXPECT_NE(data->output().find("/nonexistent"), std::string::npos) << data->output();
+}
 
 // The wide & deep sample: tables partitioned over 2 ps, 2 workers, sparse
 // updates; each worker's held-out loss must come within 0.08 nats of the generating model's

@@ -254,7 +254,7 @@ TEST(TfExportTest, TensorFlowRunsEveryExportedOpAsActorflowDoes) {
   out("sparse_xent_grad", sparse[1]);
   as_float("greater", ops::greater(root, x, ops::constant(root, {1.f}, Shape{})));
   as_float("equal", ops::equal(root, x, x));
-  as_float("argmax", ops::arg_max(root, x, 1));
+  as_float("argmax", ops::argmax(root, x, 1));
   as_float("shape", ops::shape_of(root, x));
   out("matmul_tb", ops::matmul(root.with_op_name("matmul_tb"), x, x, {false, true}));
   // Convolutions, pooling and their gradients on a [1,4,4,2] image and a 3x3x2x3 filter.

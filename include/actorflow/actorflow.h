@@ -3,8 +3,9 @@
 //   namespace af = actorflow;
 // Tensors and the graph-building API (Scope, ops::: <actorflow/graph.h>), input pipelines
 // (<actorflow/data.h>), cluster files (<actorflow/cluster.h>), servers (<actorflow/server.h>),
-// sessions (<actorflow/session.h>) and training (optimizers, Saver, Supervisor,
-// MonitoredTrainingSession: <actorflow/train.h>, <actorflow/monitored_session.h>).
+// sessions (<actorflow/session.h>), training (optimizers, Saver, Supervisor,
+// MonitoredTrainingSession: <actorflow/train.h>, <actorflow/monitored_session.h>) and layers
+// (tf.compat.v1.layers: <actorflow/layers.h>).
 //
 // None of these headers brings a CAF header: a program that does not embed actors compiles
 // without CAF's headers (tests/public_headers_test.sh checks it). A C++ service that runs
@@ -14,6 +15,7 @@
 #include "actorflow/cluster.h"
 #include "actorflow/data.h"
 #include "actorflow/graph.h"
+#include "actorflow/layers.h"
 #include "actorflow/monitored_session.h"
 #include "actorflow/saver.h"
 #include "actorflow/server.h"
