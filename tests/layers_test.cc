@@ -312,6 +312,40 @@ TEST(TfLayersTest, UnderAReplicaDeviceSetterTheVariablesGoToThePsAndTheLayersRun
     EXPECT_EQ(u.node()->requested_device.rfind("/job:ps/task:", 0), 0u) << u.name();
 }
 
+// A partitioned kernel: its row shards spread over the ps tasks by the device function, saved as
+// one variable, and the layer's value that of the whole kernel.
+TEST(TfLayersTest, ADenseKernelPartitionedOverTwoParameterServersGivesTheWholeKernelsValue) {
+  auto server = testing::two_device_server();
+  Scope root = Scope::root();
+  Output x = ops::placeholder(root.with_device("/cpu:0"), DType::kFloat32, Shape{-1, 3}, "x");
+  int next = 0;
+  // Variables alternate between /cpu:1 and /cpu:0 (two "ps"), the rest on /cpu:0.
+  Scope placed = root.with_device_function([&next](const Graph&, const Node& n) -> std::string {
+    if (n.op != "VariableV2") return "/cpu:0";
+    return (next++ % 2) == 0 ? "/cpu:1" : "/cpu:0";
+  });
+  layers::LayerOptions o;
+  o.kernel_partitioner = train::fixed_size_partitioner(2);
+  o.kernel_initializer = [](const Scope& s, const Shape& shape, DType) {
+    // Shard rows {2, 1}: the first shard [[1, 2], [3, 4]], the second [[5, 6]].
+    return shape.dim(0) == 2 ? ops::constant(s, {1, 2, 3, 4}, {2, 2}) : ops::constant(s, {5, 6}, {1, 2});
+  };
+  Output y = layers::dense(placed, x, 2, {}, o);
+  ASSERT_TRUE(root.ok()) << root.status();
+  const auto vars = train::trainable_variables(root);
+  ASSERT_EQ(names(vars), (std::vector<std::string>{"dense/kernel/part_0", "dense/kernel/part_1", "dense/bias"}));
+  EXPECT_EQ(vars[0].node()->requested_device, "/cpu:1");
+  EXPECT_EQ(vars[1].node()->requested_device, "/cpu:0");
+  auto init = train::global_variables_initializer(root);
+  ASSERT_TRUE(init.ok());
+  Session sess(root, server->target());
+  ASSERT_TRUE(sess.run({}, {}, {*init}).ok());
+  auto r = sess.run({{x, tensor({1, 1, 1, 1, 0, -1}, Shape{2, 3})}}, {y}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // [1, 1, 1] . [[1, 2], [3, 4], [5, 6]] = [9, 12]; [1, 0, -1] . K = [-4, -4].
+  EXPECT_EQ(vals<float>((*r)[0]), (std::vector<float>{9, 12, -4, -4}));
+}
+
 TEST(TfLayersTest, BadInputsAreRefusedNamingTheLayer) {
   struct Case {
     std::function<void(const Scope&)> build;

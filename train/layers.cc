@@ -150,7 +150,15 @@ Output dense(const Scope& s, Input x, int64_t units, const Activation& activatio
     out_dims.push_back(shape.dim(i));
   }
   out_dims.push_back(units);
-  Output kernel = train::get_variable(ls, "kernel", Shape{in_dim, units}, in.dtype(), o.kernel_initializer, o.trainable);
+  Output kernel;
+  if (o.kernel_partitioner) {
+    Result<train::PartitionedVariable> pv = train::get_partitioned_variable(
+        ls, "kernel", Shape{in_dim, units}, o.kernel_partitioner, in.dtype(), o.kernel_initializer, o.trainable);
+    if (!pv.ok()) return fail(ls, w + ": " + pv.status().message());
+    kernel = pv->shards.size() == 1 ? pv->shards[0] : ops::concat(ls, pv->shards, 0);
+  } else {
+    kernel = train::get_variable(ls, "kernel", Shape{in_dim, units}, in.dtype(), o.kernel_initializer, o.trainable);
+  }
   Output flat = rank == 2 ? in : ops::reshape(ls, in, {-1, in_dim});
   // The activation is elementwise, so it may run before the reshape back.
   Output y = finish(ls, ops::matmul(ls, flat, kernel), units, in.dtype(), activation, o);

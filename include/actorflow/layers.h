@@ -53,6 +53,10 @@ struct LayerOptions {
   train::Initializer bias_initializer;     // empty: zeros
   bool trainable = true;                   // false keeps the variables out of trainable_variables
   std::string name;                        // empty: the layer's kind ("dense", "conv2d")
+  // dense only: split the kernel by rows into shard variables "<scope>/kernel/part_<i>"
+  // (train::get_partitioned_variable, as a variable_scope's partitioner), each placed on its own
+  // by the scope's device function, concatenated where the layer runs. Empty: one variable.
+  train::Partitioner kernel_partitioner;
 };
 
 // tf.layers.dense: activation(x . kernel + bias), kernel [in, units] with `in` x's last
