@@ -35,9 +35,18 @@ cmake -S "$src/tests/install_consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$
   || { cat "$tmp/configure.log"; echo "FAILED: configuring the consumer"; exit 1; }
 echo "build: the consumer"
 cmake --build "$tmp/consumer" -j"${AF_JOBS:-2}" >"$tmp/build.log" 2>&1 || { tail -50 "$tmp/build.log"; echo "FAILED: building the consumer"; exit 1; }
+echo "CPU-only: the consumer links no CUDA library, its configuration found no CUDA toolkit"
+if ldd "$tmp/consumer/consumer" | grep -E 'libcuda|libcublas|libcudnn'; then echo "FAILED: a CPU-only program links CUDA"; exit 1; fi
+if grep -q '^CUDAToolkit' "$tmp/consumer/CMakeCache.txt"; then echo "FAILED: find_package(actorflow) looked for the CUDA toolkit"; exit 1; fi
+rss_kb="$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$tmp/consumer/mnist_port" --steps)"
+echo "CPU-only: RSS at main() (mnist_port exiting on a bad flag): ${rss_kb} KB"
+(( rss_kb < 40 * 1024 )) || { echo "FAILED: a CPU-only program takes ${rss_kb} KB before it runs anything (bound 40 MB)"; exit 1; }
 echo "run: the consumer"
-out="$("$tmp/consumer/consumer")" || { echo "$out"; echo "FAILED: the consumer's values"; exit 1; }
+out="$("$tmp/consumer/consumer" 2>"$tmp/consumer.err")" || { echo "$out"; cat "$tmp/consumer.err"; echo "FAILED: the consumer's values"; exit 1; }
 echo "$out"
+if grep -i cuda "$tmp/consumer.err"; then echo "FAILED: a CPU-only program logs about CUDA"; exit 1; fi
 [[ "$out" == "w = 0.8, global_step = 1" ]] || { echo "FAILED: unexpected output"; exit 1; }
 echo "run: the embedder (<actorflow/embedding.h>)"
 out="$("$tmp/consumer/embedder")" || { echo "$out"; echo "FAILED: the embedder"; exit 1; }
@@ -55,4 +64,21 @@ out="$(timeout 300 "$tmp/consumer/mnist_port" "${flags[@]}" --job_name=worker --
   || { echo "$out"; kill "$ps_pid"; echo "FAILED: mnist_port's worker"; exit 1; }
 kill -TERM "$ps_pid"; wait "$ps_pid" || { cat "$tmp/ps.log"; echo "FAILED: mnist_port's ps did not stop cleanly"; exit 1; }
 grep -E '^Test-Accuracy: 0\.[0-9]+' <<<"$out" || { echo "$out"; echo "FAILED: no test accuracy from mnist_port"; exit 1; }
+if [[ -f "$tmp/prefix/lib/cmake/actorflow/actorflowCudaTargets.cmake" ]]; then
+  echo "cuda component: gpu_consumer (main.cc with actorflow::cuda)"
+  cmake -S "$src/tests/install_consumer" -B "$tmp/gpu-consumer" -DCONSUMER_CUDA=ON -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$(cache_get CMAKE_CXX_FLAGS)" \
+    -DCMAKE_EXE_LINKER_FLAGS="$(cache_get CMAKE_EXE_LINKER_FLAGS)" "${launcher[@]}" >"$tmp/gpu-configure.log" 2>&1 \
+    || { cat "$tmp/gpu-configure.log"; echo "FAILED: configuring the consumer with COMPONENTS cuda"; exit 1; }
+  cmake --build "$tmp/gpu-consumer" -j"${AF_JOBS:-2}" >"$tmp/gpu-build.log" 2>&1 \
+    || { tail -50 "$tmp/gpu-build.log"; echo "FAILED: building gpu_consumer"; exit 1; }
+  ldd "$tmp/gpu-consumer/gpu_consumer" | grep -q libcudart || { echo "FAILED: gpu_consumer does not link the CUDA runtime"; exit 1; }
+  out="$("$tmp/gpu-consumer/gpu_consumer" 2>"$tmp/gpu-consumer.err")" || { cat "$tmp/gpu-consumer.err"; echo "FAILED: gpu_consumer"; exit 1; }
+  [[ "$out" == "w = 0.8, global_step = 1" ]] || { echo "$out"; echo "FAILED: gpu_consumer's values"; exit 1; }
+  # Its CUDA backend registered: it either made GPU devices or said why there are none.
+  grep -qE 'CUDA GPU|GPU:0' "$tmp/gpu-consumer.err" || { cat "$tmp/gpu-consumer.err"; echo "FAILED: gpu_consumer has no CUDA backend"; exit 1; }
+  echo "$out"
+else
+  echo "cuda component: not in this package (built without CUDA)"
+fi
 echo "OK: an outside project built and ran against the installed actorflow"

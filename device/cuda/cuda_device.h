@@ -28,8 +28,8 @@ Result<std::vector<std::unique_ptr<Device>>> create_cuda_devices(const std::stri
 // are none. For tests and benchmarks that skip without a GPU. Thread-safe.
 int cuda_device_count(std::string* why);
 
-// Registers every GPU kernel (device type "GPU"). Called by register_backend_kernels()
-// (device/backends.cc) in CUDA builds. Start-up only.
+// Registers every GPU kernel (device type "GPU"). Registered as the CUDA backend's kernels by
+// device/cuda/cuda_backend.cc (register_device_backend). Start-up only.
 class KernelRegistry;
 void register_gpu_kernels(KernelRegistry& r);
 
