@@ -51,6 +51,13 @@ struct MasterState {
   std::map<int64_t, std::shared_ptr<StepRun>> inflight;
   std::string default_device;
   std::map<std::string, std::shared_ptr<Plan>> plans;
+  // Plans whose partitions are being registered, each holding the runs that wait for it (its
+  // waiters, which hold the plan: a cycle until they run). A plan leaves `plans` when a task it
+  // uses goes down, but stays here until its registration answers, so that a master stopping
+  // first still answers its runs and breaks the cycle. (Once it did not: the runs' requests,
+  // holding the devices' actor handles, outlived the master, and the actor system's teardown
+  // waited forever for the device actor they kept alive.)
+  std::set<std::shared_ptr<Plan>> registering;
   // A partition's handle names it on its device, which several processes' masters share (every
   // worker's master registers on the ps devices): "m<task>.<this master's random nonce>_p<seq>".
   // It must be unique across them and across restarts of a task. (It was the address of this
@@ -334,9 +341,14 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
     auto& st = self->state;
     const Status s = Cancelled("the server stopped while the step ran (" + caf::to_string(reason) + ")");
     st.stopping = s;
+    std::set<std::shared_ptr<Plan>> waiting = st.registering;
+    for (auto& [key, plan] : st.plans) waiting.insert(plan);
     std::vector<std::function<void()>> waiters;
-    for (auto& [key, plan] : st.plans)
+    for (const auto& plan : waiting) {
       for (auto& w : plan->waiters) waiters.push_back(std::move(w));
+      plan->waiters.clear();
+    }
+    st.registering.clear();
     for (auto& w : waiters) w();  // run_plan answers `stopping`
     auto inflight = st.inflight;
     for (auto& [id, run] : inflight)
@@ -375,16 +387,22 @@ master_impl_t::behavior_type master_actor(MasterActor* self, std::vector<DeviceI
           return caf::delegated<std::vector<Tensor>>();
         }
         st.plans[key] = plan;
+        st.registering.insert(plan);
         st.publish();
         plan->waiters.push_back([=] { run_plan(self, plan, req, rp); });
         auto remaining = std::make_shared<size_t>(plan->partitions.size());
         auto finish_registration = [=] {
+          auto& state = self->state;
           plan->ready = true;
-          if (plan->error.ok() && self->state.direct)
-            if (auto dp = make_direct_plan(self, *plan)) self->state.direct->publish(key, std::move(dp));
+          state.registering.erase(plan);
+          if (plan->error.ok() && state.direct)
+            if (auto dp = make_direct_plan(self, *plan)) state.direct->publish(key, std::move(dp));
           auto waiters = std::move(plan->waiters);
           plan->waiters.clear();
-          if (!plan->error.ok()) self->state.plans.erase(key);
+          // A failed plan leaves the cache, unless a newer plan of the same key replaced it there
+          // (this one was dropped when a task it used went down).
+          auto cached = state.plans.find(key);
+          if (!plan->error.ok() && cached != state.plans.end() && cached->second == plan) state.plans.erase(cached);
           for (auto& w : waiters) w();
         };
         if (*remaining == 0) {

@@ -229,7 +229,8 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     Tensor xs(DType::kFloat32, Shape{len, 784}), ys(DType::kFloat32, Shape{len, 10});
     std::memcpy(xs.raw_data(), data.test_images.data<float>() + s * 784, static_cast<size_t>(len) * 784 * 4);
     std::memcpy(ys.raw_data(), test_y.data<float>() + s * 10, static_cast<size_t>(len) * 10 * 4);
-    AF_ASSIGN_OR_RETURN(auto r, raw.run({{m.x, xs}, {m.labels, ys}}, {m.accuracy, m.loss}));
+    // Recovered as a step is: a parameter server lost now is waited for (and restored).
+    AF_ASSIGN_OR_RETURN(auto r, sess->run_without_hooks({{m.x, xs}, {m.labels, ys}}, {m.accuracy, m.loss}));
     correct += r[0].data<float>()[0] * static_cast<double>(len);
     loss += r[1].data<float>()[0] * static_cast<double>(len);
   }
@@ -251,7 +252,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
   // The longest training run of this worker, hooks included (a stalled step shows here).
   std::snprintf(line, sizeof line, "Worst-Step-Ms: %.1f", worst_step_ms);
   out(line);
-  AF_ASSIGN_OR_RETURN(auto gs, raw.run({m.global_step}));
+  AF_ASSIGN_OR_RETURN(auto gs, sess->run_without_hooks({}, {m.global_step}));
   std::snprintf(line, sizeof line, "Global-Step: %lld", static_cast<long long>(gs[0].data<int64_t>()[0]));
   out(line);
   if (m.sync_stats.valid()) {
@@ -259,7 +260,7 @@ Result<CnnTrainResult> train_mnist_cnn_worker(Server& server, const CnnOptions& 
     // worker's training): replica step gradients dropped as stale, steps closed short at the
     // sync deadline.
     // sync: informational; a failed read is logged, not the worker's failure.
-    auto st = raw.run({m.sync_stats});
+    auto st = sess->run_without_hooks({}, {m.sync_stats});
     if (!st.ok() || (*st)[0].num_elements() < 7) {
       AF_LOG(WARNING) << me << ": no synchronous training counts: "
                       << (st.ok() ? std::string("the accumulator's stats are too short") : st.status().message());

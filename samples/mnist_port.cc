@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                 << std::endl;
   }
   if (status.ok()) {
-    auto test = (*sess)->run({{x, mnist->test_images}, {y_, *test_y}}, {accuracy}, {});
+    auto test = (*sess)->run_without_hooks({{x, mnist->test_images}, {y_, *test_y}}, {accuracy});
     if (test.ok()) std::cout << "Test-Accuracy: " << *(*test)[0].data<float>() << std::endl;
     status = test.ok() ? (*sess)->close() : test.status();
   }

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "actorflow/embedding.h"
+#include "actorflow/monitored_session.h"
+#include "actorflow/train.h"
 #include "data/checkpoint.h"
 #include "graph/ops_variables.h"
 #include "tests/util/process.h"
@@ -827,6 +829,61 @@ TEST(ChaosTest, UpPassesThePlanToEachTasksFirstStart) {
   for (size_t p = out.find("fault injected: kill"); p != std::string::npos; p = out.find("fault injected: kill", p + 1))
     ++kills;
   EXPECT_EQ(kills, 1u) << out;
+}
+
+// The parameter server is killed after training ended, while the chief evaluates: the raw
+// session's run fails with the lost task, but MonitoredTrainingSession::run_without_hooks waits
+// for the restarted ps, restores the newest checkpoint (as a failed step would) and returns the
+// restored values. Under `actorflow up` such an evaluation once ended every worker (exit 1), and
+// up restarted them to train again from an old checkpoint.
+TEST(TrainingFaults, AnEvaluationAfterTrainingOutlivesAKilledParameterServer) {
+  TempDir dir;
+  const std::string file = dir.write(
+      "cluster.toml", "[jobs]\nps = [\"localhost:" + std::to_string(free_port()) + "\"]\nworker = [\"localhost:" +
+                          std::to_string(free_port()) +
+                          "\"]\n[server]\nconnect_timeout_ms = 20000\nheartbeat_interval_ms = 200\npeer_timeout_ms = 1500\n");
+  auto start_ps = [&] {
+    return ChildProcess::start({binary("actorflow"), "node", "--cluster", file, "--job", "ps", "--task", "0"});
+  };
+  auto ps = start_ps();
+  ASSERT_TRUE(started(ps.get())) << ps->output();
+  auto spec = ClusterSpec::from_file(file);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto server = Server::create(*spec, TaskId{"worker", 0});
+  ASSERT_TRUE(server.ok()) << server.status();
+  Scope root = Scope::root();
+  Scope on_ps = root.with_device("/job:ps/task:0"), worker = root.with_device("/job:worker/task:0");
+  Output w = train::get_variable(on_ps, "w", Shape{1}, DType::kFloat32, train::constant_initializer(1));
+  Output gs = train::get_or_create_global_step(on_ps);
+  Output x = ops::placeholder(worker, DType::kFloat32, Shape{1}, "x");
+  auto train_op = train::GradientDescentOptimizer(0.1f).minimize(worker, ops::reduce_sum(worker, ops::mul(worker, w, x)), gs);
+  ASSERT_TRUE(train_op.ok()) << train_op.status();
+  train::MonitoredTrainingSession::Options o;
+  o.master = (*server)->target();
+  o.checkpoint_dir = dir.path() + "/logs";
+  o.save_checkpoint_secs = 0;  // saved below, and at close
+  o.ready_timeout_secs = 30;
+  o.session.timeout(std::chrono::seconds(3));  // bounds the raw run below, which waits to reconnect
+  o.hooks = {std::make_shared<train::StopAtStepHook>(0, 3)};
+  auto sess = train::MonitoredTrainingSession::create(root, o);
+  ASSERT_TRUE(sess.ok()) << sess.status();
+  while (!(*sess)->should_stop()) ASSERT_TRUE((*sess)->run({{x, Tensor::from_vector<float>({2}, {1})}}, {}, {*train_op}).ok());
+  ASSERT_TRUE((*sess)->supervisor().save_checkpoint().ok());  // w = 1 - 3 * 0.1 * 2 = 0.4, step 3
+  ASSERT_EQ((*sess)->run({}, {w}).status().code(), Code::kFailedPrecondition) << "run() ends with training";
+
+  ps->signal(SIGKILL);
+  ps->wait(10s);
+  auto raw = (*sess)->raw_session().run({w});
+  EXPECT_FALSE(raw.ok()) << "the ps is gone";
+  ps = start_ps();
+  ASSERT_TRUE(started(ps.get())) << ps->output();
+  auto eval = (*sess)->run_without_hooks({}, {w, gs});
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  EXPECT_NEAR((*eval)[0].data<float>()[0], 0.4f, 1e-6f);
+  EXPECT_EQ((*eval)[1].data<int64_t>()[0], 3);
+  ASSERT_TRUE((*sess)->close().ok());
+  EXPECT_EQ((*sess)->run_without_hooks({}, {w}).status().code(), Code::kFailedPrecondition);
+  sess->reset();
 }
 
 }  // namespace

@@ -278,11 +278,19 @@ class MonitoredTrainingSession {
   // FailedPrecondition after should_stop().
   Result<std::vector<Tensor>> run(const FeedDict& feeds, const std::vector<Output>& fetches,
                                   const std::vector<Output>& targets = {});
+  // A run without the hooks (an evaluation, a final read), recovered as run() recovers a step
+  // (a parameter server lost while the test set is evaluated is waited for and the run made
+  // again), as TensorFlow's run_step_fn with the raw session. Allowed after should_stop() (the
+  // training loop ended) until close(): FailedPrecondition after close(). Returns the values of
+  // `fetches`, or the error of the last attempt (past max_recoveries_per_run, or one that is not
+  // recoverable).
+  Result<std::vector<Tensor>> run_without_hooks(const FeedDict& feeds, const std::vector<Output>& fetches,
+                                                const std::vector<Output>& targets = {});
   // Calls every hook's end(), then stops the Supervisor (the chief's final checkpoint).
   // Idempotent; returns the first error.
   Status close();
 
-  // The session underneath (for runs without hooks, such as evaluation). Owned here.
+  // The session underneath (runs with neither hooks nor recovery). Owned here.
   Session& raw_session() { return *session_; }
   Supervisor& supervisor() { return *supervisor_; }
   bool is_chief() const { return options_.is_chief; }
@@ -290,6 +298,11 @@ class MonitoredTrainingSession {
  private:
   MonitoredTrainingSession() = default;
   friend class SessionRunContext;
+  // session_->run, recovering from a lost task up to max_recoveries_per_run times (run() and
+  // run_without_hooks). OutOfRange marks training over (should_stop()).
+  Result<std::vector<Tensor>> run_recovering(const RunOptions& options, const FeedDict& feeds,
+                                             const std::vector<Output>& fetches, const std::vector<Output>& targets,
+                                             RunMetadata* metadata);
 
   Options options_;
   Output global_step_;

@@ -329,20 +329,8 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
   RunMetadata metadata;
   const bool with_gs = global_step_.valid();
   if (with_gs) all.push_back(global_step_);
-  Result<std::vector<Tensor>> r = Internal("unset");
-  for (int attempt = 0;; ++attempt) {
-    r = session_->run(options, feeds, all, targets, &metadata);
-    if (r.ok()) break;
-    const Code c = r.status().code();
-    if (c == Code::kOutOfRange) {
-      stopped_ = true;  // the input ended, or the synchronous group closed: training is over
-      return r.status();
-    }
-    if (!recoverable(c) || attempt >= options_.max_recoveries_per_run) return r.status();
-    AF_LOG(WARNING) << options_.task_name << ": step failed (" << r.status() << "); recovering";
-    Status rs = supervisor_->recover(r.status(), last_global_step_);
-    if (!rs.ok()) return rs;
-  }
+  Result<std::vector<Tensor>> r = run_recovering(options, feeds, all, targets, &metadata);
+  if (!r.ok()) return r.status();
   std::vector<Tensor>& values = *r;
   if (with_gs) {
     last_global_step_ = static_cast<int64_t>(scalar_value(values.back()));
@@ -368,6 +356,34 @@ Result<std::vector<Tensor>> MonitoredTrainingSession::run(const FeedDict& feeds,
   if (ctx.stop_requested()) stopped_ = true;
   values.resize(fetches.size());
   return std::move(values);
+}
+
+Result<std::vector<Tensor>> MonitoredTrainingSession::run_recovering(const RunOptions& options,
+                                                                     const FeedDict& feeds,
+                                                                     const std::vector<Output>& fetches,
+                                                                     const std::vector<Output>& targets,
+                                                                     RunMetadata* metadata) {
+  for (int attempt = 0;; ++attempt) {
+    Result<std::vector<Tensor>> r = session_->run(options, feeds, fetches, targets, metadata);
+    if (r.ok()) return r;
+    const Code c = r.status().code();
+    if (c == Code::kOutOfRange) {
+      stopped_ = true;  // the input ended, or the synchronous group closed: training is over
+      return r.status();
+    }
+    if (!recoverable(c) || attempt >= options_.max_recoveries_per_run) return r.status();
+    AF_LOG(WARNING) << options_.task_name << ": step failed (" << r.status() << "); recovering";
+    Status rs = supervisor_->recover(r.status(), last_global_step_);
+    if (!rs.ok()) return rs;
+  }
+}
+
+Result<std::vector<Tensor>> MonitoredTrainingSession::run_without_hooks(const FeedDict& feeds,
+                                                                        const std::vector<Output>& fetches,
+                                                                        const std::vector<Output>& targets) {
+  if (closed_) return FailedPrecondition("MonitoredTrainingSession: run_without_hooks after close()");
+  RunMetadata metadata;
+  return run_recovering(RunOptions(), feeds, fetches, targets, &metadata);
 }
 
 Status MonitoredTrainingSession::close() {
