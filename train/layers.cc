@@ -46,6 +46,21 @@ std::string where(const char* kind, const Scope& ls) {
   return std::string(kind) + " '" + n + "'";
 }
 
+// A layer's beginning: its scope, its input in that scope, and "<kind> '<scope>'" for errors.
+struct Layer {
+  Scope scope;
+  Output in;
+  std::string where;
+};
+// Empty with the error recorded when the name is taken or the input is invalid.
+std::optional<Layer> begin_layer(const Scope& s, const std::string& name, const char* kind, const Input& x) {
+  std::optional<Scope> ls = layer_scope(s, name, kind);
+  if (!ls) return std::nullopt;
+  Output in = ls->as_output(x);
+  if (!in.valid()) return std::nullopt;
+  return Layer{*ls, in, where(kind, *ls)};
+}
+
 Output fail(const Scope& ls, const std::string& what) {
   ls.update_status(InvalidArgument(what));
   return Output();
@@ -112,12 +127,11 @@ Output finish(const Scope& ls, Output y, int64_t units, DType dtype, const Activ
 Output pool(const Scope& s, Input x, std::array<int64_t, 2> size, std::array<int64_t, 2> strides,
             const std::string& padding, const std::string& name, bool max) {
   const char* kind = max ? "max_pooling2d" : "average_pooling2d";
-  const std::optional<Scope> lso = layer_scope(s, name, kind);
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
-  const std::string w = where(kind, ls);
+  std::optional<Layer> layer = begin_layer(s, name, kind, x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   if (in.shape().unknown_rank() || in.shape().rank() != 4)
     return fail(ls, w + ": needs an NHWC input of rank 4, got " + in.shape().to_string());
   if (!positive(size) || !positive(strides))
@@ -131,12 +145,11 @@ Output pool(const Scope& s, Input x, std::array<int64_t, 2> size, std::array<int
 }  // namespace
 
 Output dense(const Scope& s, Input x, int64_t units, const Activation& activation, const LayerOptions& o) {
-  const std::optional<Scope> lso = layer_scope(s, o.name, "dense");
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
-  const std::string w = where("dense", ls);
+  std::optional<Layer> layer = begin_layer(s, o.name, "dense", x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   if (units < 1) return fail(ls, w + ": units must be >= 1, got " + std::to_string(units));
   const Shape& shape = in.shape();
   if (shape.unknown_rank() || shape.rank() < 2 || shape.dim(shape.rank() - 1) < 0)
@@ -168,12 +181,11 @@ Output dense(const Scope& s, Input x, int64_t units, const Activation& activatio
 Output conv2d(const Scope& s, Input x, int64_t filters, std::array<int64_t, 2> kernel_size,
               std::array<int64_t, 2> strides, const std::string& padding, const Activation& activation,
               const LayerOptions& o) {
-  const std::optional<Scope> lso = layer_scope(s, o.name, "conv2d");
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
-  const std::string w = where("conv2d", ls);
+  std::optional<Layer> layer = begin_layer(s, o.name, "conv2d", x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   const Shape& shape = in.shape();
   if (shape.unknown_rank() || shape.rank() != 4 || shape.dim(3) < 0)
     return fail(ls, w + ": needs an NHWC input of rank 4 whose channels are known, got " + shape.to_string());
@@ -200,30 +212,29 @@ Output average_pooling2d(const Scope& s, Input x, std::array<int64_t, 2> pool_si
 }
 
 Output flatten(const Scope& s, Input x, const std::string& name) {
-  const std::optional<Scope> lso = layer_scope(s, name, "flatten");
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
+  std::optional<Layer> layer = begin_layer(s, name, "flatten", x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   const Shape& shape = in.shape();
   if (shape.unknown_rank() || shape.rank() < 1)
-    return fail(ls, where("flatten", ls) + ": needs an input of rank >= 1 with a known rank, got " + shape.to_string());
+    return fail(ls, w + ": needs an input of rank >= 1 with a known rank, got " + shape.to_string());
   int64_t n = 1;
   for (int i = 1; i < shape.rank(); ++i) {
     if (shape.dim(i) < 0)
-      return fail(ls, where("flatten", ls) + ": the dimensions after the first must be known, got " + shape.to_string());
+      return fail(ls, w + ": the dimensions after the first must be known, got " + shape.to_string());
     n *= shape.dim(i);
   }
   return ops::reshape(ls, in, {-1, n});
 }
 
 Output dropout(const Scope& s, Input x, double rate, Input training, int64_t seed, const std::string& name) {
-  const std::optional<Scope> lso = layer_scope(s, name, "dropout");
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
-  const std::string w = where("dropout", ls);
+  std::optional<Layer> layer = begin_layer(s, name, "dropout", x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   if (!(rate >= 0.0 && rate < 1.0)) return fail(ls, w + ": rate must be in [0, 1), got " + std::to_string(rate));
   Output flag;
   const int mode = training_mode(ls, w, training, &flag);
@@ -234,12 +245,11 @@ Output dropout(const Scope& s, Input x, double rate, Input training, int64_t see
 }
 
 Output batch_normalization(const Scope& s, Input x, Input training, const BatchNormOptions& o) {
-  const std::optional<Scope> lso = layer_scope(s, o.name, "batch_normalization");
-  if (!lso) return Output();
-  const Scope& ls = *lso;
-  Output in = ls.as_output(x);
-  if (!in.valid()) return Output();
-  const std::string w = where("batch_normalization", ls);
+  std::optional<Layer> layer = begin_layer(s, o.name, "batch_normalization", x);
+  if (!layer) return Output();
+  const Scope& ls = layer->scope;
+  const Output& in = layer->in;
+  const std::string& w = layer->where;
   Output flag;
   const int mode = training_mode(ls, w, training, &flag);
   if (mode == -2) return Output();
