@@ -58,9 +58,11 @@ s=[socket.socket() for _ in range(2)]
 [x.bind(("127.0.0.1", 0)) for x in s]
 print(*[x.getsockname()[1] for x in s])'))
 flags=(--ps_hosts=127.0.0.1:${ports[0]} --worker_hosts=127.0.0.1:${ports[1]})
-"$tmp/consumer/mnist_port" "${flags[@]}" --job_name=ps --task_index=0 >"$tmp/ps.log" 2>&1 &
+# From $tmp: without a cluster file the chief checkpoints into ./logs (the seed's LOG_DIR), which
+# must not be the build directory other tests run in.
+(cd "$tmp" && exec "$tmp/consumer/mnist_port" "${flags[@]}" --job_name=ps --task_index=0) >"$tmp/ps.log" 2>&1 &
 ps_pid=$!
-out="$(timeout 300 "$tmp/consumer/mnist_port" "${flags[@]}" --job_name=worker --task_index=0 --steps 20 2>&1)" \
+out="$(cd "$tmp" && timeout 300 "$tmp/consumer/mnist_port" "${flags[@]}" --job_name=worker --task_index=0 --steps 20 2>&1)" \
   || { echo "$out"; kill "$ps_pid"; echo "FAILED: mnist_port's worker"; exit 1; }
 kill -TERM "$ps_pid"; wait "$ps_pid" || { cat "$tmp/ps.log"; echo "FAILED: mnist_port's ps did not stop cleanly"; exit 1; }
 grep -E '^Test-Accuracy: 0\.[0-9]+' <<<"$out" || { echo "$out"; echo "FAILED: no test accuracy from mnist_port"; exit 1; }
