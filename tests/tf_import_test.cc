@@ -136,6 +136,16 @@ void check_forward(const std::string& file, const std::string& key) {
   for (size_t i = 0; i < names.size(); ++i) expect_near((*out)[i], g["fetches"][names[i]], names[i]);
 }
 
+// Imports the GraphDef `file` into `root` with its devices cleared, to run it in one process as
+// TensorFlow ran it; the import's error otherwise.
+::testing::AssertionResult import_cleared(const Scope& root, const std::string& file) {
+  ImportGraphDefOptions opts;
+  opts.clear_devices = true;
+  auto imported = import_graph_def_file(root, file, opts);
+  if (!imported.ok()) return ::testing::AssertionFailure() << file << ": " << imported.status();
+  return ::testing::AssertionSuccess();
+}
+
 TEST_P(TfGoldenTest, ForwardMlpGivesTensorFlowsOutputsFromBinaryAndText) {
   check_forward("mlp_forward.pb", "mlp_forward");
   check_forward("mlp_forward.pbtxt", "mlp_forward");
@@ -180,10 +190,7 @@ TEST_P(TfGoldenTest, OneTrainingStepEqualsTensorFlows) {
       }
     }
     Scope root = Scope::root();
-    ImportGraphDefOptions opts;
-    opts.clear_devices = true;
-    auto imported = import_graph_def_file(root, file, opts);
-    ASSERT_TRUE(imported.ok()) << imported.status();
+    ASSERT_TRUE(import_cleared(root, file));
     Session sess(root);
     ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
     std::vector<std::string> vars;
@@ -243,10 +250,7 @@ TEST_P(TfGoldenTest, TheSeedsTrainingGraphPlacesItsVariablesOnThePsAndTrains) {
       EXPECT_GE(on_ps, 8 + 8);
     }
     Scope root = Scope::root();
-    ImportGraphDefOptions opts;
-    opts.clear_devices = true;
-    auto imported = import_graph_def_file(root, file, opts);
-    ASSERT_TRUE(imported.ok()) << imported.status();
+    ASSERT_TRUE(import_cleared(root, file));
     Session sess(root);
     ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
     std::vector<float> xs(8 * 784), ys(8 * 10, 0.f);
@@ -837,10 +841,7 @@ TEST_P(TfGoldenTest, TheGraphsOwnSaverSavesAndRestoresAsTensorFlowsDoes) {
     EXPECT_EQ(slot_ops, 8);  // 4 variables with Adam slots, each read by save and written by restore
   }
   Scope root = Scope::root();
-  ImportGraphDefOptions opts;
-  opts.clear_devices = true;
-  auto imported = import_graph_def_file(root, file, opts);
-  ASSERT_TRUE(imported.ok()) << imported.status();
+  ASSERT_TRUE(import_cleared(root, file));
   std::vector<std::string> names;
   for (const auto& [n, v] : want["saved"].items()) names.push_back(n);
   ASSERT_EQ(names.size(), 14u);  // 4 variables, 8 Adam slots, 2 beta powers
@@ -917,10 +918,7 @@ TEST_P(TfGoldenTest, AShardedSaverSavesMergesAndRestoresAsTensorFlowsDoes) {
   const std::string file = golden_dir() + "/mlp_train_saver_sharded.pb";
   const auto& want = saver_expected();
   Scope root = Scope::root();
-  ImportGraphDefOptions opts;
-  opts.clear_devices = true;
-  auto imported = import_graph_def_file(root, file, opts);
-  ASSERT_TRUE(imported.ok()) << imported.status();
+  ASSERT_TRUE(import_cleared(root, file));
   std::vector<std::string> names;
   for (const auto& [n, v] : want["saved"].items()) names.push_back(n);
   Session sess(root);
@@ -1005,10 +1003,7 @@ TEST_P(TfGoldenTest, TensorFlowReadsTheCheckpointTheImportedSaverWrote) {
   if (access(python.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << python << " (" << golden_python_maker() << " makes it)";
   const auto& want = saver_expected();
   Scope root = Scope::root();
-  ImportGraphDefOptions opts;
-  opts.clear_devices = true;
-  auto imported = import_graph_def_file(root, golden_dir() + "/mlp_train_saver_adam.pb", opts);
-  ASSERT_TRUE(imported.ok()) << imported.status();
+  ASSERT_TRUE(import_cleared(root, golden_dir() + "/mlp_train_saver_adam.pb"));
   Session sess(root);
   ASSERT_TRUE(sess.run_by_name({}, {}, {"init"}).ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(sess.run_by_name(saver_feeds(), {}, {"train"}).ok());
@@ -1139,10 +1134,7 @@ TEST_P(TfGoldenTest, TrainingGraphsWithARunTimeBatchTrainAsTensorFlowDoes) {
     }
     // In one process: the same graph with its devices cleared, as TensorFlow ran it.
     Scope root = Scope::root();
-    ImportGraphDefOptions opts;
-    opts.clear_devices = true;
-    auto imported = import_graph_def_file(root, golden_dir() + "/" + name + ".pb", opts);
-    ASSERT_TRUE(imported.ok()) << imported.status();
+    ASSERT_TRUE(import_cleared(root, golden_dir() + "/" + name + ".pb"));
     Session sess(root);
     ASSERT_TRUE(sess.status().ok()) << sess.status();
     auto init = sess.run_by_name({}, {}, {"init"});
@@ -1188,10 +1180,7 @@ TEST_P(TfGoldenTest, FtrlTrainingGraphsTrainAsTensorFlowDoesAndSaveTheirSlots) {
     const auto& want = dynamic_expected()[name];
     ASSERT_FALSE(want.is_null());
     Scope root = Scope::root();
-    ImportGraphDefOptions opts;
-    opts.clear_devices = true;
-    auto imported = import_graph_def_file(root, golden_dir() + "/" + name + ".pb", opts);
-    ASSERT_TRUE(imported.ok()) << imported.status();
+    ASSERT_TRUE(import_cleared(root, golden_dir() + "/" + name + ".pb"));
     int ftrl = 0;
     for (int i = 0; i < root.graph()->num_nodes(); ++i) ftrl += root.graph()->node(i)->op == "ApplyFtrl";
     EXPECT_EQ(ftrl, 8);
