@@ -274,12 +274,8 @@ TEST(PartitionTest, AComputationOnlyWaitedForRunsAsANoOpWaitingForItsInputs) {
   Scope root = Scope::root();
   auto a = ops::constant(root.with_device("/cpu:0"), {1, 2, 3, 4, 5, 6}, {2, 3}, "a");
   auto b = ops::constant(root.with_device("/cpu:1"), {1, 2, 3, 4, 5, 6}, {3, 2}, "b");
-  auto mm = [&](const Scope& s, Output x, Output y, const std::string& name) {
-    NodeBuilder nb(s.with_op_name(name), "MatMul");
-    return nb.input(x).input(y).attr("transpose_a", false).attr("transpose_b", false).finalize();
-  };
-  auto grad = mm(root.with_device("/cpu:0"), a, b, "grad");
-  auto unread = mm(root.with_device("/cpu:1"), a, b, "unread");
+  auto grad = ops::matmul(root.with_device("/cpu:0").with_op_name("grad"), a, b);
+  auto unread = ops::matmul(root.with_device("/cpu:1").with_op_name("unread"), a, b);
   auto copy = ops::identity(root.with_device("/cpu:1").with_op_name("copy"), a);
   auto gate = ops::no_op(root.with_device("/cpu:0"), {grad, unread, copy}, "gate");
   ops::identity(root.with_device("/cpu:0").with_control_dependencies({gate}).with_op_name("used"), grad);
