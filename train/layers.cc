@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/ops_variables.h"
+#include "train/collections.h"
 
 namespace actorflow {
 namespace layers {
@@ -101,14 +102,9 @@ std::string pair_str(const std::array<int64_t, 2>& v) {
   return "[" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + "]";
 }
 
-// FNV-1a of the layer's scope: a seed that depends only on the name, the same in every process.
-int64_t name_seed(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return static_cast<int64_t>(h & 0x7fffffffffffffffull);
+// A dropout seed from the layer's scope (train::name_seed, kept non-negative).
+int64_t layer_seed(const Scope& ls) {
+  return static_cast<int64_t>(train::name_seed(ls.name_prefix()) & 0x7fffffffffffffffull);
 }
 
 // Adds the bias variable (if wanted) and the activation to y, in the layer's scope.
@@ -240,7 +236,7 @@ Output dropout(const Scope& s, Input x, double rate, Input training, int64_t see
   const int mode = training_mode(ls, w, training, &flag);
   if (mode == -2) return Output();
   if (mode == 0) return ops::identity(ls, in);
-  Output dropped = ops::dropout(ls, in, rate, seed != 0 ? seed : name_seed(ls.name_prefix()));
+  Output dropped = ops::dropout(ls, in, rate, seed != 0 ? seed : layer_seed(ls));
   return mode == 1 ? dropped : ops::select(ls, flag, dropped, in);
 }
 

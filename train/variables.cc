@@ -24,16 +24,6 @@ constexpr const char* kTrainable = "_trainable";
 constexpr const char* kInitializer = "_initializer";
 constexpr const char* kGlobalStep = "_global_step";
 
-// FNV-1a: a seed that depends only on the name (std::hash may differ between builds).
-uint64_t name_seed(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 Node* find_global_step(Graph* g) {
   for (int i = 0; i < g->num_nodes(); ++i) {
     Node* n = g->node(i);
@@ -43,6 +33,15 @@ Node* find_global_step(Graph* g) {
 }
 
 }  // namespace
+
+uint64_t name_seed(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 std::vector<Output> graph_variables(Graph& g, const std::string& prefix, bool trainable_only) {
   std::vector<Output> out;
