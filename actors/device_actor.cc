@@ -268,7 +268,7 @@ struct DeviceState {
     std::unique_ptr<StepExecution> exec;
     caf::response_promise rp;
     // Set for a step dispatched over the data plane: where its outcome goes (DeviceRouter::reply_step).
-    std::string reply_to;
+    std::optional<StepReply> reply;
     // The task whose master started it (from the partition's handle), and what the parked step
     // waits for (core/waits.h): its first missing _Recv key, or "" for an asynchronous kernel.
     std::string origin;
@@ -309,15 +309,14 @@ struct DeviceState {
 };
 
 void DeviceState::Step::finish(const Status& s, std::vector<Tensor> retvals, DeviceState& st, int64_t step_id) {
-  if (reply_to.empty()) {
+  if (!reply) {
     if (s.ok()) rp.deliver(std::move(retvals));
     else rp.deliver(to_caf_error(s));
     return;
   }
-  Status sent = st.router ? st.router->reply_step(reply_to, step_id, st.device->name(), s, retvals)
+  Status sent = st.router ? st.router->reply_step(*reply, step_id, st.device->name(), s, retvals)
                           : Unavailable("no router");
-  if (!sent.ok())
-    AF_LOG(WARNING) << st.device->name() << ": cannot report step " << step_id << " to " << reply_to << ": " << sent;
+  if (!sent.ok()) AF_LOG(WARNING) << st.device->name() << ": cannot report step " << step_id << ": " << sent;
 }
 
 void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
@@ -492,10 +491,10 @@ void accept_tensor(DeviceActor* self, int64_t step_id, const std::string& key, T
 
 // Starts step `step_id` of partition `handle` and runs it as far as it goes; the reply is
 // delivered when the step ends.
-// `reply_to` non-empty: a step dispatched over the data plane (its outcome goes there; the
-// returned result is then only meaningful as an immediate error).
+// `reply` set: a step dispatched over the data plane (its outcome goes as it says; the returned
+// result is then only meaningful as an immediate error).
 caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string& handle, int64_t step_id,
-                                            std::vector<Tensor>& args, const std::string& reply_to = "") {
+                                            std::vector<Tensor>& args, const StepReply* reply = nullptr) {
   auto& st = self->state;
   auto pit = st.partitions.find(handle);
   if (pit == st.partitions.end())
@@ -516,8 +515,8 @@ caf::result<std::vector<Tensor>> start_step(DeviceActor* self, const std::string
   };
   DeviceState::Step step;
   step.exec = std::make_unique<StepExecution>(pit->second, step_id, std::move(args), send, st.env.get());
-  if (reply_to.empty()) step.rp = self->make_response_promise();
-  step.reply_to = reply_to;
+  if (reply) step.reply = *reply;
+  else step.rp = self->make_response_promise();
   // A master's handle is "m<task>.<nonce>_p<n>" (partition_handle_prefix): the step's origin.
   if (handle.size() > 1 && handle[0] == 'm' && handle.rfind('.') != std::string::npos)
     step.origin = handle.substr(1, handle.rfind('.') - 1);
@@ -601,14 +600,14 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
           return to_caf_error(restart_in_place(self, e.what()));
         }
       },
-      [=](steprun_atom, const std::string& handle, int64_t step_id, const std::string& reply_to,
+      [=](steprun_atom, const std::string& handle, int64_t step_id, const StepReply& reply,
           std::vector<std::string>& keys, std::vector<Tensor>& tensors) {
         // A run request that came over the data plane (StepDispatcher::dispatch_step): same as run_atom
-        // without arguments, but the outcome goes back over the data plane to `reply_to`; the
+        // without arguments, but the outcome goes back over the data plane as `reply` says; the
         // tensors for its _Recvs that came with it (keys[i] -> tensors[i]) are delivered first.
         auto& st = self->state;
         auto report = [&](const Status& s) {
-          Status sent = st.router ? st.router->reply_step(reply_to, step_id, st.device->name(), s, {})
+          Status sent = st.router ? st.router->reply_step(reply, step_id, st.device->name(), s, {})
                                   : Unavailable("no router");
           if (!sent.ok()) AF_LOG(WARNING) << st.device->name() << ": cannot report step " << step_id << ": " << sent;
         };
@@ -620,7 +619,7 @@ device_actor_t::behavior_type device_actor(DeviceActor* self, Device* device, st
         }
         try {
           FaultInjector::global().maybe_throw("device", st.device->name());
-          auto r = start_step(self, handle, step_id, no_args, reply_to);
+          auto r = start_step(self, handle, step_id, no_args, &reply);
           if (r.flag == caf::rt_error) {
             if (!st.steps.count(step_id)) st.early.erase(step_id);
             report(from_caf_error(r.err));

@@ -37,6 +37,20 @@ struct ClientRunRequest;
 struct DeviceInfo;
 struct NodeInfo;
 struct ReplicaCall;
+namespace net {
+class ReplyChannel;
+}
+
+// Where the outcome of a step dispatched over the data plane goes (net/wire.h's run frame): back
+// on the connection its run request came on (`channel`, when the request asked for that), or else
+// to a member's data-plane address (`address`; the router checks it is a member's before it writes
+// there). The router makes it when the run request arrives; a device actor only carries it to
+// DeviceRouter::reply_step. Plain value; copies refer to the same connection, which they do not
+// keep open (a closed one fails the reply).
+struct StepReply {
+  std::weak_ptr<net::ReplyChannel> channel;
+  std::string address;
+};
 
 using GraphPtr = std::shared_ptr<const Graph>;
 using RunRequestPtr = std::shared_ptr<const RunRequest>;
@@ -78,10 +92,10 @@ using device_actor_t = caf::typed_actor<
     caf::replies_to<deregister_atom, std::string>::with<bool>,
     // Runs step `step_id` of partition `handle` with its _Arg values; answers its _Retvals.
     caf::replies_to<run_atom, std::string, int64_t, TensorList>::with<TensorList>,
-    // (handle, step_id, reply_to, keys, tensors): a step dispatched over the data plane; its
-    // outcome goes back to `reply_to` over the data plane (DeviceRouter::reply_step), not as a reply;
-    // keys[i] -> tensors[i] are _Recv inputs that came with it.
-    caf::reacts_to<steprun_atom, std::string, int64_t, std::string, std::vector<std::string>, TensorList>,
+    // (handle, step_id, reply, keys, tensors): a step dispatched over the data plane; its
+    // outcome goes back as `reply` says (DeviceRouter::reply_step), not as a CAF reply;
+    // keys[i] -> tensors[i] are _Recv inputs that came with it. In-process only (from the router).
+    caf::reacts_to<steprun_atom, std::string, int64_t, StepReply, std::vector<std::string>, TensorList>,
     // (step_id, rendezvous key, tensor): an input of one of the step's _Recv ops.
     caf::reacts_to<tensor_atom, int64_t, std::string, Tensor>,
     // (step_id, why): aborts that step (or marks it aborted if it has not started).
@@ -227,3 +241,6 @@ typename Inspector::result_type inspect(Inspector& f, ReplicaCall& x) {
 // A step outcome between the router and the master of one process (stepdone_atom): never
 // serialized (the data plane carries it as a done frame, net/wire.h).
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::Status)
+// Where a dispatched step's outcome goes, from the router to a device actor of its process: never
+// serialized (a peer cannot send one).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorflow::StepReply)

@@ -295,8 +295,11 @@ bool parse_field(const std::string& s, size_t* pos, size_t* v) {
 
 ReplicaInbox::ReplicaInbox(size_t max_bytes, std::chrono::milliseconds ttl) : max_bytes_(max_bytes), ttl_(ttl) {}
 
-bool ReplicaInbox::is_replica_frame(const net::TensorMessage& m) {
-  return m.kind == net::FrameKind::kTensor && m.key.compare(0, sizeof(kReplicaFramePrefix) - 1, kReplicaFramePrefix) == 0;
+bool ReplicaInbox::is_replica_frame(const net::Frame& m) {
+  const std::string* key = nullptr;
+  if (const auto* t = m.as<net::TensorFrame>()) key = &t->key;
+  else if (const auto* e = m.as<net::ErrorFrame>()) key = &e->key;
+  return key && key->compare(0, sizeof(kReplicaFramePrefix) - 1, kReplicaFramePrefix) == 0;
 }
 
 std::string ReplicaInbox::frame_key(size_t i, size_t n, const std::string& call_key) {
@@ -320,16 +323,24 @@ void ReplicaInbox::expire_locked(std::chrono::steady_clock::time_point now) {
   }
 }
 
-void ReplicaInbox::put(const net::TensorMessage& m) {
+void ReplicaInbox::put(const net::Frame& m) {
   const std::string from = m.reply ? m.reply->peer() : std::string("a peer");
-  size_t pos = sizeof(kReplicaFramePrefix) - 1, i = 0, n = 0;
-  if (!is_replica_frame(m) || !parse_field(m.key, &pos, &i) || !parse_field(m.key, &pos, &n) || pos == m.key.size() ||
-      n == 0 || n > kMaxArgs || i >= kMaxArgs || !m.status_error.empty() || !m.tensor.is_initialized()) {
-    AF_LOG(WARNING) << "ps replication: dropped a malformed replica frame from " << from << " (key '"
-                    << m.key.substr(0, 80) << "')";
+  if (const auto* e = m.as<net::ErrorFrame>()) {
+    AF_LOG(WARNING) << "ps replication: dropped a replica frame from " << from << " (key '" << e->key.substr(0, 80)
+                    << "'): " << e->error;
     return;
   }
-  const std::string call_key = m.key.substr(pos);
+  const auto* t = m.as<net::TensorFrame>();
+  size_t pos = sizeof(kReplicaFramePrefix) - 1, i = 0, n = 0;
+  if (!t || !is_replica_frame(m) || !parse_field(t->key, &pos, &i) || !parse_field(t->key, &pos, &n) ||
+      pos == t->key.size() || n == 0 || n > kMaxArgs || i >= kMaxArgs || !t->tensor.is_initialized()) {
+    AF_LOG(WARNING) << "ps replication: dropped a malformed replica frame from " << from << " (key '"
+                    << (t ? t->key.substr(0, 80) : std::string()) << "')";
+    return;
+  }
+  const std::string& key = t->key;
+  const Tensor& tensor = t->tensor;
+  const std::string call_key = key.substr(pos);
   std::function<void()> ready;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -341,7 +352,7 @@ void ReplicaInbox::put(const net::TensorMessage& m) {
     if (e.n != 0 && e.n != n) why = "its count " + std::to_string(n) + " disagrees with the call's " + std::to_string(e.n);
     else if (dup) why = "argument " + std::to_string(i) + " came twice";
     else if (e.tensors.size() >= n) why = "more than " + std::to_string(n) + " arguments";
-    else if (bytes_ + m.tensor.bytes() > max_bytes_) why = "the inbox holds " + std::to_string(bytes_) + " bytes already";
+    else if (bytes_ + tensor.bytes() > max_bytes_) why = "the inbox holds " + std::to_string(bytes_) + " bytes already";
     if (!why.empty()) {
       AF_LOG(WARNING) << "ps replication: dropped a replica frame of call " << call_key.substr(0, 120) << " from " << from
                       << ": " << why;
@@ -356,9 +367,9 @@ void ReplicaInbox::put(const net::TensorMessage& m) {
       said_first_ = true;
       AF_LOG(INFO) << "ps replication: tensors of replicated calls arrive over the data plane from " << from;
     }
-    e.tensors.emplace_back(i, m.tensor);
-    e.bytes += m.tensor.bytes();
-    bytes_ += m.tensor.bytes();
+    e.tensors.emplace_back(i, tensor);
+    e.bytes += tensor.bytes();
+    bytes_ += tensor.bytes();
     if (e.tensors.size() == e.n && e.ready) ready = std::move(e.ready);
   }
   if (ready) ready();
@@ -428,11 +439,10 @@ void PsReplicator::send_tensors(uint64_t epoch, const std::string& call_key,
 }
 
 void PsReplicator::send_now(const Outgoing& o, const std::string& data_addr) {
-  std::vector<net::TensorMessage> frames(o.tensors.size());
-  for (size_t k = 0; k < o.tensors.size(); ++k) {
-    frames[k].key = ReplicaInbox::frame_key(o.tensors[k].first, o.tensors.size(), o.call_key);
-    frames[k].tensor = o.tensors[k].second;
-  }
+  std::vector<net::Frame> frames;
+  frames.reserve(o.tensors.size());
+  for (const auto& [index, t] : o.tensors)
+    frames.emplace_back(0, ReplicaInbox::frame_key(index, o.tensors.size(), o.call_key), t);
   Status s = data_->send_batch(data_addr, frames);
   if (!s.ok()) {
     data_->disconnect(data_addr);

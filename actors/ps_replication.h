@@ -76,7 +76,7 @@ class ReplicaInbox {
   static constexpr size_t kMaxArgs = 64;
 
   // Whether `m` is a replica frame (its key starts with the replica prefix). Pure.
-  static bool is_replica_frame(const net::TensorMessage& m);
+  static bool is_replica_frame(const net::Frame& m);
   // The key of the frame carrying argument `i` of the `n` a call moved. Pure.
   static std::string frame_key(size_t i, size_t n, const std::string& call_key);
   // Whether `call_key` may name a call's frames: non-empty, at most kMaxCallKeyBytes, and (it is
@@ -89,7 +89,7 @@ class ReplicaInbox {
   // max_bytes is dropped with a log line naming `m`'s peer. Runs the call's notify callback
   // (on this thread, with no lock held) when this frame completes it. The first frame held is
   // logged ("tensors of replicated calls arrive over the data plane from <peer>").
-  void put(const net::TensorMessage& m);
+  void put(const net::Frame& m);
   // When all `n` tensors of `call_key` are here: moves them into `out` as (argument index,
   // tensor), forgets the call and returns true. False otherwise (nothing changes).
   bool take(const std::string& call_key, size_t n, std::vector<std::pair<size_t, Tensor>>* out);

@@ -3,6 +3,8 @@
 #include "actors/router.h"
 
 #include <atomic>
+#include <type_traits>
+#include <variant>
 
 #include "actors/direct_step.h"
 #include "core/logging.h"
@@ -157,12 +159,8 @@ Status ProcessRouter::route_send(int64_t step_id, const RendezvousKey& key, cons
   }
   if (client) {
     // The data plane: a header and one raw block per tensor, no per-element work.
-    net::TensorMessage m;
-    m.step_id = step_id;
-    m.key = key.wire();
-    m.tensor = t;
     if (via_out) *via_out = "data plane";
-    Status s = client->send(data_addr, m);
+    Status s = client->send(data_addr, net::Frame(step_id, key.wire(), t));
     if (!s.ok()) return Unavailable("sending tensor to " + dst + ": " + s.message());
     return Status::OK();
   }
@@ -213,7 +211,18 @@ void ProcessRouter::deliver_local(int64_t step_id, const RendezvousKey& key, con
 
 // ---- the data plane's receiving hook ------------------------------------------------------------
 
-void ProcessRouter::deliver(const net::TensorMessage& m) {
+namespace {
+// The device an outcome frame (ret, done, state) is about; "" for other kinds.
+const std::string& outcome_device(const net::Frame& m) {
+  static const std::string none;
+  if (const auto* r = m.as<net::RetFrame>()) return r->device;
+  if (const auto* d = m.as<net::DoneFrame>()) return d->device;
+  if (const auto* st = m.as<net::StateFrame>()) return st->device;
+  return none;
+}
+}  // namespace
+
+void ProcessRouter::deliver(const net::Frame& m) {
   // Every frame that enters this process over the data plane passes this task's link faults
   // here, whatever step path sent it. A run request's feeds travel with it and share its fate
   // (they are judged with the run frame that follows them in the same write).
@@ -221,44 +230,46 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
   expire_carried();
   // A query is answered at once, whatever the links: it asks about a run request that went
   // before it on the same connection, which the faults below judged already.
-  if (m.kind == net::FrameKind::kQuery) {
-    on_query(m);
+  if (const auto* q = m.as<net::QueryFrame>()) {
+    on_query(m.step_id, *q, m.reply);
     return;
   }
+  const auto* run = m.as<net::RunFrame>();
   auto note_run = [&] {
-    if (m.kind != net::FrameKind::kRun) return;
+    if (!run) return;
     std::lock_guard<std::mutex> l(mu_);
     if (live_runs_.size() >= kMaxLiveRuns) {
       AF_LOG(WARNING) << "data plane: " << live_runs_.size()
                       << " dispatched steps never reported an outcome; forgetting them (queries now say 'not running')";
       live_runs_.clear();
     }
-    live_runs_.emplace(m.step_id, m.step.device);
+    live_runs_.emplace(m.step_id, run->device);
   };
-  // The frame's rendezvous key, parsed once for the whole way in (tensor, error, feed frames).
+  // The frame's rendezvous key, parsed once for the whole way in (tensor, error and feed frames;
+  // not an error frame standing for a ret that could not be received: it names a device).
   RendezvousKey key;
-  if (m.kind == net::FrameKind::kTensor || m.kind == net::FrameKind::kError || m.kind == net::FrameKind::kFeed) {
+  const auto* err = m.as<net::ErrorFrame>();
+  const bool keyed = m.as<net::TensorFrame>() || m.as<net::FeedFrame>() || (err && err->of != net::FrameKind::kRet);
+  if (keyed) {
     auto k = frame_key(m);
     if (!k) return;
     key = std::move(*k);
   }
-  if (!inj.armed() || m.kind == net::FrameKind::kFeed) {
+  const bool feed = m.as<net::FeedFrame>() || (err && err->of == net::FrameKind::kFeed);
+  if (!inj.armed() || feed) {
     note_run();
     deliver_now(m, key);
     return;
   }
   std::string src;
-  switch (m.kind) {
-    case net::FrameKind::kTensor:
-    case net::FrameKind::kError: src = key.src_task(); break;
-    case net::FrameKind::kRun: src = m.step.from_task; break;
-    default: src = task_of_device(m.step.device); break;  // an outcome comes from the device's task
-  }
+  if (keyed) src = key.src_task();
+  else if (run) src = run->from_task;
+  else src = task_of_device(err ? err->key : outcome_device(m));  // an outcome comes from the device's task
   // Tensors and fetched values may arrive twice; a request has one run, a step one outcome.
-  const bool repeatable = m.kind == net::FrameKind::kTensor || m.kind == net::FrameKind::kRet;
+  const bool repeatable = m.as<net::TensorFrame>() || m.as<net::RetFrame>();
   LinkDecision d = inj.on_receive(src, own_task_);
   if (d.drop) {
-    if (m.kind == net::FrameKind::kRun) drop_carried(m.step_id);
+    if (run) drop_carried(m.step_id);
     return;
   }
   note_run();  // a delayed run request is known (running) from now on
@@ -275,7 +286,7 @@ void ProcessRouter::deliver(const net::TensorMessage& m) {
   deliver_now(m, key);
 }
 
-std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& m) {
+std::optional<RendezvousKey> ProcessRouter::frame_key(const net::Frame& m) {
   static Counter& malformed = Metrics::global().counter(
       "actorflow_bad_rendezvous_keys_total",
       "Data-plane frames dropped for their rendezvous key: malformed, or of a stale incarnation of the sender",
@@ -284,8 +295,12 @@ std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& 
       "actorflow_bad_rendezvous_keys_total",
       "Data-plane frames dropped for their rendezvous key: malformed, or of a stale incarnation of the sender",
       {{"reason", "stale"}});
-  const std::string& wire = m.kind == net::FrameKind::kFeed ? m.step.key : m.key;
-  auto k = RendezvousKey::parse(wire);
+  const std::string* wire = nullptr;
+  if (const auto* t = m.as<net::TensorFrame>()) wire = &t->key;
+  else if (const auto* f = m.as<net::FeedFrame>()) wire = &f->key;
+  else if (const auto* e = m.as<net::ErrorFrame>()) wire = &e->key;
+  if (!wire) return std::nullopt;
+  auto k = RendezvousKey::parse(*wire);
   Status why = k.ok() ? Status::OK() : k.status();
   if (k.ok() && k->src_incarnation() != 0 && any_retired_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> l(mu_);
@@ -296,7 +311,6 @@ std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& 
   }
   if (why.ok()) return std::move(*k);
   (k.ok() ? stale : malformed).inc();
-  const char* kind = m.kind == net::FrameKind::kFeed ? "feed" : m.kind == net::FrameKind::kError ? "error" : "tensor";
   int64_t held = 0;
   bool log = false;
   {
@@ -304,27 +318,44 @@ std::optional<RendezvousKey> ProcessRouter::frame_key(const net::TensorMessage& 
     log = bad_key_log_.allow(&held);
   }
   if (log)
-    AF_LOG(WARNING) << "data plane: dropped a " << kind << " frame of step " << m.step_id << " from "
-                    << (m.reply ? m.reply->peer() : std::string("a peer")) << ": " << why.message()
+    AF_LOG(WARNING) << "data plane: dropped a " << net::frame_kind_name(m.kind()) << " frame of step " << m.step_id
+                    << " from " << (m.reply ? m.reply->peer() : std::string("a peer")) << ": " << why.message()
                     << net::suppressed_note(held);
   return std::nullopt;
 }
 
-void ProcessRouter::deliver_now(const net::TensorMessage& m, const RendezvousKey& key) {
-  switch (m.kind) {
-    case net::FrameKind::kTensor:
-      if (m.status_error.empty()) deliver_local(m.step_id, key, m.tensor);  // else it could not be received
-      return;
-    case net::FrameKind::kError:
-      return;  // the sender could not send the tensor; the step fails by its own error or timeout
-    case net::FrameKind::kFeed: on_feed(m); return;
-    case net::FrameKind::kRun: on_run(m); return;
-    case net::FrameKind::kRet:
-    case net::FrameKind::kDone:
-    case net::FrameKind::kState: on_outcome(m); return;
-    case net::FrameKind::kQuery: on_query(m); return;
+void ProcessRouter::deliver_now(const net::Frame& m, const RendezvousKey& key) {
+  std::visit(
+      [&](const auto& f) {
+        using T = std::decay_t<decltype(f)>;
+        if constexpr (std::is_same_v<T, net::TensorFrame>) deliver_local(m.step_id, key, f.tensor);
+        else if constexpr (std::is_same_v<T, net::ErrorFrame>) on_error(m.step_id, key, f);
+        else if constexpr (std::is_same_v<T, net::FeedFrame>) on_feed(m.step_id, f, m.reply);
+        else if constexpr (std::is_same_v<T, net::RunFrame>) on_run(m.step_id, f, m.reply);
+        else if constexpr (std::is_same_v<T, net::QueryFrame>) on_query(m.step_id, f, m.reply);
+        else on_outcome(m.step_id, f);  // ret, done, state
+      },
+      m.body);
+}
+
+void ProcessRouter::on_error(int64_t step_id, const RendezvousKey& key, const net::ErrorFrame& e) {
+  if (e.of == net::FrameKind::kFeed) return;  // its run request finds the feed missing: the step fails by its deadline
+  if (e.of == net::FrameKind::kRet) {
+    // A fetched value that could not be received fails the step it belongs to, at once.
+    on_outcome(step_id, net::DoneFrame::of(e.key, ResourceExhausted(e.error)));
+    return;
   }
-  AF_LOG(WARNING) << "data plane: ignored a frame of unknown kind (step " << m.step_id << ")";
+  // A tensor its sender could not send, or this process could not receive: the step waiting for
+  // it on the key's device fails now, saying why, rather than at its deadline.
+  device_actor_t a;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = local_.find(key.dst_device());
+    if (it == local_.end()) return;
+    a = it->second;
+  }
+  caf::anon_send(a, abort_atom::value, step_id,
+                 "tensor " + key.wire() + " of step " + std::to_string(step_id) + " did not arrive: " + e.error);
 }
 
 }  // namespace actorflow

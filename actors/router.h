@@ -84,13 +84,12 @@ class ProcessRouter final : public DeviceRouter,
   // in: a malformed one, or one of a stale incarnation of its sender (see set_remote), drops the
   // frame, with a WARNING naming the peer and the frame (at most one line a second) and a count
   // in actorflow_bad_rendezvous_keys_total{reason="malformed"|"stale"}.
-  void deliver(const net::TensorMessage& m);
+  void deliver(const net::Frame& m);
   // The data-plane connection whose ReplyChannel has id `channel_id` ended (the TensorServer's
   // closed callback, on that connection's reader thread, after its last frame): feeds carried for
   // run requests that were to follow on it are dropped (their run request can no longer come:
   // it travels in the same write, on the same connection), with a WARNING naming the step, and
-  // counted in actorflow_early_tensors_dropped_total{reason="closed"}; its reply token is
-  // forgotten. Thread-safe; never throws.
+  // counted in actorflow_early_tensors_dropped_total{reason="closed"}. Thread-safe; never throws.
   void connection_closed(uint64_t channel_id);
 
   // ---- step dispatch (step_dispatch.cc); contracts in StepDispatcher and DeviceRouter (actors/routing.h) ----
@@ -105,7 +104,7 @@ class ProcessRouter final : public DeviceRouter,
       const std::vector<std::pair<std::string, Tensor>>& feeds) override;
   Status await_dispatched(net::ClientConnection& conn, const std::function<bool()>& done,
                           std::chrono::microseconds spin, std::chrono::milliseconds wait) override;
-  Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device, const Status& status,
+  Status reply_step(const StepReply& reply, int64_t step_id, const std::string& device, const Status& status,
                     const std::vector<Tensor>& retvals) override;
   Status query_step(const std::string& device, int64_t step_id, bool on_request_connection) override;
   void abort_remote_step(const node_actor_t& node, const std::string& device, int64_t step_id,
@@ -115,10 +114,10 @@ class ProcessRouter final : public DeviceRouter,
 
  private:
   // deliver() past the fault hook; `key` is the frame's parsed key (tensor and error frames).
-  void deliver_now(const net::TensorMessage& m, const RendezvousKey& key);
+  void deliver_now(const net::Frame& m, const RendezvousKey& key);
   // The parsed key of frame `m` (a tensor, error or feed frame), or nullopt when it is malformed
-  // or stale (the frame is dropped: logged and counted as deliver() says).
-  std::optional<RendezvousKey> frame_key(const net::TensorMessage& m);
+  // or stale (the frame is dropped: logged and counted as deliver() says) or `m` has no key.
+  std::optional<RendezvousKey> frame_key(const net::Frame& m);
   // route_key() past the fault hook (records a "send" event for a traced step, core/step_trace.h).
   Status route_now(int64_t step_id, const RendezvousKey& key, const Tensor& t);
   // route_now's sending; sets *via_out (when given) to how the tensor went: "in process",
@@ -126,18 +125,30 @@ class ProcessRouter final : public DeviceRouter,
   Status route_send(int64_t step_id, const RendezvousKey& key, const Tensor& t, const char** via_out);
   // A tensor that arrived over the data plane: to the local device actor its key names.
   void deliver_local(int64_t step_id, const RendezvousKey& key, const Tensor& t);
-  // Step control frames (step_dispatch.cc).
-  void on_feed(const net::TensorMessage& m);
-  void on_run(const net::TensorMessage& m);
-  void on_outcome(const net::TensorMessage& m);
+  // An error frame (net/frames.h) of step `step_id`, for rendezvous key `key` unless it stands for
+  // a ret: a tensor that did not arrive aborts the step on the key's device, saying why; a ret
+  // that could not be received fails its step (ResourceExhausted); a lost feed is dropped.
+  void on_error(int64_t step_id, const RendezvousKey& key, const net::ErrorFrame& e);
+  // Step control frames (step_dispatch.cc); `reply` is the connection the frame came on.
+  void on_feed(int64_t step_id, const net::FeedFrame& f, const std::shared_ptr<net::ReplyChannel>& reply);
+  void on_run(int64_t step_id, const net::RunFrame& r, const std::shared_ptr<net::ReplyChannel>& reply);
+  // Outcomes of steps this process dispatched: to a direct step's wait or to the master.
+  void on_outcome(int64_t step_id, const net::RetFrame& r);
+  void on_outcome(int64_t step_id, const net::DoneFrame& d);
+  void on_outcome(int64_t step_id, const net::StateFrame& st);
+  // The master and the direct steps that outcomes go to (either may be null).
+  void outcome_routes(master_actor_t* master, std::shared_ptr<DirectSteps>* direct);
   // A query (net/wire.h): answers at once, on this reader thread, from live_runs_.
-  void on_query(const net::TensorMessage& m);
-  // Writes `msgs` (an outcome or a state answer of step `step_id`) to `reply_to`: a token of a
-  // request connection (channels_), "" for `channel` itself, or a member's data-plane address.
-  Status send_back(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel, int64_t step_id,
-                   const std::vector<net::TensorMessage>& msgs);
+  void on_query(int64_t step_id, const net::QueryFrame& q, const std::shared_ptr<net::ReplyChannel>& reply);
+  // Where the answer to a run or query frame goes: `channel` (the connection the frame came on)
+  // when its reply address `reply_to` is empty, else that address. Pure.
+  static StepReply reply_for(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel);
+  // Writes `msgs` (an outcome or a state answer of step `step_id`) as `reply` says: on its
+  // connection, or to its address when that is a member's data-plane address (PermissionDenied
+  // otherwise: a request cannot make this task dial an address of its choosing).
+  Status send_back(const StepReply& reply, int64_t step_id, const std::vector<net::Frame>& msgs);
   // The outcome of a step this process dispatched, read from the request's own connection.
-  void deliver_reply(const net::TensorMessage& m);
+  void deliver_reply(const net::Frame& m);
   void drop_carried(int64_t step_id);
   // Drops the carried feeds older than early_tensor_limits().ttl (their run request is not
   // coming), with a WARNING naming the step. Called for every frame that enters (deliver()).
@@ -160,13 +171,11 @@ class ProcessRouter final : public DeviceRouter,
                                         const std::vector<std::pair<std::string, Tensor>>& feeds,
                                         const std::string& addr, const std::string& own);
   // A run request that meets a sending-side link fault `d`.
-  Status send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs);
+  Status send_faulted(LinkDecision d, const std::string& addr, std::vector<net::Frame> msgs);
   // Writes a run request's frames; with `duplicate_feeds` its feeds once more afterwards, as
   // plain tensors (the device finds them already delivered and ignores them).
-  Status send_run_request(const std::string& addr, const std::vector<net::TensorMessage>& msgs, bool duplicate_feeds);
+  Status send_run_request(const std::string& addr, const std::vector<net::Frame>& msgs, bool duplicate_feeds);
 
-  // First character of a reply address that names a connection of this process's TensorServer.
-  static constexpr char kChannelToken = '#';
   // Feeds of dispatched steps whose run request has not been read yet (they precede it in the
   // same write); bounded in steps and in bytes (on_feed).
   static constexpr size_t kMaxCarried = 4096;
@@ -219,9 +228,6 @@ class ProcessRouter final : public DeviceRouter,
   // Bounded: past kMaxLiveRuns (outcomes never sent: a device restarted mid-step) it is cleared
   // with a warning; a query then answers "not running" and the caller retries.
   std::set<std::pair<int64_t, std::string>> live_runs_;
-  // Connections run requests came on that want their replies there, by token ("#<id>").
-  std::unordered_map<std::string, std::weak_ptr<net::ReplyChannel>> channels_;
-  size_t channels_pruned_at_ = 16;
   InlinePartitions inline_;
   std::atomic<uint64_t> inline_steps_{0};
 };

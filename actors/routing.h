@@ -45,11 +45,13 @@ class DeviceRouter {
   // it, once); errors name the destination device, or say why the key is malformed.
   virtual Status route(int64_t step_id, const std::string& key, const Tensor& t) = 0;
   // Sends the outcome of a dispatched step (retvals indexed by fetch; uninitialised ones are
-  // skipped) of `device` back to `reply_to`: a data-plane address, or a token for the connection
-  // the request came on (StepDispatcher::dispatch_step_awaiting). The default: Unimplemented.
-  virtual Status reply_step(const std::string& reply_to, int64_t step_id, const std::string& device,
+  // skipped) of `device` back as `reply` says: on the connection the request came on
+  // (StepDispatcher::dispatch_step_awaiting), or to a member's data-plane address. Unavailable
+  // when that connection is closed; PermissionDenied for an address that is no member's. The
+  // default: Unimplemented.
+  virtual Status reply_step(const StepReply& reply, int64_t step_id, const std::string& device,
                             const Status& status, const std::vector<Tensor>& retvals) {
-    (void)reply_to; (void)step_id; (void)device; (void)status; (void)retvals;
+    (void)reply; (void)step_id; (void)device; (void)status; (void)retvals;
     return Unimplemented("step dispatch over the data plane");
   }
   // The partitions whose dispatched steps may run on the data plane's reader thread, or null
@@ -61,9 +63,9 @@ class DeviceRouter {
 
 // Step dispatch over the data plane (the defaults say "not available", and callers then use CAF
 // requests). A dispatched step's device actor gets
-//   (steprun_atom, handle, step_id, string reply_to, vector<string> keys, vector<Tensor> feeds)
-// and reports its outcome with DeviceRouter::reply_step; the master of the process at
-// `reply_to` then gets one (stepret_atom, step_id, device, int32 fetch index, Tensor) per
+//   (steprun_atom, handle, step_id, StepReply reply, vector<string> keys, vector<Tensor> feeds)
+// and reports its outcome with DeviceRouter::reply_step; the master of the process it goes to
+// then gets one (stepret_atom, step_id, device, int32 fetch index, Tensor) per
 // fetched tensor and finally (stepdone_atom, step_id, device, Status) (the outcome with its
 // typed detail).
 class StepDispatcher {

@@ -591,7 +591,7 @@ Status ServerRuntime::init_data_plane(ClusterInit& c) {
                                                                       std::chrono::milliseconds(10000)));
     c.nc.replica_inbox = inbox;
   }
-  auto ds = net::TensorServer::start(topts, c.bind, 0, [router, inbox](const net::TensorMessage& m) {
+  auto ds = net::TensorServer::start(topts, c.bind, 0, [router, inbox](const net::Frame& m) {
     if (inbox && ReplicaInbox::is_replica_frame(m)) {
       inbox->put(m);
       return;

@@ -11,23 +11,13 @@ namespace actorflow {
 namespace {
 
 // The frames of a run request: `feeds` for the partition's _Recvs, then the run itself.
-std::vector<net::TensorMessage> run_request(const std::string& device, const std::string& handle, int64_t step_id,
-                                            const std::string& reply_to, const std::string& from_task,
-                                            const std::vector<std::pair<std::string, Tensor>>& feeds) {
-  std::vector<net::TensorMessage> msgs(feeds.size() + 1);
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    msgs[i].kind = net::FrameKind::kFeed;
-    msgs[i].step_id = step_id;
-    msgs[i].step.key = feeds[i].first;
-    msgs[i].tensor = feeds[i].second;
-  }
-  net::TensorMessage& m = msgs.back();
-  m.kind = net::FrameKind::kRun;
-  m.step_id = step_id;
-  m.step.device = device;
-  m.step.handle = handle;
-  m.step.reply_to = reply_to;
-  m.step.from_task = from_task;
+std::vector<net::Frame> run_request(const std::string& device, const std::string& handle, int64_t step_id,
+                                    const std::string& reply_to, const std::string& from_task,
+                                    const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  std::vector<net::Frame> msgs;
+  msgs.reserve(feeds.size() + 1);
+  for (const auto& [key, t] : feeds) msgs.emplace_back(step_id, net::FeedFrame{key, t});
+  msgs.emplace_back(step_id, net::RunFrame{device, handle, reply_to, from_task});
   return msgs;
 }
 
@@ -111,7 +101,7 @@ std::optional<Status> ProcessRouter::send_if_faulted(const std::string& device, 
   return send_faulted(d, addr, run_request(device, handle, step_id, own, from_task, feeds));
 }
 
-Status ProcessRouter::send_faulted(LinkDecision d, const std::string& addr, std::vector<net::TensorMessage> msgs) {
+Status ProcessRouter::send_faulted(LinkDecision d, const std::string& addr, std::vector<net::Frame> msgs) {
   std::weak_ptr<ProcessRouter> weak = weak_from_this();
   const bool dup = d.duplicate;
   d.duplicate = false;  // the request once, its feeds twice
@@ -122,21 +112,15 @@ Status ProcessRouter::send_faulted(LinkDecision d, const std::string& addr, std:
   });
 }
 
-Status ProcessRouter::send_run_request(const std::string& addr, const std::vector<net::TensorMessage>& msgs,
+Status ProcessRouter::send_run_request(const std::string& addr, const std::vector<net::Frame>& msgs,
                                        bool duplicate_feeds) {
   std::shared_ptr<net::TensorClient> c = client();
   if (!c) return Unavailable("no data plane in this process");
   AF_RETURN_IF_ERROR(c->send_batch(addr, msgs));
   if (!duplicate_feeds) return Status::OK();
-  std::vector<net::TensorMessage> again;
-  for (const auto& m : msgs) {
-    if (m.kind != net::FrameKind::kFeed) continue;
-    net::TensorMessage t;
-    t.step_id = m.step_id;
-    t.key = m.step.key;
-    t.tensor = m.tensor;
-    again.push_back(std::move(t));
-  }
+  std::vector<net::Frame> again;
+  for (const auto& m : msgs)
+    if (const auto* f = m.as<net::FeedFrame>()) again.emplace_back(m.step_id, f->key, f->tensor);
   return again.empty() ? Status::OK() : c->send_batch(addr, again);
 }
 
@@ -145,12 +129,15 @@ Status ProcessRouter::await_dispatched(net::ClientConnection& conn, const std::f
   std::shared_ptr<net::TensorClient> c = client();
   if (!c) return Unavailable("no data plane in this process");
   return c->await_replies(
-      conn, [this](const net::TensorMessage& m) { deliver_reply(m); }, done, spin, wait);
+      conn, [this](const net::Frame& m) { deliver_reply(m); }, done, spin, wait);
 }
 
-void ProcessRouter::deliver_reply(const net::TensorMessage& m) {
-  // Only step outcomes (and answers to queries) are accepted on a request's connection.
-  if (m.kind == net::FrameKind::kRet || m.kind == net::FrameKind::kDone || m.kind == net::FrameKind::kState) {
+void ProcessRouter::deliver_reply(const net::Frame& m) {
+  // Only step outcomes (and answers to queries) are accepted on a request's connection; an error
+  // frame there stands for a fetched value that could not be received.
+  const auto* err = m.as<net::ErrorFrame>();
+  if (m.as<net::RetFrame>() || m.as<net::DoneFrame>() || m.as<net::StateFrame>() ||
+      (err && err->of == net::FrameKind::kRet)) {
     deliver(m);
     return;
   }
@@ -207,7 +194,6 @@ void ProcessRouter::drop_carried_locked(const Pred& drop, const char* reason, co
 
 void ProcessRouter::connection_closed(uint64_t channel_id) {
   std::lock_guard<std::mutex> l(mu_);
-  channels_.erase(std::string(1, kChannelToken) + std::to_string(channel_id));
   if (carried_.empty()) return;
   drop_carried_locked([&](const Carried& c) { return c.channel == channel_id; }, "closed",
                       "the connection they came on closed before their run request");
@@ -232,21 +218,20 @@ void ProcessRouter::expire_carried() {
 }
 
 // A feed travels with the run request that follows it in the same write.
-void ProcessRouter::on_feed(const net::TensorMessage& m) {
-  if (!m.status_error.empty()) return;  // could not be received; the step fails by its timeout
+void ProcessRouter::on_feed(int64_t step_id, const net::FeedFrame& f, const std::shared_ptr<net::ReplyChannel>& reply) {
   std::lock_guard<std::mutex> l(mu_);
   // Bounded in steps and in bytes (the device actors' early-arrival budget): past either, every
   // feed held is dropped (their steps fail by their deadlines), with a WARNING at most once a second.
   const size_t max_bytes = early_tensor_limits().max_bytes;
-  const size_t bytes = m.tensor.bytes();
+  const size_t bytes = f.tensor.bytes();
   if (carried_.size() >= kMaxCarried || carried_bytes_ + bytes > max_bytes) {
     const auto now = std::chrono::steady_clock::now();
     if (now - carried_logged_ >= std::chrono::seconds(1)) {
       carried_logged_ = now;
       AF_LOG(WARNING) << "data plane: feeds of " << carried_.size() << " steps (" << carried_bytes_
                       << " bytes, limits " << kMaxCarried << " steps and " << max_bytes
-                      << " bytes) arrived without their run requests; dropped (the last: step " << m.step_id
-                      << ", feed " << m.step.key << ")";
+                      << " bytes) arrived without their run requests; dropped (the last: step " << step_id
+                      << ", feed " << f.key << ")";
     }
     size_t n = 0;
     for (const auto& kc : carried_) n += kc.second.feeds.size();
@@ -256,40 +241,31 @@ void ProcessRouter::on_feed(const net::TensorMessage& m) {
     carried_oldest_ = std::chrono::steady_clock::time_point::max();
   }
   if (bytes > max_bytes) return;
-  auto [c, fresh] = carried_.try_emplace(m.step_id);
+  auto [c, fresh] = carried_.try_emplace(step_id);
   if (fresh) {
-    c->second.channel = m.reply ? m.reply->id() : 0;
+    c->second.channel = reply ? reply->id() : 0;
     c->second.first = std::chrono::steady_clock::now();
     carried_oldest_ = std::min(carried_oldest_, c->second.first);
   }
-  c->second.feeds.emplace_back(m.step.key, m.tensor);
+  c->second.feeds.emplace_back(f.key, f.tensor);
   carried_bytes_ += bytes;
 }
 
-void ProcessRouter::on_run(const net::TensorMessage& m) {
-  const std::string& device = m.step.device;
-  std::string reply_to = m.step.reply_to;
+void ProcessRouter::on_run(int64_t step_id, const net::RunFrame& r, const std::shared_ptr<net::ReplyChannel>& reply) {
+  const std::string& device = r.device;
+  if (r.reply_to.empty() && !reply) {
+    AF_LOG(WARNING) << "step " << step_id << " asks for a reply on a connection that has none; ignored";
+    return;
+  }
+  const StepReply back = reply_for(r.reply_to, reply);
   device_actor_t a;
   std::vector<std::string> keys;
   std::vector<Tensor> tensors;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (reply_to.empty()) {
-      // Reply on the connection the request came on: the device actor gets a token for it.
-      if (!m.reply) {
-        AF_LOG(WARNING) << "step " << m.step_id << " asks for a reply on a connection that has none; ignored";
-        return;
-      }
-      reply_to = std::string(1, kChannelToken) + std::to_string(m.reply->id());
-      if (channels_.emplace(reply_to, m.reply).second && channels_.size() > 2 * channels_pruned_at_) {
-        for (auto it = channels_.begin(); it != channels_.end();)
-          it = it->second.expired() ? channels_.erase(it) : std::next(it);
-        channels_pruned_at_ = std::max<size_t>(16, channels_.size());
-      }
-    }
     auto it = local_.find(device);
     if (it != local_.end()) a = it->second;
-    auto c = carried_.find(m.step_id);
+    auto c = carried_.find(step_id);
     if (c != carried_.end()) {
       for (auto& [k, t] : c->second.feeds) {
         carried_bytes_ -= t.bytes();
@@ -300,103 +276,85 @@ void ProcessRouter::on_run(const net::TensorMessage& m) {
     }
   }
   if (!a) {
-    AF_LOG(WARNING) << "step " << m.step_id << " dispatched to unknown device " << device << " here";
-    Status s = reply_step(reply_to, m.step_id, device, NotFound("no device '" + device + "' on this task"), {});
+    AF_LOG(WARNING) << "step " << step_id << " dispatched to unknown device " << device << " here";
+    Status s = reply_step(back, step_id, device, NotFound("no device '" + device + "' on this task"), {});
     if (!s.ok()) {
-      AF_LOG(WARNING) << "cannot report step " << m.step_id << ": " << s;
+      AF_LOG(WARNING) << "cannot report step " << step_id << ": " << s;
     }
     return;
   }
   // A self-contained partition whose device is idle runs right here: no thread to wake. Device
   // faults (slow, throw) act inside the device actor: a device one targets runs its steps there.
-  if (auto entry = FaultInjector::global().targets_device(device) ? std::nullopt : inline_.find(device, m.step.handle)) {
-    if (auto outcome = try_run_inline(*entry, device, m.step_id, keys, tensors)) {
+  if (auto entry = FaultInjector::global().targets_device(device) ? std::nullopt : inline_.find(device, r.handle)) {
+    if (auto outcome = try_run_inline(*entry, device, step_id, keys, tensors)) {
       inline_steps_.fetch_add(1, std::memory_order_relaxed);
-      Status s = reply_step(reply_to, m.step_id, device, outcome->first, outcome->second);
+      Status s = reply_step(back, step_id, device, outcome->first, outcome->second);
       if (!s.ok()) {
-        AF_LOG(WARNING) << device << ": cannot report step " << m.step_id << ": " << s;
+        AF_LOG(WARNING) << device << ": cannot report step " << step_id << ": " << s;
       }
       return;
     }
   }
   // One message with the step's feeds: the device actor wakes once.
-  caf::anon_send(a, steprun_atom::value, m.step.handle, m.step_id, reply_to, std::move(keys), std::move(tensors));
+  caf::anon_send(a, steprun_atom::value, r.handle, step_id, back, std::move(keys), std::move(tensors));
 }
 
-Status ProcessRouter::reply_step(const std::string& reply_to, int64_t step_id, const std::string& device,
+Status ProcessRouter::reply_step(const StepReply& reply, int64_t step_id, const std::string& device,
                                  const Status& status, const std::vector<Tensor>& retvals) {
   // The fetched tensors and the outcome in one write: the master's reader gets them together.
-  std::vector<net::TensorMessage> msgs;
+  std::vector<net::Frame> msgs;
   if (status.ok())
-    for (size_t i = 0; i < retvals.size(); ++i) {
-      if (!retvals[i].is_initialized()) continue;
-      net::TensorMessage r;
-      r.kind = net::FrameKind::kRet;
-      r.step_id = step_id;
-      r.step.device = device;
-      r.step.number = static_cast<int32_t>(i);
-      r.tensor = retvals[i];
-      msgs.push_back(std::move(r));
-    }
-  net::TensorMessage m;
-  m.kind = net::FrameKind::kDone;
-  m.step_id = step_id;
-  m.step.device = device;
-  m.step.number = static_cast<int32_t>(status.code());
-  if (!status.ok()) {
-    m.status_error = status.message().empty() ? std::string("error") : status.message();
-    if (const StatusDetail* d = status.any_detail()) m.step.detail = encode_status_detail(*d);
-  }
-  msgs.push_back(std::move(m));
-  Status sent = send_back(reply_to, nullptr, step_id, msgs);
+    for (size_t i = 0; i < retvals.size(); ++i)
+      if (retvals[i].is_initialized())
+        msgs.emplace_back(step_id, net::RetFrame{device, static_cast<int32_t>(i), retvals[i]});
+  msgs.emplace_back(step_id, net::DoneFrame::of(device, status));
+  Status sent = send_back(reply, step_id, msgs);
   // After the write: a query answered from now on ("not running") comes behind the outcome.
   std::lock_guard<std::mutex> l(mu_);
   live_runs_.erase({step_id, device});
   return sent;
 }
 
-Status ProcessRouter::send_back(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel_in,
-                                int64_t step_id, const std::vector<net::TensorMessage>& msgs) {
-  std::shared_ptr<net::TensorClient> client;
-  std::shared_ptr<net::ReplyChannel> channel = reply_to.empty() ? channel_in : nullptr;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    client = client_;
-    if (!reply_to.empty() && reply_to[0] == kChannelToken) {
-      auto it = channels_.find(reply_to);
-      if (it != channels_.end()) channel = it->second.lock();
-      if (!channel) return Unavailable("the connection step " + std::to_string(step_id) + " came on is closed");
-    }
+StepReply ProcessRouter::reply_for(const std::string& reply_to, const std::shared_ptr<net::ReplyChannel>& channel) {
+  StepReply r;
+  if (reply_to.empty()) r.channel = channel;
+  else r.address = reply_to;
+  return r;
+}
+
+Status ProcessRouter::send_back(const StepReply& reply, int64_t step_id, const std::vector<net::Frame>& msgs) {
+  if (reply.address.empty()) {
+    std::shared_ptr<net::ReplyChannel> channel = reply.channel.lock();
+    if (!channel) return Unavailable("the connection step " + std::to_string(step_id) + " came on is closed");
+    return channel->send_batch(msgs);
   }
-  if (reply_to.empty() && !channel) return Unavailable("step " + std::to_string(step_id) + " came on no connection");
-  if (channel) return channel->send_batch(msgs);
-  if (!client) return Unavailable("no data plane in this process");
+  std::shared_ptr<net::TensorClient> client;
   {
     // Only to a member's data plane (learned from its authenticated NodeInfo, whose host
     // Membership checked against the cluster file): a request cannot make this task dial an
     // address of the requester's choosing.
     std::lock_guard<std::mutex> l(mu_);
-    bool member = reply_to == own_data_addr_;
-    for (const auto& kv : data_) member = member || kv.second == reply_to;
+    client = client_;
+    bool member = reply.address == own_data_addr_;
+    for (const auto& kv : data_) member = member || kv.second == reply.address;
     if (!member)
-      return PermissionDenied("step " + std::to_string(step_id) + " asks for its outcome at " + reply_to +
+      return PermissionDenied("step " + std::to_string(step_id) + " asks for its outcome at " + reply.address +
                               ", which is no member's data-plane address");
   }
-  return client->send_batch(reply_to, msgs);
+  if (!client) return Unavailable("no data plane in this process");
+  return client->send_batch(reply.address, msgs);
 }
 
-void ProcessRouter::on_query(const net::TensorMessage& m) {
-  net::TensorMessage a;
-  a.kind = net::FrameKind::kState;
-  a.step_id = m.step_id;
-  a.step.device = m.step.device;
+void ProcessRouter::on_query(int64_t step_id, const net::QueryFrame& q, const std::shared_ptr<net::ReplyChannel>& reply) {
+  bool running = false;
   {
     std::lock_guard<std::mutex> l(mu_);
-    a.step.number = live_runs_.count({m.step_id, m.step.device}) ? 1 : 0;
+    running = live_runs_.count({step_id, q.device}) != 0;
   }
-  Status s = send_back(m.step.reply_to, m.reply, m.step_id, {a});
+  if (q.reply_to.empty() && !reply) return;  // asks for an answer on a connection it did not come on
+  Status s = send_back(reply_for(q.reply_to, reply), step_id, {net::Frame(step_id, net::StateFrame{q.device, running})});
   if (!s.ok()) {
-    AF_LOG(WARNING) << "cannot answer a query about step " << m.step_id << " on " << m.step.device << ": " << s;
+    AF_LOG(WARNING) << "cannot answer a query about step " << step_id << " on " << q.device << ": " << s;
   }
 }
 
@@ -404,41 +362,41 @@ Status ProcessRouter::query_step(const std::string& device, int64_t step_id, boo
   std::string addr, own;
   std::shared_ptr<net::TensorClient> client;
   if (!dispatch_route(device, &addr, &own, &client)) return Unavailable("no data-plane route to " + device);
-  net::TensorMessage q;
-  q.kind = net::FrameKind::kQuery;
-  q.step_id = step_id;
-  q.step.device = device;
-  q.step.reply_to = on_request_connection ? std::string() : own;
-  return client->send(addr, q);
+  return client->send(addr, net::Frame(step_id, net::QueryFrame{device, on_request_connection ? std::string() : own}));
 }
 
 // ---- the dispatching side again: outcomes ------------------------------------------------------
 
-void ProcessRouter::on_outcome(const net::TensorMessage& m) {
+void ProcessRouter::outcome_routes(master_actor_t* master, std::shared_ptr<DirectSteps>* direct) {
+  std::lock_guard<std::mutex> l(mu_);
+  *master = master_;
+  *direct = direct_;
+}
+
+void ProcessRouter::on_outcome(int64_t step_id, const net::StateFrame& st) {
   master_actor_t master;
   std::shared_ptr<DirectSteps> direct;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    master = master_;
-    direct = direct_;
-  }
-  if (m.kind == net::FrameKind::kState) {  // only direct steps ask
-    if (direct) direct->on_state(m.step_id, m.step.device, m.step.number != 0);
-    return;
-  }
-  const bool ret = m.kind == net::FrameKind::kRet;
+  outcome_routes(&master, &direct);
+  if (direct) direct->on_state(step_id, st.device, st.running);  // only direct steps ask
+}
+
+void ProcessRouter::on_outcome(int64_t step_id, const net::RetFrame& r) {
+  master_actor_t master;
+  std::shared_ptr<DirectSteps> direct;
+  outcome_routes(&master, &direct);
   // A direct step's outcome completes its caller's wait here, on this reader thread.
-  if (direct && ret && direct->on_ret(m.step_id, m.step.device, m.step.number, m.tensor)) return;
+  if (direct && direct->on_ret(step_id, r.device, r.index, r.tensor)) return;
+  if (master) caf::anon_send(master, stepret_atom::value, step_id, r.device, r.index, r.tensor);
+}
+
+void ProcessRouter::on_outcome(int64_t step_id, const net::DoneFrame& d) {
+  master_actor_t master;
+  std::shared_ptr<DirectSteps> direct;
+  outcome_routes(&master, &direct);
   // The outcome, typed: code, message and detail (decode_step_fields checked that it decodes).
-  Status outcome;
-  if (!ret && m.step.number != 0)
-    outcome = Status(code_from_wire(m.step.number), m.status_error).with_wire_detail(m.step.detail);
-  if (direct && !ret && direct->on_done(m.step_id, m.step.device, outcome)) return;
-  if (!master) return;
-  if (ret)
-    caf::anon_send(master, stepret_atom::value, m.step_id, m.step.device, m.step.number, m.tensor);
-  else
-    caf::anon_send(master, stepdone_atom::value, m.step_id, m.step.device, std::move(outcome));
+  Status outcome = d.status();
+  if (direct && direct->on_done(step_id, d.device, outcome)) return;
+  if (master) caf::anon_send(master, stepdone_atom::value, step_id, d.device, std::move(outcome));
 }
 
 }  // namespace actorflow

@@ -143,9 +143,10 @@ int child_main(int cmd_fd, int reply_fd) {
   std::atomic<bool> pong{false};
   std::unique_ptr<TensorClient> back = std::make_unique<TensorClient>(bench_options("bench/child"));
   std::string back_addr;
-  auto server = TensorServer::start(bench_options("bench/child"), "127.0.0.1", 0, [&](const TensorMessage& m) {
+  auto server = TensorServer::start(bench_options("bench/child"), "127.0.0.1", 0, [&](const Frame& m) {
+    if (!m.as<TensorFrame>()) die(std::string("bench/child: a ") + frame_kind_name(m.kind()) + " frame, not a tensor");
     if (pong.load(std::memory_order_relaxed)) {
-      Status st = back->send(back_addr, TensorMessage{m.step_id, "pong", m.tensor, ""});
+      Status st = back->send(back_addr, Frame(m.step_id, "pong", m.as<TensorFrame>()->tensor));
       if (!st.ok()) die(st.to_string());
       return;
     }
@@ -266,7 +267,7 @@ struct Parent {
     command(kTensorThroughput, 0, count);
     get64(reply_fd);
     auto t0 = std::chrono::steady_clock::now();
-    TensorMessage m{0, "bench/edge", t, ""};
+    Frame m(0, "bench/edge", t);
     for (int64_t i = 0; i < count; ++i) {
       m.step_id = i;
       Status st = client.send(child_addr, m);
@@ -375,11 +376,12 @@ int main(int argc, char** argv) {
   int64_t last_pong = -1;
   std::atomic<int64_t> chain_target{-1};
   bool chain_done = false;
-  auto server = TensorServer::start(bench_options("bench/parent"), "127.0.0.1", 0, [&](const TensorMessage& m) {
+  auto server = TensorServer::start(bench_options("bench/parent"), "127.0.0.1", 0, [&](const Frame& m) {
+    if (!m.as<TensorFrame>()) die(std::string("bench/parent: a ") + frame_kind_name(m.kind()) + " frame, not a tensor");
     const int64_t target = chain_target.load();
     if (target >= 0) {  // chained: answer the pong with the next ping right here
       if (m.step_id + 1 < target) {
-        Status st = p.client.send(p.child_addr, TensorMessage{m.step_id + 1, "ping", m.tensor, ""});
+        Status st = p.client.send(p.child_addr, Frame(m.step_id + 1, "ping", m.as<TensorFrame>()->tensor));
         if (!st.ok()) die(st.to_string());
         return;
       }
@@ -403,7 +405,7 @@ int main(int argc, char** argv) {
     }
     chain_target = iters;
     auto t0 = std::chrono::steady_clock::now();
-    if (!p.client.send(p.child_addr, TensorMessage{0, "ping", scalar, ""}).ok()) die("ping failed");
+    if (!p.client.send(p.child_addr, Frame(0, "ping", scalar)).ok()) die("ping failed");
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return chain_done; })) die("ping-pong chain timed out");
     double us = Micros(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(iters);
@@ -413,7 +415,7 @@ int main(int argc, char** argv) {
   auto handoff = [&]() {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < iters; ++i) {
-      if (!p.client.send(p.child_addr, TensorMessage{i, "ping", scalar, ""}).ok()) die("ping failed");
+      if (!p.client.send(p.child_addr, Frame(i, "ping", scalar)).ok()) die("ping failed");
       std::unique_lock<std::mutex> lock(mu);
       if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return last_pong == i; })) die("pong timed out");
     }

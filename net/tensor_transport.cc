@@ -14,7 +14,9 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "core/metrics.h"
@@ -158,12 +160,58 @@ class FrameReader {
   size_t pos_ = 0, end_ = 0;
 };
 
+// The typed body of a frame of kind `kind` from its key area (`p`, `key_bytes`) and error text.
+// DataLoss when the step-control fields do not decode (decode_step_fields).
+Result<FrameBody> body_of(FrameKind kind, const char* p, size_t key_bytes, std::string error) {
+  if (!is_step_control(kind)) {
+    std::string key(p, key_bytes);
+    if (kind == FrameKind::kError) return FrameBody(ErrorFrame{std::move(key), std::move(error)});
+    return FrameBody(TensorFrame{std::move(key), Tensor()});
+  }
+  AF_ASSIGN_OR_RETURN(StepFields f, decode_step_fields(kind, p, key_bytes));
+  switch (kind) {
+    case FrameKind::kFeed: return FrameBody(FeedFrame{std::move(f.key), Tensor()});
+    case FrameKind::kRun:
+      return FrameBody(RunFrame{std::move(f.device), std::move(f.handle), std::move(f.reply_to), std::move(f.from_task)});
+    case FrameKind::kRet: return FrameBody(RetFrame{std::move(f.device), f.number, Tensor()});
+    case FrameKind::kDone: return FrameBody(DoneFrame{std::move(f.device), f.number, std::move(error), std::move(f.detail)});
+    case FrameKind::kQuery: return FrameBody(QueryFrame{std::move(f.device), std::move(f.reply_to)});
+    case FrameKind::kState: return FrameBody(StateFrame{std::move(f.device), f.number != 0});
+    default: break;
+  }
+  return DataLoss(std::string("frame of kind ") + frame_kind_name(kind) + " has no step fields");
+}
+
+// The tensor slot of a tensor-carrying body (tensor, feed, ret), else null.
+Tensor* tensor_slot(FrameBody& b) {
+  if (auto* t = std::get_if<TensorFrame>(&b)) return &t->tensor;
+  if (auto* f = std::get_if<FeedFrame>(&b)) return &f->tensor;
+  if (auto* r = std::get_if<RetFrame>(&b)) return &r->tensor;
+  return nullptr;
+}
+const Tensor* tensor_slot(const FrameBody& b) { return tensor_slot(const_cast<FrameBody&>(b)); }
+
+// What names a frame in messages: the rendezvous key of a tensor, error or feed frame, the
+// device of a step-control frame.
+const std::string& frame_name(const FrameBody& b) {
+  return std::visit(
+      [](const auto& f) -> const std::string& {
+        using T = std::decay_t<decltype(f)>;
+        if constexpr (std::is_same_v<T, TensorFrame> || std::is_same_v<T, ErrorFrame> || std::is_same_v<T, FeedFrame>)
+          return f.key;
+        else
+          return f.device;
+      },
+      b);
+}
+
 // Reads one whole frame from `reader` into `msg` (received tensors come from `allocator`).
 // Cancelled("eof") when the peer closed cleanly between frames; DataLoss/InvalidArgument for a
 // bad or truncated frame (the connection must then be dropped). A tensor that cannot be
-// allocated is skipped and turned into an error message, keeping the stream in sync.
+// allocated is skipped and the frame delivered as an ErrorFrame saying so (its `of` the frame's
+// kind), keeping the stream in sync.
 Status read_frame(FrameReader& reader, const FrameLimits& limits, Allocator* allocator, const std::string& who,
-                  TensorMessage* msg) {
+                  Frame* msg) {
   unsigned char fixed[kFrameFixedBytes];
   AF_RETURN_IF_ERROR(reader.read(fixed, sizeof fixed, /*frame_started=*/false));
   AF_ASSIGN_OR_RETURN(FrameHeader h, decode_frame_fixed(fixed, limits));
@@ -171,69 +219,98 @@ Status read_frame(FrameReader& reader, const FrameLimits& limits, Allocator* all
   if (!var.empty()) AF_RETURN_IF_ERROR(reader.read(var.data(), var.size(), true));
   AF_ASSIGN_OR_RETURN(std::vector<int64_t> dims, decode_frame_dims(h, var.data()));
   msg->step_id = h.step_id;
-  msg->kind = h.kind;
   const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
-  if (is_step_control(h.kind)) {
-    AF_ASSIGN_OR_RETURN(msg->step, decode_step_fields(h.kind, p, h.key_bytes));
-    msg->key.clear();
-  } else {
-    msg->key.assign(p, h.key_bytes);
-  }
-  msg->status_error.assign(p + h.key_bytes, h.error_bytes);
-  msg->tensor = Tensor();
-  if (!carries_tensor(h.kind)) return Status::OK();
+  AF_ASSIGN_OR_RETURN(msg->body, body_of(h.kind, p, h.key_bytes, std::string(p + h.key_bytes, h.error_bytes)));
+  Tensor* slot = tensor_slot(msg->body);
+  if (!slot) return Status::OK();
   Result<Tensor> t = Tensor::allocate(allocator, h.dtype, Shape(std::move(dims)));
   if (!t.ok()) {
     AF_RETURN_IF_ERROR(reader.skip(h.data_bytes));
-    const std::string name = h.kind == FrameKind::kTensor ? msg->key : h.kind == FrameKind::kFeed ? msg->step.key
-                                                                                                 : msg->step.device;
-    msg->status_error = "tensor '" + name + "' from " + who + " could not be received: " + t.status().to_string();
-    AF_LOG(ERROR) << "data plane: " << msg->status_error;
+    ErrorFrame e;
+    e.key = frame_name(msg->body);
+    e.of = h.kind;
+    if (const auto* r = std::get_if<RetFrame>(&msg->body)) e.index = r->index;
+    e.error = "the tensor of " + std::string(frame_kind_name(h.kind)) + " frame '" + e.key + "' from " + who +
+              " could not be received: " + t.status().to_string();
+    AF_LOG(ERROR) << "data plane: " << e.error;
+    msg->body = std::move(e);
     return Status::OK();
   }
-  msg->tensor = std::move(*t);
-  if (h.data_bytes) AF_RETURN_IF_ERROR(reader.read(msg->tensor.raw_data(), h.data_bytes, true));
+  *slot = std::move(*t);
+  if (h.data_bytes) AF_RETURN_IF_ERROR(reader.read(slot->raw_data(), h.data_bytes, true));
   if (h.dtype == DType::kBool) {
-    const auto* b = static_cast<const unsigned char*>(msg->tensor.raw_data());
+    const auto* b = static_cast<const unsigned char*>(slot->raw_data());
     for (uint64_t i = 0; i < h.data_bytes; ++i)
       if (b[i] > 1)
-        return DataLoss("bool tensor '" + msg->key + "' holds byte value " + std::to_string(b[i]) + " at element " +
-                        std::to_string(i));
+        return DataLoss("bool tensor '" + frame_name(msg->body) + "' holds byte value " + std::to_string(b[i]) +
+                        " at element " + std::to_string(i));
   }
   return Status::OK();
 }
 
+// The step-control fields of body `b` (is_step_control of its kind). Pure.
+StepFields step_fields(const FrameBody& b) {
+  StepFields f;
+  if (const auto* x = std::get_if<FeedFrame>(&b)) f.key = x->key;
+  if (const auto* x = std::get_if<RunFrame>(&b)) {
+    f.device = x->device;
+    f.handle = x->handle;
+    f.reply_to = x->reply_to;
+    f.from_task = x->from_task;
+  }
+  if (const auto* x = std::get_if<RetFrame>(&b)) {
+    f.device = x->device;
+    f.number = x->index;
+  }
+  if (const auto* x = std::get_if<DoneFrame>(&b)) {
+    f.device = x->device;
+    f.number = x->code;
+    f.detail = x->detail;
+  }
+  if (const auto* x = std::get_if<QueryFrame>(&b)) {
+    f.device = x->device;
+    f.reply_to = x->reply_to;
+  }
+  if (const auto* x = std::get_if<StateFrame>(&b)) {
+    f.device = x->device;
+    f.number = x->running ? 1 : 0;
+  }
+  return f;
+}
+
 // Encodes the frame prefix of `msg` for `addr` and where its payload is. InvalidArgument for a
 // message that cannot be sent.
-Status encode_message(const std::string& addr, const TensorMessage& msg, std::string* prefix, const void** data,
+Status encode_message(const std::string& addr, const Frame& msg, std::string* prefix, const void** data,
                       size_t* nbytes) {
   *data = nullptr;
   *nbytes = 0;
-  const bool control = is_step_control(msg.kind);
-  if (msg.kind == FrameKind::kError) return InvalidArgument("send an error as a tensor message with status_error set");
-  const std::string key = control ? encode_step_fields(msg.kind, msg.step) : msg.key;
-  if (msg.kind == FrameKind::kRun || msg.kind == FrameKind::kQuery || msg.kind == FrameKind::kState)
-    return encode_frame_prefix(msg.kind, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
-  if (msg.kind == FrameKind::kDone)
-    return encode_frame_prefix(FrameKind::kDone, msg.step_id, key, DType::kInvalid, {}, 0, msg.status_error, prefix);
-  if (!msg.status_error.empty()) {
-    if (control) return InvalidArgument("a " + std::string(msg.kind == FrameKind::kFeed ? "feed" : "ret") +
-                                        " frame carries a tensor, not an error");
-    return encode_frame_prefix(FrameKind::kError, msg.step_id, msg.key, DType::kInvalid, {}, 0, msg.status_error,
-                               prefix);
+  const FrameKind kind = msg.kind();
+  const bool control = is_step_control(kind);
+  const std::string key = control ? encode_step_fields(kind, step_fields(msg.body)) : frame_name(msg.body);
+  if (const auto* e = msg.as<ErrorFrame>()) {
+    if (e->error.empty()) return InvalidArgument("an error frame for '" + e->key + "' to " + addr + " has no text");
+    return encode_frame_prefix(FrameKind::kError, msg.step_id, key, DType::kInvalid, {}, 0, e->error, prefix);
   }
-  const Tensor& t = msg.tensor;
-  if (!t.is_initialized()) return InvalidArgument("cannot send the uninitialised tensor '" + msg.key + "' to " + addr);
+  if (const auto* d = msg.as<DoneFrame>()) {
+    if (d->code != 0 && d->message.empty())
+      return InvalidArgument("a failed done frame for '" + d->device + "' to " + addr + " has no message");
+    return encode_frame_prefix(kind, msg.step_id, key, DType::kInvalid, {}, 0, d->code == 0 ? "" : d->message, prefix);
+  }
+  const Tensor* slot = tensor_slot(msg.body);
+  if (!slot) return encode_frame_prefix(kind, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
+  const Tensor& t = *slot;
+  const std::string& name = frame_name(msg.body);
+  if (!t.is_initialized()) return InvalidArgument("cannot send the uninitialised tensor '" + name + "' to " + addr);
   if (!t.shape().fully_defined())
-    return InvalidArgument("cannot send tensor '" + msg.key + "' of partial shape " + t.shape().to_string());
+    return InvalidArgument("cannot send tensor '" + name + "' of partial shape " + t.shape().to_string());
   if (!t.on_host())
-    return InvalidArgument("tensor '" + msg.key + "' is not in host memory; copy it to the host before sending to " +
+    return InvalidArgument("tensor '" + name + "' is not in host memory; copy it to the host before sending to " +
                            addr);
   *nbytes = t.bytes();
   *data = t.raw_data();
   if (*nbytes && (!*data || !t.buffer() || t.buffer()->size() < *nbytes))
-    return InvalidArgument("tensor '" + msg.key + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
-  return encode_frame_prefix(msg.kind, msg.step_id, key, t.dtype(), t.shape().dims(), *nbytes, "", prefix);
+    return InvalidArgument("tensor '" + name + "' has no buffer for its " + std::to_string(*nbytes) + " bytes");
+  return encode_frame_prefix(kind, msg.step_id, key, t.dtype(), t.shape().dims(), *nbytes, "", prefix);
 }
 
 // The frames of msgs[0..count) as iovecs over `prefixes` (filled here) and the tensors' buffers
@@ -252,7 +329,7 @@ Counter& plane_counter(const char* name, const char* help, const std::string& wh
   return Metrics::global().counter(name, help, {{"peer", peer_label(who)}});
 }
 
-Status encode_batch(const std::string& addr, const TensorMessage* msgs, size_t count,
+Status encode_batch(const std::string& addr, const Frame* msgs, size_t count,
                     std::vector<std::string>* prefixes, std::vector<iovec>* iov) {
   prefixes->assign(count, std::string());
   iov->clear();
@@ -277,14 +354,16 @@ std::atomic<uint64_t> g_next_channel_id{1};
 
 // Calls `cb(msg)` on a data-plane thread; an exception is logged (naming the `what` callback and
 // the key) instead of ending the thread.
-void deliver_guarded(const std::function<void(const TensorMessage&)>& cb, const TensorMessage& msg,
+void deliver_guarded(const std::function<void(const Frame&)>& cb, const Frame& msg,
                      const char* what) {
   try {
     cb(msg);
   } catch (const std::exception& e) {
-    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for key '" << msg.key << "': " << e.what();
+    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for a " << frame_kind_name(msg.kind())
+                  << " frame of '" << frame_name(msg.body) << "': " << e.what();
   } catch (...) {
-    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for key '" << msg.key << "'";
+    AF_LOG(ERROR) << "data plane: the " << what << " callback threw for a " << frame_kind_name(msg.kind())
+                  << " frame of '" << frame_name(msg.body) << "'";
   }
 }
 
@@ -298,7 +377,7 @@ ReplyChannel::ReplyChannel(std::unique_ptr<Stream> stream, std::string peer)
 
 ReplyChannel::~ReplyChannel() = default;
 
-Status ReplyChannel::send_batch(const std::vector<TensorMessage>& msgs) {
+Status ReplyChannel::send_batch(const std::vector<Frame>& msgs) {
   if (msgs.empty()) return Status::OK();
   std::vector<std::string> prefixes;
   std::vector<iovec> iov;
@@ -482,12 +561,13 @@ class TensorServer::Impl {
     Counter& frames = plane_counter("actorflow_data_plane_received_messages_total",
                                     "Tensor frames this task received, per peer.", who);
     while (!stopping_.load()) {
-      TensorMessage msg;
+      Frame msg;
       AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
       frames.inc();
-      bytes.inc(static_cast<int64_t>(msg.key.size() + msg.status_error.size()) +
-                (msg.tensor.is_initialized() ? msg.tensor.num_elements() * static_cast<int64_t>(dtype_size(msg.tensor.dtype()))
-                                             : 0));
+      const Tensor* t = tensor_slot(msg.body);
+      const auto* e = msg.as<ErrorFrame>();
+      bytes.inc(static_cast<int64_t>(frame_name(msg.body).size() + (e ? e->error.size() : 0)) +
+                (t && t->is_initialized() ? static_cast<int64_t>(t->bytes()) : 0));
       msg.reply = chan;
       bump(&TensorServerStats::frames_received);
       deliver_guarded(cb_, msg, "tensor");
@@ -560,7 +640,7 @@ class ClientConnection {
     return broken_;
   }
 
-  Status await(const TransportOptions& opts, const std::function<void(const TensorMessage&)>& on_reply,
+  Status await(const TransportOptions& opts, const std::function<void(const Frame&)>& on_reply,
                const std::function<bool()>& done, std::chrono::microseconds spin, std::chrono::milliseconds wait) {
     const auto start = std::chrono::steady_clock::now();
     const auto spin_end = start + spin;
@@ -591,7 +671,7 @@ class ClientConnection {
 
  private:
   // Reads and hands on frames until done() or the deadline. Errors: the connection is unusable.
-  Status lead(const TransportOptions& opts, const std::function<void(const TensorMessage&)>& on_reply,
+  Status lead(const TransportOptions& opts, const std::function<void(const Frame&)>& on_reply,
               const std::function<bool()>& done, std::chrono::steady_clock::time_point spin_end,
               std::chrono::steady_clock::time_point deadline) {
     static const std::atomic<bool> never_stopping{false};
@@ -613,7 +693,7 @@ class ClientConnection {
           if (pr < 0) return Unavailable("waiting for replies from " + peer_ + ": " + std::strerror(errno));
         }
       }
-      TensorMessage msg;
+      Frame msg;
       Status st = read_frame(*reader_, opts.limits, opts.allocator, peer_, &msg);
       if (!st.ok()) {
         if (st.code() == Code::kCancelled) return Unavailable("the connection to " + peer_ + " was closed");
@@ -653,7 +733,7 @@ class TensorClient::Impl {
 
   const TransportOptions& options() const { return opts_; }
 
-  Result<std::shared_ptr<ClientConnection>> send(const std::string& addr, const TensorMessage* msgs, size_t count) {
+  Result<std::shared_ptr<ClientConnection>> send(const std::string& addr, const Frame* msgs, size_t count) {
     std::vector<std::string> prefixes;
     std::vector<iovec> iov;
     AF_RETURN_IF_ERROR(encode_batch(addr, msgs, count, &prefixes, &iov));
@@ -812,18 +892,18 @@ class TensorClient::Impl {
 
 TensorClient::TensorClient(TransportOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 TensorClient::~TensorClient() = default;
-Status TensorClient::send(const std::string& peer_addr, const TensorMessage& msg) {
+Status TensorClient::send(const std::string& peer_addr, const Frame& msg) {
   return impl_->send(peer_addr, &msg, 1).status();
 }
-Status TensorClient::send_batch(const std::string& peer_addr, const std::vector<TensorMessage>& msgs) {
+Status TensorClient::send_batch(const std::string& peer_addr, const std::vector<Frame>& msgs) {
   if (msgs.empty()) return Status::OK();
   return impl_->send(peer_addr, msgs.data(), msgs.size()).status();
 }
 Result<std::shared_ptr<ClientConnection>> TensorClient::send_batch_awaiting(const std::string& peer_addr,
-                                                                            const std::vector<TensorMessage>& msgs) {
+                                                                            const std::vector<Frame>& msgs) {
   return impl_->send(peer_addr, msgs.data(), msgs.size());
 }
-Status TensorClient::await_replies(ClientConnection& conn, const std::function<void(const TensorMessage&)>& on_reply,
+Status TensorClient::await_replies(ClientConnection& conn, const std::function<void(const Frame&)>& on_reply,
                                    const std::function<bool()>& done, std::chrono::microseconds spin,
                                    std::chrono::milliseconds wait) {
   return conn.await(impl_->options(), on_reply, done, spin, wait);

@@ -24,34 +24,15 @@
 #include "tensor/allocator.h"
 #include "tensor/pooling_allocator.h"
 #include "tensor/tensor.h"
+#include "net/frames.h"
 #include "net/handshake.h"
 #include "net/wire.h"
 
 namespace actorflow {
 namespace net {
 
-class ReplyChannel;
 class ClientConnection;
 class Stream;
-
-// One tensor (or one error in its place) addressed to a rendezvous key of a step. Callers
-// brace-initialize its leading fields ({step_id, key, tensor}); every later member has a default
-// member initializer, so the rest start empty.
-struct TensorMessage {
-  int64_t step_id = 0;
-  std::string key;   // kTensor/kError: the rendezvous key; empty for step control
-  Tensor tensor;     // host tensor (kTensor, kFeed, kRet); ignored when status_error is set
-  // kTensor: non-empty when the sender reports an error instead of a tensor. kDone: the failed
-  // status's message (empty when OK). Not used by the other kinds.
-  std::string status_error;
-  // Set by TensorServer on the messages it delivers: the connection the message came on, for
-  // replies the sender reads with TensorClient::await_replies. Ignored when sending.
-  std::shared_ptr<ReplyChannel> reply{};
-  // kTensor (or kError, chosen by status_error when sending), or a step-control kind whose
-  // fields are in `step` (net/wire.h); a sender never sets kError.
-  FrameKind kind = FrameKind::kTensor;
-  StepFields step{};  // step-control kinds only
-};
 
 // Settings shared by TensorServer and TensorClient. Plain value.
 struct TransportOptions {
@@ -102,7 +83,7 @@ struct TensorServerStats {
 // expected: an exception is caught and logged).
 class TensorServer {
  public:
-  using Callback = std::function<void(const TensorMessage&)>;
+  using Callback = std::function<void(const Frame&)>;
   using ClosedCallback = std::function<void(uint64_t channel_id)>;
 
   // Binds `bind_host:port` (port 0 = an ephemeral port; see port()) and starts serving.
@@ -150,7 +131,7 @@ class ReplyChannel {
   // Writes `msgs` back to the peer, in order, with one system call where the socket allows.
   // InvalidArgument for a bad message (nothing written); Unavailable naming the peer when the
   // connection is closed (the server stopped serving it, or the peer went away) or stalls.
-  Status send_batch(const std::vector<TensorMessage>& msgs);
+  Status send_batch(const std::vector<Frame>& msgs);
   // A number unique among the channels of this process (never reused). Thread-safe.
   uint64_t id() const { return id_; }
   // The peer as shown in logs ("ip:port (task 'worker/0')").
@@ -183,16 +164,17 @@ class TensorClient {
 
   // Writes `msg` to the peer at `peer_addr` ("host:port"), connecting and authenticating first if
   // there is no open connection. Blocks until the whole message is in the socket (not until the
-  // peer has processed it). A connection found broken is re-established once. The tensor must be
-  // initialised and on the host unless msg.status_error is set. The caller keeps ownership of msg.
+  // peer has processed it). A connection found broken is re-established once. A tensor a frame
+  // carries (tensor, feed, ret) must be initialised, fully defined and on the host; an error
+  // frame's text must not be empty. The caller keeps ownership of msg.
   // Errors name the peer: InvalidArgument (bad message or address), Unavailable (cannot connect,
   // connection lost, stalled), FailedPrecondition (protocol version or cluster file mismatch),
   // Unauthenticated (wrong or one-sided secret, or the peer failed to prove itself).
-  Status send(const std::string& peer_addr, const TensorMessage& msg);
+  Status send(const std::string& peer_addr, const Frame& msg);
   // Writes `msgs` to the peer in this order with one system call where the socket allows (the
   // peer's reader then usually gets them in one read). All or nothing as far as validation goes:
   // a bad message fails the batch before anything is written. Errors as send().
-  Status send_batch(const std::string& peer_addr, const std::vector<TensorMessage>& msgs);
+  Status send_batch(const std::string& peer_addr, const std::vector<Frame>& msgs);
 
   // Closes the pooled connection to `peer_addr`, if any; the next send() reconnects. Thread-safe.
   void disconnect(const std::string& peer_addr);
@@ -217,7 +199,7 @@ class TensorClient {
   // stays pooled (other sends share it); if it is replaced (it broke), replies still owed on
   // the old one are lost and await_replies() on it fails.
   Result<std::shared_ptr<ClientConnection>> send_batch_awaiting(const std::string& peer_addr,
-                                                                const std::vector<TensorMessage>& msgs);
+                                                                const std::vector<Frame>& msgs);
   // Reads frames the peer writes back on `conn` and hands each to `on_reply` (on the calling
   // thread), until `done()` holds or `wait` has passed (both OK: the caller checks done()), or
   // the connection fails (Unavailable naming the peer; every later call on `conn` fails too).
@@ -226,7 +208,7 @@ class TensorClient {
   // at a time (and hands on frames meant for the others' requests: `on_reply` must accept any
   // reply and must not block), the rest sleep until their done() holds or the reader leaves.
   // `done` is called with an internal lock held: it must be a cheap check that takes no locks.
-  Status await_replies(ClientConnection& conn, const std::function<void(const TensorMessage&)>& on_reply,
+  Status await_replies(ClientConnection& conn, const std::function<void(const Frame&)>& on_reply,
                        const std::function<bool()>& done, std::chrono::microseconds spin,
                        std::chrono::milliseconds wait);
 

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "net/frames.h"
+
 namespace actorflow {
 namespace net {
 namespace {
@@ -53,19 +55,23 @@ Status encode_frame_prefix(FrameKind kind, int64_t step_id, const std::string& k
   return Status::OK();
 }
 
-namespace {
-
-const char* step_kind_name(FrameKind k) {
+const char* frame_kind_name(FrameKind k) {
   switch (k) {
+    case FrameKind::kTensor: return "tensor";
+    case FrameKind::kError: return "error";
     case FrameKind::kFeed: return "feed";
     case FrameKind::kRun: return "run";
     case FrameKind::kRet: return "ret";
     case FrameKind::kDone: return "done";
     case FrameKind::kQuery: return "query";
     case FrameKind::kState: return "state";
-    default: return "non-step";
   }
+  return "unknown";
 }
+
+namespace {
+
+const char* step_kind_name(FrameKind k) { return is_step_control(k) ? frame_kind_name(k) : "non-step"; }
 
 void put_field(std::string* out, const char* p, size_t n) {
   char len[4];

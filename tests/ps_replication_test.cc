@@ -399,19 +399,16 @@ TEST(PsServingTest, TheKernelGateRefusesOnlyResourcesNotHeld) {
   rm.close();
 }
 
-net::TensorMessage replica_frame(size_t i, size_t n, const std::string& key, float v, int64_t elems = 4) {
-  net::TensorMessage m;
-  m.key = ReplicaInbox::frame_key(i, n, key);
-  m.tensor = Tensor(DType::kFloat32, Shape{elems});
-  for (int64_t k = 0; k < elems; ++k) m.tensor.data<float>()[k] = v;
-  return m;
+net::Frame replica_frame(size_t i, size_t n, const std::string& key, float v, int64_t elems = 4) {
+  Tensor t(DType::kFloat32, Shape{elems});
+  for (int64_t k = 0; k < elems; ++k) t.data<float>()[k] = v;
+  return net::Frame(0, ReplicaInbox::frame_key(i, n, key), t);
 }
 
 TEST(ReplicaInboxTest, HoldsACallsTensorsUntilTakenAndSaysWhenTheyAreAllThere) {
   ReplicaInbox inbox(1 << 20, std::chrono::milliseconds(60000));
   EXPECT_TRUE(ReplicaInbox::is_replica_frame(replica_frame(0, 1, "k", 0.f)));
-  net::TensorMessage rendezvous;
-  rendezvous.key = "/job:ps/replica:0/task:0/device:CPU:0;x";
+  net::Frame rendezvous(0, "/job:ps/replica:0/task:0/device:CPU:0;x", Tensor::scalar<float>(1.f));
   EXPECT_FALSE(ReplicaInbox::is_replica_frame(rendezvous));
   // Arguments 3 and 1 of a call that moved two, the last one first; the call key may hold ';'.
   const std::string key = "abc|w;x|7";
@@ -445,8 +442,8 @@ TEST(ReplicaInboxTest, HoldsACallsTensorsUntilTakenAndSaysWhenTheyAreAllThere) {
 TEST(ReplicaInboxTest, DropsMalformedFramesAndBoundsItsMemory) {
   ReplicaInbox inbox(100, std::chrono::milliseconds(60000));
   auto keyed = [](const std::string& k) {
-    net::TensorMessage m = replica_frame(0, 1, "x", 1.f);
-    m.key = k;
+    net::Frame m = replica_frame(0, 1, "x", 1.f);
+    m.as<net::TensorFrame>()->key = k;
     return m;
   };
   for (const char* k : {"!replica;", "!replica;0;", "!replica;0;1;", "!replica;a;1;k", "!replica;0;0;k",
@@ -454,8 +451,9 @@ TEST(ReplicaInboxTest, DropsMalformedFramesAndBoundsItsMemory) {
     inbox.put(keyed(k));
   EXPECT_EQ(inbox.held_calls(), 0u);
   EXPECT_EQ(inbox.held_bytes(), 0u);
-  net::TensorMessage err = replica_frame(0, 1, "e", 1.f);
-  err.status_error = "boom";
+  // A replica frame whose tensor could not be received (an error frame in its place).
+  net::Frame err(0, net::ErrorFrame{ReplicaInbox::frame_key(0, 1, "e"), "boom"});
+  EXPECT_TRUE(ReplicaInbox::is_replica_frame(err));
   inbox.put(err);
   EXPECT_EQ(inbox.held_calls(), 0u);
   // A repeated index and a count that disagrees with the call's first frame are dropped.
@@ -528,10 +526,7 @@ TEST(ReplicaInboxTest, ABackupAppliesAPrimarysCallsInTheirOrderWhateverArrivesFi
     EXPECT_NE(refusal({"", "assign", TensorList{}, attrs, 0, ""}).find("no variable name"), std::string::npos);
     EXPECT_FALSE(resources->find("v")) << "a refused replicated call spawned its variable";
     // Now the first call's tensor arrives over the data plane: both calls are applied, in order.
-    net::TensorMessage m;
-    m.key = ReplicaInbox::frame_key(0, 1, "primary|w|1");
-    m.tensor = filled(8, 5.f);
-    inbox->put(m);
+    inbox->put(net::Frame(0, ReplicaInbox::frame_key(0, 1, "primary|w|1"), filled(8, 5.f)));
     int answered = 0;
     for (int i = 0; i < 2; ++i)
       self->receive([&](const TensorList&) { ++answered; },
@@ -719,10 +714,10 @@ TEST(PsReplicationTest, ForgedReplicaFramesAreDroppedAndTheNodeServesOn) {
     EXPECT_FALSE(stranger.send(peer->data_addr, replica_frame(0, 1, "x", 1.f)).ok());
   }
   net::TensorClient c(o);
-  std::vector<net::TensorMessage> forged;
+  std::vector<net::Frame> forged;
   for (const char* k : {"!replica;", "!replica;0;0;k", "!replica;64;65;k", "!replica;99999999;1;k", "!replica;0;1;"}) {
-    net::TensorMessage f = replica_frame(0, 1, "x", 1.f);
-    f.key = k;
+    net::Frame f = replica_frame(0, 1, "x", 1.f);
+    f.as<net::TensorFrame>()->key = k;
     forged.push_back(f);
   }
   forged.push_back(replica_frame(0, 2, "c", 1.f));
@@ -731,7 +726,7 @@ TEST(PsReplicationTest, ForgedReplicaFramesAreDroppedAndTheNodeServesOn) {
   ASSERT_TRUE(c.send_batch(peer->data_addr, forged).ok());
   // A flood: 2000 calls whose BASP message never comes (64 MB held at most, dropped by expiry).
   for (int i = 0; i < 2000; i += 100) {
-    std::vector<net::TensorMessage> flood;
+    std::vector<net::Frame> flood;
     for (int k = i; k < i + 100; ++k) flood.push_back(replica_frame(0, 2, "flood|" + std::to_string(k), 2.f, 8192));
     ASSERT_TRUE(c.send_batch(peer->data_addr, flood).ok());
   }

@@ -2,9 +2,14 @@
 // key was planned for another incarnation of its own task fails; frames entering over the data
 // plane with a malformed key, or with a key of an incarnation their sender ran as before it
 // restarted, are dropped and counted; a newer incarnation the router has not heard of passes.
+// And the error frames a receiver makes of a tensor it could not take (net/frames.h): each ends
+// what waits for that tensor, saying why.
 #include <gtest/gtest.h>
 
+#include <caf/all.hpp>
+
 #include "actors/router.h"
+#include "actors/server.h"
 #include "core/metrics.h"
 #include "device/rendezvous_key.h"
 
@@ -29,13 +34,9 @@ RendezvousKey key(const std::string& src, uint64_t inc, const std::string& dst) 
   return k.ok() ? *k : RendezvousKey();
 }
 
-net::TensorMessage frame(net::FrameKind kind, const std::string& wire) {
-  net::TensorMessage m;
-  m.kind = kind;
-  m.step_id = 9;
-  (kind == net::FrameKind::kFeed ? m.step.key : m.key) = wire;
-  m.tensor = Tensor::scalar<float>(1.f);
-  return m;
+net::Frame frame(net::FrameKind kind, const std::string& wire) {
+  if (kind == net::FrameKind::kFeed) return net::Frame(9, net::FeedFrame{wire, Tensor::scalar<float>(1.f)});
+  return net::Frame(9, wire, Tensor::scalar<float>(1.f));
 }
 
 TEST(RouterKeysTest, ASendPlannedForAnotherIncarnationOfItsTaskFails) {
@@ -82,6 +83,58 @@ TEST(RouterKeysTest, FramesWithMalformedOrStaleKeysAreDroppedAndCounted) {
   r->deliver(frame(net::FrameKind::kTensor, kPeerCpu + ";" + kOwnCpu + ";" + std::string(5000, 'e')));
   EXPECT_EQ(malformed.value(), malformed0 + 3);
   EXPECT_EQ(stale.value(), stale0 + 2);
+}
+
+// An error frame standing for a fetched value (a ret) that could not be received fails that
+// device's part of the step at once, as a ResourceExhausted outcome that carries the reason; one
+// standing for a tensor aborts the step on the key's device, naming the key and the reason.
+TEST(RouterKeysTest, ErrorFramesEndWhatWaitsForTheirTensorSayingWhy) {
+  caf::actor_system_config cfg;
+  Server::configure(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto r = std::make_shared<ProcessRouter>(kOwnTask, 0xaa);
+  r->set_master(caf::actor_cast<master_actor_t>(self), nullptr);
+  r->add(kOwnCpu, caf::actor_cast<device_actor_t>(self));
+  net::ErrorFrame lost_ret{kPeerCpu, "the tensor of ret frame could not be received: no memory", net::FrameKind::kRet, 1};
+  r->deliver(net::Frame(41, lost_ret));
+  bool done = false;
+  self->receive(
+      [&](stepdone_atom, int64_t step, const std::string& device, const Status& outcome) {
+        done = true;
+        EXPECT_EQ(step, 41);
+        EXPECT_EQ(device, kPeerCpu);
+        EXPECT_EQ(outcome.code(), Code::kResourceExhausted) << outcome;
+        EXPECT_NE(outcome.message().find("no memory"), std::string::npos) << outcome;
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
+  EXPECT_TRUE(done) << "no outcome reached the master";
+
+  const RendezvousKey k = key(kPeerCpu, 0x1, kOwnCpu);
+  r->deliver(net::Frame(42, net::ErrorFrame{k.wire(), "the sender's kernel failed"}));
+  bool aborted = false;
+  self->receive(
+      [&](abort_atom, int64_t step, const std::string& why) {
+        aborted = true;
+        EXPECT_EQ(step, 42);
+        EXPECT_NE(why.find(k.wire()), std::string::npos) << why;
+        EXPECT_NE(why.find("the sender's kernel failed"), std::string::npos) << why;
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
+  EXPECT_TRUE(aborted) << "the device was not told";
+  // A lost feed is left to its step's deadline; a malformed key is dropped as for a tensor.
+  Counter& malformed = bad_keys("malformed");
+  const int64_t malformed0 = malformed.value();
+  r->deliver(net::Frame(43, net::ErrorFrame{"no key", "x", net::FrameKind::kFeed}));
+  EXPECT_EQ(malformed.value(), malformed0 + 1);
+  r->deliver(net::Frame(44, net::ErrorFrame{k.wire(), "lost", net::FrameKind::kFeed}));
+  // Both deliveries ran on this thread, so a message they sent is in the mailbox already.
+  bool anything = false;
+  self->receive([&](abort_atom, int64_t, const std::string&) { anything = true; },
+                [&](stepdone_atom, int64_t, const std::string&, const Status&) { anything = true; },
+                caf::after(std::chrono::milliseconds(0)) >> [] {});
+  EXPECT_FALSE(anything) << "a lost feed reached an actor";
+  r->clear();
 }
 
 }  // namespace

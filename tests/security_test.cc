@@ -303,7 +303,7 @@ class SecurityTest : public ::testing::Test {
     o.secret = kSecret;
     o.task_name = "client/0";
     net::TensorClient c(o);
-    EXPECT_TRUE(c.send(data_addr, net::TensorMessage{1, "probe", Tensor::scalar<float>(1.f), ""}).ok());
+    EXPECT_TRUE(c.send(data_addr, net::Frame(1, "probe", Tensor::scalar<float>(1.f))).ok());
     const int64_t rss = rss_bytes(node.pid());
     EXPECT_LT(rss - rss0, max_growth) << "node grew from " << rss0 << " to " << rss << " bytes";
     const std::string out = node.proc->output();
@@ -1154,15 +1154,13 @@ TEST_F(SecurityBoundedTest, EarlyTensorsOfStepsThatNeverRunAreBoundedAndExpire) 
     std::vector<float> mib(size_t{1} << 18, 1.f);
     for (int i = 0; i < 400; ++i) {
       const int64_t step = (int64_t{1} << 40) + i;  // no such step ever runs
-      ASSERT_TRUE(c.send(data_addr, net::TensorMessage{step, key, Tensor::from_vector<float>(mib, {1 << 18}), ""}).ok());
+      ASSERT_TRUE(c.send(data_addr, net::Frame(step, key, Tensor::from_vector<float>(mib, {1 << 18}))).ok());
       if (i % 16 == 0) peak = std::max(peak, rss_bytes(node.pid()));
     }
     // Feeds of a dispatched step (they precede its run request in the same write) whose run
     // request never comes: the router holds them within the same budget.
     for (int i = 0; i < 400; ++i) {
-      net::TensorMessage feed{(int64_t{1} << 41), "", Tensor::from_vector<float>(mib, {1 << 18}), ""};
-      feed.kind = net::FrameKind::kFeed;
-      feed.step.key = key + std::to_string(i);
+      net::Frame feed(int64_t{1} << 41, net::FeedFrame{key + std::to_string(i), Tensor::from_vector<float>(mib, {1 << 18})});
       ASSERT_TRUE(c.send(data_addr, feed).ok());
       if (i % 16 == 0) peak = std::max(peak, rss_bytes(node.pid()));
     }
@@ -1210,10 +1208,7 @@ TEST_F(SecurityBoundedTest, FeedsOfAClosedConnectionAreDroppedWithoutAnotherFram
   const std::string key = std::string(kTask) + "/device:CPU:0;" + kTask + "/device:CPU:0;orphan";
   std::vector<float> mib(size_t{1} << 18, 1.f);
   auto feed = [&](int64_t s, int i) {
-    net::TensorMessage f{s, "", Tensor::from_vector<float>(mib, {1 << 18}), ""};
-    f.kind = net::FrameKind::kFeed;
-    f.step.key = key + std::to_string(i);
-    return f;
+    return net::Frame(s, net::FeedFrame{key + std::to_string(i), Tensor::from_vector<float>(mib, {1 << 18})});
   };
   net::TensorClient open_one(o);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(open_one.send(data_addr, feed(kept_open, i)).ok());
@@ -1239,7 +1234,7 @@ TEST_F(SecurityBoundedTest, FeedsOfAClosedConnectionAreDroppedWithoutAnotherFram
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(30 * testing::slowdown()));
     while (node.proc->output().find("its run request did not come within") == std::string::npos &&
            std::chrono::steady_clock::now() < until) {
-      EXPECT_TRUE(c.send(data_addr, net::TensorMessage{1, "probe", Tensor::scalar<float>(1.f), ""}).ok());
+      EXPECT_TRUE(c.send(data_addr, net::Frame(1, "probe", Tensor::scalar<float>(1.f))).ok());
       (void)node.proc->wait_for_output("its run request did not come within", 100ms);
     }
   }

@@ -21,19 +21,23 @@
 #include "net/socket.h"
 #include "net/tensor_transport.h"
 #include "net/wire.h"
+#include "tests/util/frames.h"
 
 namespace actorflow {
 namespace net {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::error_of;
+using testing::key_of;
+using testing::tensor_of;
 constexpr milliseconds kWait{10000};  // generous bound on every wait; tests never sleep
 
 // Collects delivered messages; thread-safe.
 class Inbox {
  public:
   TensorServer::Callback callback() {
-    return [this](const TensorMessage& m) {
+    return [this](const Frame& m) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         msgs_.push_back(m);
@@ -49,9 +53,9 @@ class Inbox {
     std::lock_guard<std::mutex> lock(mu_);
     return msgs_.size();
   }
-  std::vector<TensorMessage> take() {
+  std::vector<Frame> take() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<TensorMessage> r(msgs_.begin(), msgs_.end());
+    std::vector<Frame> r(msgs_.begin(), msgs_.end());
     msgs_.clear();
     return r;
   }
@@ -59,7 +63,7 @@ class Inbox {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<TensorMessage> msgs_;
+  std::deque<Frame> msgs_;
 };
 
 TransportOptions options(const std::string& secret = "correct horse battery staple",
@@ -157,14 +161,14 @@ Fd authenticated_socket(const TensorServer& server, const TransportOptions& o) {
 void expect_serves_correct_peer(const TensorServer& server, Inbox& inbox, const TransportOptions& o) {
   inbox.take();
   TensorClient good(o);
-  TensorMessage m{77, "after", Tensor::from_vector<float>({1.5f, -2.f}, Shape{2}), ""};
+  Frame m(77, "after", Tensor::from_vector<float>({1.5f, -2.f}, Shape{2}));
   ASSERT_TRUE(good.send(addr_of(server), m).ok());
   ASSERT_TRUE(inbox.wait_for(1));
   auto got = inbox.take();
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].key, "after");
+  EXPECT_EQ(key_of(got[0]), "after");
   EXPECT_EQ(got[0].step_id, 77);
-  EXPECT_TRUE(got[0].tensor.equals(m.tensor));
+  EXPECT_TRUE(tensor_of(got[0]).equals(tensor_of(m)));
 }
 
 TEST(TensorTransportTest, RoundTripEveryDtypeAndShape) {
@@ -177,46 +181,46 @@ TEST(TensorTransportTest, RoundTripEveryDtypeAndShape) {
                                      DType::kInt64,   DType::kUInt8,   DType::kBool};
   const std::vector<Shape> shapes = {Shape{}, Shape{0}, Shape{3, 0, 2}, Shape{1}, Shape{7}, Shape{2, 3, 4},
                                      Shape{5, 1, 1, 3}, Shape{1000}};
-  std::vector<TensorMessage> sent;
+  std::vector<Frame> sent;
   uint32_t seed = 1;
   for (DType d : dtypes)
     for (const Shape& s : shapes) {
-      TensorMessage m;
-      m.step_id = static_cast<int64_t>(seed) * 1000003 - 5;
-      m.key = std::string("/job:worker/task:0/cpu:0;/job:ps/task:0/cpu:0;edge_") + dtype_name(d) + "_" + s.to_string();
-      m.tensor = patterned(d, s, seed++);
-      sent.push_back(m);
+      sent.emplace_back(static_cast<int64_t>(seed) * 1000003 - 5,
+                        std::string("/job:worker/task:0/cpu:0;/job:ps/task:0/cpu:0;edge_") + dtype_name(d) + "_" +
+                            s.to_string(),
+                        patterned(d, s, seed));
+      ++seed;
     }
   // 16 MiB of float32 and an error report in place of a tensor.
-  sent.push_back(TensorMessage{-1, "big", patterned(DType::kFloat32, Shape{4, 1024, 1024}, 99), ""});
-  sent.push_back(TensorMessage{42, "failed_edge", Tensor(), "Internal: kernel MatMul 'c' failed"});
-  for (const auto& m : sent) ASSERT_TRUE(client.send(addr_of(*server), m).ok()) << m.key;
+  sent.push_back(Frame(-1, "big", patterned(DType::kFloat32, Shape{4, 1024, 1024}, 99)));
+  sent.push_back(Frame(42, ErrorFrame{"failed_edge", "Internal: kernel MatMul 'c' failed"}));
+  for (const auto& m : sent) ASSERT_TRUE(client.send(addr_of(*server), m).ok()) << key_of(m);
   ASSERT_TRUE(inbox.wait_for(sent.size()));
   auto got = inbox.take();
   ASSERT_EQ(got.size(), sent.size());
   for (size_t i = 0; i < sent.size(); ++i) {  // one connection: in order
-    SCOPED_TRACE(sent[i].key);
+    SCOPED_TRACE(key_of(sent[i]));
     EXPECT_EQ(got[i].step_id, sent[i].step_id);
-    EXPECT_EQ(got[i].key, sent[i].key);
-    EXPECT_EQ(got[i].status_error, sent[i].status_error);
-    if (sent[i].status_error.empty()) {
-      EXPECT_EQ(got[i].tensor.dtype(), sent[i].tensor.dtype());
-      EXPECT_EQ(got[i].tensor.shape(), sent[i].tensor.shape());
-      EXPECT_EQ(got[i].tensor.bytes(), sent[i].tensor.bytes());
-      EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor));  // byte-exact
-      EXPECT_FALSE(got[i].tensor.shares_buffer_with(sent[i].tensor));
+    EXPECT_EQ(key_of(got[i]), key_of(sent[i]));
+    EXPECT_EQ(error_of(got[i]), error_of(sent[i]));
+    if (error_of(sent[i]).empty()) {
+      EXPECT_EQ(tensor_of(got[i]).dtype(), tensor_of(sent[i]).dtype());
+      EXPECT_EQ(tensor_of(got[i]).shape(), tensor_of(sent[i]).shape());
+      EXPECT_EQ(tensor_of(got[i]).bytes(), tensor_of(sent[i]).bytes());
+      EXPECT_TRUE(tensor_of(got[i]).equals(tensor_of(sent[i])));  // byte-exact
+      EXPECT_FALSE(tensor_of(got[i]).shares_buffer_with(tensor_of(sent[i])));
     } else {
-      EXPECT_FALSE(got[i].tensor.is_initialized());
+      EXPECT_FALSE(tensor_of(got[i]).is_initialized());
     }
   }
   // Spot-check values by hand too.
-  TensorMessage v{7, "v", Tensor::from_vector<int64_t>({-1, 0, 1LL << 40}, Shape{3}), ""};
+  Frame v(7, "v", Tensor::from_vector<int64_t>({-1, 0, 1LL << 40}, Shape{3}));
   ASSERT_TRUE(client.send(addr_of(*server), v).ok());
   ASSERT_TRUE(inbox.wait_for(1));
   auto one = inbox.take();
   ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].tensor.data<int64_t>()[0], -1);
-  EXPECT_EQ(one[0].tensor.data<int64_t>()[2], 1LL << 40);
+  EXPECT_EQ(tensor_of(one[0]).data<int64_t>()[0], -1);
+  EXPECT_EQ(tensor_of(one[0]).data<int64_t>()[2], 1LL << 40);
   EXPECT_EQ(client.num_connections(), 1u);
   EXPECT_EQ(server->stats().handshakes_ok, 1);
   EXPECT_EQ(server->stats().frames_received, static_cast<int64_t>(sent.size() + 1));
@@ -232,32 +236,32 @@ TEST(TensorTransportTest, BatchesArriveWholeAndInOrder) {
   ASSERT_TRUE(client.ensure_connected(addr_of(*server)).ok());
   EXPECT_TRUE(client.is_connected(addr_of(*server)));
   // 600 messages (more iovecs than one sendmsg takes), a 4 MiB tensor and an error among them.
-  std::vector<TensorMessage> batch;
+  std::vector<Frame> batch;
   for (int i = 0; i < 600; ++i)
-    batch.push_back(TensorMessage{i, "k" + std::to_string(i), Tensor::scalar<int32_t>(3 * i), ""});
-  batch.push_back(TensorMessage{600, "big", patterned(DType::kFloat32, Shape{1024, 1024}, 7), ""});
-  batch.push_back(TensorMessage{601, "err", Tensor(), "Aborted: step 601"});
+    batch.push_back(Frame(i, "k" + std::to_string(i), Tensor::scalar<int32_t>(3 * i)));
+  batch.push_back(Frame(600, "big", patterned(DType::kFloat32, Shape{1024, 1024}, 7)));
+  batch.push_back(Frame(601, ErrorFrame{"err", "Aborted: step 601"}));
   ASSERT_TRUE(client.send_batch(addr_of(*server), batch).ok());
   ASSERT_TRUE(inbox.wait_for(batch.size()));
   auto got = inbox.take();
   ASSERT_EQ(got.size(), batch.size());
   for (int i = 0; i < 600; ++i) {
-    ASSERT_EQ(got[static_cast<size_t>(i)].key, "k" + std::to_string(i));
-    ASSERT_EQ(got[static_cast<size_t>(i)].tensor.data<int32_t>()[0], 3 * i);
+    ASSERT_EQ(key_of(got[static_cast<size_t>(i)]), "k" + std::to_string(i));
+    ASSERT_EQ(tensor_of(got[static_cast<size_t>(i)]).data<int32_t>()[0], 3 * i);
   }
-  EXPECT_TRUE(got[600].tensor.equals(batch[600].tensor));
-  EXPECT_EQ(got[601].status_error, "Aborted: step 601");
+  EXPECT_TRUE(tensor_of(got[600]).equals(tensor_of(batch[600])));
+  EXPECT_EQ(error_of(got[601]), "Aborted: step 601");
   // A bad message anywhere in a batch refuses the whole batch: nothing is written.
-  std::vector<TensorMessage> bad = {TensorMessage{1, "fine", Tensor::scalar<float>(1.f), ""},
-                                    TensorMessage{2, "uninitialised", Tensor(), ""}};
+  std::vector<Frame> bad = {Frame(1, "fine", Tensor::scalar<float>(1.f)),
+                                    Frame(2, "uninitialised", Tensor())};
   Status s = client.send_batch(addr_of(*server), bad);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
-  TensorMessage marker{3, "marker", Tensor::scalar<float>(2.f), ""};
+  Frame marker(3, "marker", Tensor::scalar<float>(2.f));
   ASSERT_TRUE(client.send(addr_of(*server), marker).ok());
   ASSERT_TRUE(inbox.wait_for(1));
   auto after = inbox.take();
   ASSERT_EQ(after.size(), 1u);
-  EXPECT_EQ(after[0].key, "marker");
+  EXPECT_EQ(key_of(after[0]), "marker");
   EXPECT_EQ(client.num_connections(), 1u);
 }
 
@@ -278,7 +282,7 @@ TEST(TensorTransportTest, ManyConcurrentSenders) {
       for (int i = 0; i < kPerThread; ++i) {
         // Sizes vary from 1 element to 64 Ki elements so writes interleave at many sizes.
         int64_t n = 1 + ((t * 7919 + i * 104729) % 65536);
-        TensorMessage m{i, "t" + std::to_string(t), patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)), ""};
+        Frame m(i, "t" + std::to_string(t), patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)));
         if (!c.send(addr_of(*server), m).ok()) ++failures;
       }
     });
@@ -289,12 +293,12 @@ TEST(TensorTransportTest, ManyConcurrentSenders) {
   ASSERT_EQ(got.size(), static_cast<size_t>(kThreads * kPerThread));
   std::map<std::string, int64_t> next;  // each sender's messages arrive in its order
   for (const auto& m : got) {
-    int t = std::stoi(m.key.substr(1));
+    int t = std::stoi(key_of(m).substr(1));
     int64_t i = m.step_id;
-    EXPECT_EQ(next[m.key], i) << m.key;
-    next[m.key] = i + 1;
+    EXPECT_EQ(next[key_of(m)], i) << key_of(m);
+    next[key_of(m)] = i + 1;
     int64_t n = 1 + ((t * 7919 + i * 104729) % 65536);
-    EXPECT_TRUE(m.tensor.equals(patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)))) << m.key << " " << i;
+    EXPECT_TRUE(tensor_of(m).equals(patterned(DType::kFloat32, Shape{n}, static_cast<uint32_t>(t * 1000 + i)))) << key_of(m) << " " << i;
   }
   EXPECT_EQ(server->stats().handshakes_ok, 3);  // one connection per client
 }
@@ -310,7 +314,7 @@ TEST(TensorTransportTest, WrongSecretRejectedAtBothEndsAndNeverLogged) {
   {
     StderrCapture capture;
     TensorClient intruder(options(bad_secret, o.cluster_fingerprint, "intruder/0"));
-    TensorMessage m{1, "k", Tensor::scalar<float>(3.f), ""};
+    Frame m(1, "k", Tensor::scalar<float>(3.f));
     for (int attempt = 1; attempt <= 2; ++attempt) {
       Status st = intruder.send(addr_of(*server), m);
       EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
@@ -340,7 +344,7 @@ TEST(TensorTransportTest, SecretOnOneSideOnlyIsRejected) {
   auto server = start_server(with, inbox);
   ASSERT_TRUE(server);
   TensorClient c(without);
-  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<int32_t>(1), ""});
+  Status st = c.send(addr_of(*server), Frame(1, "k", Tensor::scalar<int32_t>(1)));
   EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
   EXPECT_NE(st.message().find("requires a cluster secret"), std::string::npos) << st;
   EXPECT_TRUE(server->wait_for_stats([](const TensorServerStats& s) { return s.auth_failures == 1; }, kWait));
@@ -349,7 +353,7 @@ TEST(TensorTransportTest, SecretOnOneSideOnlyIsRejected) {
   auto open_server = start_server(without, inbox2);
   ASSERT_TRUE(open_server);
   TensorClient c2(with);
-  st = c2.send(addr_of(*open_server), TensorMessage{1, "k", Tensor::scalar<int32_t>(1), ""});
+  st = c2.send(addr_of(*open_server), Frame(1, "k", Tensor::scalar<int32_t>(1)));
   EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
   EXPECT_EQ(inbox.size() + inbox2.size(), 0u);
   // Both without a secret (a loopback cluster): accepted.
@@ -363,7 +367,7 @@ TEST(TensorTransportTest, FingerprintMismatchIsRejected) {
   auto server = start_server(o, inbox);
   ASSERT_TRUE(server);
   TensorClient c(options("k", "fingerprint-of-cluster-B"));
-  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  Status st = c.send(addr_of(*server), Frame(1, "k", Tensor::scalar<float>(1.f)));
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st;
   EXPECT_NE(st.message().find("different cluster file"), std::string::npos) << st;
   EXPECT_NE(st.message().find(addr_of(*server)), std::string::npos) << st;
@@ -381,7 +385,7 @@ TEST(TensorTransportTest, ProtocolVersionMismatchIsRejected) {
   auto newer = o;
   newer.protocol_version = kProtocolVersion + 1;
   TensorClient c(newer);
-  Status st = c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  Status st = c.send(addr_of(*server), Frame(1, "k", Tensor::scalar<float>(1.f)));
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st;
   EXPECT_NE(st.message().find("protocol version mismatch"), std::string::npos) << st;
   EXPECT_NE(st.message().find("v" + std::to_string(kProtocolVersion + 1)), std::string::npos) << st;
@@ -426,7 +430,7 @@ TEST(TensorTransportTest, ClientRejectsServerThatCannotProveItself) {
   });
   TensorClient c(options());
   const std::string addr = "127.0.0.1:" + std::to_string(port);
-  Status st = c.send(addr, TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  Status st = c.send(addr, Frame(1, "k", Tensor::scalar<float>(1.f)));
   EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
   EXPECT_NE(st.message().find("failed to prove"), std::string::npos) << st;
   EXPECT_NE(st.message().find(addr), std::string::npos) << st;
@@ -502,54 +506,61 @@ TEST(TensorTransportTest, StepControlFramesKeepTheirTypedFields) {
   auto server = start_server(o, inbox);
   ASSERT_TRUE(server);
   TensorClient client(o);
-  std::vector<TensorMessage> sent(5);
-  sent[0].kind = FrameKind::kFeed;
-  sent[0].step_id = 11;
-  sent[0].step.key = "/job:h/replica:0/task:0/device:CPU:0;/job:w/replica:0/task:0/device:CPU:0;x:0";
-  sent[0].tensor = patterned(DType::kFloat32, Shape{3, 2}, 4);
-  sent[1].kind = FrameKind::kRun;
-  sent[1].step_id = 11;
-  sent[1].step = StepFields{"", "/job:w/replica:0/task:0/device:CPU:0", "partition#7", "", "/job:h/replica:0/task:0", 0, ""};
-  sent[2].kind = FrameKind::kRet;
-  sent[2].step_id = -3;
-  sent[2].step.device = "/job:w/replica:0/task:0/device:CPU:0";
-  sent[2].step.number = 2;
-  sent[2].tensor = patterned(DType::kInt64, Shape{}, 9);
-  sent[3].kind = FrameKind::kDone;
-  sent[3].step_id = -3;
-  sent[3].step.device = "/job:w/replica:0/task:0/device:CPU:0";
-  sent[4] = sent[3];
-  sent[4].step.number = static_cast<int32_t>(Code::kInvalidArgument);
-  sent[4].status_error = "kernel MatMul 'c' failed: shapes [2,3] and [2,3]";
-  sent[1].step.reply_to = "127.0.0.1:4242";
+  const std::string dev = "/job:w/replica:0/task:0/device:CPU:0";
+  const std::string feed_key = "/job:h/replica:0/task:0/device:CPU:0;" + dev + ";x:0";
+  std::vector<Frame> sent;
+  sent.emplace_back(11, FeedFrame{feed_key, patterned(DType::kFloat32, Shape{3, 2}, 4)});
+  sent.emplace_back(11, RunFrame{dev, "partition#7", "127.0.0.1:4242", "/job:h/replica:0/task:0"});
+  sent.emplace_back(-3, RetFrame{dev, 2, patterned(DType::kInt64, Shape{}, 9)});
+  sent.emplace_back(-3, DoneFrame{dev, 0, "", ""});
+  sent.emplace_back(-3, DoneFrame::of(dev, InvalidArgument("kernel MatMul 'c' failed: shapes [2,3] and [2,3]")));
+  sent.emplace_back(5, QueryFrame{dev, "127.0.0.1:4243"});
+  sent.emplace_back(5, StateFrame{dev, true});
   ASSERT_TRUE(client.send_batch(addr_of(*server), sent).ok());
   ASSERT_TRUE(inbox.wait_for(sent.size()));
   auto got = inbox.take();
   ASSERT_EQ(got.size(), sent.size());
   for (size_t i = 0; i < sent.size(); ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(got[i].kind, sent[i].kind);
+    EXPECT_EQ(got[i].kind(), sent[i].kind());
     EXPECT_EQ(got[i].step_id, sent[i].step_id);
-    EXPECT_EQ(got[i].key, "");
-    EXPECT_EQ(got[i].step.key, sent[i].step.key);
-    EXPECT_EQ(got[i].step.device, sent[i].step.device);
-    EXPECT_EQ(got[i].step.handle, sent[i].step.handle);
-    EXPECT_EQ(got[i].step.reply_to, sent[i].step.reply_to);
-    EXPECT_EQ(got[i].step.from_task, sent[i].step.from_task);
-    EXPECT_EQ(got[i].step.number, sent[i].step.number);
-    EXPECT_EQ(got[i].status_error, sent[i].status_error);
-    EXPECT_EQ(got[i].tensor.is_initialized(), sent[i].tensor.is_initialized());
-    if (sent[i].tensor.is_initialized()) { EXPECT_TRUE(got[i].tensor.equals(sent[i].tensor)); }
+    EXPECT_EQ(tensor_of(got[i]).is_initialized(), tensor_of(sent[i]).is_initialized());
+    if (tensor_of(sent[i]).is_initialized()) { EXPECT_TRUE(tensor_of(got[i]).equals(tensor_of(sent[i]))); }
   }
-  // What a sender may not say: an error in a feed, a kError kind set by hand.
-  TensorMessage bad = sent[0];
-  bad.status_error = "no";
-  EXPECT_EQ(client.send(addr_of(*server), bad).code(), Code::kInvalidArgument);
-  bad = sent[0];
-  bad.kind = FrameKind::kError;
-  EXPECT_EQ(client.send(addr_of(*server), bad).code(), Code::kInvalidArgument);
+  ASSERT_NE(got[0].as<FeedFrame>(), nullptr);
+  EXPECT_EQ(got[0].as<FeedFrame>()->key, feed_key);
+  const RunFrame* run_frame = got[1].as<RunFrame>();
+  ASSERT_NE(run_frame, nullptr);
+  EXPECT_EQ(run_frame->device, dev);
+  EXPECT_EQ(run_frame->handle, "partition#7");
+  EXPECT_EQ(run_frame->reply_to, "127.0.0.1:4242");
+  EXPECT_EQ(run_frame->from_task, "/job:h/replica:0/task:0");
+  ASSERT_NE(got[2].as<RetFrame>(), nullptr);
+  EXPECT_EQ(got[2].as<RetFrame>()->device, dev);
+  EXPECT_EQ(got[2].as<RetFrame>()->index, 2);
+  ASSERT_NE(got[3].as<DoneFrame>(), nullptr);
+  EXPECT_TRUE(got[3].as<DoneFrame>()->status().ok());
+  ASSERT_NE(got[4].as<DoneFrame>(), nullptr);
+  const Status failed = got[4].as<DoneFrame>()->status();
+  EXPECT_EQ(failed.code(), Code::kInvalidArgument);
+  EXPECT_EQ(failed.message(), "kernel MatMul 'c' failed: shapes [2,3] and [2,3]");
+  ASSERT_NE(got[5].as<QueryFrame>(), nullptr);
+  EXPECT_EQ(got[5].as<QueryFrame>()->device, dev);
+  EXPECT_EQ(got[5].as<QueryFrame>()->reply_to, "127.0.0.1:4243");
+  ASSERT_NE(got[6].as<StateFrame>(), nullptr);
+  EXPECT_TRUE(got[6].as<StateFrame>()->running);
+  // What a sender may not say: a feed or a ret without its tensor, an error without its text, a
+  // failed outcome without a message.
+  EXPECT_EQ(client.send(addr_of(*server), Frame(1, FeedFrame{feed_key, Tensor()})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(client.send(addr_of(*server), Frame(1, RetFrame{dev, 0, Tensor()})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(client.send(addr_of(*server), Frame(1, ErrorFrame{"k", ""})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(client.send(addr_of(*server), Frame(1, DoneFrame{dev, 3, "", ""})).code(), Code::kInvalidArgument);
+  StepFields run_fields;
+  run_fields.device = dev;
+  run_fields.handle = "partition#7";
+  run_fields.from_task = "/job:h/replica:0/task:0";
   // The field codec on its own: a round trip, then every truncation is DataLoss.
-  const std::string run = encode_step_fields(FrameKind::kRun, sent[1].step);
+  const std::string run = encode_step_fields(FrameKind::kRun, run_fields);
   auto back = decode_step_fields(FrameKind::kRun, run.data(), run.size());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->handle, "partition#7");
@@ -678,16 +689,38 @@ TEST(TensorTransportTest, ReceiverOutOfMemoryReportsErrorAndKeepsConnection) {
   auto server = start_server(o, inbox);
   ASSERT_TRUE(server);
   TensorClient c(o);
-  ASSERT_TRUE(c.send(addr_of(*server), TensorMessage{1, "huge", patterned(DType::kFloat32, Shape{4096}, 1), ""}).ok());
-  TensorMessage small{2, "small", patterned(DType::kInt32, Shape{16}, 2), ""};
+  ASSERT_TRUE(c.send(addr_of(*server), Frame(1, "huge", patterned(DType::kFloat32, Shape{4096}, 1))).ok());
+  Frame small(2, "small", patterned(DType::kInt32, Shape{16}, 2));
   ASSERT_TRUE(c.send(addr_of(*server), small).ok());
   ASSERT_TRUE(inbox.wait_for(2));
   auto got = inbox.take();
-  EXPECT_EQ(got[0].key, "huge");
-  EXPECT_NE(got[0].status_error.find("ResourceExhausted"), std::string::npos) << got[0].status_error;
-  EXPECT_FALSE(got[0].tensor.is_initialized());
-  EXPECT_EQ(got[1].key, "small");
-  EXPECT_TRUE(got[1].tensor.equals(small.tensor));
+  EXPECT_EQ(key_of(got[0]), "huge");
+  EXPECT_NE(error_of(got[0]).find("ResourceExhausted"), std::string::npos) << error_of(got[0]);
+  EXPECT_FALSE(tensor_of(got[0]).is_initialized());
+  EXPECT_EQ(key_of(got[1]), "small");
+  EXPECT_TRUE(tensor_of(got[1]).equals(tensor_of(small)));
+  // A feed's and a fetched value's tensor alike: an error frame that says which kind of frame it
+  // stands for, its key or device, and (for a ret) the fetch index.
+  const std::string dev = "/job:w/replica:0/task:0/device:CPU:0";
+  ASSERT_TRUE(c.send_batch(addr_of(*server),
+                           {Frame(3, FeedFrame{"feed-key", patterned(DType::kFloat32, Shape{4096}, 3)}),
+                            Frame(3, RetFrame{dev, 5, patterned(DType::kFloat32, Shape{4096}, 4)}), small})
+                  .ok());
+  ASSERT_TRUE(inbox.wait_for(3));
+  got = inbox.take();
+  ASSERT_EQ(got.size(), 3u);
+  const ErrorFrame* feed = got[0].as<ErrorFrame>();
+  ASSERT_NE(feed, nullptr) << frame_kind_name(got[0].kind());
+  EXPECT_EQ(feed->of, FrameKind::kFeed);
+  EXPECT_EQ(feed->key, "feed-key");
+  EXPECT_NE(feed->error.find("the tensor of feed frame 'feed-key'"), std::string::npos) << feed->error;
+  const ErrorFrame* ret = got[1].as<ErrorFrame>();
+  ASSERT_NE(ret, nullptr) << frame_kind_name(got[1].kind());
+  EXPECT_EQ(ret->of, FrameKind::kRet);
+  EXPECT_EQ(ret->key, dev);
+  EXPECT_EQ(ret->index, 5);
+  EXPECT_NE(ret->error.find("ResourceExhausted"), std::string::npos) << ret->error;
+  EXPECT_TRUE(tensor_of(got[2]).equals(tensor_of(small)));
   EXPECT_EQ(server->stats().handshakes_ok, 1);  // same connection throughout
 }
 
@@ -702,37 +735,37 @@ TEST(TensorTransportTest, ReconnectsOnceAfterServerRestart) {
   const uint16_t port = server->port();
   const std::string addr = addr_of(*server);
   TensorClient c(o);
-  ASSERT_TRUE(c.send(addr, TensorMessage{1, "a", Tensor::scalar<float>(1.f), ""}).ok());
+  ASSERT_TRUE(c.send(addr, Frame(1, "a", Tensor::scalar<float>(1.f))).ok());
   ASSERT_TRUE(inbox.wait_for(1));
   server.reset();  // the pooled connection is now dead
-  Status st = c.send(addr, TensorMessage{2, "b", Tensor::scalar<float>(2.f), ""});
+  Status st = c.send(addr, Frame(2, "b", Tensor::scalar<float>(2.f)));
   EXPECT_EQ(st.code(), Code::kUnavailable) << st;
   EXPECT_NE(st.message().find(addr), std::string::npos) << st;
   server = start_server(o, inbox2, port);  // same address again
   ASSERT_TRUE(server);
-  ASSERT_TRUE(c.send(addr, TensorMessage{3, "c", Tensor::scalar<float>(3.f), ""}).ok());
+  ASSERT_TRUE(c.send(addr, Frame(3, "c", Tensor::scalar<float>(3.f))).ok());
   ASSERT_TRUE(inbox2.wait_for(1));
   // Restart once more while the client still holds the old connection: send() must notice and
   // reconnect transparently.
   server.reset();
   server = start_server(o, inbox3, port);
   ASSERT_TRUE(server);
-  ASSERT_TRUE(c.send(addr, TensorMessage{4, "d", Tensor::scalar<float>(4.f), ""}).ok());
+  ASSERT_TRUE(c.send(addr, Frame(4, "d", Tensor::scalar<float>(4.f))).ok());
   ASSERT_TRUE(inbox3.wait_for(1));
-  EXPECT_EQ(inbox3.take()[0].key, "d");
+  EXPECT_EQ(key_of(inbox3.take()[0]), "d");
 }
 
 TEST(TensorTransportTest, InvalidSendsAreRefused) {
   TensorClient c(options());
-  EXPECT_EQ(c.send("127.0.0.1:1", TensorMessage{1, "k", Tensor(), ""}).code(), Code::kInvalidArgument);
-  EXPECT_EQ(c.send("no-port", TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).code(), Code::kInvalidArgument);
-  EXPECT_EQ(c.send("host:99999", TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.send("127.0.0.1:1", Frame(1, "k", Tensor())).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.send("no-port", Frame(1, "k", Tensor::scalar<float>(1.f))).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.send("host:99999", Frame(1, "k", Tensor::scalar<float>(1.f))).code(), Code::kInvalidArgument);
   // A port with nobody listening: Unavailable naming the address.
   auto l = listen_tcp("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
   const std::string addr = "127.0.0.1:" + std::to_string(local_port(l->get()));
   l->reset();
-  Status st = c.send(addr, TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""});
+  Status st = c.send(addr, Frame(1, "k", Tensor::scalar<float>(1.f)));
   EXPECT_EQ(st.code(), Code::kUnavailable) << st;
   EXPECT_NE(st.message().find(addr), std::string::npos) << st;
 }
@@ -743,7 +776,7 @@ TEST(TensorTransportTest, ShutdownWithOpenConnectionsDoesNotHang) {
   auto server = start_server(o, inbox);
   ASSERT_TRUE(server);
   TensorClient c(o);
-  ASSERT_TRUE(c.send(addr_of(*server), TensorMessage{1, "k", Tensor::scalar<float>(1.f), ""}).ok());
+  ASSERT_TRUE(c.send(addr_of(*server), Frame(1, "k", Tensor::scalar<float>(1.f))).ok());
   auto silent = connect_tcp(addr_of(*server), milliseconds(5000));  // stuck in its handshake
   ASSERT_TRUE(silent.ok());
   Fd idle = authenticated_socket(*server, o);  // authenticated, idle between frames
@@ -758,20 +791,19 @@ TEST(TensorTransportTest, ShutdownWithOpenConnectionsDoesNotHang) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Request/reply on one connection: TensorMessage::reply, ReplyChannel, send_batch_awaiting and
+// Request/reply on one connection: Frame::reply, ReplyChannel, send_batch_awaiting and
 // await_replies.
 
 using std::chrono::microseconds;
 
 // A request carrying the int64 scalar `value` under `step`.
-TensorMessage request(int64_t step, int64_t value, const std::string& key = "req") {
-  return TensorMessage{step, key, Tensor::scalar<int64_t>(value), "", nullptr};
+Frame request(int64_t step, int64_t value, const std::string& key = "req") {
+  return Frame(step, key, Tensor::scalar<int64_t>(value));
 }
 
 // The answer to `req`: its int64 scalar plus one, under the request's step id.
-TensorMessage answer_to(const TensorMessage& req) {
-  return TensorMessage{req.step_id, "reply/" + req.key, Tensor::scalar<int64_t>(req.tensor.data<int64_t>()[0] + 1), "",
-                       nullptr};
+Frame answer_to(const Frame& req) {
+  return Frame(req.step_id, "reply/" + key_of(req), Tensor::scalar<int64_t>(tensor_of(req).data<int64_t>()[0] + 1));
 }
 
 // Starts a server that delivers to `cb` (any callback, not only an Inbox).
@@ -786,7 +818,7 @@ std::unique_ptr<TensorServer> start_server_with(const TransportOptions& o, Tenso
 class EchoPlusOne {
  public:
   TensorServer::Callback callback() {
-    return [this](const TensorMessage& m) {
+    return [this](const Frame& m) {
       Status st = m.reply ? m.reply->send_batch({answer_to(m)}) : Internal("no reply channel");
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -839,11 +871,11 @@ TEST(TensorTransportTest, RepliesComeBackOnTheRequestConnection) {
   auto conn = client.send_batch_awaiting(addr, {request(41, 1000)});
   ASSERT_TRUE(conn.ok()) << conn.status();
   ASSERT_TRUE(*conn);
-  std::vector<TensorMessage> got;  // on_reply runs on this thread only
+  std::vector<Frame> got;  // on_reply runs on this thread only
   std::atomic<bool> have{false};
   Status st = client.await_replies(
       **conn,
-      [&](const TensorMessage& m) {
+      [&](const Frame& m) {
         got.push_back(m);
         have.store(true);
       },
@@ -852,12 +884,12 @@ TEST(TensorTransportTest, RepliesComeBackOnTheRequestConnection) {
   ASSERT_TRUE(have.load());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].step_id, 41);
-  EXPECT_EQ(got[0].key, "reply/req");
-  EXPECT_TRUE(got[0].status_error.empty()) << got[0].status_error;
-  ASSERT_TRUE(got[0].tensor.is_initialized());
-  ASSERT_EQ(got[0].tensor.dtype(), DType::kInt64);
-  EXPECT_EQ(got[0].tensor.shape(), Shape{});
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 1001);
+  EXPECT_EQ(key_of(got[0]), "reply/req");
+  EXPECT_TRUE(error_of(got[0]).empty()) << error_of(got[0]);
+  ASSERT_TRUE(tensor_of(got[0]).is_initialized());
+  ASSERT_EQ(tensor_of(got[0]).dtype(), DType::kInt64);
+  EXPECT_EQ(tensor_of(got[0]).shape(), Shape{});
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], 1001);
 
   // A batch of three on the same (pooled) connection: three replies, in order, each keyed by
   // its request's step id and computed from its value.
@@ -868,7 +900,7 @@ TEST(TensorTransportTest, RepliesComeBackOnTheRequestConnection) {
   std::atomic<int> n{0};
   st = client.await_replies(
       **conn2,
-      [&](const TensorMessage& m) {
+      [&](const Frame& m) {
         got.push_back(m);
         n.fetch_add(1);
       },
@@ -876,14 +908,14 @@ TEST(TensorTransportTest, RepliesComeBackOnTheRequestConnection) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].step_id, -7);
-  EXPECT_EQ(got[0].key, "reply/a");
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], -4);
+  EXPECT_EQ(key_of(got[0]), "reply/a");
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], -4);
   EXPECT_EQ(got[1].step_id, 8);
-  EXPECT_EQ(got[1].key, "reply/b");
-  EXPECT_EQ(got[1].tensor.data<int64_t>()[0], 1);
+  EXPECT_EQ(key_of(got[1]), "reply/b");
+  EXPECT_EQ(tensor_of(got[1]).data<int64_t>()[0], 1);
   EXPECT_EQ(got[2].step_id, 1LL << 40);
-  EXPECT_EQ(got[2].key, "reply/c");
-  EXPECT_EQ(got[2].tensor.data<int64_t>()[0], (1LL << 41) + 1);
+  EXPECT_EQ(key_of(got[2]), "reply/c");
+  EXPECT_EQ(tensor_of(got[2]).data<int64_t>()[0], (1LL << 41) + 1);
 
   ASSERT_TRUE(echo.wait_answered(4));  // the callback records after its write returned
   EXPECT_TRUE(echo.errors().empty());
@@ -904,9 +936,9 @@ TEST(TensorTransportTest, ManyThreadsAwaitOneConnection) {
   // reverse order of arrival, so replies meant for one thread are mostly read by another.
   std::mutex qmu;
   std::condition_variable qcv;
-  std::vector<TensorMessage> queue;
+  std::vector<Frame> queue;
   bool stop = false;
-  auto server = start_server_with(o, [&](const TensorMessage& m) {
+  auto server = start_server_with(o, [&](const Frame& m) {
     {
       std::lock_guard<std::mutex> lock(qmu);
       queue.push_back(m);
@@ -921,7 +953,7 @@ TEST(TensorTransportTest, ManyThreadsAwaitOneConnection) {
     std::vector<int> answered(kThreads, 0);
     int active = kThreads, total = 0;
     while (total < kSteps) {
-      std::vector<TensorMessage> round;
+      std::vector<Frame> round;
       {
         std::unique_lock<std::mutex> lock(qmu);
         if (!qcv.wait_for(lock, kWait, [&] { return stop || static_cast<int>(queue.size()) >= active; })) {
@@ -932,7 +964,7 @@ TEST(TensorTransportTest, ManyThreadsAwaitOneConnection) {
         round.swap(queue);
       }
       std::reverse(round.begin(), round.end());
-      std::vector<TensorMessage> replies;
+      std::vector<Frame> replies;
       for (const auto& m : round) {
         replies.push_back(answer_to(m));
         int t = static_cast<int>(m.step_id / kPerThread);
@@ -962,15 +994,15 @@ TEST(TensorTransportTest, ManyThreadsAwaitOneConnection) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
-      auto on_reply = [&, t](const TensorMessage& m) {
-        if (m.step_id < 0 || m.step_id >= kSteps || !m.tensor.is_initialized() || m.tensor.dtype() != DType::kInt64 ||
-            m.key != "reply/req") {
+      auto on_reply = [&, t](const Frame& m) {
+        if (m.step_id < 0 || m.step_id >= kSteps || !tensor_of(m).is_initialized() || tensor_of(m).dtype() != DType::kInt64 ||
+            key_of(m) != "reply/req") {
           ++strays;
           return;
         }
         {
           std::lock_guard<std::mutex> lock(book_mu);
-          if (!book.emplace(m.step_id, m.tensor.data<int64_t>()[0]).second) ++duplicates;
+          if (!book.emplace(m.step_id, tensor_of(m).data<int64_t>()[0]).second) ++duplicates;
         }
         if (m.step_id / kPerThread != t) ++read_for_others;
         answered[m.step_id].store(true);
@@ -1040,13 +1072,13 @@ TEST(TensorTransportTest, WaiterWakesWhenAnotherThreadReadsItsReply) {
   std::thread::id ping_reader, x_reply_reader;  // guarded by mu
   int64_t x_value = 0;                          // guarded by mu
   bool x_started = false, x_finished = false;   // guarded by mu
-  auto on_reply = [&](const TensorMessage& m) {
+  auto on_reply = [&](const Frame& m) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (m.step_id == 0) ping_reader = std::this_thread::get_id();
       if (m.step_id == 2) {
         x_reply_reader = std::this_thread::get_id();
-        x_value = m.tensor.data<int64_t>()[0];
+        x_value = tensor_of(m).data<int64_t>()[0];
       }
     }
     if (m.step_id == 0) ping_seen.store(true);
@@ -1061,7 +1093,7 @@ TEST(TensorTransportTest, WaiterWakesWhenAnotherThreadReadsItsReply) {
     y_result = client.await_replies(**conn, on_reply, [&] { return y_done.load(); }, microseconds(0), kLong);
   });
   // A first frame that y reads itself: from then on y is the reader (it stays until its reply).
-  EXPECT_TRUE(chan->send_batch({TensorMessage{0, "ping", Tensor::scalar<int64_t>(0), "", nullptr}}).ok());
+  EXPECT_TRUE(chan->send_batch({Frame(0, "ping", Tensor::scalar<int64_t>(0))}).ok());
   const std::thread::id y_id = y.get_id();
   bool y_reads = wait_until(mu, cv, [&] { return ping_seen.load(); });
   EXPECT_TRUE(y_reads);
@@ -1135,7 +1167,7 @@ TEST(TensorTransportTest, ClosedConnectionFailsEveryWaiter) {
       cv.notify_all();
       // Nothing is ever answered: only a failed connection ends this before the 10 s wait.
       results[static_cast<size_t>(t)] = client.await_replies(
-          **c, [&, t](const TensorMessage&) { ++replies_seen[static_cast<size_t>(t)]; },
+          **c, [&, t](const Frame&) { ++replies_seen[static_cast<size_t>(t)]; },
           [&, t] { return done_flags[t].load(); }, microseconds(20), kWait);
     });
   EXPECT_TRUE(inbox.wait_for(kThreads));
@@ -1153,7 +1185,7 @@ TEST(TensorTransportTest, ClosedConnectionFailsEveryWaiter) {
   ASSERT_TRUE(conn);
   // Every later wait on that connection fails at once, and the pool no longer trusts it.
   std::atomic<bool> never{false};
-  Status again = client.await_replies(*conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+  Status again = client.await_replies(*conn, [](const Frame&) {}, [&] { return never.load(); },
                                       microseconds(0), kWait);
   EXPECT_EQ(again.code(), Code::kUnavailable) << again;
   EXPECT_FALSE(client.is_connected(addr, true));
@@ -1170,7 +1202,7 @@ TEST(TensorTransportTest, DisconnectFailsAwaitAndNextSendReconnects) {
   auto o = options();
   // Step 1 is never answered; every other request is answered at once.
   std::atomic<int> reply_errors{0};
-  auto server = start_server_with(o, [&](const TensorMessage& m) {
+  auto server = start_server_with(o, [&](const Frame& m) {
     if (m.step_id == 1) return;
     if (!m.reply || !m.reply->send_batch({answer_to(m)}).ok()) ++reply_errors;
   });
@@ -1192,7 +1224,7 @@ TEST(TensorTransportTest, DisconnectFailsAwaitAndNextSendReconnects) {
       started = true;
     }
     cv.notify_all();
-    old_result = client.await_replies(**old_conn, [&](const TensorMessage&) { old_done.store(true); },
+    old_result = client.await_replies(**old_conn, [&](const Frame&) { old_done.store(true); },
                                       [&] { return old_done.load(); }, microseconds(20), kWait);
   });
   EXPECT_TRUE(wait_until(mu, cv, [&] { return started; }));
@@ -1208,11 +1240,11 @@ TEST(TensorTransportTest, DisconnectFailsAwaitAndNextSendReconnects) {
   auto new_conn = client.send_batch_awaiting(addr, {request(2, 20)});
   ASSERT_TRUE(new_conn.ok()) << new_conn.status();
   EXPECT_NE(new_conn->get(), old_conn->get());
-  std::vector<TensorMessage> got;
+  std::vector<Frame> got;
   std::atomic<bool> have{false};
   Status st = client.await_replies(
       **new_conn,
-      [&](const TensorMessage& m) {
+      [&](const Frame& m) {
         got.push_back(m);
         have.store(true);
       },
@@ -1220,13 +1252,13 @@ TEST(TensorTransportTest, DisconnectFailsAwaitAndNextSendReconnects) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].step_id, 2);
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 21);
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], 21);
   EXPECT_EQ(reply_errors.load(), 0);
   EXPECT_EQ(server->stats().handshakes_ok, 2);
   EXPECT_EQ(client.num_connections(), 1u);
   // The old connection stays failed.
   std::atomic<bool> never{false};
-  Status again = client.await_replies(**old_conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+  Status again = client.await_replies(**old_conn, [](const Frame&) {}, [&] { return never.load(); },
                                       microseconds(0), kWait);
   EXPECT_EQ(again.code(), Code::kUnavailable) << again;
 }
@@ -1248,9 +1280,9 @@ TEST(TensorTransportTest, AwaitTimesOutQuietlyAndClosedChannelRefusesReplies) {
   ASSERT_TRUE(chan);
 
   // Nothing comes: OK once `wait` has passed, with done() still false.
-  std::vector<TensorMessage> got;
+  std::vector<Frame> got;
   std::atomic<bool> have{false};
-  auto on_reply = [&](const TensorMessage& m) {
+  auto on_reply = [&](const Frame& m) {
     got.push_back(m);
     have.store(true);
   };
@@ -1267,10 +1299,10 @@ TEST(TensorTransportTest, AwaitTimesOutQuietlyAndClosedChannelRefusesReplies) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].step_id, 5);
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 51);
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], 51);
 
   // A bad reply is refused before anything is written.
-  Status bad = chan->send_batch({TensorMessage{6, "uninitialised", Tensor(), "", nullptr}});
+  Status bad = chan->send_batch({Frame(6, "uninitialised", Tensor())});
   EXPECT_EQ(bad.code(), Code::kInvalidArgument) << bad;
 
   // The client closes the connection: once the server has noticed, the channel refuses writes.
@@ -1308,11 +1340,11 @@ TEST(TensorTransportTest, IsConnectedWhileReplyPending) {
   EXPECT_EQ(client.num_connections(), 1u);
   EXPECT_EQ(server->stats().handshakes_ok, 1);
 
-  std::vector<TensorMessage> got;
+  std::vector<Frame> got;
   std::atomic<int> n{0};
   Status st = client.await_replies(
       **conn,
-      [&](const TensorMessage& m) {
+      [&](const Frame& m) {
         got.push_back(m);
         n.fetch_add(1);
       },
@@ -1320,9 +1352,9 @@ TEST(TensorTransportTest, IsConnectedWhileReplyPending) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].step_id, 6);
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 61);
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], 61);
   EXPECT_EQ(got[1].step_id, 7);
-  EXPECT_EQ(got[1].tensor.data<int64_t>()[0], 71);
+  EXPECT_EQ(tensor_of(got[1]).data<int64_t>()[0], 71);
   EXPECT_TRUE(client.is_connected(addr, true));  // and with nothing pending
   EXPECT_TRUE(echo.errors().empty());
 }
@@ -1349,10 +1381,10 @@ TEST(TensorTransportTest, UnreadReplyDoesNotHideAServerRestart) {
   ASSERT_TRUE(inbox.wait_for(1)) << "the send after the restart was lost";
   auto got = inbox.take();
   EXPECT_EQ(got[0].step_id, 2);
-  EXPECT_EQ(got[0].tensor.data<int64_t>()[0], 20);
+  EXPECT_EQ(tensor_of(got[0]).data<int64_t>()[0], 20);
   // The old connection is failed for whoever still waits on it; the pool has the new one only.
   std::atomic<bool> never{false};
-  Status st = client.await_replies(**conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+  Status st = client.await_replies(**conn, [](const Frame&) {}, [&] { return never.load(); },
                                    microseconds(0), kWait);
   EXPECT_EQ(st.code(), Code::kUnavailable) << st;
   EXPECT_EQ(client.num_connections(), 1u);
@@ -1371,7 +1403,7 @@ TEST(TensorTransportTest, ConnectionFoundBrokenIsNotCounted) {
   ASSERT_TRUE(inbox.wait_for(1));
   server.reset();
   std::atomic<bool> never{false};
-  Status st = client.await_replies(**conn, [](const TensorMessage&) {}, [&] { return never.load(); },
+  Status st = client.await_replies(**conn, [](const Frame&) {}, [&] { return never.load(); },
                                    microseconds(0), kWait);
   EXPECT_EQ(st.code(), Code::kUnavailable) << st;
   EXPECT_FALSE(client.is_connected(addr, false));
@@ -1388,12 +1420,12 @@ class BigThenSmall {
  public:
   explicit BigThenSmall(int64_t floats) : floats_(floats) {}
   TensorServer::Callback callback() {
-    return [this](const TensorMessage& m) {
+    return [this](const Frame& m) {
       Tensor big(DType::kFloat32, Shape{floats_});
       float* p = big.data<float>();
       for (int64_t i = 0; i < floats_; ++i) p[i] = static_cast<float>(m.step_id + i % 1000);
-      TensorMessage a{m.step_id, "big", big, "", nullptr};
-      TensorMessage b{m.step_id, "small", Tensor::scalar<int64_t>(m.step_id), "", nullptr};
+      Frame a(m.step_id, "big", big);
+      Frame b(m.step_id, "small", Tensor::scalar<int64_t>(m.step_id));
       Status st = m.reply ? m.reply->send_batch({a, b}) : Internal("no reply channel");
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -1435,16 +1467,16 @@ void big_then_small_round_trip(TensorClient& client, const std::string& addr, Bi
   std::atomic<bool> done{false};
   Status st = client.await_replies(
       **conn,
-      [&](const TensorMessage& m) {
+      [&](const Frame& m) {
         ASSERT_EQ(m.step_id, step);
-        if (m.key == "big") {
-          ASSERT_EQ(m.tensor.num_elements(), floats);
-          const float* p = m.tensor.data<float>();
+        if (key_of(m) == "big") {
+          ASSERT_EQ(tensor_of(m).num_elements(), floats);
+          const float* p = tensor_of(m).data<float>();
           EXPECT_EQ(p[0], static_cast<float>(step));
           EXPECT_EQ(p[floats - 1], static_cast<float>(step + (floats - 1) % 1000));
           got_big = true;
         } else {
-          EXPECT_EQ(m.key, "small");
+          EXPECT_EQ(key_of(m), "small");
           EXPECT_TRUE(got_big) << "the small frame came before the big one";
           got_small = true;
           done.store(true);
@@ -1504,16 +1536,16 @@ TEST(TensorTransportTest, MultiMegabyteRepliesAndSmallRequestsCrossInBothDirecti
   constexpr int64_t kFloats = 1568000;  // 6.27 MB, the seed CNN's fc1 order of size
   auto o = options();
   // Requests with value > 0 get that many floats then a small frame; value 0 only the small frame.
-  auto answer = [](const TensorMessage& m) {
-    const int64_t n = m.tensor.data<int64_t>()[0];
-    std::vector<TensorMessage> out;
+  auto answer = [](const Frame& m) {
+    const int64_t n = tensor_of(m).data<int64_t>()[0];
+    std::vector<Frame> out;
     if (n > 0) {
       Tensor big(DType::kFloat32, Shape{n});
       float* p = big.data<float>();
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((m.step_id + i) % 4096);
-      out.push_back(TensorMessage{m.step_id, "big", big, "", nullptr});
+      out.push_back(Frame(m.step_id, "big", big));
     }
-    out.push_back(TensorMessage{m.step_id, "small", Tensor::scalar<int64_t>(m.step_id * 3), "", nullptr});
+    out.push_back(Frame(m.step_id, "small", Tensor::scalar<int64_t>(m.step_id * 3)));
     Status st = m.reply->send_batch(out);
     EXPECT_TRUE(st.ok()) << st;
   };
@@ -1528,17 +1560,17 @@ TEST(TensorTransportTest, MultiMegabyteRepliesAndSmallRequestsCrossInBothDirecti
   std::mutex mu;
   std::map<int64_t, Fetch> got;  // by step id, filled by whichever thread reads
   std::atomic<int> failures{0};
-  auto on_reply = [&](const TensorMessage& m) {
+  auto on_reply = [&](const Frame& m) {
     std::lock_guard<std::mutex> l(mu);
     Fetch& f = got[m.step_id];
-    if (m.key == "big") {
-      const float* p = m.tensor.data<float>();
-      const int64_t n = m.tensor.num_elements();
+    if (key_of(m) == "big") {
+      const float* p = tensor_of(m).data<float>();
+      const int64_t n = tensor_of(m).num_elements();
       if (n != kFloats || p[0] != static_cast<float>(m.step_id % 4096) ||
           p[n - 1] != static_cast<float>((m.step_id + n - 1) % 4096))
         failures.fetch_add(1);
       f.big = true;
-    } else if (m.key == "small" && m.tensor.data<int64_t>()[0] == m.step_id * 3) {
+    } else if (key_of(m) == "small" && tensor_of(m).data<int64_t>()[0] == m.step_id * 3) {
       f.small = true;
     } else {
       failures.fetch_add(1);

@@ -32,6 +32,7 @@
 #include "net/tensor_transport.h"
 #include "net/tls.h"
 #include "tests/util/dir_watch.h"
+#include "tests/util/frames.h"
 #include "tests/util/process.h"
 
 #include <caf/io/all.hpp>
@@ -41,6 +42,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::binary;
+using testing::key_of;
+using testing::tensor_of;
 using testing::ChildProcess;
 using testing::free_port;
 using testing::TempDir;
@@ -80,9 +83,9 @@ Tensor filled(int64_t n, float base) {
 struct Inbox {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<net::TensorMessage> got;
+  std::vector<net::Frame> got;
   net::TensorServer::Callback cb() {
-    return [this](const net::TensorMessage& m) {
+    return [this](const net::Frame& m) {
       std::lock_guard<std::mutex> l(mu);
       got.push_back(m);
       cv.notify_all();
@@ -226,7 +229,7 @@ TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
   std::shared_ptr<net::ReplyChannel> chan;
   std::mutex chan_mu;
   auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0,
-                                         [&](const net::TensorMessage& m) {
+                                         [&](const net::Frame& m) {
                                            {
                                              std::lock_guard<std::mutex> l(chan_mu);
                                              chan = m.reply;
@@ -237,34 +240,34 @@ TEST(TlsTest, TensorsAndRepliesCrossTheDataPlaneThroughTls) {
   const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
   net::TensorClient client(options("b/0", pki.ctx("b/0")));
   // A small tensor, and one of 8 MiB (many TLS records, partial writes on both sides).
-  net::TensorMessage small{7, "small", filled(3, 1.5f), "", nullptr};
-  net::TensorMessage big{8, "big", filled(2 << 20, -4.f), "", nullptr};
+  net::Frame small(7, "small", filled(3, 1.5f));
+  net::Frame big(8, "big", filled(2 << 20, -4.f));
   ASSERT_TRUE(client.send(addr, small).ok());
   ASSERT_TRUE(client.send(addr, big).ok());
   ASSERT_TRUE(inbox.wait_for(2, 20s));
   ASSERT_EQ(inbox.size(), 2u);
-  EXPECT_EQ(inbox.got[0].key, "small");
-  EXPECT_EQ(inbox.got[0].tensor.data<float>()[2], 3.5f);
-  ASSERT_EQ(inbox.got[1].tensor.num_elements(), 2 << 20);
-  const float* b = inbox.got[1].tensor.data<float>();
+  EXPECT_EQ(key_of(inbox.got[0]), "small");
+  EXPECT_EQ(tensor_of(inbox.got[0]).data<float>()[2], 3.5f);
+  ASSERT_EQ(tensor_of(inbox.got[1]).num_elements(), 2 << 20);
+  const float* b = tensor_of(inbox.got[1]).data<float>();
   for (int64_t i = 0; i < (2 << 20); i += 4099) ASSERT_EQ(b[i], -4.f + static_cast<float>(i % 1000)) << i;
   EXPECT_EQ(b[(2 << 20) - 1], -4.f + static_cast<float>(((2 << 20) - 1) % 1000));
   // A reply on the request's own connection comes back through the same session.
-  auto conn = client.send_batch_awaiting(addr, {net::TensorMessage{9, "ask", filled(1, 0.f), "", nullptr}});
+  auto conn = client.send_batch_awaiting(addr, {net::Frame(9, "ask", filled(1, 0.f))});
   ASSERT_TRUE(conn.ok()) << conn.status();
   ASSERT_TRUE(inbox.wait_for(3, 10s));
   {
     std::lock_guard<std::mutex> l(chan_mu);
     ASSERT_TRUE(chan);
-    ASSERT_TRUE(chan->send_batch({net::TensorMessage{9, "answer", filled(2, 40.f), "", nullptr}}).ok());
+    ASSERT_TRUE(chan->send_batch({net::Frame(9, "answer", filled(2, 40.f))}).ok());
   }
-  std::vector<net::TensorMessage> replies;
+  std::vector<net::Frame> replies;
   Status st = client.await_replies(
-      **conn, [&](const net::TensorMessage& m) { replies.push_back(m); }, [&] { return !replies.empty(); }, 0us, 10s);
+      **conn, [&](const net::Frame& m) { replies.push_back(m); }, [&] { return !replies.empty(); }, 0us, 10s);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(replies.size(), 1u);
-  EXPECT_EQ(replies[0].key, "answer");
-  EXPECT_EQ(replies[0].tensor.data<float>()[1], 41.f);
+  EXPECT_EQ(key_of(replies[0]), "answer");
+  EXPECT_EQ(tensor_of(replies[0]).data<float>()[1], 41.f);
   EXPECT_EQ((*server)->stats().handshakes_ok, 1);
   // The data plane reads and writes its sessions itself: no relay thread carries it.
   EXPECT_EQ(net::tls_relays_running(), 0);
@@ -278,15 +281,15 @@ TEST(TlsTest, RequestsAndRepliesCrossOneSessionInBothDirectionsAtOnce) {
   Pki pki;
   std::atomic<int> served{0};
   auto server = net::TensorServer::start(options("a/0", pki.ctx("a/0")), "127.0.0.1", 0,
-                                         [&](const net::TensorMessage& m) {
+                                         [&](const net::Frame& m) {
                                            // Echo: the request's size, its first value plus 1.
                                            // Counted before the reply goes out: once the client
                                            // holds every reply, every request was counted.
                                            served.fetch_add(1);
-                                           const int64_t n = m.tensor.num_elements();
-                                           Tensor t = filled(n, m.tensor.data<float>()[0] + 1.f);
+                                           const int64_t n = tensor_of(m).num_elements();
+                                           Tensor t = filled(n, tensor_of(m).data<float>()[0] + 1.f);
                                            Status st = m.reply->send_batch(
-                                               {net::TensorMessage{m.step_id, "re:" + m.key, t, "", nullptr}});
+                                               {net::Frame(m.step_id, "re:" + key_of(m), t)});
                                            EXPECT_TRUE(st.ok()) << st;
                                          });
   ASSERT_TRUE(server.ok()) << server.status();
@@ -296,17 +299,17 @@ TEST(TlsTest, RequestsAndRepliesCrossOneSessionInBothDirectionsAtOnce) {
   auto size_of = [](int i) -> int64_t { return i % 3 == 0 ? (300 << 10) : 7 + i; };  // 1.2 MB or a few floats
   auto request = [&](int i) {
     return client.send_batch_awaiting(
-        addr, {net::TensorMessage{i, "q" + std::to_string(i), filled(size_of(i), static_cast<float>(i)), "", nullptr}});
+        addr, {net::Frame(i, "q" + std::to_string(i), filled(size_of(i), static_cast<float>(i)))});
   };
   auto first = request(0);
   ASSERT_TRUE(first.ok()) << first.status();
   std::shared_ptr<net::ClientConnection> conn = *first;
   // Replies are read on this thread while the main thread goes on writing requests.
-  std::vector<net::TensorMessage> replies;
+  std::vector<net::Frame> replies;
   Status st;
   std::thread reader([&] {
     st = client.await_replies(
-        *conn, [&](const net::TensorMessage& m) { replies.push_back(m); },
+        *conn, [&](const net::Frame& m) { replies.push_back(m); },
         [&] { return replies.size() == static_cast<size_t>(kRequests); }, 0us, 30s);
   });
   for (int i = 1; i < kRequests; ++i) {
@@ -319,11 +322,11 @@ TEST(TlsTest, RequestsAndRepliesCrossOneSessionInBothDirectionsAtOnce) {
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(replies.size(), static_cast<size_t>(kRequests));
   for (int i = 0; i < kRequests; ++i) {
-    const net::TensorMessage& r = replies[static_cast<size_t>(i)];
-    ASSERT_EQ(r.key, "re:q" + std::to_string(i));
+    const net::Frame& r = replies[static_cast<size_t>(i)];
+    ASSERT_EQ(key_of(r), "re:q" + std::to_string(i));
     ASSERT_EQ(r.step_id, i);
-    ASSERT_EQ(r.tensor.num_elements(), size_of(i));
-    const float* v = r.tensor.data<float>();
+    ASSERT_EQ(tensor_of(r).num_elements(), size_of(i));
+    const float* v = tensor_of(r).data<float>();
     const int64_t n = size_of(i);
     for (int64_t k = 0; k < n; k += (n > 1000 ? 997 : 1))
       ASSERT_EQ(v[k], static_cast<float>(i) + 1.f + static_cast<float>(k % 1000)) << i << " " << k;
@@ -345,9 +348,9 @@ TEST(TlsTest, AWriteToAPeerThatStopsReadingFailsWithinTheIoTimeout) {
   std::chrono::steady_clock::duration took{};
   net::TransportOptions so = options("a/0", pki.ctx("a/0"));
   so.io_timeout = 300ms;
-  auto server = net::TensorServer::start(so, "127.0.0.1", 0, [&](const net::TensorMessage& m) {
+  auto server = net::TensorServer::start(so, "127.0.0.1", 0, [&](const net::Frame& m) {
     const auto t0 = std::chrono::steady_clock::now();
-    Status st = m.reply->send_batch({net::TensorMessage{m.step_id, "huge", filled(64 << 20, 0.f), "", nullptr}});
+    Status st = m.reply->send_batch({net::Frame(m.step_id, "huge", filled(64 << 20, 0.f))});
     std::lock_guard<std::mutex> l(mu);
     took = std::chrono::steady_clock::now() - t0;
     answer = st;
@@ -357,7 +360,7 @@ TEST(TlsTest, AWriteToAPeerThatStopsReadingFailsWithinTheIoTimeout) {
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
   net::TensorClient client(options("b/0", pki.ctx("b/0")));
-  auto conn = client.send_batch_awaiting(addr, {net::TensorMessage{1, "ask", filled(1, 0.f), "", nullptr}});
+  auto conn = client.send_batch_awaiting(addr, {net::Frame(1, "ask", filled(1, 0.f))});
   ASSERT_TRUE(conn.ok()) << conn.status();
   std::unique_lock<std::mutex> l(mu);
   ASSERT_TRUE(cv.wait_for(l, 30s, [&] { return answered; }));
@@ -378,7 +381,7 @@ Status refused_send(const Pki& pki, std::shared_ptr<const net::TlsContext> ctx, 
   if (!server.ok()) return server.status();
   net::TensorClient client(options(task, std::move(ctx)));
   Status st = client.send("127.0.0.1:" + std::to_string((*server)->port()),
-                          net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+                          net::Frame(1, "k", filled(4, 1.f)));
   // Whatever the client saw, the server must never deliver the tensor or count the connection.
   (*server)->wait_for_stats([](const net::TensorServerStats& s) { return s.handshakes_rejected >= 1; }, 5s);
   EXPECT_EQ(inbox.size(), 0u);
@@ -422,11 +425,11 @@ TEST(TlsTest, ADataPlaneServerMustPresentTheTaskDialled) {
   const std::string addr = "127.0.0.1:" + std::to_string((*server)->port());
   net::TensorClient client(options("a/0", pki.ctx("a/0")));
   client.expect_task(addr, "/job:a/replica:0/task:0");
-  Status st = client.send(addr, net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  Status st = client.send(addr, net::Frame(1, "k", filled(4, 1.f)));
   EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
   EXPECT_NE(st.message().find("names 'b/0', not the task 'a/0'"), std::string::npos) << st;
   client.expect_task(addr, "b/0");
-  st = client.send(addr, net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  st = client.send(addr, net::Frame(1, "k", filled(4, 1.f)));
   EXPECT_TRUE(st.ok()) << st;
   // The tools' certificate (here one that names the host too) serving the data plane: no task.
   TempDir other;
@@ -437,7 +440,7 @@ TEST(TlsTest, ADataPlaneServerMustPresentTheTaskDialled) {
   net::TensorClient client2(options("a/0", *a0_ctx));
   auto tool = net::TensorServer::start(options("b/0", *tool_ctx), "127.0.0.1", 0, inbox.cb());
   ASSERT_TRUE(tool.ok()) << tool.status();
-  st = client2.send("127.0.0.1:" + std::to_string((*tool)->port()), net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  st = client2.send("127.0.0.1:" + std::to_string((*tool)->port()), net::Frame(1, "k", filled(4, 1.f)));
   EXPECT_EQ(st.code(), Code::kUnauthenticated) << st;
   EXPECT_NE(st.message().find("names 'client', which is no task"), std::string::npos) << st;
 }
@@ -471,7 +474,7 @@ TEST(TlsTest, PlainClientAndTlsServerRefuseEachOther) {
   auto plain = net::TensorServer::start(options("a/0", nullptr), "127.0.0.1", 0, inbox.cb());
   ASSERT_TRUE(plain.ok());
   net::TensorClient client(options("b/0", pki.ctx("b/0")));
-  st = client.send("127.0.0.1:" + std::to_string((*plain)->port()), net::TensorMessage{1, "k", filled(4, 1.f), "", nullptr});
+  st = client.send("127.0.0.1:" + std::to_string((*plain)->port()), net::Frame(1, "k", filled(4, 1.f)));
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(inbox.size(), 0u);
 }
@@ -560,7 +563,7 @@ TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
     ASSERT_TRUE(server.ok());
     Proxy proxy((*server)->port(), 0);
     net::TensorClient client(options("b/0", tls ? pki.ctx("b/0") : nullptr));
-    ASSERT_TRUE(client.send("127.0.0.1:" + std::to_string(proxy.port()), net::TensorMessage{1, "m", t, "", nullptr}).ok());
+    ASSERT_TRUE(client.send("127.0.0.1:" + std::to_string(proxy.port()), net::Frame(1, "m", t)).ok());
     ASSERT_TRUE(inbox.wait_for(1, 10s));
     const std::string seen = proxy.seen();
     // Without TLS the observer reads the tensor (so this check can fail); with TLS it cannot.
@@ -573,7 +576,7 @@ TEST(TlsTest, OnPathObserverSeesNoPlaintextAndAnAlteredByteIsDetected) {
   ASSERT_TRUE(server.ok());
   Proxy proxy((*server)->port(), 20000);
   net::TensorClient client(options("b/0", pki.ctx("b/0")));
-  (void)client.send("127.0.0.1:" + std::to_string(proxy.port()), net::TensorMessage{1, "m", t, "", nullptr});
+  (void)client.send("127.0.0.1:" + std::to_string(proxy.port()), net::Frame(1, "m", t));
   // The connection authenticated, then ended at the altered record instead of delivering it.
   ASSERT_TRUE((*server)->wait_for_stats(
       [](const net::TensorServerStats& s) { return s.handshakes_ok == 1 && s.active_connections == 0; }, 10s))
