@@ -296,10 +296,8 @@ bool parse_field(const std::string& s, size_t* pos, size_t* v) {
 ReplicaInbox::ReplicaInbox(size_t max_bytes, std::chrono::milliseconds ttl) : max_bytes_(max_bytes), ttl_(ttl) {}
 
 bool ReplicaInbox::is_replica_frame(const net::Frame& m) {
-  const std::string* key = nullptr;
-  if (const auto* t = m.as<net::TensorFrame>()) key = &t->key;
-  else if (const auto* e = m.as<net::ErrorFrame>()) key = &e->key;
-  return key && key->compare(0, sizeof(kReplicaFramePrefix) - 1, kReplicaFramePrefix) == 0;
+  return (m.as<net::TensorFrame>() || m.as<net::ErrorFrame>()) &&
+         net::frame_name(m.body).compare(0, sizeof(kReplicaFramePrefix) - 1, kReplicaFramePrefix) == 0;
 }
 
 std::string ReplicaInbox::frame_key(size_t i, size_t n, const std::string& call_key) {

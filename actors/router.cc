@@ -211,17 +211,6 @@ void ProcessRouter::deliver_local(int64_t step_id, const RendezvousKey& key, con
 
 // ---- the data plane's receiving hook ------------------------------------------------------------
 
-namespace {
-// The device an outcome frame (ret, done, state) is about; "" for other kinds.
-const std::string& outcome_device(const net::Frame& m) {
-  static const std::string none;
-  if (const auto* r = m.as<net::RetFrame>()) return r->device;
-  if (const auto* d = m.as<net::DoneFrame>()) return d->device;
-  if (const auto* st = m.as<net::StateFrame>()) return st->device;
-  return none;
-}
-}  // namespace
-
 void ProcessRouter::deliver(const net::Frame& m) {
   // Every frame that enters this process over the data plane passes this task's link faults
   // here, whatever step path sent it. A run request's feeds travel with it and share its fate
@@ -264,7 +253,7 @@ void ProcessRouter::deliver(const net::Frame& m) {
   std::string src;
   if (keyed) src = key.src_task();
   else if (run) src = run->from_task;
-  else src = task_of_device(err ? err->key : outcome_device(m));  // an outcome comes from the device's task
+  else src = task_of_device(net::frame_name(m.body));  // an outcome (or a lost ret) comes from the device's task
   // Tensors and fetched values may arrive twice; a request has one run, a step one outcome.
   const bool repeatable = m.as<net::TensorFrame>() || m.as<net::RetFrame>();
   LinkDecision d = inj.on_receive(src, own_task_);
@@ -295,12 +284,8 @@ std::optional<RendezvousKey> ProcessRouter::frame_key(const net::Frame& m) {
       "actorflow_bad_rendezvous_keys_total",
       "Data-plane frames dropped for their rendezvous key: malformed, or of a stale incarnation of the sender",
       {{"reason", "stale"}});
-  const std::string* wire = nullptr;
-  if (const auto* t = m.as<net::TensorFrame>()) wire = &t->key;
-  else if (const auto* f = m.as<net::FeedFrame>()) wire = &f->key;
-  else if (const auto* e = m.as<net::ErrorFrame>()) wire = &e->key;
-  if (!wire) return std::nullopt;
-  auto k = RendezvousKey::parse(*wire);
+  if (!m.as<net::TensorFrame>() && !m.as<net::FeedFrame>() && !m.as<net::ErrorFrame>()) return std::nullopt;
+  auto k = RendezvousKey::parse(net::frame_name(m.body));
   Status why = k.ok() ? Status::OK() : k.status();
   if (k.ok() && k->src_incarnation() != 0 && any_retired_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> l(mu_);

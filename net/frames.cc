@@ -1,5 +1,7 @@
 #include "net/frames.h"
 
+#include <type_traits>
+
 namespace actorflow {
 namespace net {
 
@@ -18,6 +20,27 @@ DoneFrame DoneFrame::of(const std::string& device, const Status& s) {
   }
   return d;
 }
+
+const std::string& frame_name(const FrameBody& b) {
+  return std::visit(
+      [](const auto& f) -> const std::string& {
+        using T = std::decay_t<decltype(f)>;
+        if constexpr (std::is_same_v<T, TensorFrame> || std::is_same_v<T, ErrorFrame> || std::is_same_v<T, FeedFrame>)
+          return f.key;
+        else
+          return f.device;
+      },
+      b);
+}
+
+Tensor* frame_tensor(FrameBody& b) {
+  if (auto* t = std::get_if<TensorFrame>(&b)) return &t->tensor;
+  if (auto* f = std::get_if<FeedFrame>(&b)) return &f->tensor;
+  if (auto* r = std::get_if<RetFrame>(&b)) return &r->tensor;
+  return nullptr;
+}
+
+const Tensor* frame_tensor(const FrameBody& b) { return frame_tensor(const_cast<FrameBody&>(b)); }
 
 }  // namespace net
 }  // namespace actorflow

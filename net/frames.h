@@ -109,6 +109,13 @@ struct Frame {
   T* as() { return std::get_if<T>(&body); }
 };
 
+// What names frame body `b`: the rendezvous key of a tensor, error or feed frame, the device of
+// a run, ret, done, query or state frame. Valid while `b` is. Pure.
+const std::string& frame_name(const FrameBody& b);
+// The tensor of a tensor, feed or ret frame; null for the other kinds. Valid while `b` is. Pure.
+const Tensor* frame_tensor(const FrameBody& b);
+Tensor* frame_tensor(FrameBody& b);
+
 // A short name of `k` for messages ("tensor", "feed", "ret", ...). Pure. (Defined in wire.cc.)
 const char* frame_kind_name(FrameKind k);
 

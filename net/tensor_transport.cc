@@ -14,7 +14,6 @@
 #include <list>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -182,29 +181,6 @@ Result<FrameBody> body_of(FrameKind kind, const char* p, size_t key_bytes, std::
   return DataLoss(std::string("frame of kind ") + frame_kind_name(kind) + " has no step fields");
 }
 
-// The tensor slot of a tensor-carrying body (tensor, feed, ret), else null.
-Tensor* tensor_slot(FrameBody& b) {
-  if (auto* t = std::get_if<TensorFrame>(&b)) return &t->tensor;
-  if (auto* f = std::get_if<FeedFrame>(&b)) return &f->tensor;
-  if (auto* r = std::get_if<RetFrame>(&b)) return &r->tensor;
-  return nullptr;
-}
-const Tensor* tensor_slot(const FrameBody& b) { return tensor_slot(const_cast<FrameBody&>(b)); }
-
-// What names a frame in messages: the rendezvous key of a tensor, error or feed frame, the
-// device of a step-control frame.
-const std::string& frame_name(const FrameBody& b) {
-  return std::visit(
-      [](const auto& f) -> const std::string& {
-        using T = std::decay_t<decltype(f)>;
-        if constexpr (std::is_same_v<T, TensorFrame> || std::is_same_v<T, ErrorFrame> || std::is_same_v<T, FeedFrame>)
-          return f.key;
-        else
-          return f.device;
-      },
-      b);
-}
-
 // Reads one whole frame from `reader` into `msg` (received tensors come from `allocator`).
 // Cancelled("eof") when the peer closed cleanly between frames; DataLoss/InvalidArgument for a
 // bad or truncated frame (the connection must then be dropped). A tensor that cannot be
@@ -221,7 +197,7 @@ Status read_frame(FrameReader& reader, const FrameLimits& limits, Allocator* all
   msg->step_id = h.step_id;
   const char* p = reinterpret_cast<const char*>(var.data()) + size_t{h.rank} * 8;
   AF_ASSIGN_OR_RETURN(msg->body, body_of(h.kind, p, h.key_bytes, std::string(p + h.key_bytes, h.error_bytes)));
-  Tensor* slot = tensor_slot(msg->body);
+  Tensor* slot = frame_tensor(msg->body);
   if (!slot) return Status::OK();
   Result<Tensor> t = Tensor::allocate(allocator, h.dtype, Shape(std::move(dims)));
   if (!t.ok()) {
@@ -296,7 +272,7 @@ Status encode_message(const std::string& addr, const Frame& msg, std::string* pr
       return InvalidArgument("a failed done frame for '" + d->device + "' to " + addr + " has no message");
     return encode_frame_prefix(kind, msg.step_id, key, DType::kInvalid, {}, 0, d->code == 0 ? "" : d->message, prefix);
   }
-  const Tensor* slot = tensor_slot(msg.body);
+  const Tensor* slot = frame_tensor(msg.body);
   if (!slot) return encode_frame_prefix(kind, msg.step_id, key, DType::kInvalid, {}, 0, "", prefix);
   const Tensor& t = *slot;
   const std::string& name = frame_name(msg.body);
@@ -564,7 +540,7 @@ class TensorServer::Impl {
       Frame msg;
       AF_RETURN_IF_ERROR(read_frame(reader, opts_.limits, opts_.allocator, who, &msg));
       frames.inc();
-      const Tensor* t = tensor_slot(msg.body);
+      const Tensor* t = frame_tensor(msg.body);
       const auto* e = msg.as<ErrorFrame>();
       bytes.inc(static_cast<int64_t>(frame_name(msg.body).size() + (e ? e->error.size() : 0)) +
                 (t && t->is_initialized() ? static_cast<int64_t>(t->bytes()) : 0));

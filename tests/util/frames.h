@@ -10,18 +10,14 @@ namespace testing {
 
 // The rendezvous key of a tensor, error or feed frame; "" for the other kinds.
 inline std::string key_of(const net::Frame& m) {
-  if (const auto* t = m.as<net::TensorFrame>()) return t->key;
-  if (const auto* e = m.as<net::ErrorFrame>()) return e->key;
-  if (const auto* f = m.as<net::FeedFrame>()) return f->key;
-  return "";
+  const bool keyed = m.as<net::TensorFrame>() || m.as<net::ErrorFrame>() || m.as<net::FeedFrame>();
+  return keyed ? net::frame_name(m.body) : std::string();
 }
 
 // The tensor of a tensor, feed or ret frame; an uninitialised tensor for the other kinds.
 inline Tensor tensor_of(const net::Frame& m) {
-  if (const auto* t = m.as<net::TensorFrame>()) return t->tensor;
-  if (const auto* f = m.as<net::FeedFrame>()) return f->tensor;
-  if (const auto* r = m.as<net::RetFrame>()) return r->tensor;
-  return Tensor();
+  const Tensor* t = net::frame_tensor(m.body);
+  return t ? *t : Tensor();
 }
 
 // The text of an error frame, the message of a done frame; "" for the other kinds.
