@@ -1,6 +1,9 @@
 #include "actors/server.h"
 #include "actors/server_runtime.h"
 #include "actors/server_gate.h"
+#include <caf/thread_hook.hpp>
+#include "core/crash_trace.h"
+#include "core/thread_exits.h"
 
 #include "core/hang_report.h"
 #include "core/metrics.h"
@@ -55,6 +58,24 @@ std::map<std::string, Server*>& registry() {
 // The incarnation peer `p` runs as (its devices carry it), or 0 when it advertised none.
 uint64_t incarnation_of(const PeerInfo& p) { return p.devices.empty() ? 0 : p.devices.front().incarnation; }
 
+// Records the threads of a server's own actor system (core/thread_exits.h). CAF 0.17 runs each
+// detached actor on a detached std::thread that signs off (actor_system::dec_detached_threads)
+// before it has exited: its thread-local and pthread-key destructors still run after
+// ~actor_system returned. A program that then returned from main() ran libcublas's exit-time
+// destructor (the library is loaded though no GPU is used) beside such a thread's key destructor,
+// and both freed the thread's value: the chief's "double free or corruption" at its end
+// (docs/changelog.md, 2026-11-28). So ~Server waits until every thread its system started is gone.
+class RecordSystemThreads final : public caf::thread_hook {
+ public:
+  explicit RecordSystemThreads(std::shared_ptr<ThreadExits> threads) : threads_(std::move(threads)) {}
+  void init(caf::actor_system&) override {}
+  void thread_started() override { threads_->started(); }
+  void thread_terminates() override { threads_->finishing(); }
+
+ private:
+  std::shared_ptr<ThreadExits> threads_;
+};
+
 }  // namespace
 
 // The server's state (include/actorflow/server.h keeps it, and CAF, out of the public header).
@@ -99,6 +120,8 @@ struct Server::Impl {
   // Every detached actor of this server (device actors, the node actor's workers): ~Server waits
   // until they ended before the actor system's teardown (actors/detached_actors.h).
   std::shared_ptr<DetachedActors> detached_ = std::make_shared<DetachedActors>();
+  // The threads of own_sys_ (RecordSystemThreads): ~Server returns after they all exited.
+  std::shared_ptr<ThreadExits> threads_ = std::make_shared<ThreadExits>();
 };
 
 Server::Server() : impl_(std::make_unique<Impl>()) {}
@@ -209,6 +232,7 @@ Result<std::unique_ptr<Server>> Server::local(const LocalServerOptions& opts) {
   std::unique_ptr<Server> s(new Server());
   s->impl_->own_cfg_ = std::make_unique<caf::actor_system_config>();
   configure(*s->impl_->own_cfg_);
+  s->impl_->own_cfg_->add_thread_hook<RecordSystemThreads>(s->impl_->threads_);
   s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
   s->impl_->sys_ = s->impl_->own_sys_.get();
   AF_RETURN_IF_ERROR(ServerRuntime(*s).init_local(opts));
@@ -348,7 +372,14 @@ Server::~Server() {
   if (Status st = impl_->detached_->await_ended(std::chrono::milliseconds(5000)); !st.ok()) {
     AF_LOG(WARNING) << impl_->task_prefix_ << ": " << st.message();
   }
-  impl_->own_sys_.reset();
+  if (impl_->own_sys_) {
+    impl_->own_sys_.reset();
+    const std::vector<pid_t> left = impl_->threads_->await_gone(std::chrono::milliseconds(5000));
+    if (!left.empty())
+      AF_LOG(WARNING) << impl_->task_prefix_ << ": " << left.size()
+                      << " thread(s) of the actor system still exiting after 5000 ms (first: thread id "
+                      << left.front() << ")";
+  }
   impl_->devices_.clear();
 }
 
@@ -404,6 +435,7 @@ Result<std::unique_ptr<Server>> Server::create(const ClusterSpec& cluster, const
   std::unique_ptr<Server> s(new Server());
   s->impl_->own_cfg_ = std::make_unique<caf::actor_system_config>();
   configure(*s->impl_->own_cfg_);
+  s->impl_->own_cfg_->add_thread_hook<RecordSystemThreads>(s->impl_->threads_);
   s->impl_->own_sys_ = std::make_unique<caf::actor_system>(*s->impl_->own_cfg_);
   s->impl_->sys_ = s->impl_->own_sys_.get();
   AF_RETURN_IF_ERROR(ServerRuntime(*s).init_cluster(cluster, task));
@@ -558,7 +590,14 @@ void ServerRuntime::init_node_config(ClusterInit& c) {
   nc.peers = impl_->auth_peers_;
   // The handshake deadline of membership (actors/membership.cc) also bounds unauthenticated peers.
   nc.auth_timeout = std::max<std::chrono::milliseconds>(c.mc.peer_timeout, std::chrono::milliseconds(1000));
-  nc.connect_peers = [srv = server_](const std::vector<std::string>& tasks) { return ServerRuntime(*srv).connect_tasks(tasks); };
+  // Runs on a worker actor of the node actor, which ~Server does not wait for before it destroys
+  // the membership and the router: inside the gate, as a session's call is, or not at all.
+  nc.connect_peers = [srv = server_, gate = impl_->gate_, task = impl_->task_prefix_](
+                         const std::vector<std::string>& tasks) -> Status {
+    ServerGate::Entry in(gate);
+    if (!in) return Cancelled("task " + task + " is stopping");
+    return ServerRuntime(*srv).connect_tasks(tasks);
+  };
   // Remote client sessions (actors/client_sessions.h) run on this server, under its final target.
   nc.clients = std::make_shared<ClientSessions>("actorflow://" + c.address);
   // TCP clients of the node's port that never complete CAF's handshake are closed too.
@@ -776,6 +815,9 @@ Status serve_until_signal(const ClusterSpec& cluster, const TaskId& task) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A crash says where (core/crash_trace.h): this call owns its process, as SIGUSR1's dump below.
+  if (Status st = install_crash_backtrace(task.device_prefix()); !st.ok())
+    AF_LOG(WARNING) << task.device_prefix() << ": no backtrace on a crash: " << st.message();
   AF_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::create(cluster, task));
   // SIGUSR1 writes the hang report to stderr (core/hang_report.h): a program's server only.
   const std::string name = task.device_prefix();

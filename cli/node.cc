@@ -10,6 +10,7 @@
 #include "actorflow/embedding.h"
 #include "actors/faults.h"
 #include "cli/commands.h"
+#include "core/crash_trace.h"
 #include "core/hang_report.h"
 #include "core/logging.h"
 
@@ -69,6 +70,9 @@ int run_node(const NodeOptions& o) {
   }
   // SIGUSR1: the hang report on stderr (core/hang_report.h, docs/architecture/diagnosis.md).
   const std::string name = task.device_prefix();
+  // A crash: the task and the crashing thread's stack on stderr (core/crash_trace.h).
+  if (Status st = install_crash_backtrace(name); !st.ok())
+    AF_LOG(WARNING) << name << ": no backtrace on a crash: " << st.message();
   auto dump = DumpOnSignal::install(SIGUSR1, [name] { return name; });
   if (!dump.ok()) AF_LOG(WARNING) << name << ": no hang report on SIGUSR1: " << dump.status().message();
   std::cout << "actorflow node " << task.to_string() << " serving " << (*server)->target() << std::endl;

@@ -1,5 +1,7 @@
 #include "net/tls.h"
 
+#include "core/thread_exits.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -250,6 +252,9 @@ struct RelayRegistry {
   std::set<std::pair<int, int>> fds;  // (tcp, app) of each running relay
   int running = 0;
   bool exiting = false;
+  // The relay threads by thread id: after `running` drops to 0 they may still be exiting, and
+  // OpenSSL's per-thread cleanup must not run beside its exit-time one (core/thread_exits.h).
+  ThreadExits threads;
 };
 
 RelayRegistry& registry() {
@@ -266,6 +271,8 @@ void end_relays_at_exit() {
     ::shutdown(p.second, SHUT_RDWR);
   }
   r.cv.wait_for(l, std::chrono::seconds(2), [&] { return r.running == 0; });
+  l.unlock();
+  (void)r.threads.await_gone(std::chrono::seconds(2));
 }
 
 bool exiting() {
@@ -464,6 +471,7 @@ Result<Fd> start_relay(SSL* ssl, Fd tcp, const std::string& peer, bool app_nonbl
     r.fds.insert({relay->tcp(), relay->app()});
   }
   std::thread([rl = relay.release()] {
+    registry().threads.started();
     std::unique_ptr<Relay> self(rl);
     self->run();
     const std::pair<int, int> key{self->tcp(), self->app()};
@@ -471,6 +479,7 @@ Result<Fd> start_relay(SSL* ssl, Fd tcp, const std::string& peer, bool app_nonbl
     std::lock_guard<std::mutex> l(reg.mu);
     reg.fds.erase(key);
     self.reset();  // closes the descriptors while they are still registered as ours
+    reg.threads.finishing();
     --reg.running;
     reg.cv.notify_all();
   }).detach();

@@ -15,6 +15,7 @@
 #include "actorflow/actorflow.h"
 #include "actorflow/cluster_options.h"  // [supervisor] options
 #include "config/tf_cluster.h"
+#include "core/crash_trace.h"
 #include "core/hang_report.h"
 #include "models/mnist_cnn.h"
 
@@ -127,6 +128,9 @@ int main(int argc, char** argv) {
   const std::string me_name = me.device_prefix();
   auto dump = af::DumpOnSignal::install(SIGUSR1, [me_name] { return me_name; });
   if (!dump.ok()) std::cerr << "distributed_cnn: no hang report on SIGUSR1: " << dump.status().message() << "\n";
+  // A crash: this task and the crashing thread's stack on stderr (core/crash_trace.h).
+  if (af::Status st = af::install_crash_backtrace(me_name); !st.ok())
+    std::cerr << "distributed_cnn: no backtrace on a crash: " << st.message() << "\n";
   const int workers = cluster->num_tasks("worker");
   af::CnnOptions mo;
   mo.learning_rate = lr;

@@ -26,6 +26,7 @@
 
 #include "actorflow/actorflow.h"
 #include "actorflow/cluster_options.h"  // [supervisor] options
+#include "core/crash_trace.h"
 
 namespace af = actorflow;
 namespace train = actorflow::train;
@@ -190,6 +191,9 @@ int main(int argc, char** argv) {
     std::cerr << "wide_and_deep: " << server.status().message() << "\n";
     return 1;
   }
+  // A crash: this task and the crashing thread's stack on stderr (core/crash_trace.h).
+  if (af::Status st = af::install_crash_backtrace(me.device_prefix()); !st.ok())
+    std::cerr << "wide_and_deep: no backtrace on a crash: " << st.message() << "\n";
   const int workers = cluster->num_tasks("worker"), num_ps = cluster->num_tasks("ps");
   const std::string who = "worker/" + std::to_string(task);
   auto run = [&]() -> af::Status {

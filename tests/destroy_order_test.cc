@@ -4,6 +4,7 @@
 // saved before stays readable. (A plain Session under a destroyed Server: SessionTest.Destroyed*.)
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -373,6 +374,43 @@ TEST(DestroyOrderTest, ARemoteClientDestroyedMidStepLeavesTheNodesServing) {
   EXPECT_LT(w0v, 1.0f);  // trained: every step moves w by -0.01 * x
   EXPECT_NEAR(1.0f - w1v, 2 * (1.0f - w0v), 1e-4f) << "the two coordinates moved 1:2 as x = [1, 2]";
   ASSERT_TRUE(again.run({{m.x, vec({1, 2})}}, {}, {m.train_op}).ok());
+}
+
+// ~Server returns only after every thread of its own actor system has exited, the destructors of
+// its thread-local and pthread-key values included. CAF 0.17's detached actors sign off before
+// their thread has exited; a program that returned from main() then ran its libraries' exit-time
+// destructors beside those threads' key destructors: libcublas's freed a per-thread value the
+// exiting thread freed again, the chief's "double free or corruption" at its end
+// (docs/changelog.md, 2026-11-28). Here a detached actor's thread holds a pthread-key value whose
+// destructor takes 300 ms: without the wait ~Server returns while it runs.
+std::atomic<bool> g_probe_destructor_finished{false};
+void slow_key_destructor(void*) {
+  std::this_thread::sleep_for(300ms);  // the exiting thread's late work this test is about
+  g_probe_destructor_finished.store(true);
+}
+
+TEST(DestroyOrderTest, TheServerReturnsAfterItsActorSystemsThreadsHaveExited) {
+  pthread_key_t key;
+  ASSERT_EQ(pthread_key_create(&key, slow_key_destructor), 0);
+  {
+    auto server = Server::local();
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::promise<void> set;
+    std::future<void> is_set = set.get_future();
+    (*server)->system().spawn<caf::detached>([&set, key](caf::event_based_actor* self) -> caf::behavior {
+      pthread_setspecific(key, &g_probe_destructor_finished);  // any non-null value
+      set.set_value();
+      self->quit();
+      return {};
+    });
+    ASSERT_EQ(is_set.wait_for(10s), std::future_status::ready);
+    const auto start = std::chrono::steady_clock::now();
+    server->reset();
+    EXPECT_TRUE(g_probe_destructor_finished.load())
+        << "~Server returned while a thread of its actor system was still exiting";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the wait is bounded";
+  }
+  pthread_key_delete(key);
 }
 
 }  // namespace

@@ -139,7 +139,8 @@ void destroy_server_bounded(std::unique_ptr<Server> server, std::chrono::millise
 
 // For a parameter server's main() (TF's server.join()): blocks SIGINT and SIGTERM in the calling
 // thread before any server thread starts (so they inherit the mask), creates the server of `task`
-// in `cluster`, writes the hang report to stderr on each SIGUSR1 (docs/architecture/diagnosis.md),
+// in `cluster`, writes the hang report to stderr on each SIGUSR1 (docs/architecture/diagnosis.md)
+// and the crashing thread's stack on a fatal signal (core/crash_trace.h),
 // prints "<job> <index> serving <target>" to stdout, waits for SIGINT or SIGTERM and
 // then destroy_server_bounded(10 s, exit code 0). Returns OK after a signal, or the creation error.
 // Call from the main thread before starting other threads. Not for embedders.
