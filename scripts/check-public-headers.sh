@@ -30,7 +30,7 @@ for h in "$hdr_dir"/*.h; do
   n=$((n + 1))
   printf '#include <actorflow/%s>\nint main() { return 0; }\n' "$name" >"$tmp/tu.cc"
   if ! "$cxx" -std=c++17 -DMSGPACK_NO_BOOST=1 -fsyntax-only -H "${incs[@]}" "$tmp/tu.cc" 2>"$tmp/h.txt"; then
-    cat "$tmp/h.txt" | grep -v '^\.' | head -30
+    grep -v '^\.' "$tmp/h.txt" | sed -n 1,30p
     echo "FAILED: <actorflow/$name> does not compile on its own"
     fail=1
     continue
@@ -55,7 +55,7 @@ done
 # embedding.h is the header that does bring CAF, and it must compile.
 printf '#include <actorflow/embedding.h>\nint main() { caf::actor_system_config cfg; actorflow::Server::configure(cfg); return 0; }\n' >"$tmp/emb.cc"
 if ! "$cxx" -std=c++17 -DMSGPACK_NO_BOOST=1 -fsyntax-only -H "${incs[@]}" "$tmp/emb.cc" 2>"$tmp/e.txt"; then
-  grep -v '^\.' "$tmp/e.txt" | head -30
+  grep -v '^\.' "$tmp/e.txt" | sed -n 1,30p
   echo "FAILED: <actorflow/embedding.h> does not compile"
   fail=1
 elif ! grep -qE '^\.+ .*caf/' "$tmp/e.txt"; then

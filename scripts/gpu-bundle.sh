@@ -30,7 +30,7 @@ die() { echo "gpu-bundle: $*" >&2; exit 1; }
 bins=(tests/gpu_device_test tests/gpu_backend_ops_test bench/gpu_ops samples/distributed_cnn samples/multi_gpu_addn)
 for b in "${bins[@]}"; do
   [[ -x $build/$b ]] || die "$build/$b is missing: build it first (see the header of this script)"
-  ldd "$build/$b" | grep -q 'libcudart\.so' || die "$build/$b is not a CUDA build (no libcudart): is nvcc found?"
+  grep -q 'libcudart\.so' <<<"$(ldd "$build/$b")" || die "$build/$b is not a CUDA build (no libcudart): is nvcc found?"
 done
 
 # .gpu/ is a build output: keep it out of git (info/exclude is shared by every worktree).
@@ -106,7 +106,7 @@ EOF
 arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
 {
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version | head -1)"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(ldd --version | sed -n 1p)"
   echo "cuda_architectures=${arch:-default}"
   echo "glibc_needed=$glibc_needed"
   echo "cuda_libraries=${!cuda_needed[*]}"

@@ -89,7 +89,7 @@ owned_namespaces() {
 host_arg() {
   [[ ${#positional[@]} -ge 1 ]] || usage "$cmd: which host? (an index)"
   is_uint "${positional[0]}" || usage "$cmd: host index must be a number, got '${positional[0]}'"
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$(ns_name "${positional[0]}")" ||
+  grep -qx "$(ns_name "${positional[0]}")" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" ||
     die "$cmd: host ${positional[0]} does not exist (no namespace $(ns_name "${positional[0]}"); run 'up' first)"
   echo "${positional[0]}"
 }
@@ -230,7 +230,7 @@ cmd_start() {
   [[ -x "$actorflow" ]] || die "start: $actorflow is not an executable (build it, or give --actorflow BIN)"
   local i ns addr pid
   while read -r i ns addr; do
-    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || die "start: namespace $ns of $dir/hosts does not exist"
+    grep -qx "$ns" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" || die "start: namespace $ns of $dir/hosts does not exist"
     if [[ ${#program[@]} -gt 0 ]]; then
       ip netns exec "$ns" "$actorflow" up --cluster "$dir/cluster.toml" -- "${program[@]}" > "$dir/host-$i.log" 2>&1 < /dev/null &
     else
