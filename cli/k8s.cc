@@ -582,7 +582,7 @@ std::vector<Node> port_list(const JobPlan& j, bool container) {
 // A probe's timeout in seconds (see probe()).
 constexpr int kProbeTimeoutSeconds = 5;
 
-Node probe(const JobPlan& j, bool tls, int period, int failures) {
+Node probe(bool tls, int period, int failures) {
   Node check = tls ? map({{"tcpSocket", map({{"port", str("metrics")}})}})
                    : map({{"httpGet", map({{"path", str("/healthz")}, {"port", str("metrics")},
                                            {"scheme", str("HTTP")}})}});
@@ -638,10 +638,10 @@ Node stateful_set(const Plan& p, const JobPlan& j, int i) {
       {"command", list({str("/bin/sh"), str("-c"), str(shell)})},
       {"ports", list(port_list(j, true))},
       {"volumeMounts", list(mounts)},
-      {"readinessProbe", probe(j, p.tls, 5, 3)}};
+      {"readinessProbe", probe(p.tls, 5, 3)}};
   // A program's exit already restarts the container, and after a finished run it idles with the
   // port closed: liveness applies to `actorflow node` only.
-  if (j.program.empty()) container.push_back({"livenessProbe", probe(j, p.tls, 10, 6)});
+  if (j.program.empty()) container.push_back({"livenessProbe", probe(p.tls, 10, 6)});
   container.push_back({"resources", commented(map({{"requests", map({{"cpu", str(ps ? "1" : "2")},
                                                                      {"memory", str(ps ? "1Gi" : "2Gi")}})}}),
                                               "requests only: no limits, a task may use idle CPUs")});

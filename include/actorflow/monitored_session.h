@@ -110,13 +110,13 @@ class SessionRunHook {
  public:
   virtual ~SessionRunHook() = default;
   // Once, after the model is ready (initialised or restored); `global_step` as then (-1: none).
-  virtual Status after_create_session(Session& session, int64_t global_step) { return Status::OK(); }
+  virtual Status after_create_session(Session& /*session*/, int64_t /*global_step*/) { return Status::OK(); }
   // Before each run: the extra tensors to fetch with it.
-  virtual SessionRunArgs before_run(SessionRunContext& ctx) { return {}; }
+  virtual SessionRunArgs before_run(SessionRunContext& /*ctx*/) { return {}; }
   // After each successful run, with the extra fetches' values.
-  virtual Status after_run(SessionRunContext& ctx, const SessionRunValues& values) { return Status::OK(); }
+  virtual Status after_run(SessionRunContext& /*ctx*/, const SessionRunValues& /*values*/) { return Status::OK(); }
   // Once, from close().
-  virtual Status end(Session& session) { return Status::OK(); }
+  virtual Status end(Session& /*session*/) { return Status::OK(); }
 };
 
 // Stops training when the global step reaches `last_step`, or `num_steps` steps after the step
