@@ -80,16 +80,21 @@ veth_name() { echo "${P}h$1"; }   # the root namespace's end; at most 15 charact
 bridge_name() { echo "${P}br"; }
 addr_of() { echo "$SUBNET.$(($1 + 1))"; }
 
+# Every network namespace's name, one per line ("ip netns list" adds " (id: N)" to some).
+namespace_names() { ip netns list 2>/dev/null | awk '{print $1}'; }
+# Succeeds when namespace $1 exists.
+has_namespace() { grep -qx "$1" <<<"$(namespace_names)"; }
+
 # The owner's namespaces, in index order.
 owned_namespaces() {
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-h[0-9]+\$" | sort -t h -k 3 -n || true
+  namespace_names | grep -E "^$P-h[0-9]+\$" | sort -t h -k 3 -n || true
 }
 
 # Host index argument: an existing host of this owner.
 host_arg() {
   [[ ${#positional[@]} -ge 1 ]] || usage "$cmd: which host? (an index)"
   is_uint "${positional[0]}" || usage "$cmd: host index must be a number, got '${positional[0]}'"
-  grep -qx "$(ns_name "${positional[0]}")" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" ||
+  has_namespace "$(ns_name "${positional[0]}")" ||
     die "$cmd: host ${positional[0]} does not exist (no namespace $(ns_name "${positional[0]}"); run 'up' first)"
   echo "${positional[0]}"
 }
@@ -110,7 +115,7 @@ kill_namespace() {
 # Removes everything of prefix $1 (afmh<pid>): processes, namespaces, veths, the bridge.
 remove_prefix() {
   local p=$1 ns link rc=0
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$p-h[0-9]+\$" || true); do
+  for ns in $(namespace_names | grep -E "^$p-h[0-9]+\$" || true); do
     kill_namespace "$ns" || rc=1
     ip netns del "$ns" 2>/dev/null || { echo "netns-cluster.sh: cannot remove namespace $ns" >&2; rc=1; }
   done
@@ -137,7 +142,7 @@ allow_bridge_forwarding() {
 # Removes the namespaces, veths and bridges of owners that no longer run (a test killed hard).
 remove_stale() {
   local p pid
-  for p in $( { ip netns list 2>/dev/null | awk '{print $1}'; ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1; } |
+  for p in $( { namespace_names; ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1; } |
               grep -oE '^afmh[0-9]+(-h[0-9]+|h[0-9]+|br)$' | grep -oE '^afmh[0-9]+' | sort -u); do
     pid=${p#afmh}
     [[ -d /proc/$pid ]] && continue
@@ -230,7 +235,7 @@ cmd_start() {
   [[ -x "$actorflow" ]] || die "start: $actorflow is not an executable (build it, or give --actorflow BIN)"
   local i ns addr pid
   while read -r i ns addr; do
-    grep -qx "$ns" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" || die "start: namespace $ns of $dir/hosts does not exist"
+    has_namespace "$ns" || die "start: namespace $ns of $dir/hosts does not exist"
     if [[ ${#program[@]} -gt 0 ]]; then
       ip netns exec "$ns" "$actorflow" up --cluster "$dir/cluster.toml" -- "${program[@]}" > "$dir/host-$i.log" 2>&1 < /dev/null &
     else

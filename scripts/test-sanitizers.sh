@@ -57,9 +57,9 @@ export AF_TEST_SLOWDOWN="${AF_TEST_SLOWDOWN:-4}"
 # partition_handle_prefix in actors/master_actor.h). They run here again.
 # And the checks of sources, packaging and manifests, which run no instrumented code of ours that
 # other tests do not (InstallTest builds an outside project against an installed copy: 50 s here
-# for nothing new; PublicHeadersTest and LayersTest read headers; the Kubernetes schema check):
+# for nothing new; PublicHeadersTest and LayersTest read headers, ShellTest scripts; the Kubernetes schema check):
 # they run in the normal pass.
-AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScaleTest|InstallTest\.|PublicHeadersTest\.|LayersTest\.|K8sTest\.ManifestsValidate}"
+AF_SANITIZER_EXCLUDE="${AF_SANITIZER_EXCLUDE-MultiHostTest|ScaleTest|InstallTest\.|PublicHeadersTest\.|LayersTest\.|ShellTest\.|K8sTest\.ManifestsValidate}"
 cd build-asan
 args=(--output-on-failure -j2 --timeout 900)
 [ -n "$AF_SANITIZER_EXCLUDE" ] && args+=(-E "$AF_SANITIZER_EXCLUDE")
