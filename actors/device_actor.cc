@@ -243,8 +243,9 @@ struct DeviceState;
 using DeviceActor = device_actor_t::stateful_base<DeviceState>;
 void drive(DeviceActor* self, int64_t step_id);
 
-// Turns kernels' resource calls into requests to the task's resource actors; replies come
-// back as messages to this device actor, which resumes the step.
+// Serves kernels' resource calls through the variables' inline parts where they take them, and
+// otherwise turns them into requests to the task's resource actors; those replies come back as
+// messages to this device actor, which resumes the step.
 class DeviceResourceEnv final : public ResourceEnv {
  public:
   DeviceResourceEnv(DeviceActor* self, std::shared_ptr<ResourceManager> rm) : self_(self), rm_(std::move(rm)) {}
@@ -327,9 +328,17 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   if (StepTraces::any() && step_trace(step)) call.sent_ns = trace_clock_ns();
   // A kernel's call is a direct one: only the node actor marks a replicated call.
   call.replica.reset();
-  Result<variable_actor_t> a = rm_ ? rm_->get_for_kernel(call.resource)
-                                   : Result<variable_actor_t>(FailedPrecondition(
-                                         "no resource container on this task for '" + call.resource + "'"));
+  Result<Resource> a = rm_ ? rm_->get_for_kernel(call.resource)
+                           : Result<Resource>(FailedPrecondition("no resource container on this task for '" +
+                                                                 call.resource + "'"));
+  // Served at once on this thread where the variable's inline part takes the call (a read, an
+  // update of a small host variable): no mailbox hop either way (actors/resources.h).
+  if (a.ok() && a->inline_part) {
+    if (auto now = a->inline_part->try_call(call)) {
+      done(std::move(*now));
+      return;
+    }
+  }
   if (!a.ok()) {
     // Reply asynchronously, as the contract requires. (Once the task's container is closed,
     // the task is stopping: Cancelled, and no resource actor is spawned that would outlive it.)
@@ -344,7 +353,7 @@ void DeviceResourceEnv::call(ResourceCall call, ResourceDone done) {
   }
   auto shared = std::make_shared<ResourceDone>(std::move(done));
   DeviceActor* self = self_;
-  self_->request(*a, caf::infinite, resource_atom::value, ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
+  self_->request(a->actor, caf::infinite, resource_atom::value, ResourceCallPtr(std::make_shared<ResourceCall>(std::move(call))))
       .then(
           [=](std::vector<Tensor>& out) {
             (*shared)(std::move(out));

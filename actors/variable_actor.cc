@@ -1,11 +1,13 @@
 #include "core/metrics.h"
 #include "actors/variable_actor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -37,6 +39,8 @@ using sync_deadline_atom = caf::atom_constant<caf::atom("syncdline")>;
 // timeout secs) and the sync deadline (generation).
 using var_impl_t = variable_actor_t::extend<caf::reacts_to<sync_check_atom, int64_t, int64_t, double>,
                                             caf::reacts_to<sync_deadline_atom, int64_t>>;
+
+class VarCell;
 
 struct VarState {
   std::string var;
@@ -96,9 +100,49 @@ struct VarState {
   size_t deferred_bytes = 0;      // the tensor bytes of `deferred`
   int dense_since_sync = 0;
   size_t dense_bytes_since_sync = 0;
+  // The inline part (VarCell below), which serves some calls on the callers' threads. The last
+  // member, so the first destroyed: it stops serving before the rest of the state goes.
+  struct CellLink {
+    std::shared_ptr<VarCell> cell;
+    CellLink() = default;
+    CellLink(const CellLink&) = delete;
+    CellLink& operator=(const CellLink&) = delete;
+    ~CellLink();
+  } link;
   static constexpr const char* name = "variable";
 };
 using VarActor = var_impl_t::stateful_base<VarState>;
+
+// A variable's inline part (actors/resources.h): a read, or an update of a small variable in
+// host memory, served on the caller's thread (the device actor's: the kernel's call and its
+// answer skip two mailbox hops) under `mu`, which the actor also holds while it handles any
+// message, so a variable's calls still never interleave. The rest goes to the actor: synchronous
+// contributions and their control (their answers are held), checkpoint slots, replicated
+// variables (their updates reach the backup first), a variable living in a GPU's memory or a
+// call from a GPU kernel, updates of variables over kInlineUpdateBytes (their math would hold
+// the device actor's thread, where the actor's own thread lets the next step go on), and any
+// call once the actor is past its restart budget or gone.
+class VarCell final : public InlineResource {
+ public:
+  // Updates of variables up to this size (value or arguments) are served inline; the seed CNN's
+  // biases and global_step are, its weights (128 KiB to 12.8 MiB) are not.
+  static constexpr size_t kInlineUpdateBytes = 64 * 1024;
+
+  explicit VarCell(bool replicated) : replicated_(replicated) {}
+  std::optional<Result<std::vector<Tensor>>> try_call(const ResourceCall& call) override;
+
+  std::mutex mu;
+  VarState* st = nullptr;  // guarded by mu: the actor's state while the actor lives
+
+ private:
+  const bool replicated_;  // the variable is replicated: nothing is served inline
+};
+
+VarState::CellLink::~CellLink() {
+  if (!cell) return;
+  std::lock_guard<std::mutex> l(cell->mu);
+  cell->st = nullptr;
+}
 
 Status err(const VarState& st, Code code, const std::string& msg) {
   return Status(code, "variable '" + st.var + "': " + msg);
@@ -890,8 +934,7 @@ caf::result<std::vector<Tensor>> handle_call(VarActor* self, const ResourceCallP
 // After an exception: fail the pending synchronous contributions (their workers retry), keep
 // the value and optimizer slots (the durable state), and count the restart. Returns the error
 // for the request that threw.
-Status restart_in_place(VarActor* self, const std::string& what) {
-  auto& st = self->state;
+Status restart_in_place(VarState& st, const std::string& what) {
   const std::string who = "variable '" + st.var + "' (variable actor)";
   Status budget = st.restarts.record_failure(who, what);
   Status why = budget.ok() ? Aborted("variable '" + st.var + "': exception in the variable actor: " + what +
@@ -1188,16 +1231,75 @@ struct RefreshSyncWaits {
   ~RefreshSyncWaits() { st.sync_waits.refresh(st.var, st.sync.step(), st.sync.count(), !st.sync_waiting.empty()); }
 };
 
+// Which calls the inline part may take, by kind (VarCell says why the others may not).
+bool inline_read(const VariableCall& c) {
+  return std::holds_alternative<vcall::Read>(c) || std::holds_alternative<vcall::IsInitialized>(c);
+}
+bool inline_update(const VariableCall& c) {
+  return std::holds_alternative<vcall::ApplyDense>(c) || std::holds_alternative<vcall::ApplySparse>(c) ||
+         std::holds_alternative<vcall::Assign>(c) || std::holds_alternative<vcall::AssignAdd>(c) ||
+         std::holds_alternative<vcall::Scatter>(c);
+}
+
+std::optional<Result<std::vector<Tensor>>> VarCell::try_call(const ResourceCall& call) {
+  if (replicated_ || !call.op || call.replica || device_of(call)) return std::nullopt;
+  const bool read = inline_read(call.op->call);
+  if (!read && !inline_update(call.op->call)) return std::nullopt;
+  std::lock_guard<std::mutex> l(mu);
+  if (!st) return std::nullopt;  // the actor is gone: it answers (or its absence does)
+  VarState& vs = *st;
+  // The actor answers past its restart budget, moves a GPU-resident value, and owns the
+  // synchronous accumulator's held answers (an assign resets them).
+  if (!vs.failed.ok() || vs.home || vs.sync.engaged() || !vs.sync_waiting.empty()) return std::nullopt;
+  if (!read) {
+    size_t bytes = vs.value.is_initialized() ? vs.value.bytes() : 0;
+    for (const Tensor& a : call.args)
+      if (a.is_initialized()) bytes = std::max(bytes, a.bytes());
+    if (bytes > kInlineUpdateBytes) return std::nullopt;
+  }
+  const TraceCall traced{step_trace(call.step_id), &call, vs.var};
+  std::optional<CallResult> r;
+  try {
+    FaultInjector::global().maybe_throw("variable", "");  // as the actor's handler
+    ScopedFlushDenormal flush;                             // as handle_call
+    Status decl = check_declared(vs, *call.op);
+    if (!decl.ok()) return Result<std::vector<Tensor>>(decl);
+    auto trace = step_trace(call.step_id);
+    // No actor: none of these calls makes a promise or sends (HostCall uses self for the
+    // synchronous contributions only).
+    r.emplace(std::visit(HostCall{nullptr, vs, call.args, call.method(), call.caller_task, trace,
+                                  trace ? trace_task(call) : std::string(), false},
+                         call.op->call));
+  } catch (const std::exception& e) {
+    return Result<std::vector<Tensor>>(restart_in_place(vs, e.what()));
+  }
+  // The answer as the kernel would get it from the actor (DeviceResourceEnv::call).
+  if (r->flag == caf::rt_error) return Result<std::vector<Tensor>>(from_caf_error(r->err, "resource"));
+  if (r->flag != caf::rt_value || !r->value.match_elements<std::vector<Tensor>>())
+    return Result<std::vector<Tensor>>(Internal("variable '" + vs.var + "': an inline call gave no value"));
+  return Result<std::vector<Tensor>>(r->value.get_as<std::vector<Tensor>>(0));
+}
+
 var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, RestartPolicy restarts,
-                                         std::shared_ptr<PsReplicator> rep) {
+                                         std::shared_ptr<PsReplicator> rep, std::shared_ptr<VarCell> cell) {
   self->state.var = std::move(name);
   self->state.restarts = RestartBudget(restarts);
   self->state.rep = std::move(rep);
+  if (cell) {
+    std::lock_guard<std::mutex> l(cell->mu);
+    cell->st = &self->state;
+    self->state.link.cell = cell;
+  }
+  // Every handler holds the inline part's lock while it touches the state (VarCell).
+  auto locked = [self] {
+    return self->state.link.cell ? std::unique_lock<std::mutex>(self->state.link.cell->mu) : std::unique_lock<std::mutex>();
+  };
   ignore_remote_exits(self, "variable actor " + self->state.var);
   // The monitored backup's node actor is gone (its connection closed): every update waiting for
   // its acknowledgement is held by every live copy, so it is answered now; the backup gets the
   // whole state again once it is back (as when a replicated call fails).
-  self->set_down_handler([self](caf::down_msg& dm) {
+  self->set_down_handler([self, locked](caf::down_msg& dm) {
+    const auto lock = locked();
     auto& st = self->state;
     if (!st.rep || dm.source != st.watched_backup) return;
     st.watched_backup = caf::actor_addr();
@@ -1209,6 +1311,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
   });
   return {
       [=](resource_atom, const ResourceCallPtr& call) -> caf::result<std::vector<Tensor>> {
+        const auto lock = locked();
         const RefreshSyncWaits refresh{self->state};
         const TraceCall traced{step_trace(call->step_id), call.get(), self->state.var};
         // Past its restart budget the actor answers every request with that error.
@@ -1239,10 +1342,11 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           const std::optional<SentAhead> early = send_call_early(self, *c);
           return replicate(self, c, handle_call(self, c), early);
         } catch (const std::exception& e) {
-          return to_caf_error(restart_in_place(self, e.what()));
+          return to_caf_error(restart_in_place(self->state, e.what()));
         }
       },
       [=](sync_check_atom, int64_t generation, int64_t replicas, double timeout) {
+        const auto lock = locked();
         auto& st = self->state;
         const RefreshSyncWaits refresh{st};
         // That accumulation completed (or was reset) and another may be under way.
@@ -1256,6 +1360,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
         release_waiting(st, had, [&](caf::response_promise& rp) { rp.deliver(to_caf_error(s)); });
       },
       [=](sync_deadline_atom, int64_t generation) {
+        const auto lock = locked();
         auto& st = self->state;
         const RefreshSyncWaits refresh{st};
         // That accumulation completed (or was reset, restarted, closed) before its deadline.
@@ -1266,7 +1371,7 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           std::snprintf(secs, sizeof secs, "%g", st.sync_call.deadline_secs);
           close_short(st, st.sync.take_short(), std::string("at its deadline of ") + secs + " s");
         } catch (const std::exception& e) {
-          restart_in_place(self, e.what());
+          restart_in_place(st, e.what());
         }
       },
   };
@@ -1276,12 +1381,14 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
 
 variable_actor_t spawn_variable_actor(caf::actor_system& sys, const std::string& name, RestartPolicy restarts,
                                       std::shared_ptr<PsReplicator> replicator) {
-  return sys.spawn(variable_actor, name, restarts, std::move(replicator));
+  return sys.spawn(variable_actor, name, restarts, std::move(replicator), std::shared_ptr<VarCell>());
 }
 
 ResourceFactory variable_actor_factory(RestartPolicy restarts, std::shared_ptr<PsReplicator> replicator) {
   return [restarts, replicator](caf::actor_system& sys, const std::string& name) {
-    return spawn_variable_actor(sys, name, restarts, replicator);
+    auto cell = std::make_shared<VarCell>(replicator != nullptr);
+    variable_actor_t a = sys.spawn(variable_actor, name, restarts, replicator, cell);
+    return Resource(std::move(a), std::move(cell));
   };
 }
 

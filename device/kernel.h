@@ -62,8 +62,8 @@ using ResourceDone = std::function<void(Result<std::vector<Tensor>>)>;
 class ResourceEnv {
  public:
   virtual ~ResourceEnv() = default;
-  // Starts `call`; `done` runs exactly once, later, on the thread that owns the step (the
-  // device actor), never inside call().
+  // Starts `call`; `done` runs exactly once on the thread that owns the step (the device actor):
+  // inside call() when served at once (actors/resources.h InlineResource), else later.
   virtual void call(ResourceCall call, ResourceDone done) = 0;
 };
 

@@ -52,7 +52,7 @@ cmake -S . -B build-tsan -DCAF_CORE="$caf/libcaf_core.so" -DCAF_IO="$caf/libcaf_
 # The test binaries of the suites below, and the `actorflow` binary and the samples their clusters
 # run; nothing else (the whole tree under TSan would cost more than the suites).
 AF_TSAN_TARGETS="${AF_TSAN_TARGETS-actorflow remote_matmul remote_session distributed_cnn tensor_transport_test handshake_limiter_test variables_test
-  device_variables_test inline_step_test client_sessions_test session_test supervision_test
+  device_variables_test inline_variables_test inline_step_test client_sessions_test session_test supervision_test
   checkpoint_test metrics_test pooling_allocator_test dataset_test data_actor_test
   monitored_session_test sync_replicas_test ps_replication_test faults_test cluster_test tls_test
   security_test remote_session_test executor_test scenario_test up_test
@@ -61,7 +61,7 @@ AF_TSAN_TARGETS="${AF_TSAN_TARGETS-actorflow remote_matmul remote_session distri
 cmake --build build-tsan -j"${AF_JOBS:-2}" --target $AF_TSAN_TARGETS
 echo "test-tsan: built in ${SECONDS} s"
 # The suites (a ctest -R regex over gtest's Suite.Test names), chosen in docs/testing.md.
-AF_TSAN_TESTS="${AF_TSAN_TESTS-^(TensorTransportTest|WireTest|HandshakeLimiterTest|VariablesTest|DeviceVariablesTest|DeviceActorInlineTest|InlinePartitionsTest|TryRunInlineTest|ClientSessionsTest|SessionTest|RestartTest|ChiefSupervisorTest|CheckpointManagerTest|CrashDuringSaveTest|MetricsTest|PoolingAllocatorTest|PrefetcherTest|DataActorTest|MonitoredSessionTest|SyncReplicasTest|ReplicaInboxTest|PsServingTest|GlobalInjector|ExecutorTest|ClusterFaults|ClusterTest|TlsClusterTest|RemoteSessionTest|PsReplicationTest|UpTest|ChaosTest|FetchLoopTest|TrainingTest|EmbeddedTest|PartitionedVariableTest|DestroyOrderTest)\\.|^ScenarioTest\\.FaultFree$|^SecurityTest\\.(PreAuthFloodIsBounded|APendingFloodFromOneAddressEvictsItsOwnOldestConnections|FailedProofsBackOffPerAddress)$}"
+AF_TSAN_TESTS="${AF_TSAN_TESTS-^(TensorTransportTest|WireTest|HandshakeLimiterTest|VariablesTest|DeviceVariablesTest|InlineVariableTest|DeviceActorInlineTest|InlinePartitionsTest|TryRunInlineTest|ClientSessionsTest|SessionTest|RestartTest|ChiefSupervisorTest|CheckpointManagerTest|CrashDuringSaveTest|MetricsTest|PoolingAllocatorTest|PrefetcherTest|DataActorTest|MonitoredSessionTest|SyncReplicasTest|ReplicaInboxTest|PsServingTest|GlobalInjector|ExecutorTest|ClusterFaults|ClusterTest|TlsClusterTest|RemoteSessionTest|PsReplicationTest|UpTest|ChaosTest|FetchLoopTest|TrainingTest|EmbeddedTest|PartitionedVariableTest|DestroyOrderTest)\\.|^ScenarioTest\\.FaultFree$|^SecurityTest\\.(PreAuthFloodIsBounded|APendingFloodFromOneAddressEvictsItsOwnOldestConnections|FailedProofsBackOffPerAddress)$}"
 # AF_TSAN_EXCLUDE: a ctest -E regex of tests left out of those suites (docs/testing.md).
 # MetricsTest.TcpCountersAreTheKernelsAndFollowTheSocketByInode starts no thread and compares the
 # kernel's tcpi_bytes_sent (which counts retransmitted bytes) with what it sent: on two cores busy
