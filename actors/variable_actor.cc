@@ -124,8 +124,9 @@ using VarActor = var_impl_t::stateful_base<VarState>;
 // call once the actor is past its restart budget or gone.
 class VarCell final : public InlineResource {
  public:
-  // Updates of variables up to this size (value or arguments) are served inline; the seed CNN's
-  // biases and global_step are, its weights (128 KiB to 12.8 MiB) are not.
+  // Updates of variables up to this size (value or arguments) are served inline: the seed CNN's
+  // biases, first convolution, last layer and global_step are; its 200 KiB and 12.8 MiB weights
+  // are not.
   static constexpr size_t kInlineUpdateBytes = 64 * 1024;
 
   explicit VarCell(bool replicated) : replicated_(replicated) {}
@@ -1264,11 +1265,10 @@ std::optional<Result<std::vector<Tensor>>> VarCell::try_call(const ResourceCall&
     ScopedFlushDenormal flush;                             // as handle_call
     Status decl = check_declared(vs, *call.op);
     if (!decl.ok()) return Result<std::vector<Tensor>>(decl);
-    auto trace = step_trace(call.step_id);
     // No actor: none of these calls makes a promise or sends (HostCall uses self for the
     // synchronous contributions only).
-    r.emplace(std::visit(HostCall{nullptr, vs, call.args, call.method(), call.caller_task, trace,
-                                  trace ? trace_task(call) : std::string(), false},
+    r.emplace(std::visit(HostCall{nullptr, vs, call.args, call.method(), call.caller_task, traced.trace,
+                                  traced.trace ? trace_task(call) : std::string(), false},
                          call.op->call));
   } catch (const std::exception& e) {
     return Result<std::vector<Tensor>>(restart_in_place(vs, e.what()));
