@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -41,6 +42,28 @@ using var_impl_t = variable_actor_t::extend<caf::reacts_to<sync_check_atom, int6
                                             caf::reacts_to<sync_deadline_atom, int64_t>>;
 
 class VarCell;
+
+// Bugs planted on purpose, for the history checker's own test (tests/history_test.cc, "the checker
+// is checked"): a ps node started with AF_TEST_PLANTED_BUG set to one of these names misbehaves
+// in that one way, and says so in a WARNING at its first replicated update. Never set
+// outside that test; unset (or any other value) changes nothing. Read once.
+//   ack_without_backup    a primary acknowledges an update without forwarding it to its backup
+//                         (only whole states still go), so a failover loses acknowledged updates;
+//   backup_applies_twice  a backup applies each replicated row update twice.
+enum class PlantedBug { kNone, kAckWithoutBackup, kBackupAppliesTwice };
+PlantedBug planted_bug() {
+  static const PlantedBug bug = [] {
+    const char* e = std::getenv("AF_TEST_PLANTED_BUG");
+    const std::string v = e ? e : "";
+    const PlantedBug b = v == "ack_without_backup"     ? PlantedBug::kAckWithoutBackup
+                         : v == "backup_applies_twice" ? PlantedBug::kBackupAppliesTwice
+                                                       : PlantedBug::kNone;
+    if (b != PlantedBug::kNone)
+      AF_LOG(WARNING) << "AF_TEST_PLANTED_BUG=" << v << ": this node replicates wrongly on purpose (a test of the history checker)";
+    return b;
+  }();
+  return bug;
+}
 
 struct VarState {
   std::string var;
@@ -1158,6 +1181,7 @@ caf::result<std::vector<Tensor>> replicate(VarActor* self, const ResourceCallPtr
     mark_sent_ahead(*ahead, rc);
   }
   rc.attrs = encode_call_attrs(attr_map);
+  if (planted_bug() == PlantedBug::kAckWithoutBackup && rc.method != "sync_state") return r;
   if (r.flag == caf::rt_delegated) {
     // A held synchronous contribution: its reply goes out when the step completes (the
     // backup counts the same contributions in the same order; see docs/architecture/ps-replication.md).
@@ -1338,6 +1362,9 @@ var_impl_t::behavior_type variable_actor(VarActor* self, std::string name, Resta
           if (defer_on_backup(self, c)) return std::vector<Tensor>{};
           apply_deferred(self, *c);
           if (!self->state.rep || !mutates(c->op->call)) return handle_call(self, c);
+          if (c->replica && planted_bug() == PlantedBug::kBackupAppliesTwice &&
+              std::holds_alternative<vcall::Scatter>(c->op->call))
+            (void)handle_call(self, c);
           if (auto refused = backup_refuses(self, *c)) return to_caf_error(*refused);
           const std::optional<SentAhead> early = send_call_early(self, *c);
           return replicate(self, c, handle_call(self, c), early);
