@@ -139,7 +139,8 @@ using VarActor = var_impl_t::stateful_base<VarState>;
 // A variable's inline part (actors/resources.h): a read, or an update of a small variable in
 // host memory, served on the caller's thread (the device actor's: the kernel's call and its
 // answer skip two mailbox hops) under `mu`, which the actor also holds while it handles any
-// message, so a variable's calls still never interleave. The rest goes to the actor: synchronous
+// message, so a variable's calls still never interleave; a call that finds `mu` held goes to the
+// actor instead of waiting. The rest goes to the actor: synchronous
 // contributions and their control (their answers are held), checkpoint slots, replicated
 // variables (their updates reach the backup first), a variable living in a GPU's memory or a
 // call from a GPU kernel, updates of variables over kInlineUpdateBytes (their math would hold
@@ -1270,7 +1271,11 @@ std::optional<Result<std::vector<Tensor>>> VarCell::try_call(const ResourceCall&
   if (replicated_ || !call.op || call.replica || device_of(call)) return std::nullopt;
   const bool read = inline_read(call.op->call);
   if (!read && !inline_update(call.op->call)) return std::nullopt;
-  std::lock_guard<std::mutex> l(mu);
+  // Never wait for the actor: while it holds the variable (a large update, a checkpoint read)
+  // the call goes to its mailbox, as without this path, instead of stalling the device actor's
+  // thread and every other kernel of its steps behind that work.
+  std::unique_lock<std::mutex> l(mu, std::try_to_lock);
+  if (!l.owns_lock()) return std::nullopt;
   if (!st) return std::nullopt;  // the actor is gone: it answers (or its absence does)
   VarState& vs = *st;
   // The actor answers past its restart budget, moves a GPU-resident value, and owns the

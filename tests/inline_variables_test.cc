@@ -156,14 +156,22 @@ TEST(InlineVariableTest, InlineAndActorCallsOnOneVariableNeverInterleave) {
   auto in = c->inline_part;
   ASSERT_TRUE(through_actor(*f.sys, c->actor, make_call("c", "assign", {floats({0, 0})})).ok());
   constexpr int kThreads = 3, kEach = 2000;
-  std::atomic<int> inline_served{0}, failed{0};
+  // A call the inline path declines (the actor holds the variable: the inline path never waits
+  // for it) goes to the actor, as DeviceResourceEnv::call sends it.
+  std::atomic<int> inline_served{0}, declined{0}, failed{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < kEach; ++i) {
         auto r = in->try_call(make_call("c", "assign_add", {floats({1, 1})}));
-        if (r && r->ok()) ++inline_served;
-        else ++failed;
+        if (!r) {
+          ++declined;
+          if (!through_actor(*f.sys, c->actor, make_call("c", "assign_add", {floats({1, 1})})).ok()) ++failed;
+        } else if (r->ok()) {
+          ++inline_served;
+        } else {
+          ++failed;
+        }
       }
     });
   int actor_served = 0;
@@ -171,7 +179,8 @@ TEST(InlineVariableTest, InlineAndActorCallsOnOneVariableNeverInterleave) {
     if (through_actor(*f.sys, c->actor, make_call("c", "assign_add", {floats({1, 1})})).ok()) ++actor_served;
   for (auto& t : threads) t.join();
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(inline_served.load(), kThreads * kEach);
+  EXPECT_EQ(inline_served.load() + declined.load(), kThreads * kEach);
+  EXPECT_GT(inline_served.load(), 0);
   EXPECT_EQ(actor_served, kEach);
   // Every update counted exactly once (float32 is exact to 2^24).
   EXPECT_EQ(values(through_actor(*f.sys, c->actor, make_call("c", "read", {}))),
