@@ -3,7 +3,7 @@
 // (AF_TEST_PLANTED_BUG, actors/variable_actor.cc) that it must catch.
 //
 // A failing schedule prints its seed; `AF_HISTORY_SEED=<seed> ./tests/history_test
-// --gtest_filter='Schedules/*'` runs that one schedule again (scripts/history-check.sh runs many).
+// --gtest_filter='Seeds/*'` runs that one schedule again (scripts/history-check.sh runs many).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -367,7 +367,7 @@ TEST_P(Schedules, NoAcknowledgedUpdateIsLostOrAppliedTwice) {
   const uint64_t seed = first_seed() + static_cast<uint64_t>(GetParam());
   const auto schedule = testing::make_schedule(seed, 2, 3, max_pause_ms());
   SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun: AF_HISTORY_SEED=" + std::to_string(seed) +
-               " ./tests/history_test --gtest_filter='Schedules/*')\n" + testing::describe_schedule(schedule));
+               " ./tests/history_test --gtest_filter='Seeds/*')\n" + testing::describe_schedule(schedule));
   HistoryJob job;
   ASSERT_TRUE(job.start());
   job.start_writers();
