@@ -8,7 +8,7 @@ replica_device_setter, on Debian's Fashion-MNIST. 1 ps + W workers, each its own
 tf.train.Server on 127.0.0.1 (thread pools of 1), asynchronous; every worker trains until the
 global step reaches STEPS, then worker 0 evaluates the 10 000 test images.
 
-  python tf_cnn.py --steps 5000 [--workers 3] [--data /usr/share/datasets/fashion-mnist]
+  python tf_cnn.py --steps 5000 [--workers 3] [--seed 1] [--data /usr/share/datasets/fashion-mnist]
 
 Prints `tf wall_secs=<launch to last worker's exit> test_accuracy=<a> final_step=<g>` (exit 0) or the
 reason on stderr (exit 1).
@@ -46,7 +46,7 @@ def run_task(args):
         gs = tf1.train.get_or_create_global_step()
         x = tf1.placeholder(tf.float32, [None, 784], "x-input")
         y = tf1.placeholder(tf.float32, [None, 10], "y-input")
-        seed = [1]
+        seed = [args.seed]
 
         def weight(name, shape):
             seed[0] += 1
@@ -93,7 +93,7 @@ def run_task(args):
                 print("tf worker %d: the model was never initialised" % args.task, file=sys.stderr)
                 return 1
             time.sleep(0.1)
-    rng = np.random.default_rng(1000 + args.task)
+    rng = np.random.default_rng(1000 * args.seed + args.task)
     order, at, step = rng.permutation(len(x_train)), 0, 0
     while step < args.steps:
         if at + 50 > len(order):
@@ -118,13 +118,15 @@ def main():
     ap.add_argument("--spec")
     ap.add_argument("--out")
     ap.add_argument("--bf16", action="store_true", help="bfloat16 operands for the convolutions and matmuls")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="initializers' seeds (seed+1, seed+2, ...) and data order (1000*seed + task)")
     args = ap.parse_args()
     if args.job:
         return run_task(args)
     spec = cluster_spec(1, args.workers)
     out = os.path.join(tempfile.mkdtemp(prefix="tf_cnn_"), "result.txt")
     base = ["--steps", str(args.steps), "--workers", str(args.workers), "--data", args.data, "--spec", json.dumps(spec),
-            "--out", out] + (["--bf16"] if args.bf16 else [])
+            "--out", out, "--seed", str(args.seed)] + (["--bf16"] if args.bf16 else [])
     t0 = time.time()
     ok = run_job(os.path.abspath(__file__), base, spec, 3600)
     wall = time.time() - t0
