@@ -95,7 +95,11 @@ class LeaseVoter {
   // backup), as every voter derives it from the cluster file; a shard not in it is refused.
   LeaseVoter(std::chrono::milliseconds lease, LeaseClock::time_point started, std::map<std::string, ShardTerm> initial);
 
-  // Answers `r` received at `now` (a malformed request is refused, naming why).
+  // Answers `r` received at `now`, by the rules at the top of this header: prepare() records the
+  // prepared term and answers with the accepted record; request() accepts a renewal, a newer
+  // version or the prepared new term, and makes the lease promise. Every answer carries the
+  // voter's accepted record and prepared term after it; a refusal says why (a malformed request
+  // is refused, naming the field).
   LeaseAnswer prepare(const PrepareRequest& r, LeaseClock::time_point now);
   LeaseAnswer request(const LeaseRequest& r, LeaseClock::time_point now);
 
