@@ -23,7 +23,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,12 +30,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from tf_common import free_port  # noqa: E402
 
 
 def actorflow_run(build, steps, workers, seed):
